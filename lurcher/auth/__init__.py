@@ -1,0 +1,1 @@
+"""Authentication and authorisation: password hashing, sessions, permission checks."""

@@ -1,0 +1,44 @@
+"""The root user, created on first start only.
+
+Username ``LURCHER_ROOT_USERNAME`` (default ``iggy``); password ``LURCHER_ROOT_PASSWORD``, or
+``iggy`` with ``--with-default-root-credentials``, otherwise generated and printed once.
+Once users exist these inputs are ignored, so a later change of the variables does not
+change the stored password.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Mapping
+
+from lurcher.core.meta.events import UserCreated
+from lurcher.core.meta.store import MetaStore
+from lurcher.core.wire.values.permissions import GlobalPermissions, Permissions
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROOT_USERNAME = "iggy"
+USER_ACTIVE = 1
+
+
+def root_permissions() -> bytes:
+    flags = {name: True for name in GlobalPermissions.__struct_fields__}
+    return Permissions(global_=GlobalPermissions(**flags)).encode()
+
+
+def ensure_root(meta: MetaStore, hash_password, environ: Mapping[str, str],
+                default_credentials: bool, now_us: int) -> str | None:
+    """Create the root user if no user exists; returns a generated password to show, or None."""
+    if meta.state.users:
+        return None
+    username = environ.get("LURCHER_ROOT_USERNAME") or DEFAULT_ROOT_USERNAME
+    password = environ.get("LURCHER_ROOT_PASSWORD")
+    generated = None
+    if not password:
+        password = "iggy" if default_credentials else secrets.token_urlsafe(18)
+        generated = None if default_credentials else password
+    meta.record(UserCreated(meta.state.user_ids.peek(), username, hash_password(password),
+                            USER_ACTIVE, root_permissions(), now_us))
+    log.info("created root user %r", username)
+    return generated

@@ -1,0 +1,35 @@
+"""A client session: one per connection (or HTTP token), shared by every transport.
+
+``user_id`` is None until a login succeeds. ``client_id`` is unique per server run.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+TRANSPORT_TCP = 1
+TRANSPORT_QUIC = 2
+TRANSPORT_HTTP = 3
+TRANSPORT_WEBSOCKET = 4
+
+_client_ids = itertools.count(1)
+
+
+def next_client_id() -> int:
+    return next(_client_ids)
+
+
+@dataclass
+class Session:
+    address: str
+    transport: int = TRANSPORT_TCP
+    client_id: int = field(default_factory=next_client_id)
+    user_id: int | None = None
+    login_time_us: int = 0
+    last_seen_us: int = 0
+    closed: bool = False
+
+    @property
+    def authenticated(self) -> bool:
+        return self.user_id is not None

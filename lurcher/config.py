@@ -1,0 +1,187 @@
+"""Server configuration: packaged defaults, an optional TOML file, then environment overrides.
+
+Precedence (last wins): the packaged ``configs/server.toml``, the file given with
+``--config`` (or ``LURCHER_CONFIG_PATH``), then ``LURCHER_<SECTION>_<KEY>`` variables. An
+environment variable names a key by its path joined with ``_`` and upper-cased; the path is
+resolved against the keys that exist, so keys containing underscores work
+(``LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC``). Values are coerced to the type of the default.
+Human sizes ("1 GiB", "500 MB") and durations ("30 s", "1 m", "none") are parsed by
+``parse_size`` and ``parse_duration_us``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+ENV_PREFIX = "LURCHER_"
+NOT_CONFIG_ENV = {"LURCHER_CONFIG_PATH", "LURCHER_ROOT_USERNAME", "LURCHER_ROOT_PASSWORD"}
+
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
+    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
+}
+_DURATION_US = {
+    "us": 1, "µs": 1, "ms": 1000, "s": 1_000_000, "sec": 1_000_000, "secs": 1_000_000,
+    "m": 60_000_000, "min": 60_000_000, "mins": 60_000_000,
+    "h": 3_600_000_000, "hour": 3_600_000_000, "hours": 3_600_000_000,
+    "d": 86_400_000_000, "day": 86_400_000_000, "days": 86_400_000_000,
+}
+_QUANTITY = re.compile(r"^\s*([0-9][0-9_]*(?:\.[0-9]+)?)\s*([a-zA-Zµ]*)\s*$")
+U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
+
+
+class ConfigError(ValueError):
+    """A configuration value or file that cannot be used."""
+
+
+def parse_size(value: int | str) -> int:
+    """Bytes from an int or a string like "1 GiB"; "unlimited" -> U64_MAX. Raises ConfigError."""
+    if isinstance(value, int):
+        return value
+    if value.strip().lower() == "unlimited":
+        return U64_MAX
+    m = _QUANTITY.match(value)
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise ConfigError(f"not a size: {value!r} (examples: 1048576, \"512 KiB\", \"1 GB\")")
+    return int(float(m.group(1).replace("_", "")) * _SIZE_UNITS[m.group(2).lower()])
+
+
+def parse_duration_us(value: int | str) -> int:
+    """Microseconds from an int (µs) or "30 s", "1 m", "500 ms"; "none"/"unlimited" -> U64_MAX."""
+    if isinstance(value, int):
+        return value
+    text = value.strip().lower()
+    if text in ("none", "unlimited", "never"):
+        return U64_MAX
+    total = 0
+    for part in re.findall(r"[0-9.]+\s*[a-zµ]+", text) or [text]:
+        m = _QUANTITY.match(part)
+        if not m or m.group(2).lower() not in _DURATION_US:
+            raise ConfigError(f"not a duration: {value!r} (examples: \"30 s\", \"1 m\", \"500 ms\")")
+        total += int(float(m.group(1)) * _DURATION_US[m.group(2).lower()])
+    return total
+
+
+def default_config() -> dict[str, Any]:
+    """The packaged defaults as a nested dict."""
+    text = resources.files("lurcher").joinpath("configs/server.toml").read_text()
+    return tomllib.loads(text)
+
+
+def merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``override`` into a copy of ``base``."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _coerce(raw: str, default: Any, name: str) -> Any:
+    if isinstance(default, bool):
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name}: expected true/false, got {raw!r}")
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"{name}: expected an integer, got {raw!r}") from None
+    if isinstance(default, float):
+        return float(raw)
+    if isinstance(default, list):
+        return [item.strip() for item in raw.split(",") if item.strip()]
+    return raw
+
+
+def _resolve(tree: dict[str, Any], tokens: list[str]) -> list[str] | None:
+    """The key path in ``tree`` spelled by ``tokens`` (lower-case words), or None."""
+    for cut in range(len(tokens), 0, -1):
+        key = "_".join(tokens[:cut])
+        if key not in tree:
+            continue
+        if cut == len(tokens):
+            return [key]
+        if isinstance(tree[key], dict):
+            rest = _resolve(tree[key], tokens[cut:])
+            if rest is not None:
+                return [key, *rest]
+    return None
+
+
+def apply_env(config: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """Apply LURCHER_* overrides. Raises ConfigError for a variable naming no key."""
+    out = copy.deepcopy(config)
+    for name, raw in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX) or name in NOT_CONFIG_ENV:
+            continue
+        path = _resolve(out, name[len(ENV_PREFIX):].lower().split("_"))
+        if path is None:
+            raise ConfigError(f"{name} names no configuration key")
+        node = out
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = _coerce(raw, node[path[-1]], name)
+    return out
+
+
+def load_config(path: str | os.PathLike[str] | None = None,
+                environ: Mapping[str, str] | None = None) -> "Config":
+    """Defaults + file + environment. Raises ConfigError for unreadable or invalid input."""
+    environ = os.environ if environ is None else environ
+    data = default_config()
+    path = path or environ.get("LURCHER_CONFIG_PATH")
+    if path:
+        try:
+            data = merge(data, tomllib.loads(Path(path).read_text()))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    return Config(apply_env(data, environ))
+
+
+class Config:
+    """Read access to the merged configuration by dotted path."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def get(self, dotted: str, default: Any = None) -> Any:
+        node: Any = self.data
+        for key in dotted.split("."):
+            if not isinstance(node, dict) or key not in node:
+                return default
+            node = node[key]
+        return node
+
+    def __getitem__(self, dotted: str) -> Any:
+        value = self.get(dotted, _MISSING)
+        if value is _MISSING:
+            raise ConfigError(f"missing configuration key {dotted}")
+        return value
+
+    def size(self, dotted: str) -> int:
+        return parse_size(self[dotted])
+
+    def duration_us(self, dotted: str) -> int:
+        return parse_duration_us(self[dotted])
+
+    def set(self, dotted: str, value: Any) -> None:
+        keys = dotted.split(".")
+        node = self.data
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+
+
+_MISSING = object()

@@ -1,0 +1,27 @@
+"""Settings of the storage layer (the ``system.segment`` / ``system.partition`` keys)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import msgspec
+
+GIB = 1024 * 1024 * 1024
+MAX_SEGMENT_SIZE_BYTES = GIB
+
+Clock = Callable[[], int]
+"""Returns the current time in microseconds since the epoch."""
+
+
+def wall_clock_us() -> int:
+    return time.time_ns() // 1000
+
+
+class LogConfig(msgspec.Struct, frozen=True):
+    """``segment_size_bytes``: roll to a new segment once the open one reaches it (the
+    Iggy default and maximum is 1 GiB). ``enforce_fsync``: ``append`` fsyncs the log and
+    index before returning."""
+
+    segment_size_bytes: int = GIB
+    enforce_fsync: bool = False

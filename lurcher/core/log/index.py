@@ -1,0 +1,74 @@
+"""The in-memory form of a segment's ``.index`` file.
+
+On disk (wire-protocol §17) the index is 16-byte entries, one per message: relative offset
+u32 (offset - segment start offset), END position u32 of the message in the ``.log``,
+timestamp u64. In memory it is one growable structured numpy array (``INDEX_DTYPE``);
+``rel``/``ends``/``timestamps`` are zero-copy views of the filled prefix. Appends amortise
+to O(batch) by doubling the capacity.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lurcher.core.wire.batch import INDEX_DTYPE, INDEX_ENTRY_BYTES
+
+_INITIAL_CAPACITY = 1024
+
+
+class SegmentIndex:
+    """Entries of one segment, in order; offsets are dense (entry i = start offset + i)."""
+
+    __slots__ = ("_entries", "count")
+
+    def __init__(self, entries: np.ndarray | None = None) -> None:
+        n = 0 if entries is None else len(entries)
+        self._entries = np.zeros(max(_INITIAL_CAPACITY, n), dtype=INDEX_DTYPE)
+        if n:
+            self._entries[:n] = entries
+        self.count = n
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> SegmentIndex:
+        """Parse whole entries of ``raw``; a trailing partial entry is ignored."""
+        n = len(raw) // INDEX_ENTRY_BYTES
+        return cls(np.frombuffer(raw, dtype=INDEX_DTYPE, count=n))
+
+    def append(self, raw: bytes | np.ndarray) -> None:
+        new = raw if isinstance(raw, np.ndarray) else np.frombuffer(raw, dtype=INDEX_DTYPE)
+        need = self.count + len(new)
+        if need > len(self._entries):
+            grown = np.zeros(max(need, 2 * len(self._entries)), dtype=INDEX_DTYPE)
+            grown[:self.count] = self._entries[:self.count]
+            self._entries = grown
+        self._entries[self.count:need] = new
+        self.count = need
+
+    def truncate(self, count: int) -> None:
+        self.count = min(self.count, count)
+
+    @property
+    def entries(self) -> np.ndarray:
+        return self._entries[:self.count]
+
+    @property
+    def rel(self) -> np.ndarray:
+        return self._entries["offset"][:self.count]
+
+    @property
+    def ends(self) -> np.ndarray:
+        return self._entries["position"][:self.count]
+
+    @property
+    def timestamps(self) -> np.ndarray:
+        return self._entries["timestamp"][:self.count]
+
+    def start_of(self, i: int) -> int:
+        """Byte position where entry ``i`` starts in the log."""
+        return 0 if i == 0 else int(self._entries["position"][i - 1])
+
+    def end_of(self, i: int) -> int:
+        return int(self._entries["position"][i])
+
+    def to_bytes(self) -> bytes:
+        return self.entries.tobytes()

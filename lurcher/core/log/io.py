@@ -1,0 +1,103 @@
+"""The storage I/O backend: the only place the log touches file descriptors.
+
+``IoBackend`` is deliberately small (open, positional write/read, fsync, truncate, size,
+close, plus remove/replace for whole files) so an io_uring backend or a fault-injecting test
+backend can replace ``PosixIo``. Every write is positional and complete: ``pwrite`` /
+``pwritev`` loop until every byte is in the kernel or raise OSError.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Protocol
+
+from lurcher.core.wire.buffer import Buffer
+
+
+class IoBackend(Protocol):
+    """File operations used by segments, partitions and offset files. All raise OSError."""
+
+    def open(self, path: str, create: bool = True) -> int: ...
+    def pwrite(self, fd: int, data: Buffer, position: int) -> int: ...
+    def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int: ...
+    def pread(self, fd: int, length: int, position: int) -> bytes: ...
+    def preadinto(self, fd: int, into: memoryview, position: int) -> int: ...
+    def fsync(self, fd: int) -> None: ...
+    def truncate(self, fd: int, length: int) -> None: ...
+    def size(self, fd: int) -> int: ...
+    def close(self, fd: int) -> None: ...
+    def remove(self, path: str) -> None: ...
+    def replace(self, src: str, dst: str) -> None: ...
+
+
+class PosixIo:
+    """``IoBackend`` over os.pwrite/os.pwritev/os.pread/os.preadv."""
+
+    def open(self, path: str, create: bool = True) -> int:
+        """Open read-write (creating the file when ``create``). Raises OSError."""
+        flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        return os.open(path, flags, 0o644)
+
+    def pwrite(self, fd: int, data: Buffer, position: int) -> int:
+        """Write all of ``data`` at ``position``; returns its length. Raises OSError."""
+        view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+        total = len(view)
+        done = os.pwrite(fd, view, position)
+        while done < total:
+            done += os.pwrite(fd, memoryview(view)[done:], position + done)
+        return total
+
+    def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int:
+        """Write all ``buffers`` back to back at ``position``; returns the byte count."""
+        total = sum(len(b) for b in buffers)
+        done = os.pwritev(fd, buffers, position)
+        if done < total:
+            joined = memoryview(b"".join(buffers))
+            while done < total:
+                done += os.pwrite(fd, joined[done:], position + done)
+        return total
+
+    def pread(self, fd: int, length: int, position: int) -> bytes:
+        """Up to ``length`` bytes at ``position`` (fewer only at end of file)."""
+        chunks = []
+        while length > 0:
+            chunk = os.pread(fd, length, position)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            length -= len(chunk)
+            position += len(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def preadinto(self, fd: int, into: memoryview, position: int) -> int:
+        """Fill ``into`` from ``position``; returns bytes read (short only at end of file)."""
+        done = 0
+        while done < len(into):
+            n = os.preadv(fd, [into[done:]], position + done)
+            if n == 0:
+                break
+            done += n
+        return done
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def truncate(self, fd: int, length: int) -> None:
+        os.ftruncate(fd, length)
+
+    def size(self, fd: int) -> int:
+        return os.fstat(fd).st_size
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def remove(self, path: str) -> None:
+        """Delete a file; a missing file is not an error."""
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    def replace(self, src: str, dst: str) -> None:
+        os.replace(src, dst)

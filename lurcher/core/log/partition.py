@@ -1,0 +1,281 @@
+"""A partition: one directory of segments plus its stored consumer offsets.
+
+Owns: the ordered list of segments (the last one is open for appends, the others sealed),
+the next offset to assign, the counters, and the consumer offsets. Only the owning shard
+calls it; every method is synchronous (the caller decides about threads).
+
+Invariants: offsets are dense and increase by one per message across segments; segment i+1
+starts at segment i's next offset; ``next_offset`` = open segment's next offset; index
+timestamps never decrease (the batch timestamp is max(clock, last timestamp)).
+Durability: ``append`` returns once the bytes are in the kernel (positional writes, nothing
+buffered in Python); with ``enforce_fsync`` also after fsync of log and index.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from enum import IntEnum
+
+import numpy as np
+
+from lurcher.core.log.config import Clock, LogConfig, wall_clock_us
+from lurcher.core.log.io import IoBackend, PosixIo
+from lurcher.core.log.offsets import ConsumerOffsets, OffsetKind
+from lurcher.core.log.recovery import RecoveryReport
+from lurcher.core.log.segment import INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, Segment
+from lurcher.core.log.slice import EMPTY, ByteRange, PolledSlice
+from lurcher.core.wire.batch import MessageBatch
+from lurcher.core.wire.buffer import U32_MAX
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
+
+class PollKind(IntEnum):
+    """Polling strategies, numbered as on the wire (§4.6)."""
+
+    OFFSET = 1
+    TIMESTAMP = 2
+    FIRST = 3
+    LAST = 4
+    NEXT = 5
+
+
+def _segment_starts(path: str, io: IoBackend) -> list[int]:
+    """Start offsets of the segments in ``path`` (by their .log files); orphan indexes go."""
+    names = os.listdir(path)
+    logs = {n[:-len(LOG_SUFFIX)] for n in names if n.endswith(LOG_SUFFIX)}
+    for n in names:
+        stem = n[:-len(INDEX_SUFFIX)]
+        if n.endswith(INDEX_SUFFIX) and stem not in logs:
+            io.remove(os.path.join(path, n))
+    return sorted(int(s) for s in logs if len(s) == OFFSET_DIGITS and s.isdigit())
+
+
+class Partition:
+    """Segments and stored offsets of one partition directory."""
+
+    def __init__(self, path: str, partition_id: int, config: LogConfig, io: IoBackend,
+                 clock: Clock, created_at_us: int) -> None:
+        """Use ``Partition.open``."""
+        self.path = path
+        self.partition_id = partition_id
+        self.config = config
+        self.io = io
+        self.clock = clock
+        self.created_at = created_at_us
+        self.segments: list[Segment] = []
+        self.offsets = ConsumerOffsets(path, io, fsync=config.enforce_fsync)
+        self.recovery: dict[int, RecoveryReport] = {}
+        self.next_offset = 0
+        self.messages_count = 0
+        self.size_bytes = 0
+        self._last_timestamp = 0
+
+    @classmethod
+    def open(cls, path: str, partition_id: int, config: LogConfig | None = None,
+             io: IoBackend | None = None, clock: Clock = wall_clock_us,
+             created_at_us: int | None = None) -> Partition:
+        """Open (creating when absent) and recover the partition in ``path``.
+
+        Recovery per segment: the index is reconciled with the log, a torn tail is cut
+        (``self.recovery`` says what changed). Raises OSError.
+        """
+        os.makedirs(path, exist_ok=True)
+        io = io or PosixIo()
+        created = clock() if created_at_us is None else created_at_us
+        part = cls(path, partition_id, config or LogConfig(), io, clock, created)
+        for start in _segment_starts(path, io) or [0]:
+            segment = Segment(path, start, io)
+            part.recovery[start] = segment.load()
+            part._add_segment(segment)
+        part.offsets.load()
+        return part
+
+    def _add_segment(self, segment: Segment) -> None:
+        if self.segments:
+            self.segments[-1].sealed = True
+        self.segments.append(segment)
+        self.next_offset = segment.next_offset
+        self.messages_count += segment.count
+        self.size_bytes += segment.size_bytes
+        self._last_timestamp = max(self._last_timestamp, segment.last_timestamp)
+
+    # -- counters ------------------------------------------------------------------------
+
+    @property
+    def current_offset(self) -> int:
+        """Offset of the last message appended (0 when none ever was)."""
+        return max(self.next_offset - 1, 0)
+
+    @property
+    def first_offset(self) -> int:
+        """Offset of the oldest stored message (the first segment's start)."""
+        return self.segments[0].start_offset
+
+    @property
+    def segments_count(self) -> int:
+        return len(self.segments)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def append(self, batch: MessageBatch) -> None:
+        """Stamp ``batch`` (offsets from ``next_offset``, one timestamp) and store it.
+
+        The batch must be valid (``MessageBatch.validate``) with a writable blob.
+        Raises IggyError INVALID_MESSAGES_COUNT (empty batch), CANNOT_SAVE_MESSAGES_TO_SEGMENT
+        (the write failed; the partition is unchanged).
+        """
+        if batch.count == 0:
+            raise IggyError(ErrorCode.INVALID_MESSAGES_COUNT, "empty batch")
+        segment = self._segment_for(len(batch.blob))
+        timestamp = max(self.clock(), self._last_timestamp)
+        base = self.next_offset
+        batch.stamp(base, timestamp)
+        entries = batch.index_entries(segment.size_bytes, base - segment.start_offset, timestamp)
+        try:
+            segment.append(batch.blob, entries)
+            if self.config.enforce_fsync:
+                segment.fsync()
+        except OSError as e:
+            raise IggyError(ErrorCode.CANNOT_SAVE_MESSAGES_TO_SEGMENT, str(e)) from e
+        self.next_offset += batch.count
+        self.messages_count += batch.count
+        self.size_bytes += len(batch.blob)
+        self._last_timestamp = timestamp
+
+    def _segment_for(self, blob_bytes: int) -> Segment:
+        """The open segment, after rolling to a new one if it is full. Raises IggyError."""
+        segment = self.segments[-1]
+        full = (segment.is_full(self.config.segment_size_bytes)
+                or segment.size_bytes + blob_bytes > U32_MAX)
+        if segment.count and full:
+            try:
+                self._add_segment(Segment(self.path, self.next_offset, self.io))
+            except OSError as e:
+                raise IggyError(ErrorCode.CANNOT_CREATE_SEGMENT_LOG_FILE, str(e)) from e
+            segment = self.segments[-1]
+        return segment
+
+    def flush(self, fsync: bool = False) -> None:
+        """Nothing is buffered in Python; with ``fsync`` every written segment is fsynced."""
+        if fsync:
+            for segment in self.segments:
+                if segment.dirty:
+                    segment.fsync()
+
+    # -- reading -------------------------------------------------------------------------
+
+    def read_offset(self, start: int, count: int) -> PolledSlice:
+        """Up to ``count`` messages from offset ``start`` (from the first stored one when
+        ``start`` is older); empty when ``start`` is past the last offset or count is 0."""
+        if count <= 0 or self.messages_count == 0 or start >= self.next_offset:
+            return EMPTY
+        first = max(start, self.first_offset)
+        return self._slice(first, min(first + count, self.next_offset) - 1)
+
+    def read_timestamp(self, timestamp_us: int, count: int) -> PolledSlice:
+        """Up to ``count`` messages from the first one with timestamp >= ``timestamp_us``."""
+        if count <= 0:
+            return EMPTY
+        for segment in self.segments:
+            if segment.count and segment.last_timestamp >= timestamp_us:
+                i = int(np.searchsorted(segment.index.timestamps, timestamp_us, side="left"))
+                return self.read_offset(segment.start_offset + i, count)
+        return EMPTY
+
+    def read_first(self, count: int) -> PolledSlice:
+        return self.read_offset(self.first_offset, count)
+
+    def read_last(self, count: int) -> PolledSlice:
+        """The last ``count`` messages."""
+        if count <= 0:
+            return EMPTY
+        return self.read_offset(self.next_offset - min(count, self.next_offset), count)
+
+    def read_next(self, kind: OffsetKind, key: int, count: int) -> PolledSlice:
+        """From the stored offset + 1 of (kind, key), or the first offset when none."""
+        stored = self.offsets.get(kind, key)
+        return self.read_offset(self.first_offset if stored is None else stored + 1, count)
+
+    def poll(self, strategy: PollKind | int, value: int, count: int,
+             consumer: tuple[OffsetKind, int] = ("consumers", 0)) -> PolledSlice:
+        """Dispatch a wire polling strategy (§4.6). Raises ValueError for an unknown kind."""
+        read = _STRATEGIES[PollKind(strategy)]
+        return read(self, value, count, consumer)
+
+    def _slice(self, first: int, last: int) -> PolledSlice:
+        """Byte ranges of offsets first..last (both stored), one range per segment."""
+        starts = [s.start_offset for s in self.segments]
+        i = max(bisect.bisect_right(starts, first) - 1, 0)
+        ranges: list[ByteRange] = []
+        got_first, got_last, n = -1, -1, 0
+        for segment in self.segments[i:]:
+            if segment.start_offset > last:
+                break
+            a, b = max(first, segment.start_offset), min(last, segment.end_offset)
+            if a > b:
+                continue
+            position, length = segment.byte_range(a - segment.start_offset,
+                                                  b - segment.start_offset)
+            ranges.append(ByteRange(segment.log_path, segment.log_fd, position, length))
+            got_first = a if got_first < 0 else got_first
+            got_last, n = b, n + b - a + 1
+        if not n:
+            return EMPTY
+        return PolledSlice(got_first, n, got_last, tuple(ranges))
+
+    # -- consumer offsets ----------------------------------------------------------------
+
+    def store_offset(self, kind: OffsetKind, key: int, offset: int) -> None:
+        """Persist a consumer's (``consumers``) or group's (``groups``) offset. Raises OSError."""
+        self.offsets.store(kind, key, offset)
+
+    def get_offset(self, kind: OffsetKind, key: int) -> int | None:
+        return self.offsets.get(kind, key)
+
+    def delete_offset(self, kind: OffsetKind, key: int) -> None:
+        """Raises IggyError CONSUMER_OFFSET_NOT_FOUND when nothing is stored."""
+        self.offsets.delete(kind, key)
+
+    # -- maintenance ---------------------------------------------------------------------
+
+    def delete_oldest_segments(self, n: int) -> tuple[int, int]:
+        """Delete up to ``n`` oldest sealed segments (never the open one).
+
+        Returns (segments deleted, messages deleted). Raises OSError.
+        """
+        doomed = self.segments[:max(0, min(n, len(self.segments) - 1))]
+        self.segments = self.segments[len(doomed):]
+        messages = 0
+        for segment in doomed:
+            messages += segment.count
+            self.messages_count -= segment.count
+            self.size_bytes -= segment.size_bytes
+            segment.delete()
+        return len(doomed), messages
+
+    def purge(self) -> None:
+        """Drop every segment and stored offset; restart empty at offset 0 (as 0.8 does)."""
+        for segment in self.segments:
+            segment.delete()
+        self.segments = []
+        self.offsets.clear()
+        self.next_offset = self.messages_count = self.size_bytes = 0
+        self._last_timestamp = 0
+        self._add_segment(Segment(self.path, 0, self.io))
+
+    def close(self) -> None:
+        """Close every segment's files (fsync first when ``enforce_fsync``)."""
+        self.flush(self.config.enforce_fsync)
+        for segment in self.segments:
+            segment.close()
+
+
+_STRATEGIES = {
+    PollKind.OFFSET: lambda p, value, count, _: p.read_offset(value, count),
+    PollKind.TIMESTAMP: lambda p, value, count, _: p.read_timestamp(value, count),
+    PollKind.FIRST: lambda p, _value, count, _: p.read_first(count),
+    PollKind.LAST: lambda p, _value, count, _: p.read_last(count),
+    PollKind.NEXT: lambda p, _value, count, who: p.read_next(who[0], who[1], count),
+}

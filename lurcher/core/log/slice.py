@@ -1,0 +1,62 @@
+"""The answer to a read: which messages, and where their bytes are in the segment files.
+
+A ``PolledSlice`` never re-encodes messages: stored messages are already in wire form, so the
+answer is a list of byte ranges of ``.log`` files. The transport may ``sendfile`` the ranges or
+call ``read()`` to materialise them. The file descriptors are the partition's own: materialise
+(or send) before the partition deletes segments or closes.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from lurcher.core.log.io import IoBackend, PosixIo
+
+_POSIX = PosixIo()
+
+
+class ByteRange(msgspec.Struct, frozen=True):
+    """``length`` bytes at ``position`` of the segment log ``path`` (open as ``fd``)."""
+
+    path: str
+    fd: int
+    position: int
+    length: int
+
+
+class PolledSlice(msgspec.Struct, frozen=True):
+    """Messages first_offset..last_offset (``count`` of them) as byte ranges, in order."""
+
+    first_offset: int = 0
+    count: int = 0
+    last_offset: int = 0
+    ranges: tuple[ByteRange, ...] = ()
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(r.length for r in self.ranges)
+
+    def read_into(self, into: memoryview, io: IoBackend = _POSIX) -> int:
+        """Copy the bytes into ``into`` (at least ``total_bytes`` long); returns the count.
+
+        Raises OSError, or EOFError when a file is shorter than its range.
+        """
+        done = 0
+        for r in self.ranges:
+            got = io.preadinto(r.fd, into[done:done + r.length], r.position)
+            if got != r.length:
+                raise EOFError(f"{r.path}: {got} of {r.length} bytes at {r.position}")
+            done += got
+        return done
+
+    def read(self, io: IoBackend = _POSIX) -> memoryview:
+        """All the messages' bytes, back to back (one buffer, filled with pread)."""
+        buf = memoryview(bytearray(self.total_bytes))
+        self.read_into(buf, io)
+        return buf
+
+    def to_bytes(self, io: IoBackend = _POSIX) -> bytes:
+        return bytes(self.read(io))
+
+
+EMPTY = PolledSlice()

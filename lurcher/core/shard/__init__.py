@@ -1,0 +1,1 @@
+"""A shard: owns partitions, executes commands, answers through the dispatcher."""

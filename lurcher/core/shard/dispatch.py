@@ -1,0 +1,61 @@
+"""The dispatcher: one table from command code to name, request type, handler, permission.
+
+Every transport hands ``(session, code, payload)`` here. The table joins the wire command
+table (``core.wire.commands.COMMANDS``) with the handlers registered by the modules of
+``core.shard.handlers``. ``dispatch`` decodes, checks the session and the permission, and
+calls the handler; it returns the handler's result or an awaitable of it, and raises
+``IggyError`` (including ``WireError``) for failures, which the transport turns into a status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from lurcher.core.shard.handlers import registry
+from lurcher.core.wire.commands import COMMANDS, CommandSpec
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
+
+@dataclass(frozen=True)
+class Route:
+    spec: CommandSpec
+    handler: Callable[..., Any]
+    permission: str
+    login_required: bool
+
+
+def build_table() -> dict[int, Route]:
+    """Join the wire table with the registered handlers. Raises if a handler names no command."""
+    registry.load_all()
+    by_name = {spec.name: spec for spec in COMMANDS.values()}
+    unknown = set(registry.HANDLERS) - set(by_name)
+    if unknown:
+        raise RuntimeError(f"handlers for unknown commands: {sorted(unknown)}")
+    table = {}
+    for name, entry in registry.HANDLERS.items():
+        spec = by_name[name]
+        table[spec.code] = Route(spec, entry.fn, entry.permission, entry.login_required)
+    return table
+
+
+class Dispatcher:
+    """Executes decoded commands against a shard."""
+
+    def __init__(self, shard: Any) -> None:
+        self.shard = shard
+        self.table = build_table()
+
+    def dispatch(self, session: Any, code: int, payload: memoryview) -> Any:
+        """Run one command. Returns a reply or an awaitable of one; raises IggyError."""
+        route = self.table.get(code)
+        if route is None:
+            raise IggyError(ErrorCode.INVALID_COMMAND, f"unknown command code {code}")
+        if route.login_required and not session.authenticated:
+            raise IggyError(ErrorCode.UNAUTHENTICATED, route.spec.name)
+        request = route.spec.request.decode_exact(payload)
+        request.validate()
+        if route.permission:
+            self.shard.authorize(session, route.permission, request)
+        return route.handler(self.shard, session, request)

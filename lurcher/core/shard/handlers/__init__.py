@@ -1,0 +1,1 @@
+"""Command handlers, one module per command group; each registers with ``registry``."""

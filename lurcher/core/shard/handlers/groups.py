@@ -1,0 +1,75 @@
+"""Consumer group commands: get, list, create, delete, join, leave."""
+
+from __future__ import annotations
+
+from lurcher.core.meta import events as ev
+from lurcher.core.shard.handlers.registry import handles
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.responses.consumer_groups import GroupDetails, GroupHeader, GroupMember
+
+
+def group_header(shard, topic, group) -> GroupHeader:
+    return GroupHeader(group.id, topic.partitions_count,
+                       len(shard.groups.members(topic, group.id)), group.name)
+
+
+def group_details(shard, topic, group) -> GroupDetails:
+    members = [GroupMember(m.id, list(m.partitions))
+               for m in shard.groups.members(topic, group.id)]
+    return GroupDetails(group_header(shard, topic, group), members)
+
+
+@handles("get_consumer_group", "read_topic")
+def get_consumer_group(shard, session, req):
+    state = shard.meta.state
+    try:
+        topic = state.topic(req.stream_id, req.topic_id)
+        group = state.group(topic, req.group_id)
+    except IggyError:
+        return None
+    return group_details(shard, topic, group)
+
+
+@handles("get_consumer_groups", "read_topic")
+def get_consumer_groups(shard, session, req):
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    return [group_header(shard, topic, topic.groups[gid]) for gid in sorted(topic.groups)]
+
+
+@handles("create_consumer_group", "read_topic")
+def create_consumer_group(shard, session, req):
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    if req.name in topic.group_names:
+        raise IggyError(ErrorCode.CONSUMER_GROUP_NAME_ALREADY_EXISTS, req.name)
+    gid = topic.group_ids.peek()
+    shard.meta.record(ev.ConsumerGroupCreated(topic.stream_id, topic.id, gid, req.name))
+    return group_details(shard, topic, topic.groups[gid])
+
+
+@handles("delete_consumer_group", "read_topic")
+def delete_consumer_group(shard, session, req):
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    group = shard.meta.state.group(topic, req.group_id)
+    shard.meta.record(ev.ConsumerGroupDeleted(topic.stream_id, topic.id, group.id))
+    shard.groups.drop_group(topic, group.id)
+    for partition in shard.topic_partitions(topic):
+        if partition.get_offset("groups", group.id) is not None:
+            partition.delete_offset("groups", group.id)
+    return None
+
+
+@handles("join_consumer_group", "read_topic")
+def join_consumer_group(shard, session, req):
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    group = shard.meta.state.group(topic, req.group_id)
+    shard.groups.join(topic, group.id, session.client_id)
+    return None
+
+
+@handles("leave_consumer_group", "read_topic")
+def leave_consumer_group(shard, session, req):
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    group = shard.meta.state.group(topic, req.group_id)
+    shard.groups.leave(topic, group.id, session.client_id)
+    return None

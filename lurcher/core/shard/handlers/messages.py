@@ -1,0 +1,75 @@
+"""Message commands: send (append a batch), poll (read stored bytes as they are), flush.
+
+The send path does per-batch work only: choose the partition, validate and stamp the batch
+vectorised, one write. The poll path answers the 16-byte prefix followed by the stored
+message bytes, never re-encoding a message.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import xxhash
+
+from lurcher.core.shard.handlers import consumers
+from lurcher.core.shard.handlers.registry import handles
+from lurcher.core.shard.reply import Parts
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.values.partitioning import PartitioningKind
+
+POLL_PREFIX = struct.Struct("<IQI")
+assert POLL_PREFIX.size == 16
+
+
+def choose_partition(shard, topic, partitioning) -> int:
+    """Partition id for a send (wire §4.4). Raises IggyError NO_PARTITIONS."""
+    count = topic.partitions_count
+    if count == 0:
+        raise IggyError(ErrorCode.NO_PARTITIONS, f"topic {topic.id} has no partitions")
+    kind = partitioning.kind
+    if kind == PartitioningKind.PARTITION_ID:
+        return partitioning.partition_id
+    if kind == PartitioningKind.MESSAGES_KEY:
+        return xxhash.xxh32_intdigest(partitioning.value) % count
+    key = (topic.stream_id, topic.id)
+    chosen = shard.balanced_counters.get(key, -1) + 1
+    shard.balanced_counters[key] = chosen % count
+    return chosen % count
+
+
+@handles("send_messages", "send_messages")
+def send_messages(shard, session, req):
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    partition = shard.partition(topic, choose_partition(shard, topic, req.partitioning))
+    req.batch.validate()
+    return shard.append(partition, req.batch)
+
+
+def empty_poll(partition_id: int, current_offset: int) -> bytes:
+    return POLL_PREFIX.pack(partition_id, current_offset, 0)
+
+
+@handles("poll_messages", "poll_messages")
+def poll_messages(shard, session, req):
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    target = consumers.resolve(shard, session, topic, req.consumer, req.partition_id, advance=True)
+    if target.partition_id is None:
+        return empty_poll(0, 0)
+    partition = shard.partition(topic, target.partition_id)
+    polled = partition.poll(req.strategy.kind, req.strategy.value, req.count,
+                            (target.kind, target.key))
+    if polled.count == 0:
+        return empty_poll(partition.partition_id, partition.current_offset)
+    data = polled.read()
+    if req.auto_commit:
+        partition.store_offset(target.kind, target.key, polled.last_offset)
+    prefix = POLL_PREFIX.pack(partition.partition_id, partition.current_offset, polled.count)
+    return Parts([prefix, data])
+
+
+@handles("flush_unsaved_buffer", "send_messages")
+def flush_unsaved_buffer(shard, session, req):
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    shard.partition(topic, req.partition_id).flush(req.fsync)
+    return None

@@ -1,0 +1,41 @@
+"""Consumer offset commands: get, store, delete (plain consumers and groups)."""
+
+from __future__ import annotations
+
+from lurcher.core.shard.handlers import consumers
+from lurcher.core.shard.handlers.registry import handles
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.responses.consumer_offsets import ConsumerOffsetInfo
+
+
+def _target(shard, session, req):
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    target = consumers.resolve(shard, session, topic, req.consumer, req.partition_id,
+                               advance=False)
+    if target.partition_id is None:
+        raise IggyError(ErrorCode.PARTITION_NOT_FOUND, "no partition assigned to this member")
+    return target, shard.partition(topic, target.partition_id)
+
+
+@handles("get_consumer_offset", "poll_messages")
+def get_consumer_offset(shard, session, req):
+    target, partition = _target(shard, session, req)
+    stored = partition.get_offset(target.kind, target.key)
+    if stored is None:
+        return None
+    return ConsumerOffsetInfo(partition.partition_id, partition.current_offset, stored)
+
+
+@handles("store_consumer_offset", "poll_messages")
+def store_consumer_offset(shard, session, req):
+    target, partition = _target(shard, session, req)
+    partition.store_offset(target.kind, target.key, req.offset)
+    return None
+
+
+@handles("delete_consumer_offset", "poll_messages")
+def delete_consumer_offset(shard, session, req):
+    target, partition = _target(shard, session, req)
+    partition.delete_offset(target.kind, target.key)
+    return None

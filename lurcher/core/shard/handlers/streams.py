@@ -1,0 +1,71 @@
+"""Stream commands: get, list, create, update, delete, purge."""
+
+from __future__ import annotations
+
+from lurcher.core.meta import events as ev
+from lurcher.core.shard.handlers.registry import handles
+from lurcher.core.shard.views import stream_details, stream_header
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
+
+def find_or_none(state, ident):
+    """The stream, or None when it does not exist (GETs answer empty, not an error)."""
+    try:
+        return state.stream(ident)
+    except IggyError:
+        return None
+
+
+@handles("get_stream", "read_stream")
+def get_stream(shard, session, req):
+    stream = find_or_none(shard.meta.state, req.stream_id)
+    return None if stream is None else stream_details(shard, stream)
+
+
+@handles("get_streams", "read_streams")
+def get_streams(shard, session, req):
+    streams = shard.meta.state.streams
+    return [stream_header(shard, streams[sid]) for sid in sorted(streams)]
+
+
+@handles("create_stream", "create_stream")
+def create_stream(shard, session, req):
+    state = shard.meta.state
+    if req.name in state.stream_names:
+        raise IggyError(ErrorCode.STREAM_NAME_ALREADY_EXISTS, req.name)
+    sid = state.stream_ids.peek()
+    shard.meta.record(ev.StreamCreated(sid, req.name, shard.clock()))
+    return stream_details(shard, state.streams[sid])
+
+
+@handles("update_stream", "manage_stream")
+def update_stream(shard, session, req):
+    state = shard.meta.state
+    stream = state.stream(req.stream_id)
+    if req.name == stream.name:
+        return None
+    if req.name in state.stream_names:
+        raise IggyError(ErrorCode.STREAM_NAME_ALREADY_EXISTS, req.name)
+    shard.meta.record(ev.StreamUpdated(stream.id, req.name))
+    return None
+
+
+@handles("delete_stream", "manage_stream")
+def delete_stream(shard, session, req):
+    stream = shard.meta.state.stream(req.stream_id)
+    topics = list(stream.topics.values())
+    shard.meta.record(ev.StreamDeleted(stream.id))
+    for topic in topics:
+        shard.drop_topic_files(topic)
+    shard.drop_stream_files(stream.id)
+    return None
+
+
+@handles("purge_stream", "manage_stream")
+def purge_stream(shard, session, req):
+    stream = shard.meta.state.stream(req.stream_id)
+    for topic in stream.topics.values():
+        for partition in shard.topic_partitions(topic):
+            partition.purge()
+    return None

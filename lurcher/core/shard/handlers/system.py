@@ -1,0 +1,112 @@
+"""System commands: ping, stats, cluster metadata, clients (me, one, all), snapshot."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import socket
+import threading
+
+import psutil
+
+from lurcher.core.shard.handlers.registry import handles
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.responses.clients import ClientDetails, ClientGroup, ClientHeader
+from lurcher.core.wire.responses.cluster import ClusterMetadata, ClusterNode
+from lurcher.core.wire.responses.stats import Stats
+
+SERVER_VERSION = "0.8.0"
+SERVER_SEMVER = 8000
+NOT_LOGGED_IN = 0xFFFF_FFFF
+_process = psutil.Process()
+
+
+@handles("ping", login_required=False)
+def ping(shard, session, req):
+    session.last_seen_us = shard.clock()
+    return None
+
+
+def _port(shard, transport: str) -> int:
+    address = shard.endpoints.get(transport)
+    return int(address.rpartition(":")[2]) if address else 0
+
+
+@handles("get_cluster_metadata")
+def get_cluster_metadata(shard, session, req):
+    host = (shard.endpoints.get("tcp") or "127.0.0.1:0").rpartition(":")[0].strip("[]")
+    node = ClusterNode("lurcher-node", host, _port(shard, "tcp"), _port(shard, "quic"),
+                       _port(shard, "http"), _port(shard, "websocket"))
+    return ClusterMetadata("single-node", [node])
+
+
+@handles("get_snapshot_file", "server_info")
+def get_snapshot_file(shard, session, req):
+    raise IggyError(ErrorCode.FEATURE_UNAVAILABLE, "snapshots are not supported")
+
+
+def client_details(shard, session) -> ClientDetails:
+    groups = [ClientGroup(*key) for key in shard.groups.joined_by(session.client_id)]
+    user = NOT_LOGGED_IN if session.user_id is None else session.user_id
+    header = ClientHeader(session.client_id, user, session.transport, session.address,
+                          len(groups))
+    return ClientDetails(header, groups)
+
+
+@handles("get_me")
+def get_me(shard, session, req):
+    return client_details(shard, session)
+
+
+@handles("get_client", "server_info")
+def get_client(shard, session, req):
+    other = shard.sessions.get(req.client_id)
+    return None if other is None else client_details(shard, other)
+
+
+@handles("get_clients", "server_info")
+def get_clients(shard, session, req):
+    return [client_details(shard, s).header for _, s in sorted(shard.sessions.items())]
+
+
+@handles("get_stats", "server_info")
+def get_stats(shard, session, req):
+    state = shard.meta.state
+    topics = list(state.topics())
+    partitions = list(shard.partitions.values())
+    memory = psutil.virtual_memory()
+    disk = shutil.disk_usage(shard.data_path)
+    io = _process.io_counters() if hasattr(_process, "io_counters") else None
+    uname = platform.uname()
+    return Stats(
+        process_id=os.getpid(),
+        cpu_usage=float(_process.cpu_percent(None)),
+        total_cpu_usage=float(psutil.cpu_percent(None)),
+        memory_usage_bytes=_process.memory_info().rss,
+        total_memory_bytes=memory.total,
+        available_memory_bytes=memory.available,
+        run_time_us=shard.clock() - shard.started_at_us,
+        start_time_us=shard.started_at_us,
+        read_bytes=io.read_bytes if io else 0,
+        written_bytes=io.write_bytes if io else 0,
+        messages_size_bytes=sum(p.size_bytes for p in partitions),
+        streams_count=len(state.streams),
+        topics_count=len(topics),
+        partitions_count=len(partitions),
+        segments_count=sum(p.segments_count for p in partitions),
+        messages_count=sum(p.messages_count for p in partitions),
+        clients_count=len(shard.sessions),
+        consumer_groups_count=sum(len(t.groups) for t in topics),
+        hostname=socket.gethostname(),
+        os_name=uname.system,
+        os_version=platform.version(),
+        kernel_version=uname.release,
+        iggy_server_version=SERVER_VERSION,
+        iggy_server_semver=SERVER_SEMVER,
+        cache_metrics=[],
+        threads_count=threading.active_count(),
+        free_disk_space_bytes=disk.free,
+        total_disk_space_bytes=disk.total,
+    )

@@ -1,0 +1,97 @@
+"""Topic commands: get, list, create, update, delete, purge.
+
+Expiry and size defaults are resolved at creation: 0 means the server default
+(``system.topic.message_expiry`` / ``system.topic.max_size``); a max size below the segment
+size is refused (INVALID_TOPIC_SIZE); replication factor 0 is stored as 1.
+"""
+
+from __future__ import annotations
+
+from lurcher.config import U64_MAX
+from lurcher.core.meta import events as ev
+from lurcher.core.shard.handlers.registry import handles
+from lurcher.core.shard.views import topic_details, topic_header
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
+
+def find_or_none(state, stream_ident, topic_ident):
+    try:
+        return state.topic(stream_ident, topic_ident)
+    except IggyError as exc:
+        if exc.code in (ErrorCode.STREAM_ID_NOT_FOUND, ErrorCode.STREAM_NAME_NOT_FOUND,
+                        ErrorCode.TOPIC_ID_NOT_FOUND, ErrorCode.TOPIC_NAME_NOT_FOUND):
+            return None
+        raise
+
+
+def resolve_limits(shard, expiry_us: int, max_size_bytes: int) -> tuple[int, int]:
+    """Apply server defaults for 0 and check the size against the segment size."""
+    config = shard.config
+    if expiry_us == 0:
+        expiry_us = config.duration_us("system.topic.message_expiry")
+    if max_size_bytes == 0:
+        max_size_bytes = config.size("system.topic.max_size")
+    segment = shard.log_config.segment_size_bytes
+    if max_size_bytes != U64_MAX and max_size_bytes < segment:
+        raise IggyError(ErrorCode.INVALID_TOPIC_SIZE,
+                        f"max topic size {max_size_bytes} below segment size {segment}")
+    return expiry_us, max_size_bytes
+
+
+@handles("get_topic", "read_topic")
+def get_topic(shard, session, req):
+    topic = find_or_none(shard.meta.state, req.stream_id, req.topic_id)
+    return None if topic is None else topic_details(shard, topic)
+
+
+@handles("get_topics", "read_topics")
+def get_topics(shard, session, req):
+    stream = shard.meta.state.stream(req.stream_id)
+    return [topic_header(shard, stream.topics[tid]) for tid in sorted(stream.topics)]
+
+
+@handles("create_topic", "create_topic")
+def create_topic(shard, session, req):
+    state = shard.meta.state
+    stream = state.stream(req.stream_id)
+    if req.name in stream.topic_names:
+        raise IggyError(ErrorCode.TOPIC_NAME_ALREADY_EXISTS, req.name)
+    expiry, max_size = resolve_limits(shard, req.message_expiry_us, req.max_topic_size_bytes)
+    tid = stream.topic_ids.peek()
+    shard.meta.record(ev.TopicCreated(stream.id, tid, req.name, shard.clock(),
+                                      req.partitions_count, req.compression, expiry, max_size,
+                                      req.replication_factor or 1))
+    topic = stream.topics[tid]
+    for pid in range(topic.partitions_count):
+        shard.open_partition(topic, pid)
+    return topic_details(shard, topic)
+
+
+@handles("update_topic", "manage_topic")
+def update_topic(shard, session, req):
+    state = shard.meta.state
+    stream = state.stream(req.stream_id)
+    topic = state.topic(req.stream_id, req.topic_id)
+    if req.name != topic.name and req.name in stream.topic_names:
+        raise IggyError(ErrorCode.TOPIC_NAME_ALREADY_EXISTS, req.name)
+    expiry, max_size = resolve_limits(shard, req.message_expiry_us, req.max_topic_size_bytes)
+    shard.meta.record(ev.TopicUpdated(stream.id, topic.id, req.name, req.compression, expiry,
+                                      max_size, req.replication_factor or 1))
+    return None
+
+
+@handles("delete_topic", "manage_topic")
+def delete_topic(shard, session, req):
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    shard.meta.record(ev.TopicDeleted(topic.stream_id, topic.id))
+    shard.drop_topic_files(topic)
+    return None
+
+
+@handles("purge_topic", "manage_topic")
+def purge_topic(shard, session, req):
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    for partition in shard.topic_partitions(topic):
+        partition.purge()
+    return None

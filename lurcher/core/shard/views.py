@@ -1,0 +1,43 @@
+"""Response values built from metadata plus the live partition counters.
+
+Sizes and message counts of topics and streams are sums over their partitions; nothing
+is cached, so a view is always current.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lurcher.core.meta.state import StreamMeta, TopicMeta
+from lurcher.core.wire.responses.streams import StreamDetails, StreamHeader
+from lurcher.core.wire.responses.topics import PartitionInfo, TopicDetails, TopicHeader
+
+
+def partition_info(partition: Any) -> PartitionInfo:
+    return PartitionInfo(partition.partition_id, partition.created_at, partition.segments_count,
+                         partition.current_offset, partition.size_bytes, partition.messages_count)
+
+
+def topic_header(shard: Any, topic: TopicMeta) -> TopicHeader:
+    parts = shard.topic_partitions(topic)
+    return TopicHeader(topic.id, topic.created_at, topic.partitions_count,
+                       topic.message_expiry_us, topic.compression, topic.max_topic_size,
+                       topic.replication_factor, sum(p.size_bytes for p in parts),
+                       sum(p.messages_count for p in parts), topic.name)
+
+
+def topic_details(shard: Any, topic: TopicMeta) -> TopicDetails:
+    return TopicDetails(topic_header(shard, topic),
+                        [partition_info(p) for p in shard.topic_partitions(topic)])
+
+
+def stream_header(shard: Any, stream: StreamMeta) -> StreamHeader:
+    topics = [topic_header(shard, t) for t in stream.topics.values()]
+    return StreamHeader(stream.id, stream.created_at, len(topics),
+                        sum(t.size_bytes for t in topics), sum(t.messages_count for t in topics),
+                        stream.name)
+
+
+def stream_details(shard: Any, stream: StreamMeta) -> StreamDetails:
+    topics = [topic_header(shard, stream.topics[tid]) for tid in sorted(stream.topics)]
+    return StreamDetails(stream_header(shard, stream), topics)

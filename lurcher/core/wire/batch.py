@@ -1,0 +1,377 @@
+"""A batch of messages in wire form, and vectorized access to message headers.
+
+Layout inside SendMessages: ``messages_count u32``, an index block of ``count`` x 16 bytes
+(u32 relative offset = 0, u32 end position of the message inside the blob, u64 timestamp = 0),
+then the messages blob (each message: 64-byte header, payload, user headers).
+
+``MessageBatch`` owns no per-message objects: it is a view over the index block and the blob.
+Every per-message operation (validation, stamping offsets/timestamps/ids, reading header
+fields, building index entries) is a numpy operation over all messages at once. The only
+per-message Python work is the XXH3 checksum (one C call per message).
+
+Invariants after ``validate()``: ``ends()`` is non-decreasing, starts at >= 64, ends at
+``len(blob)``, and each message's header lengths add up to its slot in the blob.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Self
+
+import numpy as np
+import xxhash
+
+from lurcher.core.wire.buffer import Buffer, Reader, Writer
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
+INDEX_ENTRY_BYTES = 16
+HEADER_BYTES = 64
+MAX_PAYLOAD_BYTES = 64_000_000
+MAX_USER_HEADERS_BYTES = 100_000
+
+# Byte offsets of the header fields (wire-protocol §9.1).
+CHECKSUM_AT = 0
+ID_AT = 8
+OFFSET_AT = 24
+TIMESTAMP_AT = 32
+ORIGIN_TIMESTAMP_AT = 40
+USER_HEADERS_LENGTH_AT = 48
+PAYLOAD_LENGTH_AT = 52
+RESERVED_AT = 56
+
+HEADER_DTYPE = np.dtype([
+    ("checksum", "<u8"), ("id_lo", "<u8"), ("id_hi", "<u8"), ("offset", "<u8"),
+    ("timestamp", "<u8"), ("origin_timestamp", "<u8"), ("user_headers_length", "<u4"),
+    ("payload_length", "<u4"), ("reserved", "<u8"),
+])
+INDEX_DTYPE = np.dtype([("offset", "<u4"), ("position", "<u4"), ("timestamp", "<u8")])
+assert HEADER_DTYPE.itemsize == HEADER_BYTES
+assert HEADER_DTYPE.fields["payload_length"][1] == PAYLOAD_LENGTH_AT
+assert INDEX_DTYPE.itemsize == INDEX_ENTRY_BYTES
+
+U64_MASK = (1 << 64) - 1
+_BYTES8 = np.arange(8, dtype=np.int64)
+_BYTES4 = np.arange(4, dtype=np.int64)
+# UUIDv4 bits as they land in the little-endian id field (uuid bytes in standard order).
+_LO_VERSION_CLEAR = np.uint64(~(0xF << 52) & U64_MASK)
+_LO_VERSION_SET = np.uint64(0x4 << 52)
+_HI_VARIANT_CLEAR = np.uint64(~0xC0 & U64_MASK)
+_HI_VARIANT_SET = np.uint64(0x80)
+
+
+# ---------------------------------------------------------------------------------------
+# Vectorized header field access over a blob + message start positions.
+# ---------------------------------------------------------------------------------------
+
+def _u8_array(blob: Buffer) -> np.ndarray:
+    return np.frombuffer(blob, dtype=np.uint8)
+
+
+def read_u64_at(blob: Buffer, starts: np.ndarray, field: int) -> np.ndarray:
+    """The u64 at ``starts + field`` for every start (a fresh array)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    if not (starts & 7).any() and field % 8 == 0:
+        words = np.frombuffer(blob, dtype="<u8", count=len(blob) // 8)
+        return words[(starts + field) >> 3]
+    idx = (starts + field)[:, None] + _BYTES8
+    return _u8_array(blob)[idx].view("<u8").reshape(-1)
+
+
+def read_u32_at(blob: Buffer, starts: np.ndarray, field: int) -> np.ndarray:
+    """The u32 at ``starts + field`` for every start (a fresh array)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    idx = (starts + field)[:, None] + _BYTES4
+    return _u8_array(blob)[idx].view("<u4").reshape(-1)
+
+
+def write_u64_at(blob: Buffer, starts: np.ndarray, field: int, values: np.ndarray | int,
+                 aligned: bool | None = None) -> None:
+    """Store ``values`` (array or scalar) as u64 at ``starts + field`` in a writable blob.
+
+    Uses a u64 view when every target is 8-byte aligned, a byte scatter otherwise.
+    Raises ValueError (numpy) when the blob is read-only.
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    if aligned is None:
+        aligned = not (starts & 7).any()
+    if aligned and field % 8 == 0:
+        words = np.frombuffer(blob, dtype="<u8", count=len(blob) // 8)
+        words[(starts + field) >> 3] = values
+        return
+    vals = np.broadcast_to(np.asarray(values, dtype="<u8"), starts.shape)
+    idx = (starts + field)[:, None] + _BYTES8
+    _u8_array(blob)[idx] = np.ascontiguousarray(vals).view(np.uint8).reshape(-1, 8)
+
+
+def read_offsets(blob: Buffer, starts: np.ndarray) -> np.ndarray:
+    """Header ``offset`` of every message (stored messages)."""
+    return read_u64_at(blob, starts, OFFSET_AT)
+
+
+def read_timestamps(blob: Buffer, starts: np.ndarray) -> np.ndarray:
+    """Header ``timestamp`` of every message (stored messages)."""
+    return read_u64_at(blob, starts, TIMESTAMP_AT)
+
+
+def read_declared_sizes(blob: Buffer, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(payload_length, user_headers_length) of every message, as int64 arrays."""
+    both = read_u64_at(blob, starts, USER_HEADERS_LENGTH_AT)
+    user_headers = (both & np.uint64(0xFFFF_FFFF)).astype(np.int64)
+    payload = (both >> np.uint64(32)).astype(np.int64)
+    return payload, user_headers
+
+
+def checksums(blob: Buffer, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """XXH3-64 (seed 0) of bytes [start+8, end) of every message, as a u64 array."""
+    view = blob if isinstance(blob, memoryview) else memoryview(blob)
+    digest = xxhash.xxh3_64_intdigest
+    sums = [digest(view[s:e]) for s, e in zip((starts + 8).tolist(), ends.tolist())]
+    return np.array(sums, dtype=np.uint64)
+
+
+_rng = np.random.PCG64DXSM()
+
+
+def _reseed() -> None:
+    """A fresh generator seeded from the OS (also in every forked child: no shared ids)."""
+    global _rng
+    _rng = np.random.PCG64DXSM(int.from_bytes(os.urandom(32), "little"))
+
+
+_reseed()
+os.register_at_fork(after_in_child=_reseed)
+
+
+def random_ids(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` random 128-bit ids with UUIDv4 version/variant bits, as (low, high) u64 halves.
+
+    Drawn from a PCG64DXSM generator seeded from os.urandom (os.urandom itself costs
+    ~60 us per 1000 ids; this costs a few).
+    """
+    raw = _rng.random_raw(2 * n).reshape(n, 2)
+    lo = (raw[:, 0] & _LO_VERSION_CLEAR) | _LO_VERSION_SET
+    hi = (raw[:, 1] & _HI_VARIANT_CLEAR) | _HI_VARIANT_SET
+    return lo, hi
+
+
+def _fail(code: ErrorCode, bad: np.ndarray, what: str) -> IggyError:
+    return IggyError(code, f"{what} (message {int(np.argmax(bad))})")
+
+
+# ---------------------------------------------------------------------------------------
+
+
+class MessageBatch:
+    """Views over the index block and the messages blob; no per-message objects."""
+
+    __slots__ = ("count", "index", "blob")
+
+    def __init__(self, count: int, index: memoryview, blob: memoryview) -> None:
+        self.count = count
+        self.index = index
+        self.blob = blob
+
+    @classmethod
+    def read(cls, r: Reader) -> Self:
+        """messages_count, index block, and the rest of the buffer as the blob."""
+        count = r.u32("messages_count")
+        index = r.view(count * INDEX_ENTRY_BYTES, "index block")
+        return cls(count, index, r.rest())
+
+    def write(self, w: Writer) -> None:
+        w.u32(self.count).raw(self.index).raw(self.blob)
+
+    # -- views ---------------------------------------------------------------------------
+
+    def index_array(self) -> np.ndarray:
+        """The index block as a structured array (zero-copy; fields offset/position/timestamp)."""
+        return np.frombuffer(self.index, dtype=INDEX_DTYPE, count=self.count)
+
+    def ends(self) -> np.ndarray:
+        """End position of every message in the blob (u32, zero-copy view of the index)."""
+        return self.index_array()["position"]
+
+    def starts(self) -> np.ndarray:
+        """Start position of every message in the blob (int64)."""
+        ends = self.ends()
+        out = np.empty(self.count, dtype=np.int64)
+        if self.count:
+            out[0] = 0
+            out[1:] = ends[:-1]
+        return out
+
+    def offsets(self) -> np.ndarray:
+        """Header offsets of every message (meaningful after ``stamp``)."""
+        return read_offsets(self.blob, self.starts())
+
+    def timestamps(self) -> np.ndarray:
+        """Header timestamps of every message (meaningful after ``stamp``)."""
+        return read_timestamps(self.blob, self.starts())
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.blob)
+
+    # -- validation ----------------------------------------------------------------------
+
+    def validate(self, max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+                 max_user_headers_bytes: int = MAX_USER_HEADERS_BYTES) -> None:
+        """Check a batch received from a client, as the 0.8 server does.
+
+        Raises IggyError: INVALID_MESSAGES_COUNT (count 0), INVALID_INDEXES_BYTE_SIZE (index
+        block length), NON_ZERO_OFFSET / NON_ZERO_TIMESTAMP (index entry fields), MISSING_INDEX
+        (decreasing positions, or a header claiming more bytes than its slot: the server cannot
+        build that message's view), INVALID_MESSAGES_SIZE (last end != blob length, or a
+        header claiming fewer bytes than its slot), TOO_SMALL_MESSAGE (< 64 bytes),
+        TOO_BIG_MESSAGE_PAYLOAD, TOO_BIG_USER_HEADERS. Each check runs over all messages at
+        once, so with several faults the one reported may differ from the server's.
+        """
+        if self.count == 0:
+            raise IggyError(ErrorCode.INVALID_MESSAGES_COUNT, "batch has no messages")
+        if len(self.index) != self.count * INDEX_ENTRY_BYTES:
+            raise IggyError(ErrorCode.INVALID_INDEXES_BYTE_SIZE, f"{len(self.index)} bytes")
+        idx = self.index_array()
+        self._validate_index(idx)
+        ends = idx["position"].astype(np.int64)
+        starts = np.concatenate(([0], ends[:-1]))
+        sizes = ends - starts
+        if (sizes < 0).any():
+            raise _fail(ErrorCode.MISSING_INDEX, sizes < 0, "index positions decrease")
+        if int(ends[-1]) != len(self.blob):
+            raise IggyError(ErrorCode.INVALID_MESSAGES_SIZE,
+                            f"index ends at {int(ends[-1])}, blob has {len(self.blob)} bytes")
+        if (sizes < HEADER_BYTES).any():
+            raise _fail(ErrorCode.TOO_SMALL_MESSAGE, sizes < HEADER_BYTES,
+                        "message shorter than its 64-byte header")
+        self._validate_headers(starts, sizes, max_payload_bytes, max_user_headers_bytes)
+
+    def _validate_index(self, idx: np.ndarray) -> None:
+        rel = idx["offset"]
+        if rel.any():
+            raise _fail(ErrorCode.NON_ZERO_OFFSET, rel != 0, "index offset is not 0")
+        ts = idx["timestamp"]
+        if ts.any():
+            raise _fail(ErrorCode.NON_ZERO_TIMESTAMP, ts != 0, "index timestamp is not 0")
+
+    def _validate_headers(self, starts: np.ndarray, sizes: np.ndarray,
+                          max_payload_bytes: int, max_user_headers_bytes: int) -> None:
+        payload, user_headers = read_declared_sizes(self.blob, starts)
+        declared = HEADER_BYTES + payload + user_headers
+        if (declared > sizes).any():
+            raise _fail(ErrorCode.MISSING_INDEX, declared > sizes,
+                        "header lengths exceed the message's slot")
+        if (payload > max_payload_bytes).any():
+            raise _fail(ErrorCode.TOO_BIG_MESSAGE_PAYLOAD, payload > max_payload_bytes,
+                        f"payload above {max_payload_bytes} bytes")
+        if (user_headers > max_user_headers_bytes).any():
+            raise _fail(ErrorCode.TOO_BIG_USER_HEADERS, user_headers > max_user_headers_bytes,
+                        f"user headers above {max_user_headers_bytes} bytes")
+        if (declared < sizes).any():
+            raise _fail(ErrorCode.INVALID_MESSAGES_SIZE, declared < sizes,
+                        "header lengths smaller than the message's slot")
+
+    # -- server side: stamping -----------------------------------------------------------
+
+    def stamp(self, base_offset: int, timestamp_us: int) -> None:
+        """Fill offsets base..base+n-1, the batch timestamp, ids where 0, then checksums.
+
+        The blob must be writable and the batch valid. Raises ValueError for a read-only blob.
+        """
+        if self.blob.readonly:
+            raise ValueError("cannot stamp a read-only blob")
+        n = self.count
+        if n == 0:
+            return
+        starts = self.starts()
+        aligned = not (starts & 7).any()
+        blob = self.blob
+        offsets = np.arange(base_offset, base_offset + n, dtype=np.uint64)
+        write_u64_at(blob, starts, OFFSET_AT, offsets, aligned)
+        write_u64_at(blob, starts, TIMESTAMP_AT, np.uint64(timestamp_us), aligned)
+        self._assign_ids(starts, aligned)
+        write_u64_at(blob, starts, CHECKSUM_AT, checksums(blob, starts, self.ends()), aligned)
+
+    def _assign_ids(self, starts: np.ndarray, aligned: bool) -> None:
+        lo = read_u64_at(self.blob, starts, ID_AT)
+        hi = read_u64_at(self.blob, starts, ID_AT + 8)
+        zero = (lo == 0) & (hi == 0)
+        k = int(np.count_nonzero(zero))
+        if k == 0:
+            return
+        new_lo, new_hi = random_ids(k)
+        targets = starts[zero]
+        write_u64_at(self.blob, targets, ID_AT, new_lo, aligned)
+        write_u64_at(self.blob, targets, ID_AT + 8, new_hi, aligned)
+
+    def index_entries(self, segment_base_position: int, first_relative_offset: int,
+                      timestamp: int) -> bytes:
+        """The on-disk index entries of this batch: (relative offset u32, END position u32
+        within the segment's .log, timestamp u64) per message."""
+        out = np.empty(self.count, dtype=INDEX_DTYPE)
+        out["offset"] = np.arange(first_relative_offset, first_relative_offset + self.count,
+                                  dtype=np.uint32)
+        out["position"] = self.ends() + np.uint32(segment_base_position)
+        out["timestamp"] = timestamp
+        return out.tobytes()
+
+    # -- client side: building -----------------------------------------------------------
+
+    @classmethod
+    def build(cls, payloads: Sequence[bytes], ids: Sequence[int] | None = None,
+              user_headers: Sequence[bytes] | None = None,
+              origin_timestamp_us: int | None = None) -> Self:
+        """A batch as a client sends it: checksum/offset/timestamp 0, index ends filled.
+
+        ``origin_timestamp_us`` defaults to the current wall clock. Raises ValueError when
+        ``ids`` or ``user_headers`` do not match ``payloads`` in length.
+        """
+        n = len(payloads)
+        headers = np.zeros(n, dtype=HEADER_DTYPE)
+        headers["payload_length"] = np.fromiter(map(len, payloads), dtype=np.uint32, count=n)
+        if user_headers is not None:
+            _same_length(user_headers, n, "user_headers")
+            headers["user_headers_length"] = np.fromiter(map(len, user_headers),
+                                                         dtype=np.uint32, count=n)
+        if ids is not None:
+            _same_length(ids, n, "ids")
+            _fill_ids(headers, ids)
+        if origin_timestamp_us is None:
+            origin_timestamp_us = time.time_ns() // 1000
+        headers["origin_timestamp"] = origin_timestamp_us
+        index = np.zeros(n, dtype=INDEX_DTYPE)
+        sizes = (HEADER_BYTES + headers["payload_length"].astype(np.int64)
+                 + headers["user_headers_length"])
+        index["position"] = np.cumsum(sizes)
+        blob = _assemble(headers.tobytes(), payloads, user_headers)
+        return cls(n, memoryview(index.tobytes()), memoryview(blob))
+
+    def writable(self) -> MessageBatch:
+        """A copy whose blob is a bytearray (for ``stamp``)."""
+        return MessageBatch(self.count, self.index, memoryview(bytearray(self.blob)))
+
+
+def _same_length(values: Sequence[object], n: int, what: str) -> None:
+    if len(values) != n:
+        raise ValueError(f"{what}: {len(values)} values for {n} payloads")
+
+
+def _fill_ids(headers: np.ndarray, ids: Sequence[int]) -> None:
+    as_int = np.array([int(i) for i in ids], dtype=object)
+    headers["id_lo"] = (as_int & U64_MASK).astype(np.uint64)
+    headers["id_hi"] = (as_int >> 64).astype(np.uint64)
+
+
+def _assemble(header_bytes: bytes, payloads: Sequence[bytes],
+              user_headers: Sequence[bytes] | None) -> bytes:
+    n = len(payloads)
+    view = memoryview(header_bytes)
+    stride = 3 if user_headers is not None else 2
+    parts: list[Buffer] = [b""] * (stride * n)
+    parts[0::stride] = [view[i:i + HEADER_BYTES] for i in range(0, n * HEADER_BYTES, HEADER_BYTES)]
+    parts[1::stride] = payloads
+    if user_headers is not None:
+        parts[2::stride] = user_headers
+    return b"".join(parts)

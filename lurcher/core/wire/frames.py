@@ -1,0 +1,114 @@
+"""TCP framing of requests and responses (sans-IO).
+
+Request frame: ``length u32`` (= 4 + payload size: it counts the code, not itself),
+``code u32``, payload. Response frame: ``status u32`` (0 = OK, else an error code),
+``length u32`` (payload size), payload (only with status 0).
+
+Rules kept here: a request length below 4 is INVALID_COMMAND; a control payload (every
+code but SendMessages) above 10 MiB is INVALID_COMMAND; error responses carry no payload;
+an OK payload of exactly 1 byte is never written, because the 0.8 clients treat a length
+<= 1 as empty without reading the byte (the stream would desynchronise).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from lurcher.core.wire.buffer import Buffer
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import WireError, truncated
+
+FRAME_HEADER = struct.Struct("<II")
+FRAME_HEADER_BYTES = FRAME_HEADER.size
+assert FRAME_HEADER_BYTES == 8
+CODE_BYTES = 4
+MAX_CONTROL_PAYLOAD_BYTES = 10 * 1024 * 1024
+SEND_MESSAGES_CODE = 101
+
+
+def encode_request(code: int, payload: Buffer = b"") -> bytes:
+    """A complete request frame."""
+    return FRAME_HEADER.pack(CODE_BYTES + len(payload), code) + bytes(payload)
+
+
+def encode_response(status: int, payload: Buffer = b"") -> bytes:
+    """A complete response frame.
+
+    Raises ValueError for a payload with a non-zero status, or a 1-byte OK payload.
+    """
+    if status and len(payload):
+        raise ValueError("error responses carry no payload")
+    if len(payload) == 1:
+        raise ValueError("a 1-byte OK payload is read as empty by the 0.8 clients")
+    return FRAME_HEADER.pack(status, len(payload)) + bytes(payload)
+
+
+def encode_error(code: ErrorCode | int) -> bytes:
+    """The response frame of a failed command: ``status, 0``."""
+    return FRAME_HEADER.pack(int(code), 0)
+
+
+def decode_request_header(buf: Buffer) -> tuple[int, int]:
+    """``(length, code)`` of the request frame at the start of ``buf``.
+
+    Raises WireError: fewer than 8 bytes (``needed`` says how many more), or ``length < 4``
+    (INVALID_COMMAND).
+    """
+    if len(buf) < FRAME_HEADER_BYTES:
+        raise truncated("request header", len(buf), FRAME_HEADER_BYTES - len(buf))
+    length, code = FRAME_HEADER.unpack_from(buf)
+    if length < CODE_BYTES:
+        raise WireError(f"request length {length} < 4", code=ErrorCode.INVALID_COMMAND)
+    return length, code
+
+
+def request_payload_size(length: int, code: int) -> int:
+    """Payload size of a request whose header said ``length``.
+
+    Raises WireError INVALID_COMMAND for a control payload above 10 MiB.
+    """
+    size = length - CODE_BYTES
+    if code != SEND_MESSAGES_CODE and size > MAX_CONTROL_PAYLOAD_BYTES:
+        raise WireError(f"payload of {size} bytes for code {code}",
+                        code=ErrorCode.INVALID_COMMAND)
+    return size
+
+
+def decode_response_header(buf: Buffer) -> tuple[int, int]:
+    """``(status, length)`` of the response frame at the start of ``buf``.
+
+    Raises WireError when fewer than 8 bytes are given.
+    """
+    if len(buf) < FRAME_HEADER_BYTES:
+        raise truncated("response header", len(buf), FRAME_HEADER_BYTES - len(buf))
+    status, length = FRAME_HEADER.unpack_from(buf)
+    return status, length
+
+
+def split_request(buf: Buffer) -> tuple[int, memoryview, int] | None:
+    """``(code, payload, consumed)`` if ``buf`` starts with a whole request frame, else None.
+
+    Raises WireError as ``decode_request_header`` and ``request_payload_size``.
+    """
+    if len(buf) < FRAME_HEADER_BYTES:
+        return None
+    length, code = decode_request_header(buf)
+    size = request_payload_size(length, code)
+    end = FRAME_HEADER_BYTES + size
+    if len(buf) < end:
+        return None
+    return code, memoryview(buf)[FRAME_HEADER_BYTES:end], end
+
+
+def split_response(buf: Buffer) -> tuple[int, memoryview, int] | None:
+    """``(status, payload, consumed)`` for a whole response frame at the start of ``buf``,
+    else None. Mirrors the 0.8 clients: a non-zero status or a length <= 1 means no
+    payload bytes are read."""
+    if len(buf) < FRAME_HEADER_BYTES:
+        return None
+    status, length = decode_response_header(buf)
+    size = 0 if status or length <= 1 else length
+    end = FRAME_HEADER_BYTES + size
+    if len(buf) < end:
+        return None
+    return status, memoryview(buf)[FRAME_HEADER_BYTES:end], end

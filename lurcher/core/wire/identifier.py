@@ -1,0 +1,65 @@
+"""The Iggy ``Identifier``: a numeric u32 id or a 1..255-byte name.
+
+Layout: ``kind u8`` (1 numeric, 2 string), ``length u8``, value. A numeric identifier
+must have length 4. ``Identifier.parse`` applies the SDK rule that an all-digits string
+is numeric.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from lurcher.core.wire.buffer import U32, Reader, Writer
+from lurcher.core.wire.errors import WireError
+
+NUMERIC = 1
+STRING = 2
+
+
+class Identifier(msgspec.Struct, frozen=True):
+    """Either ``value: int`` (numeric) or ``value: str`` (name)."""
+
+    value: int | str
+
+    @property
+    def is_numeric(self) -> bool:
+        return isinstance(self.value, int)
+
+    @classmethod
+    def parse(cls, value: "int | str | Identifier") -> "Identifier":
+        """int -> numeric; all-digit str that fits u32 -> numeric; other str -> name."""
+        if isinstance(value, Identifier):
+            return value
+        if isinstance(value, str) and value.isascii() and value.isdigit() and int(value) <= 0xFFFFFFFF:
+            return cls(int(value))
+        return cls(value)
+
+    def write(self, w: Writer) -> None:
+        if isinstance(self.value, int):
+            w.u8(NUMERIC).u8(4).u32(self.value)
+        else:
+            raw = self.value.encode()
+            w.u8(STRING).name(raw)
+
+    def encode(self) -> bytes:
+        w = Writer()
+        self.write(w)
+        return w.done()
+
+    @classmethod
+    def read(cls, r: Reader, what: str = "identifier") -> "Identifier":
+        start = r.pos
+        kind = r.u8(what)
+        length = r.u8(what)
+        if kind == NUMERIC:
+            if length != 4:
+                raise WireError(f"{what}: numeric length {length} != 4", offset=start)
+            return cls(U32.unpack_from(r.buf, r.need(4, what))[0])
+        if kind == STRING:
+            if length == 0:
+                raise WireError(f"{what}: empty name", offset=start)
+            return cls(r.text(length, what))
+        raise WireError(f"{what}: unknown kind {kind}", offset=start)
+
+    def __str__(self) -> str:
+        return str(self.value)

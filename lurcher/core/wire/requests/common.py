@@ -1,0 +1,84 @@
+"""Bases for request payloads that start with the same identifiers.
+
+``StreamRequest`` (stream Id), ``StreamTopicRequest`` (stream Id, topic Id), ``GroupRequest``
+(stream Id, topic Id, group Id) and ``UserRequest`` (user Id). A command module subclasses
+one of them, sets ``CODE`` and, when the payload continues, extends ``write``/``read``.
+Also ``check_length``: the handler-side length rules (username, password, PAT name).
+"""
+
+from __future__ import annotations
+
+from typing import Self
+
+from lurcher.core.wire.buffer import Reader, Writer
+from lurcher.core.wire.codec import Request
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.identifier import Identifier
+
+USERNAME_BYTES = (3, 50)
+PASSWORD_BYTES = (3, 100)
+PAT_NAME_BYTES = (3, 30)
+
+
+def check_length(value: str, bounds: tuple[int, int], code: ErrorCode) -> None:
+    """Raise IggyError(code) unless the UTF-8 length of ``value`` is within ``bounds``."""
+    n = len(value.encode())
+    if not bounds[0] <= n <= bounds[1]:
+        raise IggyError(code, f"length {n} outside {bounds[0]}..{bounds[1]}")
+
+
+def read_password(r: Reader, what: str = "password") -> str:
+    """u8 length + UTF-8, length 0 allowed at decode (the handler rejects it later)."""
+    return r.name(what, min_len=0)
+
+
+class StreamRequest(Request, frozen=True):
+    stream_id: Identifier
+
+    def write(self, w: Writer) -> None:
+        self.stream_id.write(w)
+
+    @classmethod
+    def read(cls, r: Reader) -> Self:
+        return cls(Identifier.read(r, "stream id"))
+
+
+class StreamTopicRequest(Request, frozen=True):
+    stream_id: Identifier
+    topic_id: Identifier
+
+    def write(self, w: Writer) -> None:
+        self.stream_id.write(w)
+        self.topic_id.write(w)
+
+    @classmethod
+    def read(cls, r: Reader) -> Self:
+        return cls(Identifier.read(r, "stream id"), Identifier.read(r, "topic id"))
+
+
+class GroupRequest(Request, frozen=True):
+    stream_id: Identifier
+    topic_id: Identifier
+    group_id: Identifier
+
+    def write(self, w: Writer) -> None:
+        self.stream_id.write(w)
+        self.topic_id.write(w)
+        self.group_id.write(w)
+
+    @classmethod
+    def read(cls, r: Reader) -> Self:
+        return cls(Identifier.read(r, "stream id"), Identifier.read(r, "topic id"),
+                   Identifier.read(r, "group id"))
+
+
+class UserRequest(Request, frozen=True):
+    user_id: Identifier
+
+    def write(self, w: Writer) -> None:
+        self.user_id.write(w)
+
+    @classmethod
+    def read(cls, r: Reader) -> Self:
+        return cls(Identifier.read(r, "user id"))

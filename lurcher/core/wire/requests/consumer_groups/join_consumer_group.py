@@ -1,0 +1,11 @@
+"""JoinConsumerGroup (604): stream Id, topic Id, group Id; empty reply."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from lurcher.core.wire.requests.common import GroupRequest
+
+
+class JoinConsumerGroup(GroupRequest, frozen=True):
+    CODE: ClassVar[int] = 604

@@ -1,0 +1,11 @@
+"""LeaveConsumerGroup (605): stream Id, topic Id, group Id; empty reply."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from lurcher.core.wire.requests.common import GroupRequest
+
+
+class LeaveConsumerGroup(GroupRequest, frozen=True):
+    CODE: ClassVar[int] = 605

@@ -1,0 +1,22 @@
+"""UpdateStream (204): stream Identifier, new name(u8). Empty reply."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Self
+
+from lurcher.core.wire.buffer import Reader, Writer
+from lurcher.core.wire.identifier import Identifier
+from lurcher.core.wire.requests.common import StreamRequest
+
+
+class UpdateStream(StreamRequest, frozen=True):
+    CODE: ClassVar[int] = 204
+    name: str
+
+    def write(self, w: Writer) -> None:
+        self.stream_id.write(w)
+        w.name(self.name)
+
+    @classmethod
+    def read(cls, r: Reader) -> Self:
+        return cls(Identifier.read(r, "stream id"), r.name("stream name"))

@@ -1,0 +1,54 @@
+"""CreateTopic (302): stream Identifier, ``partitions_count u32``, ``compression u8``,
+``message_expiry u64`` (µs; 0 server default, u64::MAX never), ``max_topic_size u64``
+(bytes; 0 server default, u64::MAX unlimited), ``replication_factor u8`` (0 = not given),
+name(u8). Answered with ``TopicDetails``.
+
+Decode is structural, as the 0.8 server; ``validate`` applies its later checks:
+partitions_count <= 1000 (TOO_MANY_PARTITIONS), compression 1..2 (INVALID_COMMAND).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Self
+
+from lurcher.core.wire.buffer import Reader, Writer
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.identifier import Identifier
+from lurcher.core.wire.requests.common import StreamRequest
+
+MAX_PARTITIONS_PER_REQUEST = 1000
+COMPRESSIONS = {1: "none", 2: "gzip"}
+
+
+def check_compression(code: int) -> None:
+    """Raises IggyError INVALID_COMMAND unless ``code`` is 1 (none) or 2 (gzip)."""
+    if code not in COMPRESSIONS:
+        raise IggyError(ErrorCode.INVALID_COMMAND, f"compression algorithm {code}")
+
+
+class CreateTopic(StreamRequest, frozen=True):
+    CODE: ClassVar[int] = 302
+    partitions_count: int
+    compression: int
+    message_expiry_us: int
+    max_topic_size_bytes: int
+    replication_factor: int
+    name: str
+
+    def write(self, w: Writer) -> None:
+        self.stream_id.write(w)
+        w.u32(self.partitions_count).u8(self.compression).u64(self.message_expiry_us)
+        w.u64(self.max_topic_size_bytes).u8(self.replication_factor).name(self.name)
+
+    @classmethod
+    def read(cls, r: Reader) -> Self:
+        return cls(Identifier.read(r, "stream id"), r.u32("partitions_count"),
+                   r.u8("compression"), r.u64("message_expiry"), r.u64("max_topic_size"),
+                   r.u8("replication_factor"), r.name("topic name"))
+
+    def validate(self) -> None:
+        """Raises IggyError TOO_MANY_PARTITIONS or INVALID_COMMAND (compression)."""
+        if self.partitions_count > MAX_PARTITIONS_PER_REQUEST:
+            raise IggyError(ErrorCode.TOO_MANY_PARTITIONS, f"{self.partitions_count} partitions")
+        check_compression(self.compression)

@@ -1,0 +1,11 @@
+"""PurgeTopic (305): stream Id, topic Id; empty reply."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from lurcher.core.wire.requests.common import StreamTopicRequest
+
+
+class PurgeTopic(StreamTopicRequest, frozen=True):
+    CODE: ClassVar[int] = 305

@@ -1,0 +1,145 @@
+"""One client connection over a byte stream, independent of the socket type.
+
+Requests are handled strictly in order: frames are taken from the ``FrameReader`` and
+dispatched one at a time; a handler that returns an awaitable pauses reading until it
+completes, so a later request never overtakes an earlier one. Failures become error
+frames here and nowhere else. The session ends (and is removed from the shard) when the
+connection is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from typing import Any
+
+from lurcher.auth.session import Session
+from lurcher.core.shard.reply import error_frame, ok_frame
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.transports.framing import BadFrame, Frame, FrameReader
+
+log = logging.getLogger(__name__)
+
+
+class StreamConnection(asyncio.BufferedProtocol):
+    """asyncio protocol for TCP (plain or TLS) carrying Iggy binary frames."""
+
+    def __init__(self, shard: Any, transport_kind: int) -> None:
+        self.shard = shard
+        self.transport_kind = transport_kind
+        limits = shard.limits
+        self.reader = FrameReader(limits.max_control_payload_bytes, limits.max_send_payload_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.session: Session | None = None
+        self.busy = False
+        self.closing = False
+
+    # -- asyncio protocol -------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        address = f"{peer[0]}:{peer[1]}" if peer else "unknown"
+        self.session = self.shard.open_session(address, self.transport_kind, self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        if self.session is not None:
+            self.shard.close_session(self.session)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.reader.buffer_updated(nbytes)
+        if not self.busy:
+            self.process()
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    # -- request loop -----------------------------------------------------------
+    def process(self) -> None:
+        """Handle every complete frame; stop at the first that must be awaited."""
+        while not self.closing:
+            frame = self.reader.next_frame()
+            if frame is None:
+                return
+            if isinstance(frame, BadFrame):
+                self.refuse(frame)
+                continue
+            result = self.run(frame)
+            if inspect.isawaitable(result):
+                self.busy = True
+                self.transport.pause_reading()
+                asyncio.ensure_future(self.finish(result))
+                return
+
+    def run(self, frame: Frame) -> Any:
+        """Dispatch one frame; write its response unless it must be awaited."""
+        try:
+            result = self.shard.dispatcher.dispatch(self.session, frame.code, frame.payload)
+        except IggyError as exc:
+            self.fail(frame.code, exc)
+            return None
+        except Exception:
+            log.exception("command %d failed", frame.code)
+            self.write_error(ErrorCode.ERROR)
+            return None
+        if inspect.isawaitable(result):
+            return self.await_reply(frame.code, result)
+        self.write_ok(result)
+        return None
+
+    async def await_reply(self, code: int, pending: Any) -> None:
+        try:
+            result = await pending
+        except IggyError as exc:
+            self.fail(code, exc)
+            return
+        except Exception:
+            log.exception("command %d failed", code)
+            self.write_error(ErrorCode.ERROR)
+            return
+        self.write_ok(result)
+
+    async def finish(self, pending: Any) -> None:
+        try:
+            await pending
+        finally:
+            self.busy = False
+            if not self.closing:
+                self.transport.resume_reading()
+                self.process()
+
+    # -- responses --------------------------------------------------------------
+    def write_ok(self, result: Any) -> None:
+        if not self.closing:
+            self.transport.writelines(ok_frame(result))
+
+    def write_error(self, status: int) -> None:
+        if not self.closing:
+            self.transport.write(error_frame(status))
+
+    def fail(self, code: int, exc: IggyError) -> None:
+        log.debug("command %d -> %s", code, exc)
+        self.write_error(exc.status)
+
+    def refuse(self, frame: BadFrame) -> None:
+        log.info("refusing frame from %s: %s", self.session.address if self.session else "?",
+                 frame.detail)
+        self.write_error(frame.status)
+        if frame.fatal:
+            self.close()
+
+    def close(self) -> None:
+        """Close after pending writes are flushed."""
+        self.closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def disconnect(self, status: int = ErrorCode.DISCONNECTED) -> None:
+        """Server-initiated close (shutdown, deleted user): one error frame, then close."""
+        self.write_error(status)
+        self.close()

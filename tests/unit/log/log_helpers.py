@@ -1,0 +1,55 @@
+"""Helpers for the storage tests: a manual clock, batches, a recording I/O backend."""
+
+from __future__ import annotations
+
+from lurcher.core.log import PosixIo
+from lurcher.core.wire.batch import MessageBatch
+
+
+class ManualClock:
+    def __init__(self, now_us: int = 1_000_000) -> None:
+        self.now_us = now_us
+
+    def __call__(self) -> int:
+        return self.now_us
+
+
+class RecordingIo(PosixIo):
+    """PosixIo that counts calls per operation."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+
+    def _count(self, name: str) -> None:
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+    def pwrite(self, fd, data, position):
+        self._count("pwrite")
+        return super().pwrite(fd, data, position)
+
+    def fsync(self, fd):
+        self._count("fsync")
+        super().fsync(fd)
+
+
+class FailingIo(PosixIo):
+    """PosixIo whose pwrite fails (after writing half) while ``fail`` is set."""
+
+    fail = False
+
+    def pwrite(self, fd, data, position):
+        if self.fail:
+            view = memoryview(data)
+            super().pwrite(fd, view[:len(view) // 2], position)
+            raise OSError(28, "No space left on device")
+        return super().pwrite(fd, data, position)
+
+
+PAYLOAD_BYTES = 10
+MESSAGE_BYTES = 64 + PAYLOAD_BYTES
+
+
+def batch(n: int, tag: int = 0, size: int = PAYLOAD_BYTES) -> MessageBatch:
+    """``n`` messages; message i's payload is ``size`` bytes of (tag + i) % 256."""
+    payloads = [bytes([(tag + i) % 256]) * size for i in range(n)]
+    return MessageBatch.build(payloads, origin_timestamp_us=42).writable()

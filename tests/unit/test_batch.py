@@ -1,0 +1,243 @@
+"""MessageBatch: exact client bytes, validation codes, stamping, index entries, header reads."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lurcher.core.wire.batch import (
+    HEADER_BYTES,
+    INDEX_DTYPE,
+    MessageBatch,
+    read_offsets,
+    read_timestamps,
+)
+from lurcher.core.wire.buffer import Reader, Writer
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
+ORIGIN = 1_700_000_000_123_456
+HEADER = struct.Struct("<Q16sQQQIIQ")  # checksum, id, offset, timestamp, origin, uh, pl, reserved
+assert HEADER.size == HEADER_BYTES
+
+
+def encode(batch: MessageBatch) -> bytes:
+    w = Writer()
+    batch.write(w)
+    return w.done()
+
+
+def header(payload_len: int, origin: int = ORIGIN, uh_len: int = 0, id_: int = 0) -> bytes:
+    return HEADER.pack(0, id_.to_bytes(16, "little"), 0, 0, origin, uh_len, payload_len, 0)
+
+
+def fields(blob: bytes, start: int) -> tuple:
+    return HEADER.unpack_from(blob, start)
+
+
+# -- build ------------------------------------------------------------------------------
+
+def test_build_gives_the_captured_send_bytes():
+    batch = MessageBatch.build([b"hello", b"\x00\x01\x02"], origin_timestamp_us=ORIGIN)
+    expected = bytes.fromhex(
+        "02000000"
+        "00000000" "45000000" "0000000000000000"
+        "00000000" "88000000" "0000000000000000"
+    ) + header(5) + b"hello" + header(3) + b"\x00\x01\x02"
+    assert encode(batch) == expected
+
+
+def test_build_places_ids_and_user_headers():
+    ids = [0, (1 << 127) | 5, 7]
+    uh = [b"", b"\x02\x01\x00\x00\x00k\x02\x01\x00\x00\x00v", b"x"]
+    batch = MessageBatch.build([b"a", b"bb", b""], ids=ids, user_headers=uh,
+                               origin_timestamp_us=9)
+    blob = bytes(batch.blob)
+    starts, ends = batch.starts(), batch.ends()
+    for i, (s, e) in enumerate(zip(starts, ends)):
+        f = fields(blob, int(s))
+        assert int.from_bytes(f[1], "little") == ids[i]
+        assert f[4] == 9 and f[5] == len(uh[i])
+        assert blob[int(s) + 64:int(e)] == [b"a", b"bb", b""][i] + uh[i]
+    batch.validate()
+
+
+def test_build_rejects_mismatched_lengths():
+    with pytest.raises(ValueError):
+        MessageBatch.build([b"a"], ids=[1, 2])
+
+
+def test_read_round_trips_and_views():
+    raw = encode(MessageBatch.build([b"x" * 10, b"y" * 3], origin_timestamp_us=1))
+    batch = MessageBatch.read(Reader(raw))
+    assert batch.count == 2
+    assert batch.ends().tolist() == [74, 141]
+    assert batch.starts().tolist() == [0, 74]
+    assert encode(batch) == raw
+
+
+# -- validate ---------------------------------------------------------------------------
+
+def mutable(payloads=(b"hello", b"abc", b"z" * 20)) -> MessageBatch:
+    b = MessageBatch.build(list(payloads), origin_timestamp_us=1)
+    return MessageBatch(b.count, memoryview(bytearray(b.index)), memoryview(bytearray(b.blob)))
+
+
+def index_of(batch: MessageBatch) -> np.ndarray:
+    return np.frombuffer(batch.index, dtype=INDEX_DTYPE)
+
+
+def expect(batch: MessageBatch, code: ErrorCode, **kw) -> None:
+    with pytest.raises(IggyError) as info:
+        batch.validate(**kw)
+    assert info.value.code == code
+
+
+def test_valid_batch_passes():
+    mutable().validate()
+
+
+def test_empty_batch():
+    expect(MessageBatch(0, memoryview(b""), memoryview(b"")), ErrorCode.INVALID_MESSAGES_COUNT)
+
+
+def test_nonzero_index_offset():
+    b = mutable()
+    index_of(b)["offset"][1] = 3
+    expect(b, ErrorCode.NON_ZERO_OFFSET)
+
+
+def test_nonzero_index_timestamp():
+    b = mutable()
+    index_of(b)["timestamp"][2] = 1
+    expect(b, ErrorCode.NON_ZERO_TIMESTAMP)
+
+
+def test_decreasing_positions():
+    b = mutable()
+    idx = index_of(b)
+    idx["position"][0] = idx["position"][1] + 1
+    expect(b, ErrorCode.MISSING_INDEX)
+
+
+def test_last_end_must_match_blob():
+    b = mutable()
+    index_of(b)["position"][2] -= 1
+    expect(b, ErrorCode.INVALID_MESSAGES_SIZE)
+    b2 = mutable()
+    index_of(b2)["position"][2] += 1
+    expect(b2, ErrorCode.INVALID_MESSAGES_SIZE)
+
+
+def test_too_small_message():
+    # move the boundary so the first message is 10 bytes, the second absorbs the rest
+    b = mutable()
+    index_of(b)["position"][0] = 10
+    expect(b, ErrorCode.TOO_SMALL_MESSAGE)
+
+
+def test_header_claims_more_than_slot():
+    b = mutable()
+    struct.pack_into("<I", b.blob, 52, 6)       # payload 6 in a 5-byte slot
+    expect(b, ErrorCode.MISSING_INDEX)
+
+
+def test_header_claims_less_than_slot():
+    b = mutable()
+    struct.pack_into("<I", b.blob, 52, 4)
+    expect(b, ErrorCode.INVALID_MESSAGES_SIZE)
+
+
+def test_payload_too_big():
+    expect(mutable(), ErrorCode.TOO_BIG_MESSAGE_PAYLOAD, max_payload_bytes=19)
+    mutable().validate(max_payload_bytes=20)
+
+
+def test_user_headers_too_big():
+    b = MessageBatch.build([b"a", b"b"], user_headers=[b"", b"h" * 11], origin_timestamp_us=0)
+    b.validate(max_user_headers_bytes=11)
+    with pytest.raises(IggyError) as info:
+        b.validate(max_user_headers_bytes=10)
+    assert info.value.code == ErrorCode.TOO_BIG_USER_HEADERS
+
+
+# -- stamp ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("payloads", [
+    [b"a" * 8, b"b" * 16, b"c" * 0],          # every start 8-byte aligned
+    [b"hello", b"\x00\x01\x02", b"x" * 13],   # unaligned starts: byte scatter path
+])
+def test_stamp_fills_offsets_timestamp_ids_checksums(payloads):
+    ids = [0, 0xDEADBEEF_00000000_00000000_00000001, 0]
+    b = MessageBatch.build(payloads, ids=ids, origin_timestamp_us=77).writable()
+    b.validate()
+    b.stamp(1000, 123_456)
+    blob = bytes(b.blob)
+    seen_ids = set()
+    for i, (s, e) in enumerate(zip(b.starts().tolist(), b.ends().tolist())):
+        checksum, id_raw, offset, ts, origin, uh, pl, reserved = fields(blob, s)
+        assert (offset, ts, origin, pl, reserved) == (1000 + i, 123_456, 77, len(payloads[i]), 0)
+        assert checksum == xxhash.xxh3_64_intdigest(blob[s + 8:e])
+        assert blob[s + 64:e] == payloads[i]
+        if ids[i]:
+            assert int.from_bytes(id_raw, "little") == ids[i]
+        else:
+            assert id_raw != bytes(16)
+            assert id_raw[6] >> 4 == 4 and id_raw[8] >> 6 == 0b10   # UUIDv4 bits
+        seen_ids.add(id_raw)
+    assert len(seen_ids) == 3
+    assert b.offsets().tolist() == [1000, 1001, 1002]
+    assert b.timestamps().tolist() == [123_456] * 3
+    assert read_offsets(blob, b.starts()).tolist() == [1000, 1001, 1002]
+    assert read_timestamps(blob, b.starts()).tolist() == [123_456] * 3
+
+
+def test_stamp_does_not_touch_the_index_block():
+    b = MessageBatch.build([b"abc", b"de"], origin_timestamp_us=1).writable()
+    before = bytes(b.index)
+    b.stamp(5, 6)
+    assert bytes(b.index) == before
+
+
+def test_stamp_needs_a_writable_blob():
+    with pytest.raises(ValueError):
+        MessageBatch.build([b"x"]).stamp(0, 0)
+
+
+def test_index_entries():
+    b = MessageBatch.build([b"hello", b"abc"], origin_timestamp_us=1)
+    raw = b.index_entries(1000, 7, 55)
+    entries = np.frombuffer(raw, dtype=INDEX_DTYPE)
+    assert entries["offset"].tolist() == [7, 8]
+    assert entries["position"].tolist() == [1000 + 69, 1000 + 69 + 67]
+    assert entries["timestamp"].tolist() == [55, 55]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(max_size=40), min_size=1, max_size=30),
+       st.integers(0, 2**40), st.integers(0, 2**60))
+def test_build_validate_stamp_property(payloads, base, ts):
+    b = MessageBatch.build(payloads, origin_timestamp_us=3).writable()
+    b.validate()
+    b.stamp(base, ts)
+    b.validate()  # stamping touches headers only, never sizes
+    assert b.offsets().tolist() == list(range(base, base + len(payloads)))
+    blob = bytes(b.blob)
+    for s, e, p in zip(b.starts().tolist(), b.ends().tolist(), payloads):
+        assert fields(blob, s)[0] == xxhash.xxh3_64_intdigest(blob[s + 8:e])
+        assert blob[s + 64:e] == p
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=400))
+def test_decode_and_validate_never_crash(raw):
+    try:
+        batch = MessageBatch.read(Reader(raw))
+        batch.validate()
+    except IggyError:
+        pass
