@@ -4,6 +4,11 @@ The dispatcher table names a rule per command; ``authorize`` resolves the reques
 and topic identifiers to ids, decodes the user's permissions blob (cached per blob) and
 evaluates the rule, raising ``IggyError(UNAUTHORIZED)``. A stream or topic that does not
 resolve is left to the handler (which answers not-found or an empty result).
+
+Two rules depend on whom the request targets (``SELF_RULES``): a user may always read its
+own record and change its own password; for any other target (including one that does not
+exist, so a refusal says nothing about existence) the named global rule applies.
+Personal-access-token commands act only on the caller's own tokens and need no rule.
 """
 
 from __future__ import annotations
@@ -111,6 +116,20 @@ RULES: dict[str, Rule] = {
 }
 
 
+# rule name -> the rule applied when the request's ``user_id`` is not the caller
+SELF_RULES: dict[str, Rule] = {"read_user": read_users, "change_password": manage_users}
+
+
+def _targets_self(state: Any, session: Any, request: Any) -> bool:
+    ident = getattr(request, "user_id", None)
+    if ident is None:
+        return False
+    try:
+        return state.user(ident).id == session.user_id
+    except IggyError:
+        return False
+
+
 def _resolve_ids(state: Any, request: Any) -> tuple[int | None, int | None]:
     stream_ident = getattr(request, "stream_id", None)
     topic_ident = getattr(request, "topic_id", None)
@@ -129,14 +148,25 @@ def _resolve_ids(state: Any, request: Any) -> tuple[int | None, int | None]:
 
 
 def authorize(state: Any, session: Any, rule_name: str, request: Any) -> None:
-    """Raise IggyError(UNAUTHORIZED) unless the session's user passes ``rule_name``."""
+    """Raise IggyError UNAUTHORIZED unless the session's user passes ``rule_name``;
+    UNAUTHENTICATED when that user no longer exists."""
     user = state.users.get(session.user_id)
     if user is None:
         raise IggyError(ErrorCode.UNAUTHENTICATED, "user no longer exists")
+    if rule_name in SELF_RULES:
+        if _targets_self(state, session, request):
+            return
+        _check(SELF_RULES[rule_name], rule_name, user, None, None)
+        return
     stream_id, topic_id = _resolve_ids(state, request)
     if getattr(request, "stream_id", None) is not None and stream_id is None:
         return  # unknown stream: the handler answers not-found
     if getattr(request, "topic_id", None) is not None and topic_id is None:
         return
-    if not RULES[rule_name](decode_permissions(user.permissions), stream_id, topic_id):
+    _check(RULES[rule_name], rule_name, user, stream_id, topic_id)
+
+
+def _check(rule: Rule, rule_name: str, user: Any, stream_id: int | None,
+           topic_id: int | None) -> None:
+    if not rule(decode_permissions(user.permissions), stream_id, topic_id):
         raise IggyError(ErrorCode.UNAUTHORIZED, f"{rule_name} denied for user {user.id}")

@@ -3,7 +3,7 @@
 Username ``LURCHER_ROOT_USERNAME`` (default ``iggy``); password ``LURCHER_ROOT_PASSWORD``, or
 ``iggy`` with ``--with-default-root-credentials``, otherwise generated and printed once.
 Once users exist these inputs are ignored, so a later change of the variables does not
-change the stored password.
+change the stored password. The root user has id ``ROOT_USER_ID`` (0), as in Iggy.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from lurcher.core.wire.values.permissions import GlobalPermissions, Permissions
 log = logging.getLogger(__name__)
 
 DEFAULT_ROOT_USERNAME = "iggy"
+ROOT_USER_ID = 0  # the first user ever created; it cannot be deleted, deactivated or restricted
 USER_ACTIVE = 1
 
 
@@ -38,7 +39,7 @@ def ensure_root(meta: MetaStore, hash_password, environ: Mapping[str, str],
     if not password:
         password = "iggy" if default_credentials else secrets.token_urlsafe(18)
         generated = None if default_credentials else password
-    meta.record(UserCreated(meta.state.user_ids.peek(), username, hash_password(password),
+    meta.record(UserCreated(ROOT_USER_ID, username, hash_password(password),
                             USER_ACTIVE, root_permissions(), now_us))
     log.info("created root user %r", username)
     return generated

@@ -1,6 +1,8 @@
 """A client session: one per connection (or HTTP token), shared by every transport.
 
 ``user_id`` is None until a login succeeds. ``client_id`` is unique per server run.
+``token_name`` names the personal access token the session logged in with (None after a
+password login), so deleting that token can end the session.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class Session:
     transport: int = TRANSPORT_TCP
     client_id: int = field(default_factory=next_client_id)
     user_id: int | None = None
+    token_name: str | None = None
     login_time_us: int = 0
     last_seen_us: int = 0
     closed: bool = False

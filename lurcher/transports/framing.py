@@ -76,8 +76,13 @@ class FrameReader:
             data = data[n:]
 
     def _compact(self) -> None:
+        """Move unconsumed bytes to the front; grow the buffer when they fill most of it."""
         pending = self.end - self.start
-        if self.start:
+        if len(self.buf) - pending < MIN_FREE_BYTES:
+            grown = bytearray(2 * len(self.buf))
+            grown[:pending] = self.buf[self.start:self.end]
+            self.buf, self.view = grown, memoryview(grown)
+        elif self.start:
             self.buf[:pending] = self.buf[self.start:self.end]
         self.start, self.end = 0, pending
 

@@ -10,10 +10,16 @@ checks, after every restart:
 * offsets are dense from 0, checksums are XXH3-64 of the stored message, reserved = 0;
 * the segment files parse back to back with no torn record, each index matches its log,
   and the files hold exactly the bytes a poll returns.
+
+A kernel write is rarely torn by SIGKILL, so every ``DAMAGE_EVERY``-th kill also damages
+the newest segment the way a torn write would: a partial record appended to the log
+(never a complete one: it belongs to no acknowledged batch), or index entries cut off or
+the index deleted. Recovery must drop the partial record and rebuild the index.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -34,6 +40,8 @@ WRITER_PAUSE_S = 0.002
 MAX_BATCH_MESSAGES = 40
 MAX_PAYLOAD_BYTES = 400
 SEGMENT_SIZE = "64KiB"
+DAMAGE_EVERY = 3
+DAMAGES = ("partial header", "partial payload", "short index", "no index")
 
 
 @dataclass
@@ -88,6 +96,28 @@ class Writer(threading.Thread):
                     return
                 batch.acked = True
                 time.sleep(WRITER_PAUSE_S)
+
+
+def damage_newest_segment(server: LurcherServer, how: str, rng: random.Random) -> None:
+    """Simulate a torn write on the newest segment of the (dead) server's only partition."""
+    assert server.data_dir is not None and not server.running
+    dirs = disk.partition_dirs(server.data_dir)
+    if not dirs:
+        return
+    log_path = disk.segments(dirs[0])[-1]
+    index_path = log_path.with_suffix(".index")
+    if how == "partial header":
+        with open(log_path, "ab") as f:
+            f.write(rng.randbytes(rng.randrange(1, 64)))
+    elif how == "partial payload":
+        torn = raw.message(rng.randbytes(500), message_id=0xDEAD, offset=1 << 40)
+        with open(log_path, "ab") as f:
+            f.write(torn[:rng.randrange(64, len(torn))])
+    elif how == "short index" and index_path.exists():
+        size = index_path.stat().st_size
+        os.truncate(index_path, max(0, size - 16 * rng.randrange(1, 20)) // 16 * 16)
+    elif how == "no index":
+        index_path.unlink(missing_ok=True)
 
 
 def verify(server: LurcherServer, ledger: Ledger, cycle: int) -> int:
@@ -155,6 +185,8 @@ def test_sigkill_loses_nothing_acknowledged(server_factory: ServerFactory) -> No
         writer.join(10)
         assert not writer.is_alive(), "writer did not notice the kill"
         assert not ledger.failures, ledger.failures
+        if kills % DAMAGE_EVERY == 0:
+            damage_newest_segment(server, DAMAGES[kills // DAMAGE_EVERY % len(DAMAGES)], rng)
         server.restart()
         stored = verify(server, ledger, kills)
     acked = sum(len(b.messages) for b in ledger.batches if b.acked)
@@ -163,3 +195,9 @@ def test_sigkill_loses_nothing_acknowledged(server_factory: ServerFactory) -> No
     assert stored >= acked
     server.restart()
     assert verify(server, ledger, kills + 1) == stored
+    assert server.data_dir is not None
+    segment_count = len(disk.segments(disk.partition_dirs(server.data_dir)[0]))
+    in_doubt = sum(1 for b in ledger.batches if not b.acked)
+    print(f"\ncrash test: {kills} kills, {len(ledger.batches)} batches, {acked} acknowledged messages, "
+          f"{stored} stored, {in_doubt} batches in doubt, {segment_count} segments, "
+          f"{time.monotonic() - started:.1f}s")

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from apache_iggy import PollingStrategy, SendMessage
 
+from tests.support import raw
 from tests.support.official import Snap, connect_client, snapshot
 from tests.support.server import LurcherServer
 
@@ -203,3 +204,21 @@ async def test_next_with_and_without_auto_commit(loaded: Loaded) -> None:
     assert await next_offsets(10, True) == []
     other = await poll(client, 0, PollingStrategy.Next(), 5, False)
     assert [s.offset for s in other] == list(range(5)), "stored offsets are per partition"
+
+
+async def test_restart_returns_identical_messages(loaded: Loaded) -> None:
+    """Restarts the module's server in place (non-destructive: later tests reconnect)."""
+    client = await connect_client(loaded.server)
+    before = {p: await poll_everything(client, p) for p in range(PARTITIONS)}
+    with raw.RawClient(loaded.server.tcp_address) as c:
+        c.login()
+        before_raw = {p: [m.raw for m in c.poll_all(STREAM, TOPIC, p)] for p in range(PARTITIONS)}
+    loaded.server.restart()
+    client = await connect_client(loaded.server)
+    for p in range(PARTITIONS):
+        assert await poll_everything(client, p) == before[p], f"partition {p} differs after restart"
+    with raw.RawClient(loaded.server.tcp_address) as c:
+        c.login()
+        for p in range(PARTITIONS):
+            after_raw = [m.raw for m in c.poll_all(STREAM, TOPIC, p)]
+            assert after_raw == before_raw[p], f"partition {p}: raw bytes differ after restart"

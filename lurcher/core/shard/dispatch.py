@@ -55,7 +55,7 @@ class Dispatcher:
         if route.login_required and not session.authenticated:
             raise IggyError(ErrorCode.UNAUTHENTICATED, route.spec.name)
         request = route.spec.request.decode_exact(payload)
-        request.validate()
         if route.permission:
             self.shard.authorize(session, route.permission, request)
+        request.validate()
         return route.handler(self.shard, session, request)

@@ -106,6 +106,13 @@ def write_u64_at(blob: Buffer, starts: np.ndarray, field: int, values: np.ndarra
     _u8_array(blob)[idx] = np.ascontiguousarray(vals).view(np.uint8).reshape(-1, 8)
 
 
+def starts_from_ends(ends: np.ndarray) -> np.ndarray:
+    """Start positions (int64) from END positions: 0, ends[0], ..., ends[n-2]."""
+    out = np.zeros(len(ends), dtype=np.int64)
+    out[1:] = ends[:-1]
+    return out
+
+
 def read_offsets(blob: Buffer, starts: np.ndarray) -> np.ndarray:
     """Header ``offset`` of every message (stored messages)."""
     return read_u64_at(blob, starts, OFFSET_AT)
@@ -196,12 +203,7 @@ class MessageBatch:
 
     def starts(self) -> np.ndarray:
         """Start position of every message in the blob (int64)."""
-        ends = self.ends()
-        out = np.empty(self.count, dtype=np.int64)
-        if self.count:
-            out[0] = 0
-            out[1:] = ends[:-1]
-        return out
+        return starts_from_ends(self.ends())
 
     def offsets(self) -> np.ndarray:
         """Header offsets of every message (meaningful after ``stamp``)."""
@@ -260,6 +262,9 @@ class MessageBatch:
                           max_payload_bytes: int, max_user_headers_bytes: int) -> None:
         payload, user_headers = read_declared_sizes(self.blob, starts)
         declared = HEADER_BYTES + payload + user_headers
+        if (np.array_equal(declared, sizes) and int(payload.max()) <= max_payload_bytes
+                and int(user_headers.max()) <= max_user_headers_bytes):
+            return
         if (declared > sizes).any():
             raise _fail(ErrorCode.MISSING_INDEX, declared > sizes,
                         "header lengths exceed the message's slot")
@@ -286,25 +291,37 @@ class MessageBatch:
         if n == 0:
             return
         starts = self.starts()
-        aligned = not (starts & 7).any()
-        blob = self.blob
         offsets = np.arange(base_offset, base_offset + n, dtype=np.uint64)
-        write_u64_at(blob, starts, OFFSET_AT, offsets, aligned)
-        write_u64_at(blob, starts, TIMESTAMP_AT, np.uint64(timestamp_us), aligned)
-        self._assign_ids(starts, aligned)
-        write_u64_at(blob, starts, CHECKSUM_AT, checksums(blob, starts, self.ends()), aligned)
+        if not (starts & 7).any():
+            self._stamp_words(starts, offsets, timestamp_us)
+        else:
+            self._stamp_bytes(starts, offsets, timestamp_us)
 
-    def _assign_ids(self, starts: np.ndarray, aligned: bool) -> None:
-        lo = read_u64_at(self.blob, starts, ID_AT)
-        hi = read_u64_at(self.blob, starts, ID_AT + 8)
-        zero = (lo == 0) & (hi == 0)
+    def _stamp_words(self, starts: np.ndarray, offsets: np.ndarray, timestamp_us: int) -> None:
+        """Every header 8-byte aligned: index the blob as u64 words."""
+        words = np.frombuffer(self.blob, dtype="<u8", count=len(self.blob) // 8)
+        w = starts >> 3
+        words[w + OFFSET_AT // 8] = offsets
+        words[w + TIMESTAMP_AT // 8] = timestamp_us
+        zero = (words[w + ID_AT // 8] | words[w + ID_AT // 8 + 1]) == 0
         k = int(np.count_nonzero(zero))
-        if k == 0:
-            return
-        new_lo, new_hi = random_ids(k)
-        targets = starts[zero]
-        write_u64_at(self.blob, targets, ID_AT, new_lo, aligned)
-        write_u64_at(self.blob, targets, ID_AT + 8, new_hi, aligned)
+        if k:
+            wz = w[zero]
+            words[wz + ID_AT // 8], words[wz + ID_AT // 8 + 1] = random_ids(k)
+        words[w] = checksums(self.blob, starts, self.ends())
+
+    def _stamp_bytes(self, starts: np.ndarray, offsets: np.ndarray, timestamp_us: int) -> None:
+        """Unaligned headers: byte-level gathers and scatters."""
+        blob = self.blob
+        write_u64_at(blob, starts, OFFSET_AT, offsets, False)
+        write_u64_at(blob, starts, TIMESTAMP_AT, np.uint64(timestamp_us), False)
+        zero = (read_u64_at(blob, starts, ID_AT) | read_u64_at(blob, starts, ID_AT + 8)) == 0
+        k = int(np.count_nonzero(zero))
+        if k:
+            lo, hi = random_ids(k)
+            write_u64_at(blob, starts[zero], ID_AT, lo, False)
+            write_u64_at(blob, starts[zero], ID_AT + 8, hi, False)
+        write_u64_at(blob, starts, CHECKSUM_AT, checksums(blob, starts, self.ends()), False)
 
     def index_entries(self, segment_base_position: int, first_relative_offset: int,
                       timestamp: int) -> bytes:

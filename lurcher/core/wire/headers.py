@@ -100,6 +100,8 @@ def _pack(kind: HeaderKind, v: Any) -> bytes:
         return v.encode()
     if kind in (HeaderKind.INT128, HeaderKind.UINT128):
         return int(v).to_bytes(16, "little", signed=kind == HeaderKind.INT128)
+    if kind == HeaderKind.BOOL and v not in (True, False):
+        raise ValueError(f"not a bool: {v!r}")
     return struct.pack(_FORMATS[kind], v)
 
 

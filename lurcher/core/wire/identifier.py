@@ -10,6 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from lurcher.core.wire.buffer import U32, Reader, Writer
+from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import WireError
 
 NUMERIC = 1
@@ -59,7 +60,8 @@ class Identifier(msgspec.Struct, frozen=True):
             if length == 0:
                 raise WireError(f"{what}: empty name", offset=start)
             return cls(r.text(length, what))
-        raise WireError(f"{what}: unknown kind {kind}", offset=start)
+        raise WireError(f"{what}: unknown kind {kind}", offset=start,
+                        code=ErrorCode.INVALID_COMMAND)
 
     def __str__(self) -> str:
         return str(self.value)

@@ -143,11 +143,13 @@ REQUESTS = [
     GetStream(N0), GetStream(S1), GetStreams(), CreateStream("s1"), CreateStream(LONG),
     CreateStream(UNICODE), DeleteStream(SLONG), UpdateStream(N0, "new"), PurgeStream(NMAX),
     GetTopic(S1, T1), GetTopics(N0), DeleteTopic(N0, N7), PurgeTopic(SDIGITS, SLONG),
-    CreateTopic(S1, 2, 1, 0, 0, 0, "t1"), CreateTopic(N0, U32_MAX, 255, U64_MAX, U64_MAX, 255, LONG),
+    CreateTopic(S1, 2, 1, 0, 0, 0, "t1"),
+    CreateTopic(N0, U32_MAX, 255, U64_MAX, U64_MAX, 255, LONG),
     UpdateTopic(S1, T1, 2, 60_000_000, 1_000_000, 1, "t2"),
     CreatePartitions(S1, T1, 3), DeletePartitions(N0, N0, 1), DeleteSegments(S1, T1, 0, 2),
     GetConsumerGroup(S1, T1, G1), GetConsumerGroups(S1, T1), CreateConsumerGroup(S1, T1, "g1"),
-    DeleteConsumerGroup(N0, N0, N0), JoinConsumerGroup(S1, T1, G1), LeaveConsumerGroup(S1, N7, NMAX),
+    DeleteConsumerGroup(N0, N0, N0), JoinConsumerGroup(S1, T1, G1),
+    LeaveConsumerGroup(S1, N7, NMAX),
 ]
 
 TOPIC = TopicHeader(3, 1_700_000_000_000_000, 2, U64_MAX, 1, U64_MAX, 1, 1024, 7, "t1")
@@ -157,7 +159,8 @@ VALUES = [
     # sub-values
     Consumer.of(0), Consumer.of("g1", group=True), Partitioning.balanced(),
     Partitioning.partition(U32_MAX), Partitioning.messages_key("key"), PollingStrategy.first(),
-    PollingStrategy.last(), PollingStrategy.offset(U64_MAX), Permissions(), Permissions.root(), PERMS,
+    PollingStrategy.last(), PollingStrategy.offset(U64_MAX), Permissions(),
+    Permissions.root(), PERMS,
     # responses
     IdentityInfo(0), IdentityInfo(U32_MAX), RawToken("a" * 68), PatInfo("tok", 0),
     PatInfo(LONG, U64_MAX), ConsumerOffsetInfo(0, 10, 2), ConsumerOffsetInfo(U32_MAX, U64_MAX, 0),
@@ -173,7 +176,8 @@ VALUES = [
     UserDetails(UserHeader(0, 5, 1, "root"), Permissions.root()),
     UserDetails(UserHeader(2, 5, 1, UNICODE), PERMS),
     ClientHeader(1, U32_MAX, 1, "127.0.0.1:5555", 0), ClientGroup(1, 2, 3),
-    ClientDetails(ClientHeader(2, 0, 4, "[::1]:1", 2), [ClientGroup(0, 0, 0), ClientGroup(1, 2, 3)]),
+    ClientDetails(ClientHeader(2, 0, 4, "[::1]:1", 2),
+                  [ClientGroup(0, 0, 0), ClientGroup(1, 2, 3)]),
     ClientDetails(ClientHeader(3, 0, 2, "", 0)),
     ClusterNode("iggy-node", "127.0.0.1", 8090, 8080, 3000, 8092),
     ClusterMetadata("single-node", [ClusterNode("n", "::1", 1, 2, 3, 4, 1, 5)]),
@@ -183,7 +187,8 @@ VALUES = [
           "6.1", "6.1.0-x", "0.8.0", 8000, [CacheMetric(0, 0, 0, 1, 1, 0.5)] * 2, 4, U64_MAX, 0),
     Message(), message(b"payload", b"\x02\x01\x00\x00\x00k\x02\x01\x00\x00\x00v", checksum=U64_MAX,
                        id=(1 << 128) - 1, offset=5, timestamp=6, origin_timestamp=7),
-    PolledMessages(0, 0, 0), PolledMessages.of(1, 9, [message(b"a", offset=8), message(b"bc", offset=9)]),
+    PolledMessages(0, 0, 0),
+    PolledMessages.of(1, 9, [message(b"a", offset=8), message(b"bc", offset=9)]),
     SnapshotFile(b""), SnapshotFile(b"PK\x03\x04zip"),
 ]
 

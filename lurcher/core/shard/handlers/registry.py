@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 MODULES = ("system", "streams", "topics", "partitions", "messages", "offsets", "users",
-           "groups")
+           "groups", "tokens")
 
 
 @dataclass(frozen=True)

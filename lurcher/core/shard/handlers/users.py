@@ -1,32 +1,99 @@
-"""User commands. Login verifies the Argon2 hash in a worker thread (it is slow on purpose)
-so other connections keep being served; the connection waits, keeping its request order."""
+"""User commands: login/logout, get, list, create, update, permissions, password, delete.
+
+Argon2 work (verify on login and password change, hash on create and change) runs in a
+worker thread so other connections keep being served; the connection waits, keeping its
+request order. State is re-checked after every await (another connection may have changed
+it meanwhile) before an event is recorded.
+
+Invariants: the root user (id ``ROOT_USER_ID``) cannot be deleted, deactivated or have its
+permissions changed; deleting or deactivating a user ends every session logged in as it
+(``end_user_sessions``), so a stale session never acts as a user that was removed or as a
+later user that reuses its id. Permission rules (``auth.permissions``): reads need
+``read_users`` (a user may always read itself), changes need ``manage_users`` (a user may
+always change its own password, proving the current one, as everyone must).
+"""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+from lurcher.auth.root import ROOT_USER_ID
+from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.responses.identity import IdentityInfo
+from lurcher.core.wire.responses.users import UserDetails, UserHeader
+from lurcher.core.wire.values.permissions import Permissions
 
 USER_ACTIVE = 1
+USER_INACTIVE = 2
+
+
+# -- helpers -----------------------------------------------------------------------------
+def user_header(user: Any) -> UserHeader:
+    return UserHeader(user.id, user.created_at, user.status, user.username)
+
+
+def user_details(user: Any) -> UserDetails:
+    perms = Permissions.decode(user.permissions)[0] if user.permissions else None
+    return UserDetails(user_header(user), perms)
+
+
+def permissions_blob(permissions: Permissions | None) -> bytes | None:
+    return None if permissions is None else permissions.encode()
+
+
+def end_user_sessions(shard: Any, user_id: int, keep_client_id: int | None = None,
+                      token_name: str | None = None) -> int:
+    """Log out every session of ``user_id`` (only those that logged in with ``token_name``
+    when given); disconnect all but ``keep_client_id`` (the caller, which still gets its
+    reply). Returns how many sessions were ended."""
+    ended = 0
+    for client_id, session in list(shard.sessions.items()):
+        if session.user_id != user_id:
+            continue
+        if token_name is not None and session.token_name != token_name:
+            continue
+        session.user_id = None
+        session.token_name = None
+        ended += 1
+        connection = shard.connections.get(client_id)
+        if client_id != keep_client_id and connection is not None:
+            connection.disconnect()
+    return ended
+
+
+def require_unused_username(state: Any, username: str, user_id: int | None = None) -> None:
+    """Raises IggyError USER_ALREADY_EXISTS if another user has ``username``."""
+    owner = state.usernames.get(username)
+    if owner is not None and owner != user_id:
+        raise IggyError(ErrorCode.USER_ALREADY_EXISTS, username)
+
+
+# -- login / logout ----------------------------------------------------------------------
+def start_session(shard: Any, session: Any, user: Any, token_name: str | None = None) -> IdentityInfo:
+    """Bind ``session`` to ``user`` (replacing any earlier login on it)."""
+    session.user_id = user.id
+    session.token_name = token_name
+    session.login_time_us = shard.clock()
+    return IdentityInfo(user.id)
 
 
 async def verify_login(shard, session, username: str, password: str) -> IdentityInfo:
-    """Raises IggyError INVALID_CREDENTIALS or USER_INACTIVE."""
+    """Raises IggyError INVALID_CREDENTIALS or USER_INACTIVE (the latter only after the
+    password matched, so an inactive account is not revealed to a guesser)."""
     state = shard.meta.state
     user_id = state.usernames.get(username)
     stored = state.users[user_id].password_hash if user_id is not None else None
     ok = await asyncio.to_thread(shard.passwords.verify, stored, password)
     user = state.users.get(user_id) if ok else None
-    if user is None:
+    if user is None or user.password_hash != stored:
         raise IggyError(ErrorCode.INVALID_CREDENTIALS, "invalid username or password")
     if user.status != USER_ACTIVE:
         raise IggyError(ErrorCode.USER_INACTIVE, username)
-    session.user_id = user.id
-    session.login_time_us = shard.clock()
-    return IdentityInfo(user.id)
+    return start_session(shard, session, user)
 
 
 @handles("login_user", login_required=False)
@@ -37,4 +104,102 @@ def login_user(shard, session, req):
 @handles("logout_user")
 def logout_user(shard, session, req):
     session.user_id = None
+    session.token_name = None
+    return None
+
+
+# -- reads -------------------------------------------------------------------------------
+@handles("get_user", "read_user")
+def get_user(shard, session, req):
+    try:
+        user = shard.meta.state.user(req.user_id)
+    except IggyError:
+        return None
+    return user_details(user)
+
+
+@handles("get_users", "read_users")
+def get_users(shard, session, req):
+    users = shard.meta.state.users
+    return [user_header(users[uid]) for uid in sorted(users)]
+
+
+# -- changes -----------------------------------------------------------------------------
+async def _create_user(shard, session, req) -> UserDetails:
+    state = shard.meta.state
+    require_unused_username(state, req.username)
+    password_hash = await asyncio.to_thread(shard.passwords.hash, req.password)
+    require_unused_username(state, req.username)
+    user_id = state.user_ids.peek()
+    shard.meta.record(ev.UserCreated(user_id, req.username, password_hash, req.status,
+                                     permissions_blob(req.permissions), shard.clock()))
+    return user_details(state.users[user_id])
+
+
+@handles("create_user", "manage_users")
+def create_user(shard, session, req):
+    """Raises IggyError USER_ALREADY_EXISTS."""
+    return _create_user(shard, session, req)
+
+
+@handles("update_user", "manage_users")
+def update_user(shard, session, req):
+    """Raises IggyError RESOURCE_NOT_FOUND, USER_ALREADY_EXISTS, CANNOT_DELETE_USER (root
+    deactivation)."""
+    state = shard.meta.state
+    user = state.user(req.user_id)
+    username = user.username if req.username is None else req.username
+    status = user.status if req.status is None else req.status
+    if user.id == ROOT_USER_ID and status != USER_ACTIVE:
+        raise IggyError(ErrorCode.CANNOT_DELETE_USER, "the root user cannot be deactivated")
+    require_unused_username(state, username, user.id)
+    if (username, status) != (user.username, user.status):
+        shard.meta.record(ev.UserUpdated(user.id, username, status))
+    if status != USER_ACTIVE:
+        end_user_sessions(shard, user.id, keep_client_id=session.client_id)
+    return None
+
+
+@handles("update_permissions", "manage_users")
+def update_permissions(shard, session, req):
+    """Raises IggyError RESOURCE_NOT_FOUND, CANNOT_CHANGE_PERMISSIONS (root)."""
+    user = shard.meta.state.user(req.user_id)
+    if user.id == ROOT_USER_ID:
+        raise IggyError(ErrorCode.CANNOT_CHANGE_PERMISSIONS, "root permissions are fixed")
+    shard.meta.record(ev.UserPermissionsUpdated(user.id, permissions_blob(req.permissions)))
+    return None
+
+
+def _rehash(passwords: Any, stored: str, current: str, new: str) -> str | None:
+    """The new password's hash, or None when ``current`` does not match ``stored``."""
+    return passwords.hash(new) if passwords.verify(stored, current) else None
+
+
+async def _change_password(shard, session, req) -> None:
+    state = shard.meta.state
+    user = state.user(req.user_id)
+    stored = user.password_hash
+    new_hash = await asyncio.to_thread(_rehash, shard.passwords, stored,
+                                       req.current_password, req.new_password)
+    if new_hash is None:
+        raise IggyError(ErrorCode.INVALID_CREDENTIALS, "current password does not match")
+    if state.users.get(user.id) is not user or user.password_hash != stored:
+        raise IggyError(ErrorCode.INVALID_CREDENTIALS, "user changed meanwhile")
+    shard.meta.record(ev.UserPasswordChanged(user.id, new_hash))
+
+
+@handles("change_password", "change_password")
+def change_password(shard, session, req):
+    """Raises IggyError RESOURCE_NOT_FOUND, INVALID_CREDENTIALS (wrong current password)."""
+    return _change_password(shard, session, req)
+
+
+@handles("delete_user", "manage_users")
+def delete_user(shard, session, req):
+    """Raises IggyError RESOURCE_NOT_FOUND, CANNOT_DELETE_USER (root)."""
+    user = shard.meta.state.user(req.user_id)
+    if user.id == ROOT_USER_ID:
+        raise IggyError(ErrorCode.CANNOT_DELETE_USER, "the root user cannot be deleted")
+    shard.meta.record(ev.UserDeleted(user.id))
+    end_user_sessions(shard, user.id, keep_client_id=session.client_id)
     return None

@@ -1,0 +1,130 @@
+"""Personal-access-token commands (list, create, delete, login) and the expiry cleaner.
+
+Every command acts on the caller's own tokens only, so none needs a permission rule beyond
+being logged in (login itself needs none). Only token digests are stored (``auth.tokens``);
+the raw token is in the create reply and nowhere else.
+
+Invariants: at most ``personal_access_token.max_tokens_per_user`` tokens per user; names
+are unique per user; a login with an expired token is refused even before the cleaner has
+removed it; deleting a token ends the sessions that logged in with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from lurcher.auth import tokens
+from lurcher.config import U64_MAX, parse_duration_us
+from lurcher.core.meta import events as ev
+from lurcher.core.shard.handlers.registry import handles
+from lurcher.core.shard.handlers.users import USER_ACTIVE, end_user_sessions, start_session
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.responses.personal_access_tokens import PatInfo, RawToken
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_TOKENS_PER_USER = 100
+DEFAULT_CLEANER_INTERVAL = "1 m"
+
+
+def _caller(shard: Any, session: Any) -> Any:
+    """The logged-in user. Raises IggyError UNAUTHENTICATED if it no longer exists."""
+    user = shard.meta.state.users.get(session.user_id)
+    if user is None:
+        raise IggyError(ErrorCode.UNAUTHENTICATED, "user no longer exists")
+    return user
+
+
+@handles("get_personal_access_tokens")
+def get_personal_access_tokens(shard, session, req):
+    user = _caller(shard, session)
+    return [PatInfo(t.name, t.expiry_at) for _, t in sorted(user.tokens.items())]
+
+
+@handles("create_personal_access_token")
+def create_personal_access_token(shard, session, req):
+    """Raises IggyError PERSONAL_ACCESS_TOKENS_LIMIT_REACHED, PERSONAL_ACCESS_TOKEN_ALREADY_EXISTS."""
+    user = _caller(shard, session)
+    limit = shard.config.get("personal_access_token.max_tokens_per_user",
+                             DEFAULT_MAX_TOKENS_PER_USER)
+    if len(user.tokens) >= limit:
+        raise IggyError(ErrorCode.PERSONAL_ACCESS_TOKENS_LIMIT_REACHED,
+                        f"user {user.id} has {len(user.tokens)} of {limit} tokens")
+    if req.name in user.tokens:
+        raise IggyError(ErrorCode.PERSONAL_ACCESS_TOKEN_ALREADY_EXISTS, req.name)
+    raw = tokens.generate_token()
+    expiry_at = tokens.expiry_at(shard.clock(), req.expiry_us)
+    shard.meta.record(ev.TokenCreated(user.id, req.name, tokens.token_digest(raw), expiry_at))
+    return RawToken(raw)
+
+
+@handles("delete_personal_access_token")
+def delete_personal_access_token(shard, session, req):
+    """Raises IggyError RESOURCE_NOT_FOUND."""
+    user = _caller(shard, session)
+    if req.name not in user.tokens:
+        raise IggyError(ErrorCode.RESOURCE_NOT_FOUND, f"token {req.name!r}")
+    shard.meta.record(ev.TokenDeleted(user.id, req.name))
+    end_user_sessions(shard, user.id, keep_client_id=session.client_id, token_name=req.name)
+    return None
+
+
+@handles("login_with_personal_access_token", login_required=False)
+def login_with_personal_access_token(shard, session, req):
+    """Raises IggyError INVALID_PERSONAL_ACCESS_TOKEN (unknown), PERSONAL_ACCESS_TOKEN_EXPIRED,
+    USER_INACTIVE."""
+    state = shard.meta.state
+    digest = tokens.token_digest(req.token)
+    token = state.token_hashes.get(digest)
+    if token is None or not tokens.digests_equal(token.token_hash, digest):
+        raise IggyError(ErrorCode.INVALID_PERSONAL_ACCESS_TOKEN, "unknown token")
+    if tokens.is_expired(token.expiry_at, shard.clock()):
+        raise IggyError(ErrorCode.PERSONAL_ACCESS_TOKEN_EXPIRED, token.name)
+    user = state.users[token.user_id]
+    if user.status != USER_ACTIVE:
+        raise IggyError(ErrorCode.USER_INACTIVE, user.username)
+    return start_session(shard, session, user, token.name)
+
+
+# -- expiry cleaner ----------------------------------------------------------------------
+def clean_expired_tokens(shard: Any, now_us: int) -> int:
+    """Delete every token expired at ``now_us`` (persisted). Returns how many."""
+    expired = list(tokens.expired_tokens(shard.meta.state, now_us))
+    for token in expired:
+        shard.meta.record(ev.TokenDeleted(token.user_id, token.name))
+        log.info("removed expired personal access token %r of user %d", token.name,
+                 token.user_id)
+    return len(expired)
+
+
+def cleaner_interval_s(config: Any) -> float | None:
+    """Seconds between cleaner runs, or None when disabled
+    (``personal_access_token.cleaner.enabled`` / ``.interval``; "none" disables it)."""
+    if not config.get("personal_access_token.cleaner.enabled", True):
+        return None
+    interval_us = parse_duration_us(config.get("personal_access_token.cleaner.interval",
+                                               DEFAULT_CLEANER_INTERVAL))
+    if interval_us == U64_MAX:
+        return None
+    return max(interval_us, 1000) / 1e6
+
+
+async def run_token_cleaner(shard: Any, interval_s: float) -> None:
+    """Run ``clean_expired_tokens`` every ``interval_s`` until cancelled."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            clean_expired_tokens(shard, shard.clock())
+        except OSError:
+            log.exception("personal access token cleaner failed")
+
+
+def start_token_cleaner(shard: Any) -> asyncio.Task | None:
+    """Start the periodic cleaner on the running loop (None when disabled)."""
+    interval_s = cleaner_interval_s(shard.config)
+    if interval_s is None:
+        return None
+    return asyncio.get_running_loop().create_task(run_token_cleaner(shard, interval_s))

@@ -1,0 +1,2 @@
+"""Command groups of ``Client``, one mixin per family (system, users, streams, groups,
+messages)."""

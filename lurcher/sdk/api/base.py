@@ -1,0 +1,29 @@
+"""What every command mixin of ``Client`` relies on, and argument conversions they share.
+
+``ApiBase._call(request)`` sends a typed request and returns its decoded response (None for
+empty / not found, a list for list commands); ``_raw(code, parts)`` sends prebuilt payload
+parts and returns the OK payload. Both raise IggyError carrying the Iggy status code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lurcher.core.wire.buffer import Buffer
+from lurcher.core.wire.codec import Request
+from lurcher.core.wire.identifier import Identifier
+
+Id = int | str | Identifier
+
+
+def ident(value: Id) -> Identifier:
+    """An Identifier from an int, a name (all-digit names are numeric, as in Iggy) or itself."""
+    return Identifier.parse(value)
+
+
+class ApiBase:
+    async def _call(self, request: Request) -> Any:
+        raise NotImplementedError
+
+    async def _raw(self, code: int, parts: list[Buffer]) -> memoryview:
+        raise NotImplementedError

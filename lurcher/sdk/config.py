@@ -1,0 +1,49 @@
+"""``ClientConfig``: everything a ``Client`` needs to connect, as one typed value.
+
+Built by hand (keyword arguments of ``Client``) or from a connection string
+(``connstring.parse``). Durations are seconds (float); ``reconnection_retries`` None
+means unlimited. ``options`` keeps transport-specific settings that only a given
+connection class reads (e.g. WebSocket buffer sizes), as strings.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+DEFAULT_ADDRESS = "127.0.0.1:8090"
+TRANSPORTS = ("tcp", "quic", "http", "ws")
+
+
+class ClientConfig(msgspec.Struct, frozen=True, kw_only=True):
+    transport: str = "tcp"
+    address: str = DEFAULT_ADDRESS
+    username: str | None = None
+    password: str | None = None
+    token: str | None = None
+    tls: bool = False
+    tls_domain: str | None = None
+    tls_ca_file: str | None = None
+    tls_validate_certificate: bool = True
+    nodelay: bool = True
+    heartbeat_interval_s: float | None = 5.0
+    reconnection_enabled: bool = True
+    reconnection_retries: int | None = None
+    reconnection_interval_s: float = 1.0
+    reestablish_after_s: float = 0.0
+    connect_timeout_s: float = 10.0
+    request_timeout_s: float | None = None
+    options: dict[str, str] = {}
+
+    @property
+    def has_credentials(self) -> bool:
+        return self.token is not None or (self.username is not None and self.password is not None)
+
+    def host_port(self) -> tuple[str, int]:
+        """``address`` split into host and port; brackets around an IPv6 host are removed.
+
+        Raises ValueError for an address without a numeric port.
+        """
+        host, sep, port = self.address.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"address {self.address!r} has no port")
+        return host.strip("[]"), int(port)

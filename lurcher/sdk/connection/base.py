@@ -1,0 +1,87 @@
+"""The transport-independent connection interface of the SDK.
+
+A ``Connection`` carries Iggy binary request/response exchanges over one transport
+(TCP now; WebSocket, QUIC and HTTP classes plug in later with the same shape).
+
+Invariants: at most one request is in flight per connection (``request`` holds a lock
+from the first byte written to the last byte read), so responses always match requests.
+A transport failure, a timeout or a half-read response closes the connection: a stream
+whose framing may be out of step is never reused. Failures are ``IggyError``s carrying
+CONNECTION_CLOSED (lost), NOT_CONNECTED (never connected / closed) or TASK_TIMEOUT.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import Sequence
+
+from lurcher.core.wire.buffer import Buffer
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
+Payload = Buffer | Sequence[Buffer]
+
+# Status codes meaning "the connection is gone" rather than "the command failed".
+CONNECTION_LOST_CODES = frozenset({
+    ErrorCode.CONNECTION_CLOSED, ErrorCode.NOT_CONNECTED, ErrorCode.DISCONNECTED,
+    ErrorCode.CANNOT_ESTABLISH_CONNECTION, ErrorCode.TCP_ERROR, ErrorCode.TASK_TIMEOUT,
+})
+
+
+def is_connection_lost(error: BaseException) -> bool:
+    """True for an IggyError that says the connection (not the command) failed."""
+    return isinstance(error, IggyError) and error.code in CONNECTION_LOST_CODES
+
+
+def payload_parts(payload: Payload) -> list[Buffer]:
+    """A payload as a list of buffers (a single buffer becomes a one-item list)."""
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return [payload]
+    return list(payload)
+
+
+class Connection(abc.ABC):
+    """One logical connection to a server; subclasses implement the ``_`` methods."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+
+    @property
+    @abc.abstractmethod
+    def connected(self) -> bool:
+        """True between a successful ``connect`` and the first failure or ``close``."""
+
+    async def connect(self) -> None:
+        """Open the transport. Raises IggyError CANNOT_ESTABLISH_CONNECTION or TASK_TIMEOUT."""
+        async with self._lock:
+            await self._connect()
+
+    async def request(self, code: int, payload: Payload = b"") -> tuple[int, memoryview]:
+        """Send one request and return ``(status, payload)`` of its response.
+
+        ``payload`` is one buffer or a list of buffers written back to back (no copy).
+        Raises IggyError NOT_CONNECTED, CONNECTION_CLOSED or TASK_TIMEOUT (the connection
+        is then closed). A non-zero status is returned, not raised.
+        """
+        async with self._lock:
+            if not self.connected:
+                raise IggyError(ErrorCode.NOT_CONNECTED, "connection is not open")
+            try:
+                return await self._exchange(code, payload_parts(payload))
+            except BaseException:
+                await self._abort()
+                raise
+
+    async def close(self) -> None:
+        """Close the transport; idempotent, never raises for an already-lost connection."""
+        await self._abort()
+
+    @abc.abstractmethod
+    async def _connect(self) -> None: ...
+
+    @abc.abstractmethod
+    async def _exchange(self, code: int, parts: list[Buffer]) -> tuple[int, memoryview]: ...
+
+    @abc.abstractmethod
+    async def _abort(self) -> None: ...

@@ -1,0 +1,161 @@
+"""Connection strings in the Iggy 0.8 forms, plus ``lurcher://`` (an alias of ``iggy+tcp://``).
+
+    iggy://user:pass@host:port?opt=value&...        (TCP)
+    iggy+<tcp|quic|http|ws>://user:pass@host:port
+    iggy+tcp://<personal_access_token>@host:port     (no ':' in the credentials part)
+    lurcher://... and lurcher+<transport>://...       (same meaning)
+
+Rules (as the 0.8 SDK): credentials are required and non-empty; the host needs ``:port``;
+options are ``key=value`` pairs from the transport's table below, anything else is refused.
+``iggy+wss://`` is refused (use ``iggy+ws://...?tls=true``). Unlike the 0.8 SDK, a bracketed
+IPv6 host (``[::1]:8090``) is accepted. Durations are humantime strings; retries are a
+number or ``unlimited``. Every failure is IggyError INVALID_CONNECTION_STRING (8000) with a
+message naming the problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.sdk.config import TRANSPORTS, ClientConfig
+from lurcher.sdk.humantime import parse_duration
+
+SCHEMES = ("iggy", "lurcher")
+_RECONNECT = ("reconnection_retries", "reconnection_interval", "reestablish_after",
+              "heartbeat_interval")
+_TLS = ("tls", "tls_domain", "tls_ca_file")
+_TIMEOUTS = ("connect_timeout", "request_timeout")
+ALLOWED_OPTIONS: dict[str, frozenset[str]] = {
+    "tcp": frozenset((*_TLS, *_RECONNECT, *_TIMEOUTS, "nodelay")),
+    "quic": frozenset(("response_buffer_size", "max_concurrent_bidi_streams",
+                       "datagram_send_buffer_size", "initial_mtu", "send_window",
+                       "receive_window", "keep_alive_interval", "max_idle_timeout",
+                       "validate_certificate", "heartbeat_interval", "reconnection_max_retries",
+                       "reconnection_interval", "reconnection_reestablish_after", *_TIMEOUTS)),
+    "http": frozenset(("heartbeat_interval", "retries", *_TIMEOUTS)),
+    "ws": frozenset((*_TLS, *_RECONNECT, *_TIMEOUTS, "read_buffer_size", "write_buffer_size",
+                     "max_write_buffer_size", "max_message_size", "max_frame_size",
+                     "accept_unmasked_frames", "tls_validate_certificate")),
+}
+
+
+def _fail(detail: str) -> IggyError:
+    return IggyError(ErrorCode.INVALID_CONNECTION_STRING, detail)
+
+
+def _bool(value: str) -> bool:
+    lowered = value.lower()
+    if lowered not in ("true", "false"):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return lowered == "true"
+
+
+def _retries(value: str) -> int | None:
+    if value.lower() == "unlimited":
+        return None
+    if not value.isdigit():
+        raise ValueError(f"expected a number or 'unlimited', got {value!r}")
+    return int(value)
+
+
+def _seconds(value: str) -> float:
+    return parse_duration(value)
+
+
+# option -> (ClientConfig field, converter); options not listed go to ``options`` as text.
+_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "tls": ("tls", _bool),
+    "tls_domain": ("tls_domain", str),
+    "tls_ca_file": ("tls_ca_file", str),
+    "tls_validate_certificate": ("tls_validate_certificate", _bool),
+    "validate_certificate": ("tls_validate_certificate", _bool),
+    "nodelay": ("nodelay", _bool),
+    "heartbeat_interval": ("heartbeat_interval_s", _seconds),
+    "reconnection_retries": ("reconnection_retries", _retries),
+    "reconnection_max_retries": ("reconnection_retries", _retries),
+    "reconnection_interval": ("reconnection_interval_s", _seconds),
+    "reestablish_after": ("reestablish_after_s", _seconds),
+    "reconnection_reestablish_after": ("reestablish_after_s", _seconds),
+    "connect_timeout": ("connect_timeout_s", _seconds),
+    "request_timeout": ("request_timeout_s", _seconds),
+}
+
+
+def split_scheme(text: str) -> tuple[str, str]:
+    """``(transport, rest after '://')``. Raises IggyError INVALID_CONNECTION_STRING."""
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        raise _fail(f"missing '://' in {text!r}")
+    base, plus, transport = scheme.lower().partition("+")
+    if base not in SCHEMES:
+        raise _fail(f"unknown scheme {scheme!r}: expected iggy:// or iggy+<transport>://")
+    if plus and transport not in TRANSPORTS:
+        raise _fail(f"unknown transport {transport!r}: expected one of {', '.join(TRANSPORTS)}")
+    return (transport if plus else "tcp"), rest
+
+
+def split_credentials(rest: str) -> tuple[dict[str, str], str]:
+    """``({username,password} or {token}, host part)``. Raises IggyError."""
+    credentials, at, host = rest.rpartition("@")
+    if not at or not credentials:
+        raise _fail("missing credentials: expected user:password@host:port or token@host:port")
+    if ":" not in credentials:
+        return {"token": credentials}, host
+    username, _, password = credentials.partition(":")
+    if not username or not password:
+        raise _fail("username and password must not be empty")
+    return {"username": username, "password": password}, host
+
+
+def check_address(address: str) -> None:
+    """Raises IggyError unless ``address`` is host:port with a port in 1..65535."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or host in ("[]",):
+        raise _fail(f"address {address!r} must be host:port")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise _fail(f"invalid port {port!r} in {address!r}")
+    if host.startswith("[") != host.endswith("]") or (":" in host and not host.startswith("[")):
+        raise _fail(f"invalid host {host!r}: write IPv6 addresses as [addr]:port")
+
+
+def parse_options(query: str, transport: str) -> dict[str, Any]:
+    """ClientConfig keyword arguments for the ``?a=b&c=d`` part. Raises IggyError."""
+    fields: dict[str, Any] = {}
+    extra: dict[str, str] = {}
+    for item in filter(None, query.split("&")):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise _fail(f"option {item!r} must be key=value")
+        if key not in ALLOWED_OPTIONS[transport]:
+            raise _fail(f"unknown option {key!r} for {transport}")
+        if key not in _FIELDS:
+            extra[key] = value
+            continue
+        name, convert = _FIELDS[key]
+        try:
+            fields[name] = convert(value)
+        except ValueError as e:
+            raise _fail(f"option {key}: {e}") from None
+    if extra:
+        fields["options"] = extra
+    return fields
+
+
+def parse(text: str) -> ClientConfig:
+    """The ``ClientConfig`` of a connection string. Raises IggyError INVALID_CONNECTION_STRING."""
+    transport, rest = split_scheme(text.strip())
+    rest, _, query = rest.partition("?")
+    credentials, address = split_credentials(rest)
+    check_address(address)
+    return ClientConfig(transport=transport, address=address, **credentials,
+                        **parse_options(query, transport))
+
+
+def format_connection_string(config: ClientConfig) -> str:
+    """A connection string for ``config``'s transport, address and credentials (no options)."""
+    scheme = "iggy" if config.transport == "tcp" else f"iggy+{config.transport}"
+    creds = config.token if config.token else f"{config.username}:{config.password}"
+    return f"{scheme}://{creds}@{config.address}"

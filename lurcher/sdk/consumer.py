@@ -1,0 +1,241 @@
+"""``Consumer``: iterate messages of one topic, alone or as a member of a consumer group,
+storing offsets according to an auto-commit mode.
+
+    async with Consumer(client, "orders", "created", group="billing") as consumer:
+        async for message in consumer:
+            handle(message.payload)
+
+Alone (``group=None``): polls as plain consumer ``consumer_id`` the given ``partition``
+(or every partition of the topic, round-robin). The first poll of a partition uses
+``strategy`` (default Next: continue after the stored offset); later polls ask for
+``Offset(last consumed + 1)``. In a group: joins it on ``init`` (creating it when missing
+and allowed); the server assigns partitions and polls use no partition id and Next, so
+progress is the group's stored offset. When a group poll returns messages this consumer
+already handed out (stored offset behind, e.g. with ``interval`` or ``disabled`` commits),
+those are skipped and the rest of that partition is asked for by offset.
+
+Auto-commit modes (``store_consumer_offset`` of the last consumed offset per partition):
+``"interval:<duration>"`` (default ``interval:1s``, in a background task), ``"each_message"``
+(when the next message is requested), ``"each_batch"`` (before the next poll),
+``"polling"`` (the server stores it when answering the poll), ``"disabled"``. A message
+counts as consumed once yielded. ``close`` commits (unless disabled) and leaves the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.responses.messages import Message, PolledMessages
+from lurcher.core.wire.values.polling import PollingStrategy
+from lurcher.sdk.api.base import Id
+from lurcher.sdk.encryption import Encryptor
+from lurcher.sdk.humantime import parse_duration
+from lurcher.sdk.messages import ReceivedMessage, to_strategy
+
+AUTO_COMMIT_MODES = ("interval", "each_message", "each_batch", "polling", "disabled")
+DEFAULT_COMMIT_INTERVAL_S = 1.0
+
+
+def parse_auto_commit(text: str) -> tuple[str, float]:
+    """``(mode, interval_s)``; ``"interval:<duration>"`` or a bare mode name.
+
+    Raises ValueError for an unknown mode or a bad duration."""
+    mode, _, arg = text.partition(":")
+    if mode not in AUTO_COMMIT_MODES:
+        raise ValueError(f"auto_commit {text!r}: expected one of {', '.join(AUTO_COMMIT_MODES)}")
+    if mode == "interval":
+        return mode, parse_duration(arg) if arg else DEFAULT_COMMIT_INTERVAL_S
+    if arg:
+        raise ValueError(f"auto_commit {text!r}: only 'interval' takes an argument")
+    return mode, 0.0
+
+
+class Consumer:
+    def __init__(self, client: Any, stream: Id, topic: Id, group: Id | None = None, *,
+                 consumer_id: int | str = 0, partition: int | None = None,
+                 strategy: PollingStrategy | str | int | None = None, batch_length: int = 1000,
+                 poll_interval_s: float = 0.1, auto_commit: str = "interval:1s",
+                 create_group_if_missing: bool = True,
+                 encryptor: Encryptor | None = None) -> None:
+        """``poll_interval_s``: pause after a poll that returned nothing.
+        Raises ValueError for a bad ``auto_commit``."""
+        self.client = client
+        self.stream, self.topic, self.group = stream, topic, group
+        self.consumer_id = consumer_id
+        self.partition = partition
+        self.strategy = to_strategy(strategy)
+        self.batch_length = batch_length
+        self.poll_interval_s = poll_interval_s
+        self.commit_mode, self.commit_interval_s = parse_auto_commit(auto_commit)
+        self.create_group_if_missing = create_group_if_missing
+        self.encryptor = encryptor
+        self.consumed: dict[int, int] = {}
+        self.stored: dict[int, int] = {}
+        self._partitions: list[int] = []
+        self._turn = 0
+        self._batch: Iterator[Message] = iter(())
+        self._batch_partition = 0
+        self._committer: asyncio.Task[None] | None = None
+        self._joined = False
+        self._initialised = False
+        self._closed = False
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    async def init(self) -> "Consumer":
+        """Join the group (creating it if allowed) or find the partitions to read.
+
+        Raises IggyError (e.g. TOPIC_ID_NOT_FOUND, CONSUMER_GROUP_ID_NOT_FOUND)."""
+        if self._initialised:
+            return self
+        if self.group is not None:
+            await self._join()
+        elif self.partition is not None:
+            self._partitions = [self.partition]
+        else:
+            topic = await self.client.get_topic(self.stream, self.topic)
+            if topic is None:
+                raise IggyError(ErrorCode.TOPIC_NAME_NOT_FOUND, f"{self.stream}/{self.topic}")
+            self._partitions = [p.id for p in topic.partitions]
+        if self.commit_mode == "interval":
+            self._committer = asyncio.get_running_loop().create_task(self._commit_every())
+        self._initialised = True
+        return self
+
+    async def _join(self) -> None:
+        c, s, t, g = self.client, self.stream, self.topic, self.group
+        if await c.get_consumer_group(s, t, g) is None:
+            if not (self.create_group_if_missing and isinstance(g, str)):
+                raise IggyError(ErrorCode.CONSUMER_GROUP_NAME_NOT_FOUND, str(g))
+            try:
+                await c.create_consumer_group(s, t, g)
+            except IggyError as e:
+                if e.code != ErrorCode.CONSUMER_GROUP_NAME_ALREADY_EXISTS:
+                    raise
+        await c.join_consumer_group(s, t, g)
+        self._joined = True
+
+    async def close(self) -> None:
+        """Commit the consumed offsets (unless auto-commit is disabled), leave the group.
+        Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._committer is not None:
+            self._committer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._committer
+        if not self._initialised:
+            return
+        try:
+            if self.commit_mode != "disabled":
+                await self.commit()
+        finally:
+            if self._joined:
+                self._joined = False
+                await self.client.leave_consumer_group(self.stream, self.topic, self.group)
+
+    async def __aenter__(self) -> "Consumer":
+        return await self.init()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    async def store_offset(self, partition_id: int, offset: int) -> None:
+        """Store ``offset`` for ``partition_id`` now (this consumer or its group)."""
+        consumer = self.group if self.group is not None else self.consumer_id
+        await self.client.store_consumer_offset(consumer, self.stream, self.topic, offset,
+                                                partition_id, group=self.group is not None)
+        self.stored[partition_id] = offset
+
+    async def commit(self) -> None:
+        """Store the last consumed offset of every partition where it moved. In a group, a
+        partition the server no longer assigns to this member (PARTITION_NOT_FOUND after a
+        rebalance) is forgotten instead. Raises IggyError."""
+        for partition_id, offset in list(self.consumed.items()):
+            if self.stored.get(partition_id) == offset:
+                continue
+            try:
+                await self.store_offset(partition_id, offset)
+            except IggyError as e:
+                if self.group is None or e.code != ErrorCode.PARTITION_NOT_FOUND:
+                    raise
+                self.consumed.pop(partition_id, None)
+
+    async def _commit_every(self) -> None:
+        while True:
+            await asyncio.sleep(self.commit_interval_s)
+            with contextlib.suppress(IggyError):
+                await self.commit()
+
+    # -- iteration --------------------------------------------------------------------------
+
+    def __aiter__(self) -> "Consumer":
+        return self
+
+    async def __anext__(self) -> ReceivedMessage:
+        """The next message; polls as needed. Raises StopAsyncIteration after ``close``."""
+        await self.init()
+        if self.commit_mode == "each_message" and self.consumed:
+            await self.commit()
+        while not self._closed:
+            message = next(self._batch, None)
+            if message is not None:
+                return self._deliver(message)
+            if self.commit_mode == "each_batch":
+                await self.commit()
+            polled = await self._poll()
+            if polled.messages_count:
+                self._start_batch(polled)
+            else:
+                await asyncio.sleep(self.poll_interval_s)
+        raise StopAsyncIteration
+
+    def _deliver(self, message: Message) -> ReceivedMessage:
+        p = self._batch_partition
+        self.consumed[p] = message.offset
+        payload = None
+        if self.encryptor is not None:
+            payload = self.encryptor.decrypt(message.payload)
+        return ReceivedMessage.of(p, message, payload)
+
+    def _start_batch(self, polled: PolledMessages) -> None:
+        p = polled.partition_id
+        self._batch_partition = p
+        last = self.consumed.get(p, -1)
+        self._batch = (m for m in polled.messages() if m.offset > last)
+
+    async def _poll(self) -> PolledMessages:
+        if self.group is not None:
+            return await self._poll_group()
+        p = self._partitions[self._turn % len(self._partitions)]
+        self._turn += 1
+        last = self.consumed.get(p)
+        strategy = self.strategy if last is None else PollingStrategy.offset(last + 1)
+        return await self.client.poll_messages(
+            self.stream, self.topic, p, strategy, self.batch_length,
+            self.commit_mode == "polling", consumer=self.consumer_id)
+
+    async def _poll_group(self) -> PolledMessages:
+        auto = self.commit_mode == "polling"
+        polled = await self.client.poll_messages(
+            self.stream, self.topic, None, PollingStrategy.next(), self.batch_length, auto,
+            consumer=self.group, group=True)
+        last = self.consumed.get(polled.partition_id)
+        if polled.messages_count and last is not None and _first_offset(polled) <= last:
+            polled = await self.client.poll_messages(
+                self.stream, self.topic, polled.partition_id, PollingStrategy.offset(last + 1),
+                self.batch_length, auto, consumer=self.group, group=True)
+        return polled
+
+
+def _first_offset(polled: PolledMessages) -> int:
+    first = next(polled.messages(), None)
+    return -1 if first is None else first.offset

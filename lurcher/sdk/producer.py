@@ -1,0 +1,247 @@
+"""``Producer``: sends payloads to one topic, directly or batched in the background.
+
+Direct mode: ``send`` cuts the payloads into batches of ``batch_length`` and sends each
+before returning. Background mode: ``send`` appends to a pending list; a batch is handed to
+the sender task when ``batch_length`` messages are pending or ``linger_time_s`` after the
+first pending message. At most ``max_in_flight`` batches wait for the sender, so the
+buffer is bounded: ``send`` awaits while it is full (back-pressure). ``flush`` waits until
+everything handed over is sent; ``close`` flushes, stops the sender and raises the first
+background failure, if any (it is also raised by the next ``send``/``flush``). After a
+background failure, batches already queued are discarded, not sent.
+
+A failed batch is retried ``retries`` times, ``retry_interval_s`` apart, when the failure
+is a lost connection (the client has already reconnected and retried once); command errors
+(e.g. unknown topic) are not retried. Batches are built with ``MessageBatch.build``; an
+``Encryptor`` encrypts each payload first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from lurcher.core.wire.batch import MessageBatch
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.values.partitioning import Partitioning
+from lurcher.sdk.api.base import Id
+from lurcher.sdk.connection import is_connection_lost
+from lurcher.sdk.encryption import Encryptor
+from lurcher.sdk.messages import (
+    HeadersArg,
+    PayloadArg,
+    build_batch,
+    encode_header_block,
+    to_partitioning,
+)
+
+SendMode = Literal["direct", "background"]
+
+
+class _Pending:
+    """Payloads (and optional ids / per-message headers) waiting to form a batch."""
+
+    def __init__(self) -> None:
+        self.payloads: list[bytes] = []
+        self.ids: list[int] | None = None
+        self.headers: list[Any] | None = None
+
+    def __len__(self) -> int:
+        return len(self.payloads)
+
+    def add(self, payloads: list[bytes], ids: Sequence[int] | None,
+            headers: list[Any] | None) -> None:
+        n0 = len(self.payloads)
+        self.payloads.extend(payloads)
+        if ids is not None or self.ids is not None:
+            self.ids = (self.ids or [0] * n0) + (list(ids) if ids is not None else [0] * len(payloads))
+        if headers is not None or self.headers is not None:
+            self.headers = (self.headers or [None] * n0) + (headers or [None] * len(payloads))
+
+    def cut(self, n: int) -> MessageBatch:
+        """The first ``n`` pending messages as a batch (removed from the list)."""
+        def take(items: list | None) -> list | None:
+            if items is None:
+                return None
+            head, items[:] = items[:n], items[n:]
+            return head
+        payloads = take(self.payloads)
+        ids, headers = take(self.ids), take(self.headers)
+        return build_batch(payloads, ids, headers)
+
+
+class Producer:
+    def __init__(self, client: Any, stream: Id, topic: Id, *,
+                 partitioning: Partitioning | int | bytes | str | None = None,
+                 batch_length: int = 1000, linger_time_s: float = 0.005,
+                 max_in_flight: int = 4, send_mode: SendMode = "direct",
+                 retries: int = 3, retry_interval_s: float = 1.0,
+                 encryptor: Encryptor | None = None,
+                 create_stream_if_missing: bool = False,
+                 create_topic_if_missing: bool = False, topic_partitions: int = 1) -> None:
+        if send_mode not in ("direct", "background"):
+            raise ValueError(f"send_mode {send_mode!r}: expected 'direct' or 'background'")
+        if batch_length < 1 or max_in_flight < 1:
+            raise ValueError("batch_length and max_in_flight must be >= 1")
+        self.client = client
+        self.stream, self.topic = stream, topic
+        self.partitioning = to_partitioning(partitioning)
+        self.batch_length = batch_length
+        self.linger_time_s = linger_time_s
+        self.send_mode = send_mode
+        self.retries, self.retry_interval_s = retries, retry_interval_s
+        self.encryptor = encryptor
+        self._create = (create_stream_if_missing, create_topic_if_missing, topic_partitions)
+        self._pending = _Pending()
+        self._queue: asyncio.Queue[MessageBatch | None] = asyncio.Queue(max_in_flight)
+        self._sender: asyncio.Task[None] | None = None
+        self._handover = asyncio.Lock()
+        self._linger: asyncio.Task[None] | None = None
+        self._error: BaseException | None = None
+        self._closed = False
+        self._initialised = False
+        self.sent_messages = 0
+
+    async def init(self) -> "Producer":
+        """Create the stream/topic when asked to and they are missing; start the sender.
+
+        Called by the first ``send``; raises IggyError."""
+        if self._initialised:
+            return self
+        make_stream, make_topic, partitions = self._create
+        if make_stream and await self.client.get_stream(self.stream) is None:
+            await _tolerate_exists(self.client.create_stream(str(self.stream)))
+        if make_topic and await self.client.get_topic(self.stream, self.topic) is None:
+            await _tolerate_exists(self.client.create_topic(self.stream, str(self.topic), partitions))
+        if self.send_mode == "background":
+            self._sender = asyncio.get_running_loop().create_task(self._send_loop())
+        self._initialised = True
+        return self
+
+    async def __aenter__(self) -> "Producer":
+        return await self.init()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- sending ----------------------------------------------------------------------------
+
+    async def send(self, payloads: Sequence[PayloadArg], *, ids: Sequence[int] | None = None,
+                   headers: HeadersArg | Sequence[HeadersArg | None] | None = None) -> None:
+        """Send (direct) or enqueue (background) ``payloads``. Raises IggyError
+        (PRODUCER_CLOSED after close, or an earlier background failure)."""
+        self._check_open()
+        await self.init()
+        data = [p.encode() if isinstance(p, str) else p for p in payloads]
+        if self.encryptor is not None:
+            data = [self.encryptor.encrypt(p) for p in data]
+        per_message = None
+        if isinstance(headers, Mapping):
+            per_message = [encode_header_block(headers)] * len(data)
+        elif headers is not None:
+            per_message = list(headers)
+        self._pending.add(data, ids, per_message)
+        if self.send_mode == "direct":
+            await self._drain_direct()
+        else:
+            await self._hand_over_full_batches()
+
+    async def _drain_direct(self) -> None:
+        while len(self._pending):
+            await self._send_batch(self._pending.cut(self.batch_length))
+
+    async def _hand_over_full_batches(self) -> None:
+        while len(self._pending) >= self.batch_length:
+            await self._put(self.batch_length)
+        if len(self._pending) and self._linger is None:
+            self._linger = asyncio.get_running_loop().create_task(self._linger_then_send())
+
+    async def _linger_then_send(self) -> None:
+        try:
+            while len(self._pending):
+                await asyncio.sleep(self.linger_time_s)
+                await self._put(self.batch_length)
+        finally:
+            self._linger = None
+
+    async def _put(self, max_messages: int) -> None:
+        """Cut up to ``max_messages`` pending messages and queue them (waits while the queue
+        is full). Cut and put happen under one FIFO lock, so batches queue in send order."""
+        async with self._handover:
+            if len(self._pending):
+                await self._queue.put(self._pending.cut(min(max_messages, len(self._pending))))
+
+    async def _send_loop(self) -> None:
+        while True:
+            batch = await self._queue.get()
+            try:
+                if batch is None:
+                    return
+                if self._error is None:
+                    await self._send_batch(batch)
+            except Exception as e:  # kept and raised to the caller of send/flush/close
+                self._error = e
+            finally:
+                self._queue.task_done()
+
+    async def _send_batch(self, batch: MessageBatch) -> None:
+        attempt = 0
+        while True:
+            try:
+                await self.client.send_messages(self.stream, self.topic, batch, self.partitioning)
+                self.sent_messages += batch.count
+                return
+            except IggyError as e:
+                attempt += 1
+                if not is_connection_lost(e) or attempt > self.retries:
+                    raise
+                await asyncio.sleep(self.retry_interval_s)
+
+    # -- flush / close ----------------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Send everything pending and wait for it. Raises the first background failure."""
+        self._raise_error()
+        if self.send_mode == "direct":
+            await self._drain_direct()
+            return
+        while len(self._pending):
+            await self._put(self.batch_length)
+        if self._linger is not None:
+            await self._linger
+        await self._queue.join()
+        self._raise_error()
+
+    async def close(self) -> None:
+        """Flush, then stop the sender. Idempotent. Raises the first background failure."""
+        if self._closed:
+            return
+        try:
+            if self._initialised:
+                await self.flush()
+        finally:
+            self._closed = True
+            if self._sender is not None:
+                await self._queue.put(None)
+                await self._sender
+                self._sender = None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IggyError(ErrorCode.PRODUCER_CLOSED, "producer is closed")
+        self._raise_error()
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+
+async def _tolerate_exists(coro: Any) -> None:
+    """Await a create call; a concurrent creator winning the race is fine."""
+    try:
+        await coro
+    except IggyError as e:
+        if e.code not in (ErrorCode.STREAM_NAME_ALREADY_EXISTS, ErrorCode.TOPIC_NAME_ALREADY_EXISTS):
+            raise

@@ -1,0 +1,90 @@
+"""Connection life cycle: reconnect with re-login after a restart or crash, retry once on
+Unauthenticated (40), bounded reconnection attempts, heartbeat pings."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from lurcher.sdk import Client, ErrorCode, IggyError
+from lurcher.sdk.connection.base import Connection
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def fixed_server(server_factory):
+    """A server on a fixed port, so a restart comes back at the same address."""
+    return server_factory({"LURCHER_TCP_ADDRESS": f"127.0.0.1:{free_port()}"})
+
+
+def client_for(server, **options: str) -> Client:
+    query = "&".join(f"{k}={v}" for k, v in {"reconnection_interval": "100ms",
+                                            "heartbeat_interval": "1h", **options}.items())
+    return Client.from_connection_string(f"iggy://iggy:iggy@{server.tcp_address}?{query}")
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["sigterm", "sigkill"])
+async def test_request_after_restart_reconnects_and_logs_in(fixed_server, crash: bool) -> None:
+    async with client_for(fixed_server) as client:
+        await client.create_stream("survives")
+        first = (await client.get_me()).header.address
+        fixed_server.restart(crash=crash)
+        assert [s.name for s in await client.get_streams()] == ["survives"]
+        me = await client.get_me()
+        assert me.header.user_id == 0 and me.header.address != first
+
+
+async def test_unauthenticated_is_retried_once_after_relogin(sdk_client: Client) -> None:
+    await sdk_client._raw(39, [b""])  # log the session out behind the client's back
+    assert await sdk_client.get_streams() == []  # 40 -> reconnect, re-login, retry
+
+
+async def test_reconnection_gives_up_after_the_configured_attempts(fixed_server) -> None:
+    async with client_for(fixed_server, reconnection_retries="2") as client:
+        await client.ping()
+        fixed_server.kill()
+        with pytest.raises(IggyError) as err:
+            await client.get_streams()
+        assert err.value.code in (ErrorCode.CANNOT_ESTABLISH_CONNECTION, ErrorCode.CONNECTION_CLOSED)
+
+
+async def test_no_reconnect_when_disabled(fixed_server) -> None:
+    async with client_for(fixed_server, reconnection_retries="0") as client:
+        await client.ping()
+        fixed_server.restart()
+        with pytest.raises(IggyError) as err:
+            await client.get_streams()
+        assert err.value.code in (ErrorCode.NOT_CONNECTED, ErrorCode.DISCONNECTED,
+                                  ErrorCode.CONNECTION_CLOSED)
+
+
+async def test_heartbeat_pings_in_the_background(server, monkeypatch) -> None:
+    codes: list[int] = []
+    original = Connection.request
+
+    async def counting(self, code, payload=b""):
+        codes.append(code)
+        return await original(self, code, payload)
+
+    monkeypatch.setattr(Connection, "request", counting)
+    async with client_for(server, heartbeat_interval="50ms") as client:
+        await asyncio.sleep(0.4)
+        assert codes.count(1) >= 3
+        await client.get_streams()
+    count = len(codes)
+    await asyncio.sleep(0.2)
+    assert len(codes) == count, "heartbeat must stop on close"
+
+
+async def test_connect_failure_is_an_iggy_error() -> None:
+    client = Client(f"127.0.0.1:{free_port()}", heartbeat_interval_s=None)
+    with pytest.raises(IggyError) as err:
+        await client.connect()
+    assert err.value.code == ErrorCode.CANNOT_ESTABLISH_CONNECTION

@@ -1,0 +1,265 @@
+"""Partition: append, every read strategy (across segments), rotation, reopen, maintenance."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import numpy as np
+import pytest
+import xxhash
+from log_helpers import MESSAGE_BYTES, FailingIo, RecordingIo, batch
+
+from lurcher.core.log import EMPTY, PollKind
+from lurcher.core.wire.batch import INDEX_DTYPE
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
+HEADER = struct.Struct("<Q16sQQQIIQ")
+
+
+def messages(raw: bytes) -> list[tuple[int, int, bytes]]:
+    """(offset, timestamp, payload) of each message in ``raw``, checking checksums."""
+    out, p = [], 0
+    while p < len(raw):
+        checksum, _, offset, ts, _, uh, pl, _ = HEADER.unpack_from(raw, p)
+        end = p + 64 + pl + uh
+        assert checksum == xxhash.xxh3_64_intdigest(raw[p + 8:end])
+        out.append((offset, ts, raw[p + 64:p + 64 + pl]))
+        p = end
+    assert p == len(raw)
+    return out
+
+
+def offsets_of(polled) -> list[int]:
+    return [m[0] for m in messages(polled.to_bytes())]
+
+
+def fill(p, clock, batches: int = 10, per_batch: int = 5) -> None:
+    """Append ``batches`` batches; batch b gets timestamp 1000*(b+1)."""
+    for b in range(batches):
+        clock.now_us = 1000 * (b + 1)
+        p.append(batch(per_batch, tag=b * per_batch))
+
+
+def test_empty_partition(open_partition, part_dir):
+    p = open_partition()
+    assert (p.current_offset, p.messages_count, p.size_bytes, p.segments_count) == (0, 0, 0, 1)
+    assert os.path.exists(os.path.join(part_dir, "00000000000000000000.log"))
+    assert os.path.exists(os.path.join(part_dir, "00000000000000000000.index"))
+    for kind in PollKind:
+        assert p.poll(kind, 0, 10) is EMPTY
+
+
+def test_append_assigns_offsets_and_writes_log_and_index(open_partition, clock, part_dir):
+    p = open_partition()
+    clock.now_us = 5555
+    p.append(batch(3))
+    p.append(batch(2, tag=3))
+    assert (p.current_offset, p.next_offset, p.messages_count) == (4, 5, 5)
+    assert p.size_bytes == 5 * MESSAGE_BYTES
+    with open(os.path.join(part_dir, "00000000000000000000.log"), "rb") as f:
+        log = f.read()
+    got = messages(log)
+    assert [m[0] for m in got] == [0, 1, 2, 3, 4]
+    assert {m[1] for m in got} == {5555}
+    assert [m[2] for m in got] == [bytes([i]) * 10 for i in range(5)]
+    with open(os.path.join(part_dir, "00000000000000000000.index"), "rb") as f:
+        index = np.frombuffer(f.read(), dtype=INDEX_DTYPE)
+    assert index["offset"].tolist() == [0, 1, 2, 3, 4]
+    assert index["position"].tolist() == [MESSAGE_BYTES * (i + 1) for i in range(5)]
+    assert index["timestamp"].tolist() == [5555] * 5
+
+
+def test_one_write_for_log_and_one_for_index(open_partition):
+    io = RecordingIo()
+    p = open_partition(io=io)
+    io.calls.clear()
+    p.append(batch(100))
+    assert io.calls == {"pwrite": 2}
+
+
+def test_enforce_fsync(open_partition):
+    io = RecordingIo()
+    p = open_partition(io=io, enforce_fsync=True)
+    io.calls.clear()
+    p.append(batch(3))
+    assert io.calls["fsync"] == 2
+
+
+def test_flush_fsyncs_written_segments_once(open_partition):
+    io = RecordingIo()
+    p = open_partition(io=io)
+    p.append(batch(3))
+    io.calls.clear()
+    p.flush(fsync=False)
+    assert io.calls == {}
+    p.flush(fsync=True)
+    p.flush(fsync=True)
+    assert io.calls == {"fsync": 2}
+
+
+def test_timestamps_never_go_back(open_partition, clock):
+    p = open_partition()
+    clock.now_us = 2000
+    p.append(batch(1))
+    clock.now_us = 1000
+    p.append(batch(1))
+    assert [m[1] for m in messages(p.read_first(10).to_bytes())] == [2000, 2000]
+
+
+def test_rotation_at_small_segment_size(open_partition, part_dir, clock):
+    p = open_partition(segment_size_bytes=3 * MESSAGE_BYTES)
+    fill(p, clock, batches=4, per_batch=2)   # 2 msgs, then full at 4 > 3 -> roll, ...
+    names = sorted(os.listdir(part_dir))
+    assert names == ["00000000000000000000.index", "00000000000000000000.log",
+                     "00000000000000000004.index", "00000000000000000004.log",
+                     "offsets"]
+    assert p.segments_count == 2
+    assert [s.count for s in p.segments] == [4, 4]
+    assert p.messages_count == 8 and p.size_bytes == 8 * MESSAGE_BYTES
+
+
+def test_a_batch_is_never_split(open_partition):
+    p = open_partition(segment_size_bytes=MESSAGE_BYTES)
+    p.append(batch(10))          # larger than a segment: goes whole into the empty one
+    p.append(batch(1))
+    assert [s.count for s in p.segments] == [10, 1]
+    assert p.segments[1].start_offset == 10
+
+
+@pytest.fixture
+def spread(open_partition, clock):
+    """50 messages over segments of 12 messages (batches of 5: segments roll at 15)."""
+    p = open_partition(segment_size_bytes=12 * MESSAGE_BYTES)
+    fill(p, clock, batches=10, per_batch=5)
+    assert p.segments_count == 4
+    return p
+
+
+def test_read_by_offset_across_segments(spread):
+    polled = spread.read_offset(7, 30)
+    assert (polled.first_offset, polled.count, polled.last_offset) == (7, 30, 36)
+    assert len(polled.ranges) == 3
+    assert offsets_of(polled) == list(range(7, 37))
+    got = messages(polled.to_bytes())
+    assert [m[2] for m in got] == [bytes([o]) * 10 for o in range(7, 37)]
+
+
+def test_read_by_offset_edges(spread):
+    assert spread.read_offset(50, 1) is EMPTY
+    assert spread.read_offset(0, 0) is EMPTY
+    assert offsets_of(spread.read_offset(49, 10)) == [49]
+    assert offsets_of(spread.read_offset(45, 1000)) == list(range(45, 50))
+    whole = spread.read_offset(0, 1000)
+    assert whole.count == 50 and whole.total_bytes == 50 * MESSAGE_BYTES
+
+
+def test_read_by_timestamp(spread):
+    # batch b (offsets 5b..5b+4) has timestamp 1000*(b+1)
+    assert offsets_of(spread.read_timestamp(3000, 7)) == list(range(10, 17))
+    assert offsets_of(spread.read_timestamp(2500, 3)) == [10, 11, 12]
+    assert offsets_of(spread.read_timestamp(0, 2)) == [0, 1]
+    assert spread.read_timestamp(10_001, 5) is EMPTY
+    assert offsets_of(spread.read_timestamp(10_000, 50)) == list(range(45, 50))
+
+
+def test_read_first_and_last(spread):
+    assert offsets_of(spread.read_first(3)) == [0, 1, 2]
+    assert offsets_of(spread.read_last(3)) == [47, 48, 49]
+    assert offsets_of(spread.read_last(100)) == list(range(50))
+    assert spread.read_last(0) is EMPTY
+
+
+def test_read_next_uses_the_stored_offset(spread):
+    assert offsets_of(spread.read_next("consumers", 7, 2)) == [0, 1]
+    spread.store_offset("consumers", 7, 20)
+    assert offsets_of(spread.read_next("consumers", 7, 2)) == [21, 22]
+    assert offsets_of(spread.read_next("groups", 7, 1)) == [0]
+    spread.store_offset("groups", 7, 49)
+    assert spread.read_next("groups", 7, 1) is EMPTY
+
+
+def test_poll_dispatches_wire_strategies(spread):
+    spread.store_offset("groups", 2, 9)
+    assert offsets_of(spread.poll(1, 3, 2)) == [3, 4]
+    assert offsets_of(spread.poll(2, 2000, 1)) == [5]
+    assert offsets_of(spread.poll(3, 0, 1)) == [0]
+    assert offsets_of(spread.poll(4, 0, 1)) == [49]
+    assert offsets_of(spread.poll(5, 0, 1, consumer=("groups", 2))) == [10]
+
+
+def test_reopen_gives_identical_bytes(spread, open_partition):
+    before = spread.read_offset(0, 100).to_bytes()
+    counters = (spread.current_offset, spread.messages_count, spread.size_bytes,
+                spread.segments_count)
+    spread.close()
+    again = open_partition(segment_size_bytes=12 * MESSAGE_BYTES)
+    assert not any(r.changed for r in again.recovery.values())
+    assert again.read_offset(0, 100).to_bytes() == before
+    assert (again.current_offset, again.messages_count, again.size_bytes,
+            again.segments_count) == counters
+    again.append(batch(1))
+    assert offsets_of(again.read_last(1)) == [50]
+
+
+def test_reopen_keeps_timestamp_search(spread, open_partition):
+    spread.close()
+    again = open_partition(segment_size_bytes=12 * MESSAGE_BYTES)
+    assert offsets_of(again.read_timestamp(3000, 2)) == [10, 11]
+
+
+def test_failed_write_leaves_the_partition_unchanged(open_partition):
+    io = FailingIo()
+    p = open_partition(io=io)
+    p.append(batch(2))
+    io.fail = True
+    with pytest.raises(IggyError) as info:
+        p.append(batch(3, tag=50))
+    assert info.value.code == ErrorCode.CANNOT_SAVE_MESSAGES_TO_SEGMENT
+    io.fail = False
+    assert (p.next_offset, p.messages_count) == (2, 2)
+    p.append(batch(1, tag=9))
+    assert offsets_of(p.read_first(10)) == [0, 1, 2]
+    assert [m[2] for m in messages(p.read_first(10).to_bytes())][-1] == bytes([9]) * 10
+
+
+def test_empty_batch_is_rejected(open_partition):
+    from lurcher.core.wire.batch import MessageBatch
+    with pytest.raises(IggyError) as info:
+        open_partition().append(MessageBatch(0, memoryview(b""), memoryview(bytearray())))
+    assert info.value.code == ErrorCode.INVALID_MESSAGES_COUNT
+
+
+def test_delete_oldest_segments(spread, open_partition):
+    assert spread.delete_oldest_segments(2) == (2, 30)
+    assert spread.first_offset == 30
+    assert spread.messages_count == 20 and spread.size_bytes == 20 * MESSAGE_BYTES
+    assert offsets_of(spread.read_first(3)) == [30, 31, 32]
+    assert offsets_of(spread.read_offset(0, 3)) == [30, 31, 32]
+    assert spread.delete_oldest_segments(10) == (1, 15)   # never the open segment
+    assert spread.segments_count == 1 and spread.first_offset == 45
+    spread.close()
+    again = open_partition(segment_size_bytes=12 * MESSAGE_BYTES)
+    assert (again.first_offset, again.current_offset, again.messages_count) == (45, 49, 5)
+
+
+def test_purge_restarts_at_zero_and_drops_offsets(spread, part_dir, open_partition):
+    spread.store_offset("consumers", 1, 10)
+    spread.store_offset("groups", 2, 11)
+    spread.purge()
+    assert (spread.current_offset, spread.messages_count, spread.size_bytes,
+            spread.segments_count) == (0, 0, 0, 1)
+    assert spread.get_offset("consumers", 1) is None and spread.get_offset("groups", 2) is None
+    assert sorted(n for n in os.listdir(part_dir) if n != "offsets") == [
+        "00000000000000000000.index", "00000000000000000000.log"]
+    spread.append(batch(2))
+    assert offsets_of(spread.read_first(10)) == [0, 1]
+    spread.close()
+    again = open_partition()
+    assert again.get_offset("consumers", 1) is None and again.current_offset == 1
+
+
+def test_created_at_comes_from_the_clock(open_partition, clock):
+    clock.now_us = 777
+    assert open_partition().created_at == 777

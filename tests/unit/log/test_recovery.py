@@ -1,0 +1,202 @@
+"""Start-up recovery: torn tails, missing/short/long indexes, garbage after the log."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from log_helpers import MESSAGE_BYTES, ManualClock, batch
+
+from lurcher.core.log import LogConfig, Partition
+from lurcher.core.wire.batch import MessageBatch
+
+LOG = "00000000000000000000.log"
+INDEX = "00000000000000000000.index"
+
+
+def build(path: str, sizes=(10, 0, 33, 7, 120, 1)) -> tuple[bytes, bytes, list[int]]:
+    """A closed partition with messages of ``sizes``; returns log, index, message ends."""
+    p = Partition.open(path, 0, LogConfig(), clock=ManualClock(5000))
+    for i, size in enumerate(sizes):
+        p.append(MessageBatch.build([bytes([i]) * size], origin_timestamp_us=1).writable())
+    p.close()
+    ends, total = [], 0
+    for size in sizes:
+        total += 64 + size
+        ends.append(total)
+    return read(path, LOG), read(path, INDEX), ends
+
+
+def read(path: str, name: str) -> bytes:
+    with open(os.path.join(path, name), "rb") as f:
+        return f.read()
+
+
+def write(path: str, name: str, data: bytes) -> None:
+    with open(os.path.join(path, name), "wb") as f:
+        f.write(data)
+
+
+def reopen(path: str) -> Partition:
+    return Partition.open(path, 0, LogConfig(), clock=ManualClock(9000))
+
+
+def check_consistent(p: Partition, log: bytes, index: bytes, count: int) -> None:
+    assert p.messages_count == count and p.next_offset == count
+    assert p.size_bytes == len(log)
+    assert read(p.path, LOG) == log
+    assert read(p.path, INDEX) == index
+    if count:
+        assert p.read_first(1000).to_bytes() == log
+
+
+@pytest.fixture
+def original(tmp_path):
+    path = str(tmp_path / "orig")
+    log, index, ends = build(path)
+    return path, log, index, ends
+
+
+def test_clean_reopen_changes_nothing(original):
+    path, log, index, ends = original
+    p = reopen(path)
+    assert not p.recovery[0].changed
+    check_consistent(p, log, index, len(ends))
+    p.close()
+
+
+def test_torn_tail_at_every_cut_point(original, tmp_path):
+    path, log, index, ends = original
+    boundaries = [0] + ends
+    for cut in range(ends[-3] - 3, len(log)):     # every byte of the last three messages
+        work = str(tmp_path / f"cut{cut}")
+        shutil.copytree(path, work)
+        write(work, LOG, log[:cut])
+        kept = max(i for i, b in enumerate(boundaries) if b <= cut)
+        p = reopen(work)
+        report = p.recovery[0]
+        assert report.log_bytes_truncated == cut - boundaries[kept]
+        assert report.index_entries_dropped == len(ends) - kept
+        check_consistent(p, log[:boundaries[kept]], index[:16 * kept], kept)
+        p.append(MessageBatch.build([b"next"], origin_timestamp_us=1).writable())
+        assert p.current_offset == kept
+        p.close()
+        shutil.rmtree(work)
+
+
+def test_torn_tail_not_yet_in_the_index(original):
+    path, log, index, ends = original
+    write(path, LOG, log + log[:70])      # a partial extra record, index untouched
+    p = reopen(path)
+    assert p.recovery[0].log_bytes_truncated == 70
+    check_consistent(p, log, index, len(ends))
+    p.close()
+
+
+def test_missing_index_is_rebuilt(original):
+    path, log, index, ends = original
+    os.unlink(os.path.join(path, INDEX))
+    p = reopen(path)
+    assert p.recovery[0].index_entries_added == len(ends)
+    check_consistent(p, log, index, len(ends))
+    assert p.read_timestamp(5000, 2).count == 2
+    p.close()
+
+
+@pytest.mark.parametrize("keep_bytes", [0, 16, 16 * 3, 16 * 3 + 5, 16 * 5 + 15])
+def test_short_index_is_rebuilt(original, keep_bytes):
+    path, log, index, ends = original
+    write(path, INDEX, index[:keep_bytes])
+    p = reopen(path)
+    assert p.recovery[0].index_entries_added == len(ends) - keep_bytes // 16
+    check_consistent(p, log, index, len(ends))
+    p.close()
+
+
+def test_index_longer_than_log_is_trimmed(original):
+    path, log, index, ends = original
+    write(path, LOG, log[:ends[3]])       # the log lost its last two messages
+    p = reopen(path)
+    assert p.recovery[0].index_entries_dropped == 2
+    check_consistent(p, log[:ends[3]], index[:16 * 4], 4)
+    p.close()
+
+
+def test_index_entries_beyond_the_log_are_dropped(original):
+    path, log, index, ends = original
+    extra = index[-16:] * 3               # bogus entries after the real ones
+    write(path, INDEX, index + extra)
+    p = reopen(path)
+    assert p.recovery[0].index_entries_dropped == 3
+    check_consistent(p, log, index, len(ends))
+    p.close()
+
+
+def test_wrong_index_entry_is_replaced_from_the_log(original):
+    path, log, index, ends = original
+    bad = bytearray(index)
+    bad[16 * 4 + 4:16 * 4 + 8] = (ends[4] - 1).to_bytes(4, "little")   # entry 4 ends early
+    write(path, INDEX, bytes(bad))
+    p = reopen(path)
+    check_consistent(p, log, index, len(ends))
+    p.close()
+
+
+def test_zeros_after_the_log_are_cut(original):
+    path, log, index, ends = original
+    write(path, LOG, log + bytes(4096))
+    p = reopen(path)
+    assert p.recovery[0].log_bytes_truncated == 4096
+    check_consistent(p, log, index, len(ends))
+    p.close()
+
+
+def test_corrupt_tail_message_is_cut(original):
+    path, log, index, ends = original
+    bad = bytearray(log)
+    bad[ends[3] + 70] ^= 0xFF              # payload byte of message 4 (120 bytes)
+    write(path, LOG, bytes(bad))
+    write(path, INDEX, index[:16 * 4])     # messages 4 and 5 are not in the index
+    p = reopen(path)
+    check_consistent(p, log[:ends[3]], index[:16 * 4], 4)
+    p.close()
+
+
+def test_sealed_segment_index_rebuilt(tmp_path):
+    path = str(tmp_path / "multi")
+    clock = ManualClock(100)
+    p = Partition.open(path, 0, LogConfig(segment_size_bytes=4 * MESSAGE_BYTES), clock=clock)
+    for b in range(5):
+        p.append(batch(3, tag=3 * b))
+    before = p.read_first(100).to_bytes()
+    starts = [s.start_offset for s in p.segments]
+    p.close()
+    assert starts == [0, 6, 12]
+    os.unlink(os.path.join(path, INDEX))
+    os.unlink(os.path.join(path, "00000000000000000006.index"))
+    again = reopen(path)
+    assert again.read_first(100).to_bytes() == before
+    assert [s.count for s in again.segments] == [6, 6, 3]
+    again.close()
+
+
+def test_orphan_index_is_removed(tmp_path):
+    path = str(tmp_path / "orphan")
+    os.makedirs(path)
+    write(path, "00000000000000000042.index", b"\x00" * 16)
+    p = reopen(path)
+    assert not os.path.exists(os.path.join(path, "00000000000000000042.index"))
+    assert p.first_offset == 0 and p.messages_count == 0
+    p.close()
+
+
+def test_large_message_scanned_across_chunks(tmp_path, monkeypatch):
+    from lurcher.core.log import recovery
+    monkeypatch.setattr(recovery, "SCAN_CHUNK_BYTES", 256)
+    path = str(tmp_path / "large")
+    log, index, ends = build(path, sizes=(10, 1000, 5, 700, 3))
+    os.unlink(os.path.join(path, INDEX))
+    p = reopen(path)
+    check_consistent(p, log, index, len(ends))
+    p.close()

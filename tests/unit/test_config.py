@@ -1,0 +1,75 @@
+"""Configuration: packaged defaults, file overrides, environment overrides, value parsing."""
+
+import pytest
+
+from lurcher.config import U64_MAX, ConfigError, load_config, parse_duration_us, parse_size
+
+
+def test_packaged_defaults_load_without_a_file():
+    config = load_config(environ={})
+    assert config["tcp.address"] == "127.0.0.1:8090"
+    assert config.size("system.segment.size") == 1024**3
+    assert config.duration_us("system.topic.message_expiry") == U64_MAX
+
+
+def test_environment_overrides_nested_keys_with_underscores():
+    config = load_config(environ={
+        "LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC": "true",
+        "LURCHER_TCP_ADDRESS": "127.0.0.1:0",
+        "LURCHER_SYSTEM_SEGMENT_SIZE": "1 MiB",
+        "LURCHER_PERSONAL_ACCESS_TOKEN_MAX_TOKENS_PER_USER": "7",
+    })
+    assert config["system.partition.enforce_fsync"] is True
+    assert config["tcp.address"] == "127.0.0.1:0"
+    assert config.size("system.segment.size") == 1024**2
+    assert config["personal_access_token.max_tokens_per_user"] == 7
+
+
+def test_root_credential_variables_are_not_config_keys():
+    config = load_config(environ={"LURCHER_ROOT_PASSWORD": "secret", "LURCHER_ROOT_USERNAME": "x"})
+    assert config.get("root") is None
+
+
+def test_unknown_environment_key_is_a_clear_error():
+    with pytest.raises(ConfigError, match="LURCHER_TCP_NOPE"):
+        load_config(environ={"LURCHER_TCP_NOPE": "1"})
+
+
+def test_bad_boolean_is_a_clear_error():
+    with pytest.raises(ConfigError, match="true/false"):
+        load_config(environ={"LURCHER_TCP_ENABLED": "maybe"})
+
+
+def test_file_overrides_defaults(tmp_path):
+    path = tmp_path / "server.toml"
+    path.write_text('[system.segment]\nsize = "64 KiB"\n')
+    config = load_config(path, environ={})
+    assert config.size("system.segment.size") == 64 * 1024
+    assert config["tcp.enabled"] is True
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "absent.toml", environ={})
+
+
+@pytest.mark.parametrize("text,expected", [
+    (1234, 1234), ("1234", 1234), ("1 KB", 1000), ("1KiB", 1024), ("1.5 MB", 1_500_000),
+    ("1 GiB", 1024**3), ("unlimited", U64_MAX),
+])
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text,expected", [
+    (5, 5), ("500 ms", 500_000), ("30 s", 30_000_000), ("1 m", 60_000_000),
+    ("1h", 3_600_000_000), ("1 m 30 s", 90_000_000), ("none", U64_MAX),
+])
+def test_parse_duration(text, expected):
+    assert parse_duration_us(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["lots", "1 parsec", ""])
+def test_bad_quantities_are_refused(bad):
+    with pytest.raises(ConfigError):
+        parse_size(bad)

@@ -1,0 +1,77 @@
+"""FrameReader: frames split at any byte, big frames in their own buffer, refusal rules."""
+
+import struct
+
+import pytest
+
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.transports.framing import BadFrame, Frame, FrameReader
+
+MIB = 1024 * 1024
+
+
+def frame(code: int, payload: bytes) -> bytes:
+    return struct.pack("<II", len(payload) + 4, code) + payload
+
+
+def drain(reader: FrameReader):
+    out = []
+    while (f := reader.next_frame()) is not None:
+        out.append((f.code, bytes(f.payload)) if isinstance(f, Frame) else f)
+    return out
+
+
+def reader(buffer_bytes: int = 64 * 1024) -> FrameReader:
+    return FrameReader(10 * MIB, 64 * MIB, buffer_bytes)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 8, 100, 4096])
+def test_frames_arrive_in_any_chunking(chunk):
+    stream = b"".join(frame(c, bytes([c % 256]) * (c * 37 % 500)) for c in range(1, 60))
+    r = reader(4096)
+    got = []
+    for i in range(0, len(stream), chunk):
+        r.feed(stream[i:i + chunk])
+        got += drain(r)
+    assert got == [(c, bytes([c % 256]) * (c * 37 % 500)) for c in range(1, 60)]
+
+
+def test_large_frame_is_read_into_its_own_buffer():
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    r = reader()
+    r.feed(frame(101, payload)[:1000])
+    assert r.next_frame() is None
+    assert r.big is not None and len(r.big) == len(payload)
+    r.feed(frame(101, payload)[1000:])
+    assert drain(r) == [(101, payload)]
+    assert r.big is None
+
+
+def test_length_below_four_is_refused_and_reading_goes_on():
+    r = reader()
+    r.feed(struct.pack("<II", 2, 1) + frame(1, b""))
+    got = drain(r)
+    assert isinstance(got[0], BadFrame) and got[0].status == ErrorCode.INVALID_COMMAND
+    assert not got[0].fatal
+    assert got[1] == (1, b"")
+
+
+def test_oversized_control_frame_is_fatal():
+    r = reader()
+    r.feed(struct.pack("<II", 10 * MIB + 5, 200))
+    bad = r.next_frame()
+    assert isinstance(bad, BadFrame) and bad.fatal and bad.status == ErrorCode.INVALID_COMMAND
+
+
+def test_send_messages_may_exceed_the_control_limit():
+    r = FrameReader(16, 1000, 64 * 1024)
+    r.feed(frame(101, b"x" * 500))
+    assert drain(r) == [(101, b"x" * 500)]
+
+
+def test_unhandled_bytes_are_reported_for_migration():
+    r = reader()
+    data = frame(1, b"") + frame(200, b"\x01\x04\x00\x00\x00\x00")[:5]
+    r.feed(data)
+    assert drain(r) == [(1, b"")]
+    assert r.unhandled == data[8:]
