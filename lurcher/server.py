@@ -20,6 +20,7 @@ from pathlib import Path
 from lurcher.auth.root import ensure_root
 from lurcher.config import Config, ConfigError, load_config
 from lurcher.core.shard.handlers.tokens import start_token_cleaner
+from lurcher.core.shard import background
 from lurcher.core.shard.shard import Shard
 from lurcher.transports.tcp import bound_address, start_tcp
 
@@ -65,6 +66,7 @@ async def serve(config: Config, default_root: bool) -> None:
         listeners.append(tcp)
         shard.endpoints["tcp"] = bound_address(tcp)
     cleaner = start_token_cleaner(shard)
+    jobs = background.start(shard)
     write_endpoints(shard.data_path, shard.endpoints)
     log.info("lurcher-server ready: %s", " ".join(f"{k}={v}" for k, v in shard.endpoints.items()))
     stop = asyncio.Event()
@@ -73,6 +75,8 @@ async def serve(config: Config, default_root: bool) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("stopping")
+    for job in jobs:
+        job.cancel()
     if cleaner is not None:
         cleaner.cancel()
     for listener in listeners:

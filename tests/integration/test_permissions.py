@@ -13,7 +13,6 @@ import itertools
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 

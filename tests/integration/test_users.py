@@ -14,9 +14,7 @@ import struct
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-import pytest
 
 from lurcher.core.wire.commands import COMMANDS
 from tests.support import raw

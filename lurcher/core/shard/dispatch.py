@@ -47,14 +47,27 @@ class Dispatcher:
         self.shard = shard
         self.table = build_table()
 
-    def dispatch(self, session: Any, code: int, payload: memoryview) -> Any:
-        """Run one command. Returns a reply or an awaitable of one; raises IggyError."""
+    def route(self, session: Any, code: int) -> Route:
+        """The route for ``code`` after the session check. Raises IggyError."""
         route = self.table.get(code)
         if route is None:
             raise IggyError(ErrorCode.INVALID_COMMAND, f"unknown command code {code}")
         if route.login_required and not session.authenticated:
             raise IggyError(ErrorCode.UNAUTHENTICATED, route.spec.name)
-        request = route.spec.request.decode_exact(payload)
+        return route
+
+    def dispatch(self, session: Any, code: int, payload: memoryview) -> Any:
+        """Decode and run one binary command. Returns a reply or an awaitable of one;
+        raises IggyError (WireError for undecodable payloads)."""
+        route = self.route(session, code)
+        return self._run(route, session, route.spec.request.decode_exact(payload))
+
+    def execute(self, session: Any, request: Any) -> Any:
+        """Run an already-typed request (front ends that do not speak binary, e.g. HTTP)."""
+        route = self.route(session, type(request).CODE)
+        return self._run(route, session, request)
+
+    def _run(self, route: Route, session: Any, request: Any) -> Any:
         if route.permission:
             self.shard.authorize(session, route.permission, request)
         request.validate()

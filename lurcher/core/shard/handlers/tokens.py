@@ -46,7 +46,8 @@ def get_personal_access_tokens(shard, session, req):
 
 @handles("create_personal_access_token")
 def create_personal_access_token(shard, session, req):
-    """Raises IggyError PERSONAL_ACCESS_TOKENS_LIMIT_REACHED, PERSONAL_ACCESS_TOKEN_ALREADY_EXISTS."""
+    """Raises IggyError PERSONAL_ACCESS_TOKENS_LIMIT_REACHED,
+    PERSONAL_ACCESS_TOKEN_ALREADY_EXISTS."""
     user = _caller(shard, session)
     limit = shard.config.get("personal_access_token.max_tokens_per_user",
                              DEFAULT_MAX_TOKENS_PER_USER)

@@ -73,7 +73,8 @@ def require_unused_username(state: Any, username: str, user_id: int | None = Non
 
 
 # -- login / logout ----------------------------------------------------------------------
-def start_session(shard: Any, session: Any, user: Any, token_name: str | None = None) -> IdentityInfo:
+def start_session(shard: Any, session: Any, user: Any,
+                  token_name: str | None = None) -> IdentityInfo:
     """Bind ``session`` to ``user`` (replacing any earlier login on it)."""
     session.user_id = user.id
     session.token_name = token_name

@@ -1,0 +1,60 @@
+"""Periodic jobs of a shard (expiry cleaner, token cleanup, heartbeat checks, ...).
+
+A job is ``Job(name, interval_us, run)`` where ``run(shard, now_us)`` is synchronous and
+quick (it may schedule threads itself). ``JOBS`` is filled by ``register`` from the modules
+that own the work; ``start(shard)`` runs every enabled job on the shard's event loop and
+returns the tasks so the server can cancel them on shutdown. A failing run is logged and
+the job keeps its schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    interval_us: Callable[[Any], int | None]  # from the shard's config; None = disabled
+    run: Callable[[Any, int], None]
+
+
+JOBS: list[Job] = []
+
+# Modules whose import registers jobs (add yours here).
+JOB_MODULES: tuple[str, ...] = ()
+
+
+def register(name: str, interval_us: Callable[[Any], int | None]):
+    """Decorator: run the decorated ``fn(shard, now_us)`` every ``interval_us(shard)``."""
+    def add(fn: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
+        JOBS.append(Job(name, interval_us, fn))
+        return fn
+    return add
+
+
+async def _loop(shard: Any, job: Job, interval_us: int) -> None:
+    while True:
+        await asyncio.sleep(interval_us / 1e6)
+        try:
+            job.run(shard, shard.clock())
+        except Exception:
+            log.exception("background job %s failed", job.name)
+
+
+def start(shard: Any) -> list[asyncio.Task]:
+    """Start every enabled job; returns their tasks."""
+    for module in JOB_MODULES:
+        importlib.import_module(module)
+    tasks = []
+    for job in JOBS:
+        interval = job.interval_us(shard)
+        if interval:
+            tasks.append(asyncio.create_task(_loop(shard, job, interval), name=job.name))
+    return tasks
