@@ -16,17 +16,18 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from lurcher.auth.root import ensure_root
 from lurcher.config import Config, ConfigError, load_config
-from lurcher.core.shard.handlers.tokens import start_token_cleaner
 from lurcher.core.shard import background
 from lurcher.core.shard.shard import Shard
 from lurcher.transports.tcp import bound_address, start_tcp
+from lurcher.transports.tls import TlsConfigError, server_context
 
 log = logging.getLogger("lurcher.server")
 
-UNBUILT_TRANSPORTS = ("http", "quic", "websocket")
+UNBUILT_TRANSPORTS: tuple[str, ...] = ()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -54,18 +55,60 @@ def check_transports(config: Config) -> None:
                               f"available in this version; set it to false")
 
 
+def _tls(config: Config, section: str, data_path: Path) -> Any:
+    """The server SSL context of ``[<section>]`` when enabled, else None."""
+    tls = config.get(section) or {}
+    return server_context(tls, data_path) if tls.get("enabled") else None
+
+
+async def start_listeners(shard: Shard, config: Config) -> list[Any]:
+    """Bind every enabled front end and record its address in ``shard.endpoints``.
+
+    Raises OSError (address in use, ...) or TlsConfigError."""
+    listeners: list[Any] = []
+    data_path = shard.data_path
+    if config["tcp.enabled"]:
+        tcp = await start_tcp(shard, config["tcp.address"], _tls(config, "tcp.tls", data_path))
+        listeners.append(tcp)
+        shard.endpoints["tcp"] = bound_address(tcp)
+    if config.get("websocket.enabled"):
+        from lurcher.transports.websocket import start_websocket, websocket_address
+        ws = await start_websocket(shard, config["websocket.address"], config["websocket"],
+                                   _tls(config, "websocket.tls", data_path))
+        listeners.append(ws)
+        shard.endpoints["websocket"] = websocket_address(ws)
+    if config.get("quic.enabled"):
+        from lurcher.transports.quic import quic_address, start_quic
+        quic = await start_quic(shard, config["quic.address"], config["quic"], data_path)
+        listeners.append(quic)
+        shard.endpoints["quic"] = quic_address(quic)
+    if config.get("http.enabled"):
+        from lurcher.transports.http import start_http
+        http = await start_http(shard, config["http"], data_path)
+        listeners.append(http)
+        shard.endpoints["http"] = http.address
+    return listeners
+
+
+async def close_listeners(listeners: list[Any]) -> None:
+    """Wait for listeners that shut down asynchronously (WebSocket, HTTP)."""
+    for listener in listeners:
+        wait = getattr(listener, "wait_closed", None)
+        if wait is None:
+            continue
+        try:
+            await asyncio.wait_for(wait(), 5.0)
+        except (asyncio.TimeoutError, OSError, RuntimeError) as exc:
+            log.warning("listener did not close cleanly: %s", exc)
+
+
 async def serve(config: Config, default_root: bool) -> None:
     shard = Shard(config)
     generated = ensure_root(shard.meta, shard.passwords.hash, os.environ, default_root,
                             shard.clock())
     if generated:
         print(f"Generated root password (shown once): {generated}", flush=True)
-    listeners = []
-    if config["tcp.enabled"]:
-        tcp = await start_tcp(shard, config["tcp.address"])
-        listeners.append(tcp)
-        shard.endpoints["tcp"] = bound_address(tcp)
-    cleaner = start_token_cleaner(shard)
+    listeners = await start_listeners(shard, config)
     jobs = background.start(shard)
     write_endpoints(shard.data_path, shard.endpoints)
     log.info("lurcher-server ready: %s", " ".join(f"{k}={v}" for k, v in shard.endpoints.items()))
@@ -77,12 +120,11 @@ async def serve(config: Config, default_root: bool) -> None:
     log.info("stopping")
     for job in jobs:
         job.cancel()
-    if cleaner is not None:
-        cleaner.cancel()
     for listener in listeners:
         listener.close()
     shard.close()
     await asyncio.sleep(0.05)
+    await close_listeners(listeners)
 
 
 def configure_logging(level: str) -> None:
@@ -112,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             runner.run(serve(config, args.with_default_root_credentials))
-    except OSError as exc:
+    except (OSError, TlsConfigError) as exc:
         log.error("cannot start: %s", exc)
         return 1
     return 0

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from lurcher.sdk.api.groups import GroupsApi
 from lurcher.sdk.api.messages import MessagesApi
 from lurcher.sdk.api.streams import StreamsApi
@@ -42,7 +44,6 @@ class Client(ClientSession, SystemApi, UsersApi, StreamsApi, GroupsApi, Messages
         the string log in automatically on connect). Raises IggyError INVALID_CONNECTION_STRING."""
         config = parse(text)
         if overrides:
-            import msgspec
             config = msgspec.structs.replace(config, **overrides)
         return cls(config=config)
 

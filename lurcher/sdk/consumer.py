@@ -10,7 +10,8 @@ Alone (``group=None``): polls as plain consumer ``consumer_id`` the given ``part
 ``strategy`` (default Next: continue after the stored offset); later polls ask for
 ``Offset(last consumed + 1)``. In a group: joins it on ``init`` (creating it when missing
 and allowed); the server assigns partitions and polls use no partition id and Next, so
-progress is the group's stored offset. When a group poll returns messages this consumer
+progress is the group's stored offset (``partition``, when given, restricts polls to that
+one of the member's partitions). When a group poll returns messages this consumer
 already handed out (stored offset behind, e.g. with ``interval`` or ``disabled`` commits),
 those are skipped and the rest of that partition is asked for by offset.
 
@@ -226,7 +227,7 @@ class Consumer:
     async def _poll_group(self) -> PolledMessages:
         auto = self.commit_mode == "polling"
         polled = await self.client.poll_messages(
-            self.stream, self.topic, None, PollingStrategy.next(), self.batch_length, auto,
+            self.stream, self.topic, self.partition, PollingStrategy.next(), self.batch_length, auto,
             consumer=self.group, group=True)
         last = self.consumed.get(polled.partition_id)
         if polled.messages_count and last is not None and _first_offset(polled) <= last:

@@ -147,7 +147,8 @@ COMMAND: dict[str, Build] = {
     "get_streams": plain(201),
     "create_stream": plain(202, lambda t: raw.name(f"w{t.world.n}new")),
     "delete_stream": plain(203, lambda t: raw.ident(t.world.s(t.stream))),
-    "update_stream": plain(204, lambda t: raw.ident(t.world.s(t.stream)) + raw.name(t.world.s(t.stream) + "x")),
+    "update_stream": plain(204, lambda t: raw.ident(t.world.s(t.stream))
+                           + raw.name(t.world.s(t.stream) + "x")),
     "purge_stream": plain(205, lambda t: raw.ident(t.world.s(t.stream))),
     "get_topic": plain(300, lambda t: raw.ident(t.world.s(t.stream)) + raw.ident(t.topic)),
     "get_topics": plain(301, lambda t: raw.ident(t.world.s(t.stream))),

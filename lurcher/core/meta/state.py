@@ -9,6 +9,7 @@ Lookups by ``Identifier`` raise ``IggyError`` with the Iggy not-found codes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from lurcher.core.meta import events as ev
 from lurcher.core.meta.slab import IdSlab
@@ -96,6 +97,7 @@ class MetaState:
         self.usernames: dict[str, int] = {}
         self.user_ids = IdSlab()
         self.token_hashes: dict[str, TokenMeta] = {}
+        self.observers: list[Any] = []
 
     # ---- lookups -------------------------------------------------------------------
     def stream(self, ident: Identifier) -> StreamMeta:
@@ -122,8 +124,16 @@ class MetaState:
 
     # ---- apply ---------------------------------------------------------------------
     def apply(self, event: ev.Event) -> None:
-        """Apply one event. Events are trusted (validated before they were recorded)."""
+        """Apply one event. Events are trusted (validated before they were recorded).
+
+        Observers (``before(event, state)`` / ``after(event, state)``) see every event,
+        e.g. the shard opening or dropping the partitions it owns.
+        """
+        for observer in self.observers:
+            observer.before(event, self)
         _APPLY[type(event)](self, event)
+        for observer in self.observers:
+            observer.after(event, self)
 
 
 def _stream_created(st: MetaState, e: ev.StreamCreated) -> None:

@@ -28,7 +28,7 @@ class Job:
 JOBS: list[Job] = []
 
 # Modules whose import registers jobs (add yours here).
-JOB_MODULES: tuple[str, ...] = ()
+JOB_MODULES: tuple[str, ...] = ("lurcher.core.shard.handlers.tokens",)
 
 
 def register(name: str, interval_us: Callable[[Any], int | None]):

@@ -25,6 +25,7 @@ from lurcher.core.meta.state import TopicMeta
 from lurcher.core.meta.store import MetaStore
 from lurcher.core.shard.dispatch import Dispatcher
 from lurcher.core.shard.groups import Groups
+from lurcher.core.shard.lifecycle import PartitionLifecycle
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
@@ -43,9 +44,18 @@ class Limits:
     max_send_payload_bytes: int
 
 
+def owner_of(stream_id: int, topic_id: int, partition_id: int, shards_count: int) -> int:
+    """The shard that owns a partition: a stable hash of its ids (same in every process)."""
+    key = (stream_id * 0x9E3779B1 + topic_id * 0x85EBCA77 + partition_id * 0xC2B2AE3D)
+    return (key ^ (key >> 15)) % shards_count if shards_count > 1 else 0
+
+
 class Shard:
-    def __init__(self, config: Config, clock: Callable[[], int] = now_us) -> None:
+    def __init__(self, config: Config, clock: Callable[[], int] = now_us,
+                 shard_id: int = 0, shards_count: int = 1) -> None:
         self.config = config
+        self.shard_id = shard_id
+        self.shards_count = shards_count
         self.clock = clock
         self.data_path = Path(config["system.path"]).resolve()
         self.limits = Limits(config["limits.max_control_payload_bytes"],
@@ -66,8 +76,16 @@ class Shard:
         self.endpoints: dict[str, str] = {}
         self.dispatcher = Dispatcher(self)
         self._open_all_partitions()
+        self.meta.state.observers.append(PartitionLifecycle(self))
 
     # -- partitions ---------------------------------------------------------------
+    @property
+    def is_metadata_owner(self) -> bool:
+        return self.shard_id == 0
+
+    def owns(self, stream_id: int, topic_id: int, partition_id: int) -> bool:
+        return owner_of(stream_id, topic_id, partition_id, self.shards_count) == self.shard_id
+
     def partition_path(self, stream_id: int, topic_id: int, partition_id: int) -> Path:
         return (self.data_path / "streams" / str(stream_id) / "topics" / str(topic_id)
                 / "partitions" / str(partition_id))
@@ -86,7 +104,8 @@ class Shard:
     def _open_all_partitions(self) -> None:
         for topic in self.meta.state.topics():
             for pid in range(topic.partitions_count):
-                self.open_partition(topic, pid)
+                if self.owns(topic.stream_id, topic.id, pid):
+                    self.open_partition(topic, pid)
         if self.partitions:
             log.info("opened %d partition(s)", len(self.partitions))
 
@@ -112,16 +131,6 @@ class Shard:
     def append(self, partition: Partition, batch: Any) -> None:
         """Store a validated batch (the single place sends reach the log)."""
         partition.append(batch)
-
-    def drop_stream_files(self, stream_id: int) -> None:
-        self.groups.drop_topic(stream_id)
-        shutil.rmtree(self.data_path / "streams" / str(stream_id), ignore_errors=True)
-
-    def drop_topic_files(self, topic: TopicMeta) -> None:
-        self.groups.drop_topic(topic.stream_id, topic.id)
-        for pid in range(topic.partitions_count):
-            self.drop_partition(topic.stream_id, topic.id, pid)
-        shutil.rmtree(self.topic_path(topic.stream_id, topic.id), ignore_errors=True)
 
     # -- sessions -----------------------------------------------------------------
     def open_session(self, address: str, transport: int, connection: Any = None) -> Session:

@@ -70,3 +70,45 @@ def test_expired_tokens_scans_every_user() -> None:
     found = sorted((t.user_id, t.name) for t in tokens.expired_tokens(state, 100))
     assert found == [(0, "old"), (1, "old")]
     assert list(tokens.expired_tokens(state, 49)) == []
+
+
+# -- the cleaner job (handlers.tokens) ----------------------------------------------------
+class FakeShard:
+    def __init__(self, meta, config) -> None:
+        self.meta, self.config = meta, config
+
+
+def test_cleaner_deletes_expired_tokens_durably(tmp_path) -> None:
+    from lurcher.config import Config
+    from lurcher.core.meta.store import MetaStore
+    from lurcher.core.shard import background
+    from lurcher.core.shard.handlers.tokens import clean_expired_tokens
+
+    store = MetaStore(tmp_path / "log")
+    store.record(ev.UserCreated(0, "root", "h", 1, None, 0))
+    store.record(ev.TokenCreated(0, "gone", "d1", 100))
+    store.record(ev.TokenCreated(0, "kept", "d2", tokens.NEVER))
+    shard = FakeShard(store, Config({}))
+    assert clean_expired_tokens(shard, 99) == 0
+    assert clean_expired_tokens(shard, 100) == 1
+    assert clean_expired_tokens(shard, 100) == 0
+    store.close()
+    store = MetaStore(tmp_path / "log")
+    assert list(store.state.users[0].tokens) == ["kept"]
+    assert set(store.state.token_hashes) == {"d2"}
+    store.close()
+    assert "personal_access_token_cleaner" in {job.name for job in background.JOBS}
+
+
+@pytest.mark.parametrize("section, expected", [
+    ({}, 60_000_000),
+    ({"cleaner": {"enabled": True, "interval": "250 ms"}}, 250_000),
+    ({"cleaner": {"enabled": False, "interval": "1 s"}}, None),
+    ({"cleaner": {"enabled": True, "interval": "none"}}, None),
+])
+def test_cleaner_interval(section: dict, expected: int | None) -> None:
+    from lurcher.config import Config
+    from lurcher.core.shard.handlers.tokens import cleaner_interval_us
+
+    shard = FakeShard(None, Config({"personal_access_token": section}))
+    assert cleaner_interval_us(shard) == expected

@@ -1,4 +1,8 @@
-"""Consumer group commands: get, list, create, delete, join, leave."""
+"""Consumer group commands: get, list, create, delete, join, leave.
+
+Membership and assignment live in ``core.shard.groups``; this module only resolves the
+topic and group and passes the stored group offsets (for cooperative hand-over on join).
+"""
 
 from __future__ import annotations
 
@@ -63,8 +67,17 @@ def delete_consumer_group(shard, session, req):
 def join_consumer_group(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     group = shard.meta.state.group(topic, req.group_id)
-    shard.groups.join(topic, group.id, session.client_id)
+    shard.groups.join(topic, group.id, session.client_id, shard.clock(),
+                      committed_offsets(shard, topic, group.id))
     return None
+
+
+def committed_offsets(shard, topic, group_id: int):
+    """``pid -> stored offset of the group on that partition (or None)``."""
+    def committed(pid: int):
+        partition = shard.partitions.get((topic.stream_id, topic.id, pid))
+        return None if partition is None else partition.get_offset("groups", group_id)
+    return committed
 
 
 @handles("leave_consumer_group", "read_topic")

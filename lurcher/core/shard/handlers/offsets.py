@@ -31,6 +31,9 @@ def get_consumer_offset(shard, session, req):
 def store_consumer_offset(shard, session, req):
     target, partition = _target(shard, session, req)
     partition.store_offset(target.kind, target.key, req.offset)
+    if target.kind == "groups":
+        topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+        shard.groups.stored(topic, target.key, target.partition_id, req.offset)
     return None
 
 

@@ -15,12 +15,8 @@ def create_partitions(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     if topic.partitions_count + req.partitions_count > MAX_PARTITIONS_PER_TOPIC:
         raise IggyError(ErrorCode.TOO_MANY_PARTITIONS, f"{req.partitions_count} more")
-    first = topic.partitions_count
     shard.meta.record(ev.PartitionsCreated(topic.stream_id, topic.id, req.partitions_count,
                                            shard.clock()))
-    for pid in range(first, topic.partitions_count):
-        shard.open_partition(topic, pid)
-    shard.groups.rebalance_topic(topic)
     return None
 
 
@@ -30,11 +26,7 @@ def delete_partitions(shard, session, req):
     if req.partitions_count > topic.partitions_count:
         raise IggyError(ErrorCode.INVALID_PARTITIONS_COUNT,
                         f"cannot delete {req.partitions_count} of {topic.partitions_count}")
-    last = topic.partitions_count
     shard.meta.record(ev.PartitionsDeleted(topic.stream_id, topic.id, req.partitions_count))
-    for pid in range(topic.partitions_count, last):
-        shard.drop_partition(topic.stream_id, topic.id, pid)
-    shard.groups.rebalance_topic(topic)
     return None
 
 

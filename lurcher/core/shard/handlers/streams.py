@@ -54,11 +54,7 @@ def update_stream(shard, session, req):
 @handles("delete_stream", "manage_stream")
 def delete_stream(shard, session, req):
     stream = shard.meta.state.stream(req.stream_id)
-    topics = list(stream.topics.values())
     shard.meta.record(ev.StreamDeleted(stream.id))
-    for topic in topics:
-        shard.drop_topic_files(topic)
-    shard.drop_stream_files(stream.id)
     return None
 
 

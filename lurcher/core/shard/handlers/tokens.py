@@ -11,13 +11,13 @@ removed it; deleting a token ends the sessions that logged in with it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 from lurcher.auth import tokens
 from lurcher.config import U64_MAX, parse_duration_us
 from lurcher.core.meta import events as ev
+from lurcher.core.shard import background
 from lurcher.core.shard.handlers.registry import handles
 from lurcher.core.shard.handlers.users import USER_ACTIVE, end_user_sessions, start_session
 from lurcher.core.wire.error_codes import ErrorCode
@@ -92,7 +92,8 @@ def login_with_personal_access_token(shard, session, req):
 
 # -- expiry cleaner ----------------------------------------------------------------------
 def clean_expired_tokens(shard: Any, now_us: int) -> int:
-    """Delete every token expired at ``now_us`` (persisted). Returns how many."""
+    """Delete every token expired at ``now_us`` (persisted). Returns how many. Runs as the
+    background job ``personal_access_token_cleaner``."""
     expired = list(tokens.expired_tokens(shard.meta.state, now_us))
     for token in expired:
         shard.meta.record(ev.TokenDeleted(token.user_id, token.name))
@@ -101,31 +102,15 @@ def clean_expired_tokens(shard: Any, now_us: int) -> int:
     return len(expired)
 
 
-def cleaner_interval_s(config: Any) -> float | None:
-    """Seconds between cleaner runs, or None when disabled
+def cleaner_interval_us(shard: Any) -> int | None:
+    """µs between cleaner runs, or None when disabled
     (``personal_access_token.cleaner.enabled`` / ``.interval``; "none" disables it)."""
+    config = shard.config
     if not config.get("personal_access_token.cleaner.enabled", True):
         return None
     interval_us = parse_duration_us(config.get("personal_access_token.cleaner.interval",
                                                DEFAULT_CLEANER_INTERVAL))
-    if interval_us == U64_MAX:
-        return None
-    return max(interval_us, 1000) / 1e6
+    return None if interval_us == U64_MAX else max(interval_us, 1000)
 
 
-async def run_token_cleaner(shard: Any, interval_s: float) -> None:
-    """Run ``clean_expired_tokens`` every ``interval_s`` until cancelled."""
-    while True:
-        await asyncio.sleep(interval_s)
-        try:
-            clean_expired_tokens(shard, shard.clock())
-        except OSError:
-            log.exception("personal access token cleaner failed")
-
-
-def start_token_cleaner(shard: Any) -> asyncio.Task | None:
-    """Start the periodic cleaner on the running loop (None when disabled)."""
-    interval_s = cleaner_interval_s(shard.config)
-    if interval_s is None:
-        return None
-    return asyncio.get_running_loop().create_task(run_token_cleaner(shard, interval_s))
+background.register("personal_access_token_cleaner", cleaner_interval_us)(clean_expired_tokens)

@@ -62,10 +62,7 @@ def create_topic(shard, session, req):
     shard.meta.record(ev.TopicCreated(stream.id, tid, req.name, shard.clock(),
                                       req.partitions_count, req.compression, expiry, max_size,
                                       req.replication_factor or 1))
-    topic = stream.topics[tid]
-    for pid in range(topic.partitions_count):
-        shard.open_partition(topic, pid)
-    return topic_details(shard, topic)
+    return topic_details(shard, stream.topics[tid])
 
 
 @handles("update_topic", "manage_topic")
@@ -85,7 +82,6 @@ def update_topic(shard, session, req):
 def delete_topic(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     shard.meta.record(ev.TopicDeleted(topic.stream_id, topic.id))
-    shard.drop_topic_files(topic)
     return None
 
 

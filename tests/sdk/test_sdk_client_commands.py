@@ -1,4 +1,4 @@
-"""Every ``Client`` command over TCP against a real server (users and PATs: test_users.py)."""
+"""Every ``Client`` command over TCP against a real server (users and PATs: test_sdk_users.py)."""
 
 from __future__ import annotations
 

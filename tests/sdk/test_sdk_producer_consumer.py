@@ -37,7 +37,6 @@ async def wait_for_count(sinks: list[list], total: int, timeout_s: float) -> Non
         await asyncio.sleep(0.05)
 
 
-@pytest.mark.slow
 async def test_two_group_members_read_100k_messages_exactly_once(server) -> None:
     admin = await new_client(server)
     await admin.create_stream("load")

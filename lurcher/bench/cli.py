@@ -1,0 +1,116 @@
+"""The ``lurcher-bench`` command line.
+
+    lurcher-bench WORKLOAD [options]            one workload on one --target
+    lurcher-bench compare WORKLOAD [options]    the workload on lurcher, redis and nats
+    lurcher-bench list                          the workloads
+
+Exit status: 0 done, 2 bad options, 1 a run failed (missing peer binary, server did not
+start, an actor failed). Errors are one line on stderr (an actor's traceback in full).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lurcher.bench.options import TARGETS, TRANSPORTS, BenchOptions, BenchOptionsError
+from lurcher.bench.workloads import WORKLOADS, layout, workload
+from lurcher.sdk.humantime import parse_duration
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def build_parser(compare: bool) -> argparse.ArgumentParser:
+    prog = "lurcher-bench compare" if compare else "lurcher-bench"
+    p = argparse.ArgumentParser(
+        prog=prog, description="Iggy's benchmark workloads against lurcher"
+        + (", Redis and NATS side by side" if compare else " or a peer"),
+        epilog="workloads: " + ", ".join(f"{w.name} ({w.alias})" for w in WORKLOADS.values()))
+    p.add_argument("workload", help="workload name or alias (see `lurcher-bench list`)")
+    if not compare:
+        p.add_argument("--target", choices=TARGETS, default="lurcher")
+    a = p.add_argument
+    a("--producers", "-p", type=int, default=1, help="producers / producing consumers")
+    a("--consumers", "-c", type=int, default=1)
+    a("--streams", "-s", type=int, help="default: per workload (pinned: one per actor)")
+    a("--partitions", type=int, help="partitions per stream (balanced default 24)")
+    a("--message-size", "-m", type=int, default=1000, help="payload bytes per message")
+    a("--messages-per-batch", "-P", type=int, default=1000)
+    volume = p.add_mutually_exclusive_group()
+    volume.add_argument("--message-batches", "-b", type=int,
+                        help="batches per actor (default 1000)")
+    volume.add_argument("--duration", "-d", type=_duration, help="run time, e.g. 10s")
+    a("--warmup", "-w", type=_duration, default=0.0, help="warm-up time, e.g. 2s")
+    a("--sampling-time", "-t", type=_duration, default=0.1,
+      help="time-series bucket and server sampling interval")
+    a("--transport", choices=TRANSPORTS, default="tcp", help="lurcher transport")
+    a("--server-address", help="use this running server instead of starting one")
+    a("--server-pid", type=int, help="pid of --server-address's server, to monitor it")
+    a("--username", default="iggy")
+    a("--password", default="iggy")
+    a("--enforce-fsync", action="store_true",
+      help="fsync before ack (lurcher enforce_fsync, redis appendfsync always, nats "
+           "sync_interval always where supported)")
+    a("--output-dir", "-o", default="bench-results")
+    a("--no-progress", action="store_true")
+    a("--no-charts", action="store_true")
+    return p
+
+
+def to_options(ns: argparse.Namespace, target: str) -> BenchOptions:
+    """Raises BenchOptionsError for an unknown workload."""
+    return BenchOptions(
+        workload=workload(ns.workload).name, target=target, producers=ns.producers, consumers=ns.consumers,
+        streams=ns.streams, partitions=ns.partitions, message_size=ns.message_size,
+        messages_per_batch=ns.messages_per_batch, message_batches=ns.message_batches,
+        duration_s=ns.duration, warmup_s=ns.warmup, sampling_s=ns.sampling_time,
+        transport=ns.transport, server_address=ns.server_address, server_pid=ns.server_pid,
+        username=ns.username, password=ns.password, enforce_fsync=ns.enforce_fsync,
+        output_dir=ns.output_dir, progress=not ns.no_progress, charts=not ns.no_charts)
+
+
+def _list() -> int:
+    for w in WORKLOADS.values():
+        print(f"{w.name:40} {w.alias:6} {w.about}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["list"]:
+        return _list()
+    compare = argv[:1] == ["compare"]
+    ns = build_parser(compare).parse_args(argv[1:] if compare else argv)
+    try:
+        options = to_options(ns, "lurcher" if compare else ns.target).validate()
+        layout(options)
+    except BenchOptionsError as e:
+        print(f"lurcher-bench: {e}", file=sys.stderr)
+        return 2
+    return _execute(options, compare)
+
+
+def _execute(options: BenchOptions, compare: bool) -> int:
+    from lurcher.bench.compare import run_compare
+    from lurcher.bench.drivers import DriverUnavailable
+    from lurcher.bench.run import run_benchmark
+    from lurcher.bench.runner import ActorFailed
+    from lurcher.bench.servers import ServerStartError
+    try:
+        if compare:
+            run_compare(options)
+        else:
+            run_benchmark(options)
+    except (ServerStartError, DriverUnavailable, ActorFailed, BenchOptionsError) as e:
+        print(f"lurcher-bench: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

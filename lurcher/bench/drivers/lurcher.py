@@ -1,0 +1,76 @@
+"""The lurcher driver: the SDK's ``Client`` over the chosen transport.
+
+``open`` builds one ``MessageBatch`` (vectorised) and every ``send`` re-sends it; ``poll``
+reads ``messages_count`` from the response prefix and never parses messages. Plain
+consumers poll by offset (advancing by what they got); group members poll Next with
+auto-commit, as Iggy's benchmark does.
+"""
+
+from __future__ import annotations
+
+from lurcher.bench.drivers import Driver
+from lurcher.bench.options import BenchOptions
+from lurcher.bench.workloads import TOPIC, Layout, group_name, stream_name
+from lurcher.core.wire.batch import MessageBatch
+from lurcher.sdk.client import Client
+
+BENCH_PREFIX = "bench-stream-"
+
+
+def client(address: str, options: BenchOptions) -> Client:
+    return Client(address, username=options.username, password=options.password,
+                  transport=options.transport, heartbeat_interval_s=None)
+
+
+async def prepare(address: str, options: BenchOptions, layout: Layout) -> None:
+    """Delete stale bench streams, then create streams, topics and groups. Raises IggyError."""
+    c = client(address, options)
+    await c.connect()
+    try:
+        for s in await c.get_streams():
+            if s.name.startswith(BENCH_PREFIX):
+                await c.delete_stream(s.name)
+        for i in range(1, layout.streams + 1):
+            await c.create_stream(stream_name(i))
+            await c.create_topic(stream_name(i), TOPIC, layout.partitions)
+            if layout.groups:
+                await c.create_consumer_group(stream_name(i), TOPIC, group_name(i))
+    finally:
+        await c.close()
+
+
+class LurcherDriver(Driver):
+    async def open(self) -> None:
+        self.client = client(self.address, self.options)
+        await self.client.connect()
+        self.stream = stream_name(self.spec.stream)
+        self.batch = MessageBatch.build(self.payloads)
+        self.count = self.options.messages_per_batch
+        self.offset = 0
+        self.group = None if self.spec.group is None else group_name(self.spec.group)
+        if self.group is not None:
+            await self.client.join_consumer_group(self.stream, TOPIC, self.group)
+
+    async def send(self) -> int:
+        await self.client.send_messages(self.stream, TOPIC, self.batch, self.spec.partition)
+        return self.batch.count
+
+    async def poll(self) -> int:
+        if self.group is not None:
+            polled = await self.client.poll_messages(self.stream, TOPIC, None, "next", self.count,
+                                                     True, consumer=self.group, group=True)
+            return polled.messages_count
+        polled = await self.client.poll_messages(self.stream, TOPIC, self.spec.partition,
+                                                 self.offset, self.count,
+                                                 consumer=self.spec.actor_id)
+        self.offset += polled.messages_count
+        return polled.messages_count
+
+    def rewind(self) -> None:
+        self.offset = 0
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+DRIVER = LurcherDriver

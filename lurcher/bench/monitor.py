@@ -1,0 +1,80 @@
+"""``ServerMonitor``: samples a server's CPU and RSS (psutil) in a background thread.
+
+CPU percent and RSS are summed over the process and its children (a multi-process server
+counts whole). Samples are ``(monotonic_time, cpu_percent, rss_bytes)``; 100% = one core.
+A vanished process ends sampling quietly. Without psutil or a pid, nothing is sampled.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+try:
+    import psutil
+except ImportError:  # pragma: no cover - psutil is a core dependency
+    psutil = None
+
+
+def _tree(proc) -> list:
+    try:
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return [proc]
+
+
+def sample_rss(pid: int | None) -> int | None:
+    """RSS bytes of ``pid`` and its children now (None when unknown)."""
+    if pid is None or psutil is None:
+        return None
+    try:
+        return sum(p.memory_info().rss for p in _tree(psutil.Process(pid)))
+    except psutil.Error:
+        return None
+
+
+class ServerMonitor:
+    def __init__(self, pid: int | None, interval_s: float) -> None:
+        self.pid = pid
+        self.interval_s = interval_s
+        self.samples: list[tuple[float, float, int]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._procs: dict[int, object] = {}
+
+    def start(self) -> ServerMonitor:
+        if self.pid is None or psutil is None:
+            return self
+        try:
+            self._root = psutil.Process(self.pid)
+        except psutil.Error:
+            return self
+        self._cpu()  # first cpu_percent call only primes the counters
+        self._thread = threading.Thread(target=self._run, name="server-monitor", daemon=True)
+        self._thread.start()
+        return self
+
+    def _cpu(self) -> float:
+        total = 0.0
+        for p in _tree(self._root):
+            proc = self._procs.setdefault(p.pid, p)
+            try:
+                total += proc.cpu_percent(None)
+            except psutil.Error:
+                pass
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                cpu = self._cpu()
+                rss = sum(p.memory_info().rss for p in _tree(self._root))
+            except psutil.Error:
+                return
+            self.samples.append((time.monotonic(), cpu, rss))
+
+    def stop(self) -> list[tuple[float, float, int]]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        return self.samples

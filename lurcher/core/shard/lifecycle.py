@@ -1,0 +1,112 @@
+"""Partition lifecycle driven by metadata events.
+
+Every shard observes the metadata events it applies (its own, or those published by the
+metadata owner) and opens or drops the partitions it owns. Handlers therefore only record
+events; the same code path serves one shard or many, at run time and never during replay
+(``Shard`` opens what it owns after the replay).
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from lurcher.core.meta import events as ev
+
+
+class PartitionLifecycle:
+    def __init__(self, shard: Any) -> None:
+        self.shard = shard
+
+    def before(self, event: ev.Event, state: Any) -> None:
+        handler = _BEFORE.get(type(event))
+        if handler:
+            handler(self.shard, event, state)
+
+    def after(self, event: ev.Event, state: Any) -> None:
+        handler = _AFTER.get(type(event))
+        if handler:
+            handler(self.shard, event, state)
+
+
+def _topic(state: Any, stream_id: int, topic_id: int):
+    return state.streams[stream_id].topics[topic_id]
+
+
+def _open_owned(shard: Any, topic: Any) -> None:
+    for pid in range(topic.partitions_count):
+        if shard.owns(topic.stream_id, topic.id, pid) and \
+                (topic.stream_id, topic.id, pid) not in shard.partitions:
+            shard.open_partition(topic, pid)
+
+
+def _drop_owned(shard: Any, topic: Any, pids: range) -> None:
+    for pid in pids:
+        if shard.owns(topic.stream_id, topic.id, pid):
+            shard.drop_partition(topic.stream_id, topic.id, pid)
+
+
+def _stream_deleting(shard: Any, e: ev.StreamDeleted, state: Any) -> None:
+    for topic in state.streams[e.id].topics.values():
+        _drop_owned(shard, topic, range(topic.partitions_count))
+    shard.groups.drop_topic(e.id)
+
+
+def _stream_deleted(shard: Any, e: ev.StreamDeleted, state: Any) -> None:
+    if shard.is_metadata_owner:
+        shutil.rmtree(shard.data_path / "streams" / str(e.id), ignore_errors=True)
+
+
+def _topic_deleting(shard: Any, e: ev.TopicDeleted, state: Any) -> None:
+    topic = _topic(state, e.stream_id, e.id)
+    _drop_owned(shard, topic, range(topic.partitions_count))
+    shard.groups.drop_topic(e.stream_id, e.id)
+
+
+def _topic_deleted(shard: Any, e: ev.TopicDeleted, state: Any) -> None:
+    if shard.is_metadata_owner:
+        shutil.rmtree(shard.topic_path(e.stream_id, e.id), ignore_errors=True)
+
+
+def _topic_created(shard: Any, e: ev.TopicCreated, state: Any) -> None:
+    _open_owned(shard, _topic(state, e.stream_id, e.id))
+
+
+def _partitions_created(shard: Any, e: ev.PartitionsCreated, state: Any) -> None:
+    topic = _topic(state, e.stream_id, e.topic_id)
+    _open_owned(shard, topic)
+    shard.groups.rebalance_topic(topic)
+
+
+def _partitions_deleting(shard: Any, e: ev.PartitionsDeleted, state: Any) -> None:
+    topic = _topic(state, e.stream_id, e.topic_id)
+    count = topic.partitions_count
+    _drop_owned(shard, topic, range(count - e.count, count))
+
+
+def _partitions_deleted(shard: Any, e: ev.PartitionsDeleted, state: Any) -> None:
+    shard.groups.rebalance_topic(_topic(state, e.stream_id, e.topic_id))
+
+
+def _group_deleted(shard: Any, e: ev.ConsumerGroupDeleted, state: Any) -> None:
+    topic = _topic(state, e.stream_id, e.topic_id)
+    shard.groups.drop_group(topic, e.id)
+    for pid in range(topic.partitions_count):
+        partition = shard.partitions.get((e.stream_id, e.topic_id, pid))
+        if partition is not None and partition.get_offset("groups", e.id) is not None:
+            partition.delete_offset("groups", e.id)
+
+
+_BEFORE = {
+    ev.StreamDeleted: _stream_deleting,
+    ev.TopicDeleted: _topic_deleting,
+    ev.PartitionsDeleted: _partitions_deleting,
+}
+_AFTER = {
+    ev.StreamDeleted: _stream_deleted,
+    ev.TopicDeleted: _topic_deleted,
+    ev.TopicCreated: _topic_created,
+    ev.PartitionsCreated: _partitions_created,
+    ev.PartitionsDeleted: _partitions_deleted,
+    ev.ConsumerGroupDeleted: _group_deleted,
+}

@@ -1,0 +1,118 @@
+"""``WebSocketConnection``: the Iggy binary protocol inside binary WebSocket messages (§15.1).
+
+Each request is one binary message holding the TCP request frame; each response arrives as
+one binary message (``status, length, payload``). A response split over several messages is
+reassembled; text messages are skipped. ``ws://host:port/`` with no subprotocol, or
+``wss://`` when ``config.tls`` (CA from ``tls_ca_file``; no checks when validation is off).
+Options (``config.options``): ``max_message_size`` (bytes or "64 MiB"; default unlimited).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.protocol import State
+
+from lurcher.core.wire.buffer import Buffer
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.frames import CODE_BYTES, FRAME_HEADER, FRAME_HEADER_BYTES
+from lurcher.sdk.config import ClientConfig
+from lurcher.sdk.connection.base import Connection
+from lurcher.sdk.connection.tcp import tls_context
+
+_EMPTY = memoryview(b"")
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3,
+               "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+
+
+def size_option(value: str | None) -> int | None:
+    """"64 MiB" / "1048576" -> bytes; None -> None. Raises ValueError."""
+    if value is None:
+        return None
+    text = value.strip().lower().replace(" ", "")
+    digits = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    return int(float(digits) * _SIZE_UNITS[text[len(digits):]])
+
+
+class WebSocketConnection(Connection):
+    """One WebSocket connection (``ws://`` or ``wss://``)."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.host, self.port = config.host_port()
+        self._ws: ClientConnection | None = None
+
+    @property
+    def uri(self) -> str:
+        scheme = "wss" if self.config.tls else "ws"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{scheme}://{host}:{self.port}/"
+
+    @property
+    def connected(self) -> bool:
+        return self._ws is not None and self._ws.state is State.OPEN
+
+    async def _connect(self) -> None:
+        if self.connected:
+            return
+        cfg = self.config
+        ssl_ctx: ssl.SSLContext | None = tls_context(cfg) if cfg.tls else None
+        try:
+            self._ws = await asyncio.wait_for(
+                connect(self.uri, ssl=ssl_ctx, server_hostname=(cfg.tls_domain or self.host)
+                        if cfg.tls else None, compression=None, ping_interval=None,
+                        max_size=size_option(cfg.options.get("max_message_size")),
+                        open_timeout=None, user_agent_header=None),
+                cfg.connect_timeout_s)
+        except asyncio.TimeoutError:
+            raise IggyError(ErrorCode.TASK_TIMEOUT,
+                            f"connect to {self.uri} timed out after {cfg.connect_timeout_s}s") from None
+        except (OSError, ssl.SSLError, InvalidHandshake, InvalidURI) as e:
+            raise IggyError(ErrorCode.CANNOT_ESTABLISH_CONNECTION, f"{self.uri}: {e}") from None
+
+    async def _exchange(self, code: int, parts: list[Buffer]) -> tuple[int, memoryview]:
+        timeout = self.config.request_timeout_s
+        try:
+            if timeout is None:
+                return await self._roundtrip(code, parts)
+            return await asyncio.wait_for(self._roundtrip(code, parts), timeout)
+        except asyncio.TimeoutError:
+            raise IggyError(ErrorCode.TASK_TIMEOUT,
+                            f"no response to command {code} within {timeout}s") from None
+        except (OSError, ConnectionClosed, ssl.SSLError) as e:
+            raise IggyError(ErrorCode.CONNECTION_CLOSED, f"{self.uri}: {e!r}") from None
+
+    async def _roundtrip(self, code: int, parts: list[Buffer]) -> tuple[int, memoryview]:
+        assert self._ws is not None
+        size = sum(len(p) for p in parts)
+        await self._ws.send(b"".join([FRAME_HEADER.pack(CODE_BYTES + size, code), *parts]))
+        data = await self._next_binary()
+        while len(data) < FRAME_HEADER_BYTES:
+            data += await self._next_binary()
+        status, length = FRAME_HEADER.unpack_from(data)
+        if status or length <= 1:
+            return status, _EMPTY
+        while len(data) < FRAME_HEADER_BYTES + length:
+            data += await self._next_binary()
+        return status, memoryview(data)[FRAME_HEADER_BYTES:FRAME_HEADER_BYTES + length]
+
+    async def _next_binary(self) -> bytes:
+        assert self._ws is not None
+        while True:
+            message = await self._ws.recv()
+            if isinstance(message, bytes):
+                return message
+
+    async def _abort(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is None:
+            return
+        try:
+            await asyncio.wait_for(ws.close(), 1.0)
+        except (OSError, asyncio.TimeoutError, ConnectionClosed, ssl.SSLError):
+            pass

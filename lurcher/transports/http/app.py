@@ -1,0 +1,514 @@
+"""The HTTP REST API (wire §14) as a Starlette application over the shard's dispatcher.
+
+Every route builds a typed request from ``core.wire.requests`` and runs it with
+``Dispatcher.execute``; the reply payload is decoded with the command table and written as
+the §14.2 JSON shape. No command logic lives here. Authentication: ``Authorization: Bearer
+<JWT>`` on every route except ``/``, ``/ping``, the metrics endpoint, the login and refresh
+routes; a request's session is transient (opened for the request, closed after it) and
+carries the token's user, which must still exist and be active. Missing or bad tokens get a
+bare 401. Errors are ``{"id","code","reason","field"}`` with the §14 status mapping;
+malformed JSON and shape errors are 400 INVALID_FORMAT, a body that is not
+``application/json`` is 415, a body above ``max_request_size`` is 413.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from lurcher.auth.session import TRANSPORT_HTTP
+from lurcher.core.shard.reply import payload_parts
+from lurcher.core.wire.batch import MessageBatch
+from lurcher.core.wire.commands import COMMANDS, decode_response
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.identifier import Identifier
+from lurcher.core.wire.requests.consumer_groups.create_consumer_group import CreateConsumerGroup
+from lurcher.core.wire.requests.consumer_groups.delete_consumer_group import DeleteConsumerGroup
+from lurcher.core.wire.requests.consumer_groups.get_consumer_group import GetConsumerGroup
+from lurcher.core.wire.requests.consumer_groups.get_consumer_groups import GetConsumerGroups
+from lurcher.core.wire.requests.consumer_offsets.delete_consumer_offset import (
+    DeleteConsumerOffset,
+)
+from lurcher.core.wire.requests.consumer_offsets.get_consumer_offset import GetConsumerOffset
+from lurcher.core.wire.requests.consumer_offsets.store_consumer_offset import StoreConsumerOffset
+from lurcher.core.wire.requests.messages.flush_unsaved_buffer import FlushUnsavedBuffer
+from lurcher.core.wire.requests.messages.poll_messages import PollMessages
+from lurcher.core.wire.requests.messages.send_messages import SendMessages
+from lurcher.core.wire.requests.partitions.create_partitions import CreatePartitions
+from lurcher.core.wire.requests.partitions.delete_partitions import DeletePartitions
+from lurcher.core.wire.requests.pat.create_personal_access_token import (
+    CreatePersonalAccessToken,
+)
+from lurcher.core.wire.requests.pat.delete_personal_access_token import (
+    DeletePersonalAccessToken,
+)
+from lurcher.core.wire.requests.pat.get_personal_access_tokens import GetPersonalAccessTokens
+from lurcher.core.wire.requests.pat.login_with_personal_access_token import (
+    LoginWithPersonalAccessToken,
+)
+from lurcher.core.wire.requests.segments.delete_segments import DeleteSegments
+from lurcher.core.wire.requests.streams.create_stream import CreateStream
+from lurcher.core.wire.requests.streams.delete_stream import DeleteStream
+from lurcher.core.wire.requests.streams.get_stream import GetStream
+from lurcher.core.wire.requests.streams.get_streams import GetStreams
+from lurcher.core.wire.requests.streams.purge_stream import PurgeStream
+from lurcher.core.wire.requests.streams.update_stream import UpdateStream
+from lurcher.core.wire.requests.system.get_client import GetClient
+from lurcher.core.wire.requests.system.get_clients import GetClients
+from lurcher.core.wire.requests.system.get_cluster_metadata import GetClusterMetadata
+from lurcher.core.wire.requests.system.get_snapshot_file import GetSnapshotFile
+from lurcher.core.wire.requests.system.get_stats import GetStats
+from lurcher.core.wire.requests.topics.create_topic import CreateTopic
+from lurcher.core.wire.requests.topics.delete_topic import DeleteTopic
+from lurcher.core.wire.requests.topics.get_topic import GetTopic
+from lurcher.core.wire.requests.topics.get_topics import GetTopics
+from lurcher.core.wire.requests.topics.purge_topic import PurgeTopic
+from lurcher.core.wire.requests.topics.update_topic import UpdateTopic
+from lurcher.core.wire.requests.users.change_password import ChangePassword
+from lurcher.core.wire.requests.users.create_user import CreateUser
+from lurcher.core.wire.requests.users.delete_user import DeleteUser
+from lurcher.core.wire.requests.users.get_user import GetUser
+from lurcher.core.wire.requests.users.get_users import GetUsers
+from lurcher.core.wire.requests.users.login_user import LoginUser
+from lurcher.core.wire.requests.users.update_permissions import UpdatePermissions
+from lurcher.core.wire.requests.users.update_user import UpdateUser
+from lurcher.core.wire.responses.identity import IdentityInfo
+from lurcher.core.wire.values.consumer import Consumer
+from lurcher.core.wire.values.partitioning import Partitioning
+from lurcher.core.wire.values.polling import PollingKind, PollingStrategy
+from lurcher.transports.http import bodies as b
+from lurcher.transports.http import shapes as s
+from lurcher.transports.http.jwt import JwtManager, Token
+
+log = logging.getLogger(__name__)
+
+JSON_TYPE = "application/json"
+USER_ACTIVE = 1
+POLL_KINDS = {k.name.lower(): int(k) for k in PollingKind}
+PARTITIONING_KINDS = {"balanced": 1, "partition_id": 2, "messages_key": 3}
+DEFAULT_POLL_COUNT = 10
+
+
+class JsonResponse(Response):
+    media_type = JSON_TYPE
+
+    def render(self, content: Any) -> bytes:
+        return msgspec.json.encode(content)
+
+
+def error_response(code: int, detail: str | None = None) -> Response:
+    return JsonResponse(s.error_json(code, detail), status_code=s.http_status(code))
+
+
+@dataclass
+class Call:
+    """What a route builder sees: path parameters, query parameters, decoded body."""
+
+    path: dict[str, str]
+    query: Any
+    body: Any
+
+    def ident(self, name: str) -> Identifier:
+        return Identifier.parse(self.path[name])
+
+    def st(self) -> tuple[Identifier, Identifier]:
+        return self.ident("stream_id"), self.ident("topic_id")
+
+    def int_param(self, name: str, default: int | None = None, *, path: bool = False) -> Any:
+        """An integer path/query parameter. Raises IggyError INVALID_FORMAT."""
+        raw = self.path.get(name) if path else self.query.get(name)
+        if raw is None or raw == "":
+            if default is None and path:
+                raise IggyError(ErrorCode.INVALID_FORMAT, f"missing {name}")
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            raise IggyError(ErrorCode.INVALID_FORMAT, f"{name}: not an integer: {raw!r}") from None
+
+
+# -- request builders (route -> typed request) --------------------------------------------------
+def _status_code(name: str | None) -> int | None:
+    return None if name is None else s.lookup(s.USER_STATUS_CODES, name, "user status")
+
+
+def _topic_fields(body: b.TopicBody) -> tuple[int, int, int, int]:
+    return (s.lookup(s.COMPRESSION_CODES, body.compression_algorithm, "compression_algorithm"),
+            body.message_expiry or 0, s.parse_size(body.max_topic_size or 0),
+            body.replication_factor or 0)
+
+
+def _consumer(raw: Any) -> Consumer:
+    return Consumer.of(raw if raw is not None else 1)
+
+
+def build_create_topic(c: Call) -> CreateTopic:
+    comp, expiry, size, rf = _topic_fields(c.body)
+    return CreateTopic(c.ident("stream_id"), c.body.partitions_count, comp, expiry, size, rf,
+                       c.body.name)
+
+
+def build_update_topic(c: Call) -> UpdateTopic:
+    comp, expiry, size, rf = _topic_fields(c.body)
+    return UpdateTopic(*c.st(), comp, expiry, size, rf, c.body.name)
+
+
+def build_poll(c: Call) -> PollMessages:
+    kind = s.lookup(POLL_KINDS, c.query.get("kind", "offset"), "polling kind")
+    auto_commit = str(c.query.get("auto_commit", "false")).lower() == "true"
+    return PollMessages(_consumer(c.query.get("consumer_id")), *c.st(),
+                        c.int_param("partition_id", 0),
+                        PollingStrategy(kind, c.int_param("value", 0)),
+                        c.int_param("count", DEFAULT_POLL_COUNT), auto_commit)
+
+
+def build_send(c: Call) -> SendMessages:
+    body: b.SendBody = c.body
+    kind = s.lookup(PARTITIONING_KINDS, body.partitioning.kind, "partitioning kind")
+    partitioning = Partitioning(kind, s.unb64(body.partitioning.value or "", "partitioning"))
+    if kind == 2 and len(partitioning.value) != 4:
+        raise IggyError(ErrorCode.INVALID_FORMAT, "partition_id value must be 4 bytes")
+    if kind == 3:
+        partitioning = Partitioning.messages_key(partitioning.value)
+    if not body.messages:
+        raise IggyError(ErrorCode.INVALID_MESSAGES_COUNT, "no messages")
+    payloads = [s.unb64(m.payload, "payload") for m in body.messages]
+    ids = [s.message_id(m.id) for m in body.messages]
+    headers = [s.headers_from_json(m.user_headers) for m in body.messages]
+    batch = MessageBatch.build(payloads, ids, headers).writable()
+    return SendMessages(*c.st(), partitioning, batch)
+
+
+def build_store_offset(c: Call) -> StoreConsumerOffset:
+    body: b.StoreOffsetBody = c.body
+    return StoreConsumerOffset(_consumer(body.consumer_id), *c.st(), body.partition_id,
+                               body.offset)
+
+
+Builder = Callable[[Call], Any]
+
+# (method, path, builder, body type, success status)
+COMMAND_ROUTES: list[tuple[str, str, Builder, type | None, int]] = [
+    ("GET", "/stats", lambda c: GetStats(), None, 200),
+    ("GET", "/cluster/metadata", lambda c: GetClusterMetadata(), None, 200),
+    ("GET", "/clients", lambda c: GetClients(), None, 200),
+    ("GET", "/clients/{client_id}",
+     lambda c: GetClient(c.int_param("client_id", path=True)), None, 200),
+    ("POST", "/snapshot", lambda c: GetSnapshotFile(1, []), b.SnapshotBody, 200),
+    ("GET", "/users", lambda c: GetUsers(), None, 200),
+    ("POST", "/users", lambda c: CreateUser(
+        c.body.username, c.body.password, _status_code(c.body.status),
+        s.permissions_from_json(c.body.permissions)), b.CreateUserBody, 200),
+    ("GET", "/users/{user_id}", lambda c: GetUser(c.ident("user_id")), None, 200),
+    ("PUT", "/users/{user_id}", lambda c: UpdateUser(
+        c.ident("user_id"), c.body.username, _status_code(c.body.status)), b.UpdateUserBody, 204),
+    ("DELETE", "/users/{user_id}", lambda c: DeleteUser(c.ident("user_id")), None, 204),
+    ("PUT", "/users/{user_id}/permissions", lambda c: UpdatePermissions(
+        c.ident("user_id"), s.permissions_from_json(c.body.permissions)), b.PermissionsBody, 204),
+    ("PUT", "/users/{user_id}/password", lambda c: ChangePassword(
+        c.ident("user_id"), c.body.current_password, c.body.new_password), b.PasswordBody, 204),
+    ("GET", "/personal-access-tokens", lambda c: GetPersonalAccessTokens(), None, 200),
+    ("POST", "/personal-access-tokens", lambda c: CreatePersonalAccessToken(
+        c.body.name, c.body.expiry or 0), b.CreatePatBody, 200),
+    ("DELETE", "/personal-access-tokens/{name}",
+     lambda c: DeletePersonalAccessToken(c.path["name"]), None, 204),
+    ("GET", "/streams", lambda c: GetStreams(), None, 200),
+    ("POST", "/streams", lambda c: CreateStream(c.body.name), b.NameBody, 200),
+    ("GET", "/streams/{stream_id}", lambda c: GetStream(c.ident("stream_id")), None, 200),
+    ("PUT", "/streams/{stream_id}",
+     lambda c: UpdateStream(c.ident("stream_id"), c.body.name), b.NameBody, 204),
+    ("DELETE", "/streams/{stream_id}", lambda c: DeleteStream(c.ident("stream_id")), None, 204),
+    ("DELETE", "/streams/{stream_id}/purge",
+     lambda c: PurgeStream(c.ident("stream_id")), None, 204),
+    ("GET", "/streams/{stream_id}/topics", lambda c: GetTopics(c.ident("stream_id")), None, 200),
+    ("POST", "/streams/{stream_id}/topics", build_create_topic, b.CreateTopicBody, 200),
+    ("GET", "/streams/{stream_id}/topics/{topic_id}", lambda c: GetTopic(*c.st()), None, 200),
+    ("PUT", "/streams/{stream_id}/topics/{topic_id}", build_update_topic, b.TopicBody, 204),
+    ("DELETE", "/streams/{stream_id}/topics/{topic_id}",
+     lambda c: DeleteTopic(*c.st()), None, 204),
+    ("DELETE", "/streams/{stream_id}/topics/{topic_id}/purge",
+     lambda c: PurgeTopic(*c.st()), None, 204),
+    ("POST", "/streams/{stream_id}/topics/{topic_id}/partitions", lambda c: CreatePartitions(
+        *c.st(), c.body.partitions_count), b.PartitionsBody, 201),
+    ("DELETE", "/streams/{stream_id}/topics/{topic_id}/partitions", lambda c: DeletePartitions(
+        *c.st(), c.int_param("partitions_count", 0)), None, 204),
+    ("DELETE", "/streams/{stream_id}/topics/{topic_id}/partitions/{partition_id}",
+     lambda c: DeleteSegments(*c.st(), c.int_param("partition_id", path=True),
+                              c.int_param("segments_count", 0)), None, 204),
+    ("GET", "/streams/{stream_id}/topics/{topic_id}/consumer-groups",
+     lambda c: GetConsumerGroups(*c.st()), None, 200),
+    ("POST", "/streams/{stream_id}/topics/{topic_id}/consumer-groups",
+     lambda c: CreateConsumerGroup(*c.st(), c.body.name), b.NameBody, 201),
+    ("GET", "/streams/{stream_id}/topics/{topic_id}/consumer-groups/{group_id}",
+     lambda c: GetConsumerGroup(*c.st(), c.ident("group_id")), None, 200),
+    ("DELETE", "/streams/{stream_id}/topics/{topic_id}/consumer-groups/{group_id}",
+     lambda c: DeleteConsumerGroup(*c.st(), c.ident("group_id")), None, 204),
+    ("GET", "/streams/{stream_id}/topics/{topic_id}/consumer-offsets",
+     lambda c: GetConsumerOffset(_consumer(c.query.get("consumer_id")), *c.st(),
+                                 c.int_param("partition_id")), None, 200),
+    ("PUT", "/streams/{stream_id}/topics/{topic_id}/consumer-offsets", build_store_offset,
+     b.StoreOffsetBody, 204),
+    ("DELETE", "/streams/{stream_id}/topics/{topic_id}/consumer-offsets/{consumer_id}",
+     lambda c: DeleteConsumerOffset(Consumer.of(c.path["consumer_id"]), *c.st(),
+                                    c.int_param("partition_id")), None, 204),
+    ("GET", "/streams/{stream_id}/topics/{topic_id}/messages", build_poll, None, 200),
+    ("POST", "/streams/{stream_id}/topics/{topic_id}/messages", build_send, b.SendBody, 201),
+    ("GET", "/streams/{stream_id}/topics/{topic_id}/messages/flush/{partition_id}/{fsync}",
+     lambda c: FlushUnsavedBuffer(*c.st(), c.int_param("partition_id", path=True),
+                                  c.path["fsync"].lower() == "true"), None, 200),
+]
+
+
+class AuthFailed(Exception):
+    """No usable bearer token: answered with a bare 401."""
+
+
+class HttpApi:
+    """The routes over one shard."""
+
+    def __init__(self, shard: Any, jwt: JwtManager, metrics: Any = None,
+                 metrics_path: str = "/metrics") -> None:
+        self.shard = shard
+        self.jwt = jwt
+        self.metrics = metrics
+        self.metrics_path = metrics_path
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def bearer(self, request: Request) -> Token:
+        """The verified token of ``request``. Raises AuthFailed."""
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise AuthFailed("missing bearer token")
+        try:
+            verified = self.jwt.verify(token.strip())
+        except IggyError as exc:
+            raise AuthFailed(str(exc)) from None
+        user = self.shard.meta.state.users.get(verified.user_id)
+        if user is None or user.status != USER_ACTIVE:
+            raise AuthFailed("token user no longer exists or is inactive")
+        return verified
+
+    def open(self, request: Request, user_id: int | None) -> Any:
+        client = request.client
+        address = f"{client.host}:{client.port}" if client else "unknown"
+        session = self.shard.open_session(address, TRANSPORT_HTTP)
+        session.user_id = user_id
+        return session
+
+    async def body(self, request: Request, kind: type) -> Any:
+        """The decoded JSON body. Raises IggyError (415 via UNSUPPORTED marker) or
+        msgspec errors."""
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type != JSON_TYPE:
+            raise UnsupportedMediaType(content_type or "none")
+        return msgspec.json.decode(await request.body(), type=kind)
+
+    async def execute(self, session: Any, req: Any) -> Any:
+        """Run ``req``; the typed reply value (None for empty). Raises IggyError."""
+        result = self.shard.dispatcher.execute(session, req)
+        if inspect.isawaitable(result):
+            result = await result
+        spec = COMMANDS[type(req).CODE]
+        if spec.response is None:
+            return None
+        payload = b"".join(bytes(p) for p in payload_parts(result))
+        return decode_response(spec.code, payload)
+
+    def reply(self, req: Any, value: Any, ok: int) -> Response:
+        spec = COMMANDS[type(req).CODE]
+        if spec.response is None:
+            return Response(status_code=ok)
+        if value is None:
+            return JsonResponse(s.RESOURCE_NOT_FOUND_JSON, status_code=404)
+        return JsonResponse(s.to_json(value), status_code=ok)
+
+    def guarded(self, fn: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
+        """Turn failures into the §14 error answers."""
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await fn(request)
+            except AuthFailed as exc:
+                log.debug("HTTP 401: %s", exc)
+                return Response(status_code=401)
+            except UnsupportedMediaType as exc:
+                return JsonResponse(s.error_json(ErrorCode.INVALID_FORMAT,
+                                                 f"expected Content-Type {JSON_TYPE}, got {exc}"),
+                                    status_code=415)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                return JsonResponse(s.error_json(ErrorCode.INVALID_FORMAT,
+                                                 f"invalid JSON body: {exc}"), status_code=400)
+            except BodyTooLarge as exc:
+                return JsonResponse(s.error_json(ErrorCode.INVALID_FORMAT, str(exc)),
+                                    status_code=413)
+            except IggyError as exc:
+                return error_response(exc.status, exc.detail or None)
+            except Exception:
+                log.exception("HTTP %s %s failed", request.method, request.url.path)
+                return JsonResponse(s.error_json(ErrorCode.ERROR), status_code=500)
+        return endpoint
+
+    # -- generic command route ---------------------------------------------------------------
+    def command(self, build: Builder, body_type: type | None, ok: int) -> Callable[..., Any]:
+        async def run(request: Request) -> Response:
+            token = self.bearer(request)
+            body = await self.body(request, body_type) if body_type else None
+            req = build(Call(dict(request.path_params), request.query_params, body))
+            session = self.open(request, token.user_id)
+            try:
+                value = await self.execute(session, req)
+            finally:
+                self.shard.close_session(session)
+            return self.reply(req, value, ok)
+        return self.guarded(run)
+
+    # -- special routes ------------------------------------------------------------------------
+    async def identity(self, request: Request, login: Any) -> Response:
+        session = self.open(request, None)
+        try:
+            info: IdentityInfo = await self.execute(session, login)
+        finally:
+            self.shard.close_session(session)
+        token = self.jwt.issue(info.user_id)
+        return JsonResponse(s.identity_json(info, token.token, token.expiry_s))
+
+    async def login(self, request: Request) -> Response:
+        body = await self.body(request, b.LoginBody)
+        return await self.identity(request, LoginUser(body.username, body.password,
+                                                      body.version, body.context))
+
+    async def login_pat(self, request: Request) -> Response:
+        body = await self.body(request, b.TokenBody)
+        return await self.identity(request, LoginWithPersonalAccessToken(body.token))
+
+    async def logout(self, request: Request) -> Response:
+        self.jwt.revoke(self.bearer(request))
+        return Response(status_code=204)
+
+    async def refresh(self, request: Request) -> Response:
+        body = await self.body(request, b.TokenBody)
+        try:
+            token = self.jwt.refresh(body.token)
+        except IggyError:
+            raise AuthFailed("refresh token invalid") from None
+        user = self.shard.meta.state.users.get(token.user_id)
+        if user is None or user.status != USER_ACTIVE:
+            raise AuthFailed("token user no longer exists or is inactive")
+        return JsonResponse(s.identity_json(IdentityInfo(token.user_id), token.token,
+                                            token.expiry_s))
+
+    async def metrics_text(self, request: Request) -> Response:
+        from lurcher.transports.http.metrics import CONTENT_TYPE
+        return Response(self.metrics.render(), media_type=CONTENT_TYPE)
+
+    def routes(self) -> list[Route]:
+        routes = [
+            Route("/", _root, methods=["GET"]),
+            Route("/ping", _pong, methods=["GET"]),
+            Route("/users/login", self.guarded(self.login), methods=["POST"]),
+            Route("/users/logout", self.guarded(self.logout), methods=["DELETE"]),
+            Route("/users/refresh-token", self.guarded(self.refresh), methods=["POST"]),
+            Route("/personal-access-tokens/login", self.guarded(self.login_pat),
+                  methods=["POST"]),
+        ]
+        if self.metrics is not None:
+            routes.append(Route(self.metrics_path, self.metrics_text, methods=["GET"]))
+        for method, path, build, body_type, ok in COMMAND_ROUTES:
+            routes.append(Route(path, self.command(build, body_type, ok), methods=[method],
+                                name=f"{method} {path}"))
+        return routes
+
+
+async def _root(request: Request) -> Response:
+    return PlainTextResponse("Iggy API")
+
+
+async def _pong(request: Request) -> Response:
+    return PlainTextResponse("pong")
+
+
+class UnsupportedMediaType(Exception):
+    pass
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """ASGI middleware: refuse request bodies above ``limit_bytes`` with 413 and count
+    responses by status in ``metrics`` (when given)."""
+
+    def __init__(self, app: Any, limit_bytes: int, metrics: Any = None) -> None:
+        self.app = app
+        self.limit = limit_bytes
+        self.metrics = metrics
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        send = self._counting(scope, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await _too_large(send, self.limit)
+            return
+        seen = 0
+
+        async def limited() -> dict:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise BodyTooLarge(f"request body above {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+    def _counting(self, scope: dict, send: Callable) -> Callable:
+        if self.metrics is None:
+            return send
+        counter = self.metrics.http_requests
+
+        async def counted(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                counter.labels(scope.get("method", "?"), str(message["status"])).inc()
+            await send(message)
+        return counted
+
+
+async def _too_large(send: Callable, limit: int) -> None:
+    body = msgspec.json.encode(s.error_json(ErrorCode.INVALID_FORMAT,
+                                            f"request body above {limit} bytes"))
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", JSON_TYPE.encode()),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def build_app(api: HttpApi, limit_bytes: int, cors: dict[str, Any] | None) -> Any:
+    """The ASGI application: routes, CORS (when enabled), body limit."""
+    app: Any = Starlette(routes=api.routes())
+    if cors and cors.get("enabled"):
+        from starlette.middleware.cors import CORSMiddleware
+        app = CORSMiddleware(
+            app, allow_origins=list(cors.get("allowed_origins") or ["*"]),
+            allow_methods=list(cors.get("allowed_methods") or ["GET"]),
+            allow_headers=[h for h in cors.get("allowed_headers") or [] if h],
+            expose_headers=[h for h in cors.get("exposed_headers") or [] if h],
+            allow_credentials=bool(cors.get("allow_credentials", False)))
+    return BodyLimit(app, limit_bytes, api.metrics)
+
+
+__all__ = ["HttpApi", "build_app", "COMMAND_ROUTES"]

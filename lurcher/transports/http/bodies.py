@@ -1,0 +1,100 @@
+"""Typed JSON request bodies of the HTTP API (wire §14.1), decoded with msgspec.
+
+Unknown fields are ignored (as the Iggy server does); a missing required field or a wrong
+type is a ``msgspec.ValidationError`` naming the JSON path, which the app answers with 400
+INVALID_FORMAT and that path as ``field``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class Body(msgspec.Struct, kw_only=True):
+    pass
+
+
+class LoginBody(Body, kw_only=True):
+    username: str
+    password: str
+    version: str | None = None
+    context: str | None = None
+
+
+class TokenBody(Body, kw_only=True):
+    token: str
+
+
+class NameBody(Body, kw_only=True):
+    name: str
+
+
+class CreateUserBody(Body, kw_only=True):
+    username: str
+    password: str
+    status: str = "active"
+    permissions: Any = None
+
+
+class UpdateUserBody(Body, kw_only=True):
+    username: str | None = None
+    status: str | None = None
+
+
+class PermissionsBody(Body, kw_only=True):
+    permissions: Any = None
+
+
+class PasswordBody(Body, kw_only=True):
+    current_password: str
+    new_password: str
+
+
+class CreatePatBody(Body, kw_only=True):
+    name: str
+    expiry: int | None = 0
+
+
+class TopicBody(Body, kw_only=True):
+    name: str
+    compression_algorithm: str = "none"
+    message_expiry: int | None = 0
+    max_topic_size: int | str | None = 0
+    replication_factor: int | None = None
+
+
+class CreateTopicBody(TopicBody, kw_only=True):
+    partitions_count: int
+
+
+class PartitionsBody(Body, kw_only=True):
+    partitions_count: int
+
+
+class StoreOffsetBody(Body, kw_only=True):
+    consumer_id: int | str
+    partition_id: int | None = None
+    offset: int
+
+
+class PartitioningBody(Body, kw_only=True):
+    kind: str
+    value: str = ""
+
+
+class MessageBody(Body, kw_only=True):
+    payload: str
+    id: int | str | None = None
+    user_headers: Any = None
+
+
+class SendBody(Body, kw_only=True):
+    partitioning: PartitioningBody
+    messages: list[MessageBody]
+
+
+class SnapshotBody(Body, kw_only=True):
+    compression: Any = None
+    snapshot_types: Any = None

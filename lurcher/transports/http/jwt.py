@@ -1,0 +1,149 @@
+"""JWT access tokens of the HTTP API (wire §14.4): issue, verify, refresh, revoke.
+
+HS256 tokens with claims ``jti`` (UUIDv7-like: time-ordered), ``iss``, ``aud``, ``sub`` (user id
+as a string), ``iat``, ``nbf``, ``exp`` (seconds). Settings come from ``[http.jwt]``. When
+``encoding_secret`` is empty a random secret is generated once and kept in
+``<system.path>/state/jwt_secret`` (mode 0600), so tokens survive a restart. Revoked token
+ids are appended to ``<system.path>/state/tokens`` as ``jti expiry_s`` lines; entries past
+their expiry are dropped when the file is loaded (and the file rewritten).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import jwt as pyjwt
+
+from lurcher.config import parse_duration_us
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
+ALGORITHM = "HS256"
+DEFAULT_ISSUER = "iggy.apache.org"
+DEFAULT_EXPIRY_S = 3600
+SECRET_BYTES = 32
+
+
+@dataclass(frozen=True)
+class Token:
+    token: str
+    jti: str
+    user_id: int
+    expiry_s: int
+
+
+def uuid7(now_ms: int) -> str:
+    """A version-7 UUID string (48-bit ms timestamp + random bits)."""
+    value = (now_ms & ((1 << 48) - 1)) << 80 | secrets.randbits(80)
+    value = (value & ~(0xF << 76)) | (0x7 << 76)
+    value = (value & ~(0x3 << 62)) | (0x2 << 62)
+    return str(uuid.UUID(int=value))
+
+
+def _write_private(path: Path, data: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(data)
+    os.replace(tmp, path)
+
+
+def load_secret(section: dict[str, Any], state_path: Path) -> tuple[str, str]:
+    """(encoding, decoding) secrets: configured, or generated and persisted once."""
+    encoding = str(section.get("encoding_secret") or "")
+    decoding = str(section.get("decoding_secret") or "") or encoding
+    if encoding:
+        return encoding, decoding
+    path = state_path / "jwt_secret"
+    if not path.exists():
+        _write_private(path, secrets.token_urlsafe(SECRET_BYTES))
+    secret = path.read_text().strip()
+    return secret, secret
+
+
+class RevokedTokens:
+    """Revoked ``jti``s with their expiry, persisted as an append-only text file."""
+
+    def __init__(self, path: Path, now_s: int) -> None:
+        self.path = path
+        self.revoked: dict[str, int] = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                jti, _, exp = line.partition(" ")
+                if exp.isdigit() and int(exp) > now_s:
+                    self.revoked[jti] = int(exp)
+            _write_private(path, "".join(f"{j} {e}\n" for j, e in self.revoked.items()))
+
+    def __contains__(self, jti: str) -> bool:
+        return jti in self.revoked
+
+    def revoke(self, jti: str, expiry_s: int) -> None:
+        if jti in self.revoked:
+            return
+        self.revoked[jti] = expiry_s
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as out:
+            out.write(f"{jti} {expiry_s}\n")
+
+
+class JwtManager:
+    """Issues and checks access tokens for one server."""
+
+    def __init__(self, section: dict[str, Any], state_path: Path,
+                 clock_s: Callable[[], float] = time.time) -> None:
+        self.clock_s = clock_s
+        self.encoding_secret, self.decoding_secret = load_secret(section, state_path)
+        self.issuer = str(section.get("issuer") or DEFAULT_ISSUER)
+        self.audience = str(section.get("audience") or DEFAULT_ISSUER)
+        self.valid_issuers = list(section.get("valid_issuers") or [self.issuer])
+        self.valid_audiences = list(section.get("valid_audiences") or [self.audience])
+        expiry = section.get("access_token_expiry")
+        self.expiry_s = parse_duration_us(expiry) // 1_000_000 if expiry else DEFAULT_EXPIRY_S
+        skew = section.get("clock_skew")
+        self.leeway_s = parse_duration_us(skew) // 1_000_000 if skew else 5
+        not_before = section.get("not_before")
+        self.not_before_s = parse_duration_us(not_before) // 1_000_000 if not_before else 0
+        self.revoked = RevokedTokens(state_path / "tokens", int(clock_s()))
+
+    def issue(self, user_id: int) -> Token:
+        now = int(self.clock_s())
+        jti = uuid7(now * 1000)
+        exp = now + self.expiry_s
+        claims = {"jti": jti, "iss": self.issuer, "aud": self.audience, "sub": str(user_id),
+                  "iat": now, "nbf": now + self.not_before_s, "exp": exp}
+        return Token(pyjwt.encode(claims, self.encoding_secret, algorithm=ALGORITHM), jti,
+                     user_id, exp)
+
+    def verify(self, token: str) -> Token:
+        """The token's claims. Raises IggyError UNAUTHENTICATED (bad, expired or revoked)."""
+        try:
+            claims = pyjwt.decode(token, self.decoding_secret, algorithms=[ALGORITHM],
+                                  audience=self.valid_audiences, issuer=self.valid_issuers,
+                                  leeway=self.leeway_s,
+                                  options={"require": ["exp", "sub", "jti"]})
+        except pyjwt.PyJWTError as exc:
+            raise IggyError(ErrorCode.UNAUTHENTICATED, f"invalid token: {exc}") from None
+        jti = str(claims["jti"])
+        if jti in self.revoked:
+            raise IggyError(ErrorCode.UNAUTHENTICATED, "token revoked")
+        try:
+            user_id = int(claims["sub"])
+        except ValueError:
+            raise IggyError(ErrorCode.UNAUTHENTICATED, "invalid subject") from None
+        return Token(token, jti, user_id, int(claims["exp"]))
+
+    def revoke(self, token: Token) -> None:
+        self.revoked.revoke(token.jti, token.expiry_s)
+
+    def refresh(self, token: str) -> Token:
+        """A new token for the same user; the old one is revoked. Raises IggyError."""
+        old = self.verify(token)
+        self.revoke(old)
+        return self.issue(old.user_id)

@@ -1,0 +1,180 @@
+"""The QUIC front end (wire §15.2), on aioquic: one bidirectional stream per request.
+
+A QUIC connection is one session. The client opens a bidirectional stream, writes one
+request frame (``length, code, payload``) and finishes its side; the server answers with one
+response frame (``status, length, payload``) and finishes. No ALPN is offered or required
+(the Iggy clients send none); TLS is always on, with the ``[quic.certificate]`` pair
+(self-signed for ``localhost`` when missing). Requests of one connection run one at a time,
+in the order their streams finished, so a login is always applied before what follows it.
+A stream reset by the client drops its partial request; a stream whose data exceeds the
+frame limits is answered with InvalidCommand and reset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from pathlib import Path
+from typing import Any
+
+from aioquic.asyncio import QuicConnectionProtocol, serve
+from aioquic.asyncio.server import QuicServer
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.events import (
+    ConnectionTerminated,
+    HandshakeCompleted,
+    QuicEvent,
+    StreamDataReceived,
+    StreamReset,
+)
+
+from lurcher.auth.session import TRANSPORT_QUIC
+from lurcher.config import parse_duration_us
+from lurcher.core.shard.reply import error_frame, ok_frame
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.transports.framing import HEADER_BYTES, REQUEST_HEADER, SEND_MESSAGES_CODE
+from lurcher.transports.tcp import split_address
+from lurcher.transports.tls import ensure_certificate
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IDLE_TIMEOUT_S = 10.0
+QUIC_NO_ERROR = 0
+QUIC_APP_REFUSED = 1
+
+
+class QuicClientProtocol(QuicConnectionProtocol):
+    """One QUIC connection to a client (server side)."""
+
+    def __init__(self, *args: Any, shard: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.shard = shard
+        self.session: Any = None
+        self.pending: dict[int, bytearray] = {}
+        self.queue: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue()
+        self.worker: asyncio.Task[None] | None = None
+        self.limit = HEADER_BYTES + max(shard.limits.max_send_payload_bytes,
+                                        shard.limits.max_control_payload_bytes)
+
+    # -- events -------------------------------------------------------------------------
+    def quic_event_received(self, event: QuicEvent) -> None:
+        if isinstance(event, StreamDataReceived):
+            self.on_data(event)
+        elif isinstance(event, StreamReset):
+            self.pending.pop(event.stream_id, None)
+        elif isinstance(event, HandshakeCompleted):
+            self.open_session()
+        elif isinstance(event, ConnectionTerminated):
+            self.end_session()
+
+    def open_session(self) -> None:
+        if self.session is not None:
+            return
+        peer = self._quic._network_paths[0].addr if self._quic._network_paths else None
+        address = f"{peer[0]}:{peer[1]}" if peer else "unknown"
+        self.session = self.shard.open_session(address, TRANSPORT_QUIC, self)
+        self.worker = asyncio.ensure_future(self.work())
+
+    def end_session(self) -> None:
+        if self.worker is not None:
+            self.worker.cancel()
+        if self.session is not None and not self.session.closed:
+            self.shard.close_session(self.session)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.end_session()
+        super().connection_lost(exc)
+
+    def on_data(self, event: StreamDataReceived) -> None:
+        buf = self.pending.setdefault(event.stream_id, bytearray())
+        buf += event.data
+        if len(buf) > self.limit:
+            self.pending.pop(event.stream_id, None)
+            self.refuse(event.stream_id, f"request of more than {self.limit} bytes")
+            return
+        if event.end_stream:
+            self.queue.put_nowait((event.stream_id, bytes(self.pending.pop(event.stream_id))))
+
+    # -- requests -----------------------------------------------------------------------
+    async def work(self) -> None:
+        while True:
+            stream_id, data = await self.queue.get()
+            parts = await self.handle(data)
+            self.answer(stream_id, parts)
+
+    async def handle(self, data: bytes) -> list[Any]:
+        if len(data) < HEADER_BYTES:
+            return [error_frame(ErrorCode.INVALID_COMMAND)]
+        length, code = REQUEST_HEADER.unpack_from(data)
+        limit = (self.shard.limits.max_send_payload_bytes if code == SEND_MESSAGES_CODE
+                 else self.shard.limits.max_control_payload_bytes)
+        if length < 4 or length - 4 > limit or HEADER_BYTES + length - 4 > len(data):
+            return [error_frame(ErrorCode.INVALID_COMMAND)]
+        payload = memoryview(bytearray(data))[HEADER_BYTES:HEADER_BYTES + length - 4]
+        try:
+            result = self.shard.dispatcher.dispatch(self.session, code, payload)
+            if inspect.isawaitable(result):
+                result = await result
+        except IggyError as exc:
+            log.debug("command %d -> %s", code, exc)
+            return [error_frame(exc.status)]
+        except Exception:
+            log.exception("command %d failed", code)
+            return [error_frame(ErrorCode.ERROR)]
+        return ok_frame(result)
+
+    def answer(self, stream_id: int, parts: list[Any]) -> None:
+        if self.session is None or self.session.closed:
+            return
+        try:
+            self._quic.send_stream_data(stream_id, b"".join(parts), end_stream=True)
+        except (AssertionError, ValueError) as exc:  # stream reset or closed meanwhile
+            log.debug("cannot answer stream %d: %s", stream_id, exc)
+            return
+        self.transmit()
+
+    def refuse(self, stream_id: int, detail: str) -> None:
+        log.info("refusing QUIC stream %d: %s", stream_id, detail)
+        try:
+            self._quic.send_stream_data(stream_id, error_frame(ErrorCode.INVALID_COMMAND),
+                                        end_stream=True)
+            self._quic.stop_stream(stream_id, QUIC_APP_REFUSED)
+        except (AssertionError, ValueError):
+            pass
+        self.transmit()
+
+    def disconnect(self, status: int = ErrorCode.DISCONNECTED) -> None:
+        """Server-initiated close of the whole QUIC connection."""
+        self._quic.close(error_code=QUIC_NO_ERROR, reason_phrase=f"disconnected ({status})")
+        self.transmit()
+
+
+def quic_configuration(section: dict[str, Any], data_path: Path) -> QuicConfiguration:
+    """Server configuration from ``[quic]``; the certificate from ``[quic.certificate]``."""
+    paths = ensure_certificate(section.get("certificate", {}), data_path)
+    idle = section.get("max_idle_timeout")
+    config = QuicConfiguration(is_client=False, alpn_protocols=None,
+                               idle_timeout=(parse_duration_us(idle) / 1e6 if idle
+                                             else DEFAULT_IDLE_TIMEOUT_S),
+                               max_stream_data=4 * 1024 * 1024, max_data=16 * 1024 * 1024)
+    config.load_cert_chain(str(paths.cert_file), str(paths.key_file))
+    return config
+
+
+async def start_quic(shard: Any, address: str, section: dict[str, Any],
+                     data_path: Path) -> QuicServer:
+    """Listen on UDP ``address``. Raises OSError, TlsConfigError."""
+    host, port = split_address(address)
+    configuration = quic_configuration(section, data_path)
+
+    def create(*args: Any, **kwargs: Any) -> QuicClientProtocol:
+        return QuicClientProtocol(*args, shard=shard, **kwargs)
+
+    return await serve(host, port, configuration=configuration, create_protocol=create)
+
+
+def quic_address(server: QuicServer) -> str:
+    host, port = server._transport.get_extra_info("sockname")[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -1,0 +1,154 @@
+"""TLS material for the front ends: certificate files, self-signed generation, SSL contexts.
+
+A ``[<transport>.tls]`` section (``[quic.certificate]`` for QUIC) names ``cert_file`` and
+``key_file``; relative paths resolve against ``system.path``. With ``self_signed = true`` and
+either file missing, a certificate for ``localhost`` / 127.0.0.1 / ::1 (and its key) is
+generated with ``cryptography`` and written there, so later starts reuse it. Invariants: the
+key file is written with mode 0600 before the certificate; an existing pair is never
+overwritten.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+SELF_SIGNED_VALIDITY_DAYS = 3650
+DEFAULT_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+class TlsConfigError(ValueError):
+    """Certificate files missing (and self-signing off) or unreadable."""
+
+
+@dataclass(frozen=True)
+class CertPaths:
+    cert_file: Path
+    key_file: Path
+
+
+def _san(hosts: tuple[str, ...]) -> x509.SubjectAlternativeName:
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return x509.SubjectAlternativeName(names)
+
+
+def _validity(now: datetime.datetime, days: int) -> tuple[datetime.datetime, datetime.datetime]:
+    return now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days)
+
+
+def new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def key_pem(key: Any) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def cert_pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def make_ca(common_name: str = "lurcher test CA",
+            days: int = SELF_SIGNED_VALIDITY_DAYS) -> tuple[x509.Certificate, Any]:
+    """A CA certificate and its key (for tests and private deployments)."""
+    key = new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    start, end = _validity(datetime.datetime.now(datetime.timezone.utc), days)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(start).not_valid_after(end)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
+                                         False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    return cert, key
+
+
+def make_server_cert(hosts: tuple[str, ...] = DEFAULT_HOSTS, issuer: tuple[Any, Any] | None = None,
+                     days: int = SELF_SIGNED_VALIDITY_DAYS) -> tuple[x509.Certificate, Any]:
+    """A server certificate for ``hosts``, signed by ``issuer`` (cert, key) or self-signed."""
+    key = new_key()
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])])
+    issuer_cert, issuer_key = issuer if issuer else (None, key)
+    issuer_name = issuer_cert.subject if issuer_cert is not None else subject
+    start, end = _validity(datetime.datetime.now(datetime.timezone.utc), days)
+    builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer_name)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(start).not_valid_after(end)
+               .add_extension(_san(hosts), critical=False)
+               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+               .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
+                              critical=False))
+    if issuer_cert is not None:
+        ski = issuer_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier)
+        builder = builder.add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski.value),
+            critical=False)
+    return builder.sign(issuer_key, hashes.SHA256()), key
+
+
+def write_pair(paths: CertPaths, cert: x509.Certificate, key: Any) -> None:
+    """Write key (0600) then certificate, each atomically."""
+    for path, data, mode in ((paths.key_file, key_pem(key), 0o600),
+                             (paths.cert_file, cert_pem(cert), 0o644)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+
+
+def resolve_paths(section: dict[str, Any], data_path: Path) -> CertPaths:
+    """``cert_file``/``key_file`` of a config section, relative ones under ``data_path``."""
+    def resolve(name: str, default: str) -> Path:
+        path = Path(str(section.get(name) or default))
+        return path if path.is_absolute() else data_path / path
+    return CertPaths(resolve("cert_file", "certs/lurcher_cert.pem"),
+                     resolve("key_file", "certs/lurcher_key.pem"))
+
+
+def ensure_certificate(section: dict[str, Any], data_path: Path) -> CertPaths:
+    """The certificate pair of ``section``, generated when missing and self-signing is on.
+
+    Raises TlsConfigError when a file is missing and ``self_signed`` is false.
+    """
+    paths = resolve_paths(section, data_path)
+    if paths.cert_file.exists() and paths.key_file.exists():
+        return paths
+    if not section.get("self_signed", True):
+        raise TlsConfigError(f"TLS certificate {paths.cert_file} or key {paths.key_file} "
+                             f"is missing and self_signed = false")
+    cert, key = make_server_cert()
+    write_pair(paths, cert, key)
+    return paths
+
+
+def server_context(section: dict[str, Any], data_path: Path) -> ssl.SSLContext:
+    """A server SSLContext (TLS 1.2+) for ``section``. Raises TlsConfigError."""
+    paths = ensure_certificate(section, data_path)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(str(paths.cert_file), str(paths.key_file))
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsConfigError(f"cannot load {paths.cert_file} / {paths.key_file}: {exc}") from exc
+    return ctx

@@ -1,0 +1,104 @@
+"""Connection-string parsing (no server): the Iggy forms, options, durations and errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from lurcher.sdk import ErrorCode, IggyError, parse_connection_string
+from lurcher.sdk.connstring import format_connection_string
+from lurcher.sdk.humantime import parse_duration
+
+
+def test_user_password_form_defaults() -> None:
+    cfg = parse_connection_string("iggy://iggy:secret@127.0.0.1:8090")
+    assert (cfg.transport, cfg.address, cfg.username, cfg.password, cfg.token) == (
+        "tcp", "127.0.0.1:8090", "iggy", "secret", None)
+    assert cfg.heartbeat_interval_s == 5.0 and cfg.reconnection_retries is None
+    assert cfg.reconnection_interval_s == 1.0 and not cfg.tls
+
+
+@pytest.mark.parametrize("scheme,transport", [
+    ("iggy+tcp", "tcp"), ("iggy+quic", "quic"), ("iggy+http", "http"), ("iggy+ws", "ws"),
+    ("lurcher", "tcp"), ("lurcher+ws", "ws"), ("IGGY", "tcp"),
+])
+def test_transports(scheme: str, transport: str) -> None:
+    assert parse_connection_string(f"{scheme}://u:p@h:1").transport == transport
+
+
+def test_personal_access_token_form() -> None:
+    cfg = parse_connection_string("iggy+tcp://iggypat-token123@localhost:8090")
+    assert cfg.token == "iggypat-token123" and cfg.username is None
+
+
+def test_password_may_contain_at_and_colon() -> None:
+    cfg = parse_connection_string("iggy://user:p@ss:w@host:9")
+    assert (cfg.username, cfg.password, cfg.address) == ("user", "p@ss:w", "host:9")
+
+
+def test_tcp_options() -> None:
+    cfg = parse_connection_string(
+        "iggy://u:p@example.com:8090?tls=true&tls_domain=example.com&tls_ca_file=/ca.pem"
+        "&reconnection_retries=5&reconnection_interval=500ms&reestablish_after=1m"
+        "&heartbeat_interval=1m 30s&nodelay=false&request_timeout=2s")
+    assert cfg.tls and cfg.tls_domain == "example.com" and cfg.tls_ca_file == "/ca.pem"
+    assert cfg.reconnection_retries == 5 and cfg.reconnection_interval_s == 0.5
+    assert cfg.reestablish_after_s == 60 and cfg.heartbeat_interval_s == 90
+    assert not cfg.nodelay and cfg.request_timeout_s == 2
+    assert parse_connection_string(
+        "iggy://u:p@h:1?reconnection_retries=unlimited").reconnection_retries is None
+
+
+def test_transport_specific_options_are_kept() -> None:
+    cfg = parse_connection_string("iggy+ws://u:p@h:8092?max_message_size=1000&tls=true")
+    assert cfg.options == {"max_message_size": "1000"} and cfg.tls
+    cfg = parse_connection_string("iggy+http://u:p@h:3000?retries=3")
+    assert cfg.options == {"retries": "3"}
+
+
+def test_ipv6_in_brackets() -> None:
+    cfg = parse_connection_string("iggy://u:p@[::1]:8090")
+    assert cfg.host_port() == ("::1", 8090)
+
+
+@pytest.mark.parametrize("text,problem", [
+    ("127.0.0.1:8090", "://"),
+    ("http://u:p@h:1", "scheme"),
+    ("iggy+wss://u:p@h:1", "transport"),
+    ("iggy://h:1", "credentials"),
+    ("iggy://:p@h:1", "empty"),
+    ("iggy://u:@h:1", "empty"),
+    ("iggy://u:p@h", "host:port"),
+    ("iggy://u:p@h:99999", "port"),
+    ("iggy://u:p@h:x", "port"),
+    ("iggy://u:p@::1:8090", "IPv6"),
+    ("iggy://u:p@h:1?bogus=1", "bogus"),
+    ("iggy://u:p@h:1?tls", "key=value"),
+    ("iggy://u:p@h:1?tls=yes", "tls"),
+    ("iggy://u:p@h:1?heartbeat_interval=5 parsecs", "heartbeat_interval"),
+    ("iggy://u:p@h:1?reconnection_retries=-1", "reconnection_retries"),
+    ("iggy+http://u:p@h:1?tls=true", "tls"),
+])
+def test_invalid_strings_name_the_problem(text: str, problem: str) -> None:
+    with pytest.raises(IggyError) as err:
+        parse_connection_string(text)
+    assert err.value.code == ErrorCode.INVALID_CONNECTION_STRING == 8000
+    assert problem in str(err.value)
+
+
+@pytest.mark.parametrize("text,seconds", [
+    ("5s", 5), ("1m", 60), ("500ms", 0.5), ("1h 30m", 5400), ("1m30s", 90), ("2min", 120),
+    ("1.5s", 1.5), ("10", 10), ("250us", 0.00025), ("1d", 86400), ("3 seconds", 3),
+])
+def test_humantime(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "s", "5 parsecs", "1m x", "-1s"])
+def test_humantime_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+def test_format_round_trip() -> None:
+    for text in ("iggy://u:p@h:1", "iggy+ws://tok@h:2"):
+        assert format_connection_string(parse_connection_string(text)) == text
