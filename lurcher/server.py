@@ -83,7 +83,7 @@ async def start_listeners(shard: Shard, config: Config) -> list[Any]:
         listeners.append(quic)
         shard.endpoints["quic"] = quic_address(quic)
     if config.get("http.enabled"):
-        from lurcher.transports.http import start_http
+        from lurcher.transports.http.server import start_http
         http = await start_http(shard, config["http"], data_path)
         listeners.append(http)
         shard.endpoints["http"] = http.address

@@ -28,6 +28,7 @@ from lurcher.transports.framing import BadFrame, Frame, FrameReader
 from lurcher.transports.tcp import split_address
 
 log = logging.getLogger(__name__)
+logging.getLogger("websockets.server").setLevel(logging.WARNING)
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 CLOSE_GOING_AWAY = 1001

@@ -101,3 +101,29 @@ class PosixIo:
 
     def replace(self, src: str, dst: str) -> None:
         os.replace(src, dst)
+
+    def append_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
+                    entries: Buffer, index_position: int, fsync: bool) -> None:
+        """Write a batch's messages and index entries; fsync both when ``fsync``."""
+        self.pwrite(log_fd, blob, log_position)
+        self.pwrite(index_fd, entries, index_position)
+        if fsync:
+            self.fsync(log_fd)
+            self.fsync(index_fd)
+
+
+IO_MODES = ("auto", "uring", "posix")
+
+
+def select_io(mode: str) -> IoBackend:
+    """The backend for ``system.io``: "posix", "uring" (raises OSError if unavailable) or
+    "auto" (io_uring where it works, else posix, with a log line)."""
+    if mode not in IO_MODES:
+        raise ValueError(f"system.io must be one of {IO_MODES}, got {mode!r}")
+    if mode == "posix":
+        return PosixIo()
+    from lurcher.core.log.uring import open_uring_io
+    backend = open_uring_io()
+    if backend is None and mode == "uring":
+        raise OSError("system.io = \"uring\" but io_uring is unavailable here")
+    return backend or PosixIo()

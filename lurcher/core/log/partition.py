@@ -134,9 +134,7 @@ class Partition:
         batch.stamp(base, timestamp)
         entries = batch.index_entries(segment.size_bytes, base - segment.start_offset, timestamp)
         try:
-            segment.append(batch.blob, entries)
-            if self.config.enforce_fsync:
-                segment.fsync()
+            segment.append(batch.blob, entries, fsync=self.config.enforce_fsync)
         except OSError as e:
             raise IggyError(ErrorCode.CANNOT_SAVE_MESSAGES_TO_SEGMENT, str(e)) from e
         self.next_offset += batch.count
@@ -240,12 +238,45 @@ class Partition:
 
     # -- maintenance ---------------------------------------------------------------------
 
-    def delete_oldest_segments(self, n: int) -> tuple[int, int]:
-        """Delete up to ``n`` oldest sealed segments (never the open one).
+    def min_stored_offset(self) -> int | None:
+        """The lowest offset stored by any consumer or group here (None when none is)."""
+        stored = [*self.offsets.items("consumers").values(), *self.offsets.items("groups").values()]
+        return min(stored) if stored else None
+
+    def deletable_segments(self, barrier: int | None = None) -> int:
+        """How many leading segments may go: sealed ones (never the open one) whose last
+        offset is at most ``barrier`` (None = no barrier; the 0.8 server passes the lowest
+        stored consumer offset, so unconsumed messages are kept)."""
+        sealed = len(self.segments) - 1
+        if barrier is None or sealed <= 0:
+            return max(sealed, 0)
+        ends = [s.end_offset for s in self.segments[:sealed]]
+        return bisect.bisect_right(ends, barrier)
+
+    def expired_segments(self, now_us: int, expiry_us: int, barrier: int | None = None) -> int:
+        """How many leading segments hold only messages older than ``expiry_us`` at
+        ``now_us`` and may be deleted (see ``deletable_segments``)."""
+        n = 0
+        for segment in self.segments[:self.deletable_segments(barrier)]:
+            if not segment.is_expired(now_us, expiry_us):
+                break
+            n += 1
+        return n
+
+    def delete_expired_segments(self, now_us: int, expiry_us: int,
+                                barrier: int | None = None) -> tuple[int, int]:
+        """Delete the sealed segments whose messages are all expired. Returns (segments,
+        messages) deleted. Raises OSError."""
+        return self.delete_oldest_segments(self.expired_segments(now_us, expiry_us, barrier))
+
+    def delete_oldest_segments(self, n: int, barrier: int | None = None) -> tuple[int, int]:
+        """Delete up to ``n`` oldest sealed segments (never the open one; none past
+        ``barrier``, see ``deletable_segments``). Offsets are kept: the next append still
+        gets ``next_offset`` and polls of deleted offsets start at the first one left.
 
         Returns (segments deleted, messages deleted). Raises OSError.
         """
-        doomed = self.segments[:max(0, min(n, len(self.segments) - 1))]
+        doomed = self.segments[:max(0, min(n, self.deletable_segments(barrier)))]
         self.segments = self.segments[len(doomed):]
         messages = 0
         for segment in doomed:

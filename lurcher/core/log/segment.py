@@ -70,24 +70,35 @@ class Segment:
 
     @property
     def last_timestamp(self) -> int:
+        """Timestamp of the newest message (the largest: timestamps never decrease); 0 empty."""
         return int(self.index.timestamps[-1]) if self.index.count else 0
+
+    @property
+    def first_timestamp(self) -> int:
+        """Timestamp of the oldest message; 0 when empty."""
+        return int(self.index.timestamps[0]) if self.index.count else 0
+
+    def is_expired(self, now_us: int, expiry_us: int) -> bool:
+        """Every message is older than ``expiry_us`` at ``now_us`` (never for an empty one)."""
+        return self.index.count > 0 and self.last_timestamp + expiry_us <= now_us
 
     def is_full(self, segment_size_bytes: int) -> bool:
         return self.size_bytes >= segment_size_bytes
 
     # -- writing -------------------------------------------------------------------------
 
-    def append(self, blob: Buffer, index_entries: bytes) -> None:
-        """Write the messages and their index entries (positions already absolute).
+    def append(self, blob: Buffer, index_entries: bytes, fsync: bool = False) -> None:
+        """Write the messages and their index entries (positions already absolute), and
+        fsync both when ``fsync``.
 
         Raises OSError; on failure the segment's state is unchanged (the next append
         overwrites whatever part was written).
         """
-        self.io.pwrite(self.log_fd, blob, self.size_bytes)
-        self.io.pwrite(self.index_fd, index_entries, self.index.count * INDEX_ENTRY_BYTES)
+        self.io.append_pair(self.log_fd, blob, self.size_bytes, self.index_fd, index_entries,
+                            self.index.count * INDEX_ENTRY_BYTES, fsync)
         self.index.append(index_entries)
         self.size_bytes += len(blob)
-        self.dirty = True
+        self.dirty = not fsync
 
     def fsync(self) -> None:
         self.io.fsync(self.log_fd)

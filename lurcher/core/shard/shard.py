@@ -20,9 +20,11 @@ from lurcher.auth.permissions import authorize
 from lurcher.auth.session import Session
 from lurcher.config import Config
 from lurcher.core.log.config import LogConfig
+from lurcher.core.log.io import select_io
 from lurcher.core.log.partition import Partition
 from lurcher.core.meta.state import TopicMeta
 from lurcher.core.meta.store import MetaStore
+from lurcher.core.shard.dedup import Deduplication
 from lurcher.core.shard.dispatch import Dispatcher
 from lurcher.core.shard.groups import Groups
 from lurcher.core.shard.lifecycle import PartitionLifecycle
@@ -66,12 +68,14 @@ class Shard:
             segment_size_bytes=config.size("system.segment.size"),
             enforce_fsync=config["system.partition.enforce_fsync"],
         )
+        self.io = select_io(config.get("system.io", "auto"))
         self.passwords = Passwords.from_config(config)
         self.partitions: dict[Key, Partition] = {}
         self.sessions: dict[int, Session] = {}
         self.connections: dict[int, Any] = {}
         self.balanced_counters: dict[tuple[int, int], int] = {}
         self.groups = Groups()
+        self.dedup = Deduplication.from_config(config)
         self.started_at_us = clock()
         self.endpoints: dict[str, str] = {}
         self.dispatcher = Dispatcher(self)
@@ -96,7 +100,7 @@ class Shard:
     def open_partition(self, topic: TopicMeta, partition_id: int) -> Partition:
         key = (topic.stream_id, topic.id, partition_id)
         partition = Partition.open(str(self.partition_path(*key)), partition_id,
-                                   self.log_config, clock=self.clock,
+                                   self.log_config, io=self.io, clock=self.clock,
                                    created_at_us=topic.partition_created_at[partition_id])
         self.partitions[key] = partition
         return partition
@@ -124,6 +128,7 @@ class Shard:
     def drop_partition(self, stream_id: int, topic_id: int, partition_id: int) -> None:
         """Close a partition and delete its files."""
         partition = self.partitions.pop((stream_id, topic_id, partition_id), None)
+        self.dedup.drop((stream_id, topic_id, partition_id))
         if partition is not None:
             partition.close()
         shutil.rmtree(self.partition_path(stream_id, topic_id, partition_id), ignore_errors=True)

@@ -41,9 +41,11 @@ def choose_partition(shard, topic, partitioning) -> int:
 @handles("send_messages", "send_messages")
 def send_messages(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
-    partition = shard.partition(topic, choose_partition(shard, topic, req.partitioning))
+    pid = choose_partition(shard, topic, req.partitioning)
+    partition = shard.partition(topic, pid)
     req.batch.validate()
-    return shard.append(partition, req.batch)
+    return shard.dedup.append((topic.stream_id, topic.id, pid), req.batch, shard.clock(),
+                              lambda batch: shard.append(partition, batch))
 
 
 def empty_poll(partition_id: int, current_offset: int) -> bytes:

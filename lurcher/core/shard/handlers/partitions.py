@@ -1,4 +1,11 @@
-"""Partition and segment commands: create/delete partitions, delete segments."""
+"""Partition and segment commands: create/delete partitions, delete segments.
+
+Creating or deleting partitions rebalances every consumer group of the topic. Deleting
+partitions removes the last N (their files, offsets and deduplication windows).
+DeleteSegments deletes the oldest N sealed segments of a partition, never the open one nor
+one holding messages past the lowest stored consumer offset (as 0.8 does); offsets are
+kept, so the next message still gets the next offset.
+"""
 
 from __future__ import annotations
 
@@ -33,5 +40,6 @@ def delete_partitions(shard, session, req):
 @handles("delete_segments", "manage_topic")
 def delete_segments(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
-    shard.partition(topic, req.partition_id).delete_oldest_segments(req.segments_count)
+    partition = shard.partition(topic, req.partition_id)
+    partition.delete_oldest_segments(req.segments_count, partition.min_stored_offset())
     return None

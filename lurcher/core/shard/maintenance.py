@@ -1,0 +1,156 @@
+"""Periodic maintenance of a shard: the message cleaner, the heartbeat verifier and the
+consumer-group revocation timeout (jobs registered with ``core.shard.background``).
+
+Message cleaner (``data_maintenance.messages``: ``cleaner_enabled``, ``interval``), per
+topic, as the 0.8 server does:
+
+1. expiry: in every partition, the sealed segments whose newest message is older than the
+   topic's ``message_expiry_us`` are deleted;
+2. size: while the topic holds at least 90% of ``max_topic_size``, the sealed segment with
+   the oldest first message across the topic's partitions is deleted.
+
+The open segment of a partition is never deleted, nor a segment holding messages past the
+lowest offset a consumer or group stored on that partition (the 0.8 barrier: unconsumed
+messages are kept). Expiry 0 or U64_MAX means never; max size 0 or U64_MAX means unlimited.
+
+Heartbeat verifier (``heartbeat.enabled``, ``interval``): a session whose last Ping is older
+than 1.2 x interval is stale (only Ping refreshes it, as in 0.8): its connection is closed
+and it leaves its consumer groups.
+
+Every function takes ``now_us``; none reads a clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lurcher.config import U64_MAX
+from lurcher.core.log.partition import Partition
+from lurcher.core.meta.state import TopicMeta
+from lurcher.core.shard.background import register
+
+log = logging.getLogger(__name__)
+
+SIZE_THRESHOLD_NUM, SIZE_THRESHOLD_DEN = 9, 10   # trim while size >= 90% of the maximum
+HEARTBEAT_GRACE_NUM, HEARTBEAT_GRACE_DEN = 6, 5  # stale after 1.2 x the interval
+
+
+def _enabled_interval(shard: Any, enabled_key: str, interval_key: str) -> int | None:
+    if not shard.config.get(enabled_key, False):
+        return None
+    return shard.config.duration_us(interval_key)
+
+
+# -- message cleaner ----------------------------------------------------------------------
+
+def never(value: int) -> bool:
+    return value in (0, U64_MAX)
+
+
+def barrier(partition: Partition) -> int | None:
+    return partition.min_stored_offset()
+
+
+def expire_topic(partitions: list[Partition], now_us: int, expiry_us: int) -> tuple[int, int]:
+    """Delete every expired sealed segment of the partitions. Returns (segments, messages)."""
+    segments = messages = 0
+    if never(expiry_us):
+        return 0, 0
+    for partition in partitions:
+        s, m = partition.delete_expired_segments(now_us, expiry_us, barrier(partition))
+        segments, messages = segments + s, messages + m
+    return segments, messages
+
+
+def _oldest_deletable(partitions: list[Partition]) -> Partition | None:
+    """The partition whose first segment is deletable and has the oldest first message."""
+    candidates = [p for p in partitions if p.deletable_segments(barrier(p)) > 0]
+    return min(candidates, key=lambda p: p.segments[0].first_timestamp, default=None)
+
+
+def trim_topic(partitions: list[Partition], max_size_bytes: int) -> tuple[int, int]:
+    """Delete oldest sealed segments while the topic is at >= 90% of ``max_size_bytes``."""
+    segments = messages = 0
+    if never(max_size_bytes):
+        return 0, 0
+    threshold = max_size_bytes * SIZE_THRESHOLD_NUM // SIZE_THRESHOLD_DEN
+    while sum(p.size_bytes for p in partitions) >= threshold:
+        oldest = _oldest_deletable(partitions)
+        if oldest is None:
+            break
+        s, m = oldest.delete_oldest_segments(1, barrier(oldest))
+        segments, messages = segments + s, messages + m
+    return segments, messages
+
+
+def clean_topic(shard: Any, topic: TopicMeta, now_us: int) -> tuple[int, int]:
+    """Expiry then size retention for one topic. Returns (segments, messages) deleted."""
+    partitions = [p for pid in range(topic.partitions_count)
+                  if (p := shard.partitions.get((topic.stream_id, topic.id, pid))) is not None]
+    s1, m1 = expire_topic(partitions, now_us, topic.message_expiry_us)
+    s2, m2 = trim_topic(partitions, topic.max_topic_size)
+    return s1 + s2, m1 + m2
+
+
+def cleaner_interval_us(shard: Any) -> int | None:
+    return _enabled_interval(shard, "data_maintenance.messages.cleaner_enabled",
+                             "data_maintenance.messages.interval")
+
+
+@register("message_cleaner", cleaner_interval_us)
+def clean_messages(shard: Any, now_us: int) -> tuple[int, int]:
+    """Run retention over every topic of the shard. Returns (segments, messages) deleted."""
+    segments = messages = 0
+    for topic in list(shard.meta.state.topics()):
+        try:
+            s, m = clean_topic(shard, topic, now_us)
+        except OSError:
+            log.exception("cleaning topic %d/%d failed", topic.stream_id, topic.id)
+            continue
+        if s:
+            log.info("retention: deleted %d segment(s), %d message(s) of topic %d/%d",
+                     s, m, topic.stream_id, topic.id)
+        segments, messages = segments + s, messages + m
+    return segments, messages
+
+
+# -- heartbeat ----------------------------------------------------------------------------
+
+def heartbeat_interval_us(shard: Any) -> int | None:
+    return _enabled_interval(shard, "heartbeat.enabled", "heartbeat.interval")
+
+
+def stale_sessions(shard: Any, now_us: int, interval_us: int) -> list[Any]:
+    limit = now_us - interval_us * HEARTBEAT_GRACE_NUM // HEARTBEAT_GRACE_DEN
+    return [s for s in shard.sessions.values() if s.last_seen_us < limit]
+
+
+@register("heartbeat_verifier", heartbeat_interval_us)
+def verify_heartbeats(shard: Any, now_us: int) -> int:
+    """Disconnect stale sessions (they leave their groups). Returns how many."""
+    stale = stale_sessions(shard, now_us, shard.config.duration_us("heartbeat.interval"))
+    for session in stale:
+        log.warning("stale client %d (%s): no heartbeat since %d µs, disconnecting",
+                    session.client_id, session.address, session.last_seen_us)
+        connection = shard.connections.get(session.client_id)
+        shard.close_session(session)
+        if connection is not None:
+            connection.close()
+    return len(stale)
+
+
+# -- consumer group revocations -----------------------------------------------------------
+
+def revocation_check_us(shard: Any) -> int | None:
+    return shard.config.duration_us("consumer_group.check_interval")
+
+
+@register("revocation_timeout", revocation_check_us)
+def expire_revocations(shard: Any, now_us: int) -> int:
+    """Complete partition hand-overs pending longer than ``consumer_group.rebalancing_timeout``."""
+    def topic_of(stream_id: int, topic_id: int) -> TopicMeta | None:
+        stream = shard.meta.state.streams.get(stream_id)
+        return stream.topics.get(topic_id) if stream else None
+    timeout_us = shard.config.duration_us("consumer_group.rebalancing_timeout")
+    return shard.groups.expire_revocations(topic_of, now_us, timeout_us)

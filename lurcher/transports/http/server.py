@@ -1,0 +1,95 @@
+"""Serving the HTTP API with uvicorn inside the server's own event loop.
+
+``start_http`` binds the socket itself (so port 0 works and the bound address is known
+before serving), then runs uvicorn's startup and main loop as a task; uvicorn installs no
+signal handlers this way. ``HttpServer.close()`` stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from lurcher.config import parse_size
+from lurcher.transports.http.app import HttpApi, build_app
+from lurcher.transports.http.jwt import JwtManager
+from lurcher.transports.http.metrics import Metrics
+from lurcher.transports.tcp import split_address
+from lurcher.transports.tls import ensure_certificate
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_REQUEST_BYTES = 2_000_000
+
+
+class HttpServer:
+    """A running uvicorn server on one bound socket."""
+
+    def __init__(self, server: uvicorn.Server, sock: socket.socket) -> None:
+        self.server = server
+        self.sock = sock
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def address(self) -> str:
+        host, port = self.sock.getsockname()[:2]
+        return f"[{host}]:{port}" if self.sock.family == socket.AF_INET6 else f"{host}:{port}"
+
+    async def run(self) -> None:
+        await self.server.startup(sockets=[self.sock])
+        self.task = asyncio.ensure_future(self.server.main_loop())
+
+    def close(self) -> None:
+        self.server.should_exit = True
+
+    async def wait_closed(self) -> None:
+        self.server.should_exit = True
+        if self.task is not None:
+            await self.task
+        if self.server.started:
+            await self.server.shutdown(sockets=[self.sock])
+
+
+def bind(address: str) -> socket.socket:
+    host, port = split_address(address)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+async def start_http(shard: Any, section: dict[str, Any], data_path: Path,
+                     metrics: Metrics | None = None) -> HttpServer:
+    """Serve the API on ``section["address"]``. Raises OSError, TlsConfigError."""
+    jwt = JwtManager(section.get("jwt", {}), data_path / "state")
+    metrics_cfg = section.get("metrics", {})
+    if metrics is None and metrics_cfg.get("enabled", True):
+        metrics = Metrics(shard)
+        metrics.instrument(shard.dispatcher)
+    api = HttpApi(shard, jwt, metrics, metrics_cfg.get("endpoint", "/metrics"))
+    limit = section.get("max_request_size")
+    app = build_app(api, parse_size(limit) if limit else DEFAULT_MAX_REQUEST_BYTES,
+                    section.get("cors"))
+    tls: dict[str, Any] = {}
+    tls_section = section.get("tls", {})
+    if tls_section.get("enabled"):
+        paths = ensure_certificate(tls_section, data_path)
+        tls = {"ssl_certfile": str(paths.cert_file), "ssl_keyfile": str(paths.key_file)}
+    config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
+                            http="h11", ws="none", loop="none", server_header=False,
+                            proxy_headers=False, **tls)
+    config.load()
+    server = uvicorn.Server(config)
+    server.lifespan = config.lifespan_class(config)
+    sock = bind(section["address"])
+    http = HttpServer(server, sock)
+    await http.run()
+    return http
