@@ -15,10 +15,11 @@ import logging
 from typing import Any
 
 from lurcher.auth.session import Session
-from lurcher.core.shard.reply import error_frame, ok_frame
+from lurcher.core.shard.reply import error_frame, materialise, ok_frame_parts
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.transports.framing import BadFrame, Frame, FrameReader
+from lurcher.transports.sendfile import write_parts
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +36,14 @@ class StreamConnection(asyncio.BufferedProtocol):
         self.session: Session | None = None
         self.busy = False
         self.closing = False
+        self.sendfile_fd: int | None = None
 
     # -- asyncio protocol -------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None and transport.get_extra_info("sslcontext") is None:
+            self.sendfile_fd = sock.fileno()
         peer = transport.get_extra_info("peername")
         address = f"{peer[0]}:{peer[1]}" if peer else "unknown"
         self.session = self.shard.open_session(address, self.transport_kind, self)
@@ -115,8 +120,13 @@ class StreamConnection(asyncio.BufferedProtocol):
 
     # -- responses --------------------------------------------------------------
     def write_ok(self, result: Any) -> None:
-        if not self.closing:
-            self.transport.writelines(ok_frame(result))
+        if self.closing:
+            return
+        parts = ok_frame_parts(result)
+        if self.sendfile_fd is not None and len(parts) > 2:
+            write_parts(self.transport, self.sendfile_fd, parts)
+        else:
+            self.transport.writelines(materialise(parts))
 
     def write_error(self, status: int) -> None:
         if not self.closing:

@@ -2,7 +2,9 @@
 
 A handler returns ``None`` (empty OK), ``bytes``, a ``WireStruct``, a list of
 ``WireStruct`` (the Iggy list form) or a ``Parts`` (buffers sent back to back without
-joining them, e.g. a poll prefix followed by stored message bytes).
+joining them, e.g. a poll prefix followed by stored message bytes). A part may be a file
+slice (an object with ``total_bytes`` and ``read()``, e.g. ``PolledSlice``): transports that
+can ``sendfile`` send it from the page cache; ``ok_frame`` materialises it for the others.
 """
 
 from __future__ import annotations
@@ -16,14 +18,22 @@ RESPONSE_HEADER = struct.Struct("<II")
 assert RESPONSE_HEADER.size == 8
 
 
+def is_file_part(part: Any) -> bool:
+    return hasattr(part, "total_bytes")
+
+
+def part_length(part: Any) -> int:
+    return part.total_bytes if is_file_part(part) else len(part)
+
+
 class Parts:
-    """Buffers that together form one response payload."""
+    """Buffers (or file slices) that together form one response payload."""
 
     __slots__ = ("buffers", "length")
 
     def __init__(self, buffers: list[Any]) -> None:
         self.buffers = buffers
-        self.length = sum(len(b) for b in buffers)
+        self.length = sum(part_length(b) for b in buffers)
 
 
 def payload_parts(result: Any) -> list[Any]:
@@ -41,11 +51,26 @@ def payload_parts(result: Any) -> list[Any]:
     raise TypeError(f"handler returned {type(result).__name__}")
 
 
-def ok_frame(result: Any) -> list[Any]:
-    """Response header + payload buffers for a successful command."""
+def ok_frame_parts(result: Any) -> list[Any]:
+    """Response header + payload parts, file slices left as they are."""
     parts = payload_parts(result)
-    length = sum(len(p) for p in parts)
+    length = sum(part_length(p) for p in parts)
     return [RESPONSE_HEADER.pack(0, length), *parts]
+
+
+def materialise(parts: list[Any]) -> list[Any]:
+    """The same parts with every file slice read into memory."""
+    return [p.read() if is_file_part(p) else p for p in parts]
+
+
+def payload_bytes(result: Any) -> bytes:
+    """The whole payload of a handler result as one bytes object."""
+    return b"".join(bytes(p) for p in materialise(payload_parts(result)))
+
+
+def ok_frame(result: Any) -> list[Any]:
+    """Response header + payload buffers (in memory) for a successful command."""
+    return materialise(ok_frame_parts(result))
 
 
 def error_frame(status: int) -> bytes:

@@ -26,7 +26,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from lurcher.auth.session import TRANSPORT_HTTP
-from lurcher.core.shard.reply import payload_parts
+from lurcher.core.shard.reply import materialise, payload_parts
 from lurcher.core.wire.batch import MessageBatch
 from lurcher.core.wire.commands import COMMANDS, decode_response
 from lurcher.core.wire.error_codes import ErrorCode
@@ -322,7 +322,7 @@ class HttpApi:
         spec = COMMANDS[type(req).CODE]
         if spec.response is None:
             return None
-        payload = b"".join(bytes(p) for p in payload_parts(result))
+        payload = b"".join(bytes(p) for p in materialise(payload_parts(result)))
         return decode_response(spec.code, payload)
 
     def reply(self, req: Any, value: Any, ok: int) -> Response:

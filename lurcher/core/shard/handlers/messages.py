@@ -63,14 +63,13 @@ def poll_messages(shard, session, req):
                             (target.kind, target.key))
     if polled.count == 0:
         return empty_poll(partition.partition_id, partition.current_offset)
-    data = polled.read()
     if req.auto_commit:
         partition.store_offset(target.kind, target.key, polled.last_offset)
     if target.kind == "groups":
         shard.groups.delivered(topic, target.key, target.partition_id, polled.last_offset,
                                req.auto_commit)
     prefix = POLL_PREFIX.pack(partition.partition_id, partition.current_offset, polled.count)
-    return Parts([prefix, data])
+    return Parts([prefix, polled])
 
 
 @handles("flush_unsaved_buffer", "send_messages")

@@ -1,0 +1,227 @@
+"""Bad input on every new front end: clear errors, no crash, the server keeps serving.
+
+HTTP: malformed JSON, wrong content type, oversize bodies, missing/garbage/expired/forged/
+revoked JWTs, shape errors, the §14 status mapping, CORS, metrics. WebSocket: text frames,
+short and oversized frames, a frame split over messages. QUIC (raw aioquic client, no ALPN):
+a stream reset mid-request, a truncated frame, then normal requests on the same connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import struct
+import time
+from pathlib import Path
+
+import httpx
+import jwt as pyjwt
+import pytest
+from aioquic.asyncio import connect as quic_connect
+from aioquic.quic.configuration import QuicConfiguration
+from websockets.asyncio.client import connect as ws_connect
+
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.frames import encode_request
+from lurcher.core.wire.requests.streams.create_stream import CreateStream
+from lurcher.core.wire.requests.users.login_user import LoginUser
+from tests.support.server import LurcherServer
+
+RESPONSE = struct.Struct("<II")
+PING = encode_request(1, b"")
+LOGIN = encode_request(LoginUser.CODE, LoginUser("iggy", "iggy").encode())
+
+
+# -- HTTP ----------------------------------------------------------------------------------
+def http_base(server: LurcherServer) -> str:
+    return f"http://{server.endpoints['http']}"
+
+
+async def login(http: httpx.AsyncClient) -> str:
+    r = await http.post("/users/login", json={"username": "iggy", "password": "iggy"})
+    assert r.status_code == 200
+    return r.json()["access_token"]["token"]
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_http_malformed_and_wrong_type(plain_server: LurcherServer) -> None:
+    async with httpx.AsyncClient(base_url=http_base(plain_server)) as http:
+        auth = bearer(await login(http))
+        r = await http.post("/streams", content=b"{not json", headers={
+            **auth, "content-type": "application/json"})
+        assert r.status_code == 400 and r.json()["id"] == ErrorCode.INVALID_FORMAT
+        r = await http.post("/streams", content=b'{"name": "x"}', headers={
+            **auth, "content-type": "text/plain"})
+        assert r.status_code == 415 and r.json()["code"] == "invalid_format"
+        r = await http.post("/streams", json={"nome": "x"}, headers=auth)
+        assert r.status_code == 400 and "name" in r.json()["reason"]
+        r = await http.post("/streams/s/topics", json={"name": "t", "partitions_count": "two"},
+                            headers=auth)
+        assert r.status_code == 400
+        r = await http.get("/streams/1/topics/1/messages", params={"count": "ten"}, headers=auth)
+        assert r.status_code == 400 and r.json()["id"] == ErrorCode.INVALID_FORMAT
+        r = await http.post("/streams/x/topics/y/messages", headers=auth, json={
+            "partitioning": {"kind": "partition_id", "value": "!!"},
+            "messages": [{"payload": "aGk="}]})
+        assert r.status_code == 400
+        assert (await http.get("/ping")).text == "pong"
+
+
+async def test_http_oversize_body(plain_server: LurcherServer) -> None:
+    async with httpx.AsyncClient(base_url=http_base(plain_server)) as http:
+        auth = {**bearer(await login(http)), "content-type": "application/json"}
+        big = b'{"name": "' + b"x" * 2_100_000 + b'"}'
+        r = await http.post("/streams", content=big, headers=auth)
+        assert r.status_code == 413 and r.json()["id"] == ErrorCode.INVALID_FORMAT
+
+        async def chunks():
+            for _ in range(30):
+                yield b" " * 100_000
+
+        r = await http.post("/streams", content=chunks(), headers=auth)
+        assert r.status_code == 413
+        r = await http.post("/streams", json={"name": "after-oversize"}, headers=auth)
+        assert r.status_code == 200
+
+
+async def test_http_tokens(plain_server: LurcherServer) -> None:
+    state = Path(plain_server.data_dir) / "state"
+    async with httpx.AsyncClient(base_url=http_base(plain_server)) as http:
+        assert (await http.get("/streams")).status_code == 401
+        r = await http.get("/streams", headers=bearer("garbage"))
+        assert r.status_code == 401 and r.content == b""
+        secret = (state / "jwt_secret").read_text().strip()
+        now = int(time.time())
+        claims = {"jti": "x1", "iss": "iggy.apache.org", "aud": "iggy.apache.org", "sub": "0",
+                  "iat": now - 7200, "nbf": now - 7200, "exp": now - 3600}
+        expired = pyjwt.encode(claims, secret, algorithm="HS256")
+        assert (await http.get("/streams", headers=bearer(expired))).status_code == 401
+        forged = pyjwt.encode({**claims, "exp": now + 3600}, "not-the-secret-but-long-enough-for-hs256!", algorithm="HS256")
+        assert (await http.get("/streams", headers=bearer(forged))).status_code == 401
+        token = await login(http)
+        assert (await http.get("/streams", headers=bearer(token))).status_code == 200
+        r = await http.post("/users/refresh-token", json={"token": token})
+        assert r.status_code == 200
+        fresh = r.json()["access_token"]["token"]
+        assert (await http.get("/streams", headers=bearer(token))).status_code == 401
+        assert (await http.get("/streams", headers=bearer(fresh))).status_code == 200
+        assert (await http.delete("/users/logout", headers=bearer(fresh))).status_code == 204
+        assert (await http.get("/streams", headers=bearer(fresh))).status_code == 401
+        revoked = (state / "tokens").read_text()
+        assert pyjwt.decode(fresh, options={"verify_signature": False})["jti"] in revoked
+
+
+async def test_http_status_mapping(plain_server: LurcherServer) -> None:
+    async with httpx.AsyncClient(base_url=http_base(plain_server)) as http:
+        auth = bearer(await login(http))
+        r = await http.get("/streams/no-such-stream", headers=auth)
+        assert r.status_code == 404 and r.json() == {
+            "id": 404, "code": "not_found", "reason": "Resource not found", "field": None}
+        await http.post("/streams", json={"name": "dup"}, headers=auth)
+        r = await http.post("/streams", json={"name": "dup"}, headers=auth)
+        body = r.json()
+        assert r.status_code == 400 and body["id"] == ErrorCode.STREAM_NAME_ALREADY_EXISTS
+        assert body["code"] == "stream_name_already_exists" and body["field"] == "name"
+        r = await http.delete("/streams/999999", headers=auth)
+        assert r.status_code == 404 and r.json()["id"] == ErrorCode.STREAM_ID_NOT_FOUND
+        await http.post("/users", json={"username": "reader", "password": "reader-pw"},
+                        headers=auth)
+        r = await http.post("/users/login", json={"username": "reader", "password": "reader-pw"})
+        reader = bearer(r.json()["access_token"]["token"])
+        r = await http.post("/streams", json={"name": "nope"}, headers=reader)
+        assert r.status_code == 403 and r.json()["id"] == ErrorCode.UNAUTHORIZED
+        r = await http.post("/users/login", json={"username": "iggy", "password": "bad"})
+        assert r.status_code == 400 and r.json()["id"] == ErrorCode.INVALID_CREDENTIALS
+        assert (await http.get("/")).text == "Iggy API"
+
+
+async def test_http_cors_and_metrics(plain_server: LurcherServer) -> None:
+    async with httpx.AsyncClient(base_url=http_base(plain_server)) as http:
+        r = await http.options("/streams", headers={
+            "Origin": "http://example.com", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization,content-type"})
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "*"
+        auth = bearer(await login(http))
+        await http.post("/streams", json={"name": "metered"}, headers=auth)
+        await http.post("/streams/metered/topics", json={"name": "t", "partitions_count": 1},
+                        headers=auth)
+        await http.post("/streams/metered/topics/t/messages", headers=auth, json={
+            "partitioning": {"kind": "partition_id", "value": "AAAAAA=="},
+            "messages": [{"payload": "aGk="}, {"payload": "aG8=", "id": "42"}]})
+        text = (await http.get("/metrics")).text
+        assert 'lurcher_commands_total{command="send_messages",outcome="ok"}' in text
+        assert "lurcher_command_duration_seconds_bucket" in text
+        assert 'lurcher_partition_messages{partition_id="0",stream_id=' in text
+        assert 'outcome="stream_name_already_exists"' in text or "create_stream" in text
+
+
+# -- WebSocket -----------------------------------------------------------------------------
+async def test_websocket_bad_frames(plain_server: LurcherServer) -> None:
+    uri = f"ws://{plain_server.endpoints['websocket']}/"
+    async with ws_connect(uri, compression=None) as ws:
+        await ws.send("this is text, not an Iggy frame")
+        await ws.send(PING)
+        assert RESPONSE.unpack(await ws.recv()) == (0, 0)
+        await ws.send(struct.pack("<II", 2, 1))
+        assert RESPONSE.unpack(await ws.recv())[0] == ErrorCode.INVALID_COMMAND
+        await ws.send(LOGIN[:5])
+        await ws.send(LOGIN[5:])
+        status, length = RESPONSE.unpack_from(await ws.recv())
+        assert status == 0 and length == 4
+        await ws.send(PING + PING)
+        assert [RESPONSE.unpack(await ws.recv()) for _ in range(2)] == [(0, 0), (0, 0)]
+        await ws.send(encode_request(200, b"\x07"))
+        assert RESPONSE.unpack(await ws.recv())[0] != 0
+        await ws.send(struct.pack("<II", 0x7FFF_FFF0, 202))
+        assert RESPONSE.unpack(await ws.recv())[0] == ErrorCode.INVALID_COMMAND
+        await asyncio.wait_for(ws.wait_closed(), 5)
+    async with ws_connect(uri, compression=None) as ws:
+        await ws.send(PING)
+        assert RESPONSE.unpack(await ws.recv()) == (0, 0)
+
+
+# -- QUIC ----------------------------------------------------------------------------------
+def quic_config() -> QuicConfiguration:
+    config = QuicConfiguration(is_client=True, alpn_protocols=None, server_name="localhost")
+    config.verify_mode = ssl.CERT_NONE
+    return config
+
+
+async def quic_request(proto, frame: bytes) -> tuple[int, bytes]:
+    reader, writer = await proto.create_stream()
+    writer.write(frame)
+    writer.write_eof()
+    data = await asyncio.wait_for(reader.read(), 5)
+    status, length = RESPONSE.unpack_from(data)
+    return status, data[8:8 + length]
+
+
+async def test_quic_raw_client_and_reset(plain_server: LurcherServer) -> None:
+    host, _, port = plain_server.endpoints["quic"].rpartition(":")
+    async with quic_connect(host, int(port), configuration=quic_config()) as proto:
+        assert proto._quic.tls.alpn_negotiated is None
+        assert await quic_request(proto, PING) == (0, b"")
+        status, _ = await quic_request(proto, encode_request(201, b""))
+        assert status == ErrorCode.UNAUTHENTICATED
+        status, body = await quic_request(proto, LOGIN)
+        assert status == 0 and len(body) == 4
+        stream_id = proto._quic.get_next_available_stream_id()
+        proto._quic.send_stream_data(stream_id, LOGIN[:10], end_stream=False)
+        proto.transmit()
+        await asyncio.sleep(0.1)
+        proto._quic.reset_stream(stream_id, 0)
+        proto.transmit()
+        await asyncio.sleep(0.1)
+        status, _ = await quic_request(proto, LOGIN[:-3])
+        assert status == ErrorCode.INVALID_COMMAND
+        status, _ = await quic_request(proto, b"\x01\x02")
+        assert status == ErrorCode.INVALID_COMMAND
+        create = encode_request(CreateStream.CODE, CreateStream("quic-raw").encode())
+        status, body = await quic_request(proto, create)
+        assert status == 0 and b"quic-raw" in body
+        assert await quic_request(proto, PING) == (0, b"")
+    async with quic_connect(host, int(port), configuration=quic_config()) as proto:
+        assert await quic_request(proto, PING) == (0, b"")

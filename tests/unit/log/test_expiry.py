@@ -1,0 +1,71 @@
+"""Retention helpers of the log: segment timestamps, expired and deletable segments,
+the stored-offset barrier, and reopening after deletion (a manual clock, no sleeping)."""
+
+from __future__ import annotations
+
+import pytest
+from log_helpers import MESSAGE_BYTES, batch
+
+SEGMENT_BYTES = 12 * MESSAGE_BYTES
+
+
+@pytest.fixture
+def spread(open_partition, clock):
+    """Segments [0..14] ts 1000-3000, [15..29] ts 4000-6000, [30..44] ts 7000-9000 and the
+    open one [45..49] ts 10000 (batches of 5, one timestamp per batch)."""
+    p = open_partition(segment_size_bytes=SEGMENT_BYTES)
+    for b in range(10):
+        clock.now_us = 1000 * (b + 1)
+        p.append(batch(5, tag=b * 5))
+    assert [(s.start_offset, s.first_timestamp, s.last_timestamp) for s in p.segments] == [
+        (0, 1000, 3000), (15, 4000, 6000), (30, 7000, 9000), (45, 10000, 10000)]
+    return p
+
+
+def test_empty_segment_is_never_expired(open_partition):
+    p = open_partition()
+    assert p.segments[0].first_timestamp == 0
+    assert not p.segments[0].is_expired(10**12, 1)
+
+
+@pytest.mark.parametrize("now_us, expected", [
+    (3999, 0),     # newest message of segment 0 (3000) + expiry 1000 > now
+    (4000, 1),     # exactly at expiry: expired
+    (9999, 2),
+    (10**9, 3),    # everything expired, still never the open segment
+])
+def test_expired_segments(spread, now_us, expected):
+    assert spread.expired_segments(now_us, 1000) == expected
+
+
+def test_delete_expired_segments_keeps_offsets(spread, open_partition, clock):
+    assert spread.delete_expired_segments(7000, 1000) == (2, 30)
+    assert (spread.first_offset, spread.messages_count, spread.size_bytes) == (
+        30, 20, 20 * MESSAGE_BYTES)
+    polled = spread.read_offset(0, 5)
+    assert (polled.first_offset, polled.count) == (30, 5)
+    clock.now_us = 20_000
+    spread.append(batch(1))
+    assert spread.current_offset == 50
+    spread.close()
+    again = open_partition(segment_size_bytes=SEGMENT_BYTES)
+    assert (again.first_offset, again.current_offset, again.messages_count) == (30, 50, 21)
+
+
+def test_barrier_keeps_unconsumed_segments(spread):
+    assert spread.min_stored_offset() is None
+    spread.store_offset("consumers", 7, 20)
+    spread.store_offset("groups", 1, 40)
+    assert spread.min_stored_offset() == 20
+    assert spread.deletable_segments(20) == 1          # segment [15..29] holds offset 21+
+    assert spread.expired_segments(10**9, 1, barrier=20) == 1
+    assert spread.delete_oldest_segments(3, barrier=20) == (1, 15)
+    assert spread.deletable_segments(29) == 1 and spread.deletable_segments(None) == 2
+
+
+def test_delete_everything_but_the_open_segment_then_roll(spread, open_partition):
+    assert spread.delete_oldest_segments(99) == (3, 45)
+    assert spread.deletable_segments() == 0
+    spread.close()
+    again = open_partition(segment_size_bytes=SEGMENT_BYTES)
+    assert (again.first_offset, again.current_offset, again.segments_count) == (45, 49, 1)
