@@ -63,11 +63,6 @@ def materialise(parts: list[Any]) -> list[Any]:
     return [p.read() if is_file_part(p) else p for p in parts]
 
 
-def payload_bytes(result: Any) -> bytes:
-    """The whole payload of a handler result as one bytes object."""
-    return b"".join(bytes(p) for p in materialise(payload_parts(result)))
-
-
 def ok_frame(result: Any) -> list[Any]:
     """Response header + payload buffers (in memory) for a successful command."""
     return materialise(ok_frame_parts(result))
