@@ -3,7 +3,9 @@
 Start order: load configuration, open the metadata and partitions (recovery), create the
 root user on first start, bind listeners, then write ``<system.path>/runtime/endpoints.json``
 (the bound addresses, atomically) and log "ready". SIGTERM/SIGINT close listeners, send
-every client a Disconnected frame, close partitions and exit 0.
+every client a Disconnected frame, close partitions and exit 0. With
+``system.sharding.shards`` > 1 the process becomes a supervisor (``lurcher.supervisor``)
+running one shard process per shard.
 """
 
 from __future__ import annotations
@@ -20,8 +22,12 @@ from typing import Any
 
 from lurcher.auth.root import ensure_root
 from lurcher.config import Config, ConfigError, load_config
+from lurcher.auth.session import number_clients_for_shard
+from lurcher.core.meta.store import MetaReplica
 from lurcher.core.shard import background
+from lurcher.core.shard.cluster import Cluster
 from lurcher.core.shard.shard import Shard
+from lurcher.transports.connection import StreamConnection
 from lurcher.transports.tcp import bound_address, start_tcp
 from lurcher.transports.tls import TlsConfigError, server_context
 
@@ -63,14 +69,19 @@ def _tls(config: Config, section: str, data_path: Path) -> Any:
 
 async def start_listeners(shard: Shard, config: Config) -> list[Any]:
     """Bind every enabled front end and record its address in ``shard.endpoints``.
+    With several shards, every shard listens for TCP on the shared address (SO_REUSEPORT);
+    the other front ends run on shard 0.
 
     Raises OSError (address in use, ...) or TlsConfigError."""
     listeners: list[Any] = []
     data_path = shard.data_path
     if config["tcp.enabled"]:
-        tcp = await start_tcp(shard, config["tcp.address"], _tls(config, "tcp.tls", data_path))
+        tcp = await start_tcp(shard, config["tcp.address"], _tls(config, "tcp.tls", data_path),
+                              reuse_port=shard.shards_count > 1)
         listeners.append(tcp)
         shard.endpoints["tcp"] = bound_address(tcp)
+    if shard.shard_id != 0:
+        return listeners
     if config.get("websocket.enabled"):
         from lurcher.transports.websocket import start_websocket, websocket_address
         ws = await start_websocket(shard, config["websocket.address"], config["websocket"],
@@ -102,16 +113,38 @@ async def close_listeners(listeners: list[Any]) -> None:
             log.warning("listener did not close cleanly: %s", exc)
 
 
-async def serve(config: Config, default_root: bool) -> None:
-    shard = Shard(config)
-    generated = ensure_root(shard.meta, shard.passwords.hash, os.environ, default_root,
-                            shard.clock())
-    if generated:
-        print(f"Generated root password (shown once): {generated}", flush=True)
+def open_shard(config: Config, default_root: bool, shard_id: int, shards_count: int) -> Shard:
+    """The shard of this process; shard 0 owns the metadata and creates the root user."""
+    number_clients_for_shard(shard_id, shards_count)
+    shard = Shard(config, shard_id=shard_id, shards_count=shards_count,
+                  meta=MetaReplica() if shard_id else None)
+    shard.connection_factory = lambda session, pending: StreamConnection(
+        shard, session.transport, session, pending)
+    if shard_id == 0:
+        generated = ensure_root(shard.meta, shard.passwords.hash, os.environ, default_root,
+                                shard.clock())
+        if generated:
+            print(f"Generated root password (shown once): {generated}", flush=True)
+    return shard
+
+
+async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_count: int = 1,
+                namespace: str = "", ready: Any = None) -> None:
+    """Run one shard until SIGTERM/SIGINT. With several shards ``ready`` (a queue) receives
+    ``(shard_id, endpoints)`` instead of this process writing endpoints.json."""
+    shard = open_shard(config, default_root, shard_id, shards_count)
+    if shards_count > 1:
+        cluster = Cluster(shard, namespace, config["tcp.socket_migration"])
+        shard.cluster = shard.dispatcher.cluster = cluster
+        await cluster.start()
     listeners = await start_listeners(shard, config)
     jobs = background.start(shard)
-    write_endpoints(shard.data_path, shard.endpoints)
-    log.info("lurcher-server ready: %s", " ".join(f"{k}={v}" for k, v in shard.endpoints.items()))
+    if ready is None:
+        write_endpoints(shard.data_path, shard.endpoints)
+    else:
+        ready.put((shard_id, dict(shard.endpoints)))
+    log.info("shard %d ready: %s", shard_id,
+             " ".join(f"{k}={v}" for k, v in shard.endpoints.items()))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -123,6 +156,8 @@ async def serve(config: Config, default_root: bool) -> None:
     for listener in listeners:
         listener.close()
     shard.close()
+    if shard.cluster is not None:
+        await shard.cluster.close()
     await asyncio.sleep(0.05)
     await close_listeners(listeners)
 
@@ -151,9 +186,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lurcher-server: configuration error: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.get("system.logging.level", "info"))
+    shards = shards_count(config)
+    if shards > 1:
+        from lurcher.supervisor import supervise
+        return supervise(config, args.with_default_root_credentials, shards)
+    return run_shard(config, args.with_default_root_credentials)
+
+
+def shards_count(config: Config) -> int:
+    """``system.sharding.shards``; 0 means one per CPU core."""
+    wanted = int(config.get("system.sharding.shards", 1))
+    return wanted if wanted > 0 else (os.cpu_count() or 1)
+
+
+def run_shard(config: Config, default_root: bool, shard_id: int = 0, shards: int = 1,
+              namespace: str = "", ready: Any = None) -> int:
+    """Run one shard on its own event loop; the process exit code."""
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
-            runner.run(serve(config, args.with_default_root_credentials))
+            runner.run(serve(config, default_root, shard_id, shards, namespace, ready))
     except (OSError, TlsConfigError) as exc:
         log.error("cannot start: %s", exc)
         return 1

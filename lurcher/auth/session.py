@@ -22,6 +22,13 @@ def next_client_id() -> int:
     return next(_client_ids)
 
 
+def number_clients_for_shard(shard_id: int, shards_count: int) -> None:
+    """Make this process's client ids unique across shard processes (id % shards = shard)."""
+    global _client_ids
+    _client_ids = itertools.count(shard_id + shards_count, shards_count) if shards_count > 1 \
+        else itertools.count(1)
+
+
 @dataclass
 class Session:
     address: str

@@ -64,17 +64,24 @@ class ServerMonitor:
                 pass
         return total
 
+    def _sample(self) -> bool:
+        try:
+            cpu = self._cpu()
+            rss = sum(p.memory_info().rss for p in _tree(self._root))
+        except psutil.Error:
+            return False
+        self.samples.append((time.monotonic(), cpu, rss))
+        return True
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            try:
-                cpu = self._cpu()
-                rss = sum(p.memory_info().rss for p in _tree(self._root))
-            except psutil.Error:
+            if not self._sample():
                 return
-            self.samples.append((time.monotonic(), cpu, rss))
 
     def stop(self) -> list[tuple[float, float, int]]:
+        """Stop sampling (taking a last sample) and return every sample."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+            self._sample()
         return self.samples

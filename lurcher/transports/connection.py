@@ -18,7 +18,8 @@ from lurcher.auth.session import Session
 from lurcher.core.shard.reply import error_frame, materialise, ok_frame_parts
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
-from lurcher.transports.framing import BadFrame, Frame, FrameReader
+from lurcher.core.shard.cluster import MIGRATED
+from lurcher.transports.framing import REQUEST_HEADER, BadFrame, Frame, FrameReader
 from lurcher.transports.sendfile import write_parts
 
 log = logging.getLogger(__name__)
@@ -27,16 +28,22 @@ log = logging.getLogger(__name__)
 class StreamConnection(asyncio.BufferedProtocol):
     """asyncio protocol for TCP (plain or TLS) carrying Iggy binary frames."""
 
-    def __init__(self, shard: Any, transport_kind: int) -> None:
+    def __init__(self, shard: Any, transport_kind: int, session: Session | None = None,
+                 pending: bytes = b"") -> None:
+        """``session`` and ``pending`` restore a connection migrated from another shard."""
         self.shard = shard
         self.transport_kind = transport_kind
         limits = shard.limits
         self.reader = FrameReader(limits.max_control_payload_bytes, limits.max_send_payload_bytes)
         self.transport: asyncio.Transport | None = None
-        self.session: Session | None = None
+        self.session = session
+        self.pending = pending
         self.busy = False
         self.closing = False
+        self.migrated = False
         self.sendfile_fd: int | None = None
+        self.current: Frame | None = None
+        self.streak: tuple[int, int] = (-1, 0)  # (foreign shard, consecutive requests)
 
     # -- asyncio protocol -------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -44,13 +51,37 @@ class StreamConnection(asyncio.BufferedProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and transport.get_extra_info("sslcontext") is None:
             self.sendfile_fd = sock.fileno()
+        if self.session is not None:
+            self.shard.resume_session(self.session, self)
+            self.reader.feed(self.pending)
+            self.pending = b""
+            self.process()
+            return
         peer = transport.get_extra_info("peername")
         address = f"{peer[0]}:{peer[1]}" if peer else "unknown"
         self.session = self.shard.open_session(address, self.transport_kind, self)
 
+    @property
+    def can_migrate(self) -> bool:
+        """Plain TCP, nothing in flight: the socket can change process."""
+        return self.sendfile_fd is not None and not self.busy and not self.closing
+
+    def current_frame_bytes(self) -> bytes:
+        """The request being handled, as it arrived (carried along when migrating)."""
+        frame = self.current
+        return REQUEST_HEADER.pack(len(frame.payload) + 4, frame.code) + bytes(frame.payload)
+
+    def detach(self) -> None:
+        """The connection now lives in another shard: forget it here without closing the
+        client's socket (the other process holds a duplicate of it)."""
+        self.migrated = True
+        self.closing = True
+        self.shard.close_session(self.session, migrated=True)
+        self.transport.abort()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
-        if self.session is not None:
+        if self.session is not None and not self.migrated:
             self.shard.close_session(self.session)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -83,8 +114,10 @@ class StreamConnection(asyncio.BufferedProtocol):
 
     def run(self, frame: Frame) -> Any:
         """Dispatch one frame; write its response unless it must be awaited."""
+        self.current = frame
         try:
-            result = self.shard.dispatcher.dispatch(self.session, frame.code, frame.payload)
+            result = self.shard.dispatcher.dispatch(self.session, frame.code, frame.payload,
+                                                    self)
         except IggyError as exc:
             self.fail(frame.code, exc)
             return None
@@ -94,7 +127,8 @@ class StreamConnection(asyncio.BufferedProtocol):
             return None
         if inspect.isawaitable(result):
             return self.await_reply(frame.code, result)
-        self.write_ok(result)
+        if result is not MIGRATED:
+            self.write_ok(result)
         return None
 
     async def await_reply(self, code: int, pending: Any) -> None:

@@ -39,6 +39,7 @@ from lurcher.transports.tcp import split_address
 from lurcher.transports.tls import ensure_certificate
 
 log = logging.getLogger(__name__)
+logging.getLogger("quic").setLevel(logging.WARNING)
 
 DEFAULT_IDLE_TIMEOUT_S = 10.0
 QUIC_NO_ERROR = 0
@@ -146,9 +147,12 @@ class QuicClientProtocol(QuicConnectionProtocol):
         self.transmit()
 
     def disconnect(self, status: int = ErrorCode.DISCONNECTED) -> None:
-        """Server-initiated close of the whole QUIC connection."""
-        self._quic.close(error_code=QUIC_NO_ERROR, reason_phrase=f"disconnected ({status})")
-        self.transmit()
+        """Server-initiated close of the whole QUIC connection (idempotent)."""
+        try:
+            self._quic.close(error_code=QUIC_NO_ERROR, reason_phrase=f"disconnected ({status})")
+            self.transmit()
+        except (AttributeError, OSError, RuntimeError) as exc:  # transport already gone
+            log.debug("QUIC disconnect: %s", exc)
 
 
 def quic_configuration(section: dict[str, Any], data_path: Path) -> QuicConfiguration:

@@ -28,7 +28,7 @@ def stream_key(stream: int, partition: int) -> str:
 
 def connect(address: str) -> redis.Redis:
     host, _, port = address.rpartition(":")
-    r = redis.Redis(host=host, port=int(port))
+    r = redis.Redis(host=host, port=int(port), protocol=2)
     for command in ("XRANGE", "XREADGROUP"):
         r.set_response_callback(command, _raw)
     return r

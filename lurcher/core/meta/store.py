@@ -36,6 +36,8 @@ class MetaStore:
         self.path = path
         self.enforce_fsync = enforce_fsync
         self.state = MetaState()
+        self.history: list[bytes] = []  # every event's encoded body, for replicas
+        self.listeners: list = []  # called with each newly recorded body
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         self.events_count = self._replay()
@@ -49,6 +51,7 @@ class MetaStore:
             if len(body) < length or zlib.crc32(body) != crc:
                 break
             self.state.apply(_decoder.decode(body))
+            self.history.append(body)
             pos += RECORD_HEADER.size + length
             count += 1
         if pos != len(data):
@@ -65,9 +68,43 @@ class MetaStore:
         if self.enforce_fsync:
             os.fsync(self._fd)
         self.state.apply(event)
+        self.history.append(body)
         self.events_count += 1
+        for listener in self.listeners:
+            listener(body)
+
+    @property
+    def is_replica(self) -> bool:
+        return False
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+class MetaReplica:
+    """A read copy of the metadata on a shard that does not own it.
+
+    Fed with the encoded events the metadata owner publishes, in order; ``catch_up``
+    applies the history without observers (like a replay), ``apply_live`` with them.
+    """
+
+    def __init__(self) -> None:
+        self.state = MetaState()
+        self.events_count = 0
+
+    @property
+    def is_replica(self) -> bool:
+        return True
+
+    def apply_encoded(self, bodies: list[bytes]) -> None:
+        for body in bodies:
+            self.state.apply(_decoder.decode(body))
+            self.events_count += 1
+
+    def record(self, event: Event) -> None:
+        raise RuntimeError("metadata changes run on the metadata owner (shard 0)")
+
+    def close(self) -> None:
+        return None

@@ -23,18 +23,21 @@ class Job:
     name: str
     interval_us: Callable[[Any], int | None]  # from the shard's config; None = disabled
     run: Callable[[Any, int], None]
+    metadata_owner_only: bool = False  # runs on shard 0 only (it records metadata events)
 
 
 JOBS: list[Job] = []
 
 # Modules whose import registers jobs (add yours here).
-JOB_MODULES: tuple[str, ...] = ("lurcher.core.shard.handlers.tokens",)
+JOB_MODULES: tuple[str, ...] = ("lurcher.core.shard.handlers.tokens",
+                               "lurcher.core.shard.maintenance")
 
 
-def register(name: str, interval_us: Callable[[Any], int | None]):
+def register(name: str, interval_us: Callable[[Any], int | None],
+             metadata_owner_only: bool = False):
     """Decorator: run the decorated ``fn(shard, now_us)`` every ``interval_us(shard)``."""
     def add(fn: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
-        JOBS.append(Job(name, interval_us, fn))
+        JOBS.append(Job(name, interval_us, fn, metadata_owner_only))
         return fn
     return add
 
@@ -54,6 +57,8 @@ def start(shard: Any) -> list[asyncio.Task]:
         importlib.import_module(module)
     tasks = []
     for job in JOBS:
+        if job.metadata_owner_only and not shard.is_metadata_owner:
+            continue
         interval = job.interval_us(shard)
         if interval:
             tasks.append(asyncio.create_task(_loop(shard, job, interval), name=job.name))

@@ -46,6 +46,7 @@ class Dispatcher:
     def __init__(self, shard: Any) -> None:
         self.shard = shard
         self.table = build_table()
+        self.cluster: Any = None  # set when the server runs several shards
 
     def route(self, session: Any, code: int) -> Route:
         """The route for ``code`` after the session check. Raises IggyError."""
@@ -56,18 +57,26 @@ class Dispatcher:
             raise IggyError(ErrorCode.UNAUTHENTICATED, route.spec.name)
         return route
 
-    def dispatch(self, session: Any, code: int, payload: memoryview) -> Any:
-        """Decode and run one binary command. Returns a reply or an awaitable of one;
-        raises IggyError (WireError for undecodable payloads)."""
+    def dispatch(self, session: Any, code: int, payload: memoryview,
+                 connection: Any = None) -> Any:
+        """Decode and run one binary command, on the shard that must run it. Returns a
+        reply or an awaitable of one; raises IggyError (WireError for undecodable payloads).
+        ``connection`` (a stream connection) may be migrated to another shard."""
         route = self.route(session, code)
-        return self._run(route, session, route.spec.request.decode_exact(payload))
+        request = route.spec.request.decode_exact(payload)
+        if self.cluster is None:
+            return self.run_here(route, session, request)
+        return self.cluster.run(route, session, request, payload, connection)
 
     def execute(self, session: Any, request: Any) -> Any:
         """Run an already-typed request (front ends that do not speak binary, e.g. HTTP)."""
         route = self.route(session, type(request).CODE)
-        return self._run(route, session, request)
+        if self.cluster is None:
+            return self.run_here(route, session, request)
+        return self.cluster.run(route, session, request, None, None)
 
-    def _run(self, route: Route, session: Any, request: Any) -> Any:
+    def run_here(self, route: Route, session: Any, request: Any) -> Any:
+        """Check the permission, validate, and run the handler on this shard."""
         if route.permission:
             self.shard.authorize(session, route.permission, request)
         request.validate()

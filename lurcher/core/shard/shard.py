@@ -8,6 +8,7 @@ shard that owns a partition touches its files.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 import time
@@ -26,7 +27,8 @@ from lurcher.core.meta.state import TopicMeta
 from lurcher.core.meta.store import MetaStore
 from lurcher.core.shard.dedup import Deduplication
 from lurcher.core.shard.dispatch import Dispatcher
-from lurcher.core.shard.groups import Groups
+from lurcher.core.shard.groups import GroupRuntime, Groups, Member
+from lurcher.core.shard.peers import PartitionStats
 from lurcher.core.shard.lifecycle import PartitionLifecycle
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -54,7 +56,9 @@ def owner_of(stream_id: int, topic_id: int, partition_id: int, shards_count: int
 
 class Shard:
     def __init__(self, config: Config, clock: Callable[[], int] = now_us,
-                 shard_id: int = 0, shards_count: int = 1) -> None:
+                 shard_id: int = 0, shards_count: int = 1, meta: Any = None) -> None:
+        """``meta``: a ``MetaReplica`` for shards that do not own the metadata; by default
+        the shard opens the metadata store itself."""
         self.config = config
         self.shard_id = shard_id
         self.shards_count = shards_count
@@ -62,8 +66,8 @@ class Shard:
         self.data_path = Path(config["system.path"]).resolve()
         self.limits = Limits(config["limits.max_control_payload_bytes"],
                              config["limits.max_send_payload_bytes"])
-        self.meta = MetaStore(self.data_path / "state" / "log",
-                              enforce_fsync=config["system.state.enforce_fsync"])
+        self.meta = meta or MetaStore(self.data_path / "state" / "log",
+                                      enforce_fsync=config["system.state.enforce_fsync"])
         self.log_config = LogConfig(
             segment_size_bytes=config.size("system.segment.size"),
             enforce_fsync=config["system.partition.enforce_fsync"],
@@ -78,6 +82,10 @@ class Shard:
         self.dedup = Deduplication.from_config(config)
         self.started_at_us = clock()
         self.endpoints: dict[str, str] = {}
+        self.cluster: Any = None  # a Cluster when several shards run
+        # builds the protocol for a migrated connection: (session, pending bytes) -> protocol
+        self.connection_factory: Callable[[Session, bytes], Any] | None = None
+        self.closing = False
         self.dispatcher = Dispatcher(self)
         self._open_all_partitions()
         self.meta.state.observers.append(PartitionLifecycle(self))
@@ -89,6 +97,9 @@ class Shard:
 
     def owns(self, stream_id: int, topic_id: int, partition_id: int) -> bool:
         return owner_of(stream_id, topic_id, partition_id, self.shards_count) == self.shard_id
+
+    def owner(self, stream_id: int, topic_id: int, partition_id: int) -> int:
+        return owner_of(stream_id, topic_id, partition_id, self.shards_count)
 
     def partition_path(self, stream_id: int, topic_id: int, partition_id: int) -> Path:
         return (self.data_path / "streams" / str(stream_id) / "topics" / str(topic_id)
@@ -108,7 +119,8 @@ class Shard:
     def _open_all_partitions(self) -> None:
         for topic in self.meta.state.topics():
             for pid in range(topic.partitions_count):
-                if self.owns(topic.stream_id, topic.id, pid):
+                key = (topic.stream_id, topic.id, pid)
+                if self.owns(*key) and key not in self.partitions:
                     self.open_partition(topic, pid)
         if self.partitions:
             log.info("opened %d partition(s)", len(self.partitions))
@@ -122,8 +134,44 @@ class Shard:
         return found
 
     def topic_partitions(self, topic: TopicMeta) -> list[Partition]:
-        return [self.partitions[(topic.stream_id, topic.id, pid)]
-                for pid in range(topic.partitions_count)]
+        """The partitions of ``topic`` this shard owns."""
+        keys = ((topic.stream_id, topic.id, pid) for pid in range(topic.partitions_count))
+        return [self.partitions[key] for key in keys if key in self.partitions]
+
+    def partition_views(self, topic: TopicMeta) -> list[Any]:
+        """Counters of every partition of ``topic``: live for owned ones, as last gathered
+        from the other shards otherwise (zeros for one never reported)."""
+        views = []
+        for pid in range(topic.partitions_count):
+            key = (topic.stream_id, topic.id, pid)
+            found = self.partitions.get(key)
+            if found is None and self.cluster is not None:
+                found = self.cluster.remote_partitions.get(key)
+            views.append(found or PartitionStats(*key, topic.partition_created_at[pid], 0, 0, 0, 0))
+        return views
+
+    def all_partition_stats(self) -> list[Any]:
+        remote = list(self.cluster.remote_partitions.values()) if self.cluster else []
+        return list(self.partitions.values()) + remote
+
+    def all_sessions(self) -> list[Any]:
+        remote = list(self.cluster.remote_sessions) if self.cluster else []
+        return list(self.sessions.values()) + remote
+
+    def purge_local(self, stream_id: int, topic_id: int | None) -> None:
+        """Purge the owned partitions of a stream (every topic) or of one topic."""
+        for (sid, tid, _), partition in self.partitions.items():
+            if sid == stream_id and (topic_id is None or tid == topic_id):
+                partition.purge()
+
+    def catch_up(self, bodies: list[bytes]) -> None:
+        """Apply replicated history like a replay (no observers), then open what we own."""
+        observers, self.meta.state.observers = self.meta.state.observers, []
+        try:
+            self.meta.apply_encoded(bodies)
+        finally:
+            self.meta.state.observers = observers
+        self._open_all_partitions()
 
     def drop_partition(self, stream_id: int, topic_id: int, partition_id: int) -> None:
         """Close a partition and delete its files."""
@@ -145,11 +193,52 @@ class Shard:
             self.connections[session.client_id] = connection
         return session
 
-    def close_session(self, session: Session) -> None:
+    def resume_session(self, session: Session, connection: Any) -> None:
+        """Register a session that arrived with a migrated connection."""
+        session.closed = False
+        session.last_seen_us = self.clock()
+        self.sessions[session.client_id] = session
+        self.connections[session.client_id] = connection
+
+    async def adopt_connection(self, sock: Any, handoff: Any) -> None:
+        """Serve a connection handed over by another shard (``Handoff``)."""
+        session = Session(handoff.address, handoff.transport, client_id=handoff.client_id,
+                          user_id=handoff.user_id, token_name=handoff.token_name,
+                          login_time_us=handoff.login_time_us)
+        loop = asyncio.get_running_loop()
+        await loop.connect_accepted_socket(
+            lambda: self.connection_factory(session, handoff.pending), sock)
+
+    def close_session(self, session: Session, migrated: bool = False) -> None:
         session.closed = True
-        self.groups.drop_client(session.client_id, self._topic_by_ids)
+        if not migrated:
+            if self.cluster is not None:
+                self.cluster.client_gone(session.client_id)
+            else:
+                self.forget_client(session.client_id)
         self.sessions.pop(session.client_id, None)
         self.connections.pop(session.client_id, None)
+
+    def forget_client(self, client_id: int) -> None:
+        """Remove a disconnected client from every consumer group."""
+        self.groups.drop_client(client_id, self._topic_by_ids)
+
+    def groups_export(self) -> list[Any]:
+        return [[s, t, g, [[m.id, m.client_id, list(m.partitions)] for m in rt.members.values()]]
+                for (s, t, g), rt in self.groups.groups.items()]
+
+    def groups_adopt(self, exported: list[Any]) -> None:
+        """Take the metadata owner's group membership (keeping local round-robin cursors)."""
+        adopted = {}
+        for s, t, g, members in exported:
+            old = self.groups.groups.get((s, t, g))
+            runtime = GroupRuntime()
+            for member_id, client_id, partitions in members:
+                previous = old.members.get(client_id) if old else None
+                cursor = previous.cursor if previous else 0
+                runtime.members[client_id] = Member(member_id, client_id, list(partitions), cursor)
+            adopted[(s, t, g)] = runtime
+        self.groups.groups = adopted
 
     def _topic_by_ids(self, stream_id: int, topic_id: int) -> TopicMeta | None:
         stream = self.meta.state.streams.get(stream_id)
@@ -160,6 +249,7 @@ class Shard:
 
     # -- lifecycle ----------------------------------------------------------------
     def close(self) -> None:
+        self.closing = True
         for connection in list(self.connections.values()):
             connection.disconnect()
         for partition in self.partitions.values():

@@ -19,7 +19,7 @@ def partition_info(partition: Any) -> PartitionInfo:
 
 
 def topic_header(shard: Any, topic: TopicMeta) -> TopicHeader:
-    parts = shard.topic_partitions(topic)
+    parts = shard.partition_views(topic)
     return TopicHeader(topic.id, topic.created_at, topic.partitions_count,
                        topic.message_expiry_us, topic.compression, topic.max_topic_size,
                        topic.replication_factor, sum(p.size_bytes for p in parts),
@@ -28,7 +28,7 @@ def topic_header(shard: Any, topic: TopicMeta) -> TopicHeader:
 
 def topic_details(shard: Any, topic: TopicMeta) -> TopicDetails:
     return TopicDetails(topic_header(shard, topic),
-                        [partition_info(p) for p in shard.topic_partitions(topic)])
+                        [partition_info(p) for p in shard.partition_views(topic)])
 
 
 def stream_header(shard: Any, stream: StreamMeta) -> StreamHeader:

@@ -1,4 +1,12 @@
-"""System commands: ping, stats, cluster metadata, clients (me, one, all), snapshot."""
+"""System commands: ping, stats, cluster metadata, clients (me, one, all), snapshot.
+
+GetStats follows the 0.8 server: process figures (pid, cpu %, RSS, OS thread count, disk
+bytes read/written by the process), whole-machine cpu % and memory, run and start time in
+µs, counts of streams/topics/partitions/groups from metadata, segments/messages/bytes summed
+over the partitions (live counters, so retention shows at once), connected clients, and the
+free/total space of the file system holding ``system.path``. Only Ping refreshes a client's
+heartbeat (as in 0.8).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +14,6 @@ import os
 import platform
 import shutil
 import socket
-import threading
 
 import psutil
 
@@ -62,24 +69,37 @@ def get_me(shard, session, req):
 
 @handles("get_client", "server_info")
 def get_client(shard, session, req):
-    other = shard.sessions.get(req.client_id)
+    other = next((s for s in shard.all_sessions() if s.client_id == req.client_id), None)
     return None if other is None else client_details(shard, other)
 
 
 @handles("get_clients", "server_info")
 def get_clients(shard, session, req):
-    return [client_details(shard, s).header for _, s in sorted(shard.sessions.items())]
+    sessions = sorted(shard.all_sessions(), key=lambda s: s.client_id)
+    return [client_details(shard, s).header for s in sessions]
+
+
+def _os_names(system: str) -> tuple[str, str]:
+    """(name, long version) as the 0.8 server reports them, e.g. ("Ubuntu", "Linux 24.04
+    Ubuntu"); the kernel name alone when the OS release file is missing."""
+    try:
+        release = platform.freedesktop_os_release()
+    except OSError:
+        return system, system
+    name = release.get("NAME", system)
+    return name, " ".join(x for x in (system, release.get("VERSION_ID", ""), name) if x)
 
 
 @handles("get_stats", "server_info")
 def get_stats(shard, session, req):
     state = shard.meta.state
     topics = list(state.topics())
-    partitions = list(shard.partitions.values())
+    partitions = shard.all_partition_stats()
     memory = psutil.virtual_memory()
     disk = shutil.disk_usage(shard.data_path)
     io = _process.io_counters() if hasattr(_process, "io_counters") else None
     uname = platform.uname()
+    os_name, os_version = _os_names(uname.system)
     return Stats(
         process_id=os.getpid(),
         cpu_usage=float(_process.cpu_percent(None)),
@@ -97,16 +117,16 @@ def get_stats(shard, session, req):
         partitions_count=len(partitions),
         segments_count=sum(p.segments_count for p in partitions),
         messages_count=sum(p.messages_count for p in partitions),
-        clients_count=len(shard.sessions),
+        clients_count=len(shard.all_sessions()),
         consumer_groups_count=sum(len(t.groups) for t in topics),
         hostname=socket.gethostname(),
-        os_name=uname.system,
-        os_version=platform.version(),
+        os_name=os_name,
+        os_version=os_version,
         kernel_version=uname.release,
         iggy_server_version=SERVER_VERSION,
         iggy_server_semver=SERVER_SEMVER,
         cache_metrics=[],
-        threads_count=threading.active_count(),
+        threads_count=_process.num_threads(),
         free_disk_space_bytes=disk.free,
         total_disk_space_bytes=disk.total,
     )

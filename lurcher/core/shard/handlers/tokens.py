@@ -113,4 +113,5 @@ def cleaner_interval_us(shard: Any) -> int | None:
     return None if interval_us == U64_MAX else max(interval_us, 1000)
 
 
-background.register("personal_access_token_cleaner", cleaner_interval_us)(clean_expired_tokens)
+background.register("personal_access_token_cleaner", cleaner_interval_us,
+                    metadata_owner_only=True)(clean_expired_tokens)

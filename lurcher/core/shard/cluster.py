@@ -1,0 +1,300 @@
+"""A shard among several: routing commands to the shard that must run them, answering the
+other shards, replicating metadata, and migrating connections.
+
+Only used when ``system.sharding.shards`` > 1; a single shard never creates one. See
+``routing`` for which command runs where and ``peers`` for the bus messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import socket
+from typing import Any
+
+from lurcher.auth.session import Session
+from lurcher.core.shard import routing
+from lurcher.core.shard.bus import Bus, BusError, Link, Reply
+from lurcher.core.shard.migration import MAX_CARRIED_BYTES, Handoff, MigrationError, Migrator
+from lurcher.core.shard.peers import (
+    MESSAGE_TYPES, ClientGone, Forward, GroupsUpdate, MetaEvents, PartitionStats, Purge,
+    SessionInfo, StatsQuery, Subscribe,
+)
+from lurcher.core.shard.reply import materialise, payload_parts
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
+log = logging.getLogger(__name__)
+
+MIGRATE_AFTER_REQUESTS = 2  # consecutive pinned requests to one foreign shard
+FORWARD_TIMEOUT_S = 60.0
+
+
+MIGRATED = object()  # a reply meaning: the connection moved; answer nothing here
+
+
+def payload_of(result: Any) -> bytes:
+    return b"".join(bytes(p) for p in materialise(payload_parts(result)))
+
+
+def _encoded(request: Any, payload: Any) -> bytes:
+    """The request's binary form: the bytes received, or a fresh encoding."""
+    return bytes(payload) if payload is not None else request.encode()
+
+
+class Cluster:
+    def __init__(self, shard: Any, namespace: str, socket_migration: bool) -> None:
+        self.shard = shard
+        self.socket_migration = socket_migration
+        self.bus = Bus(namespace, shard.shard_id, MESSAGE_TYPES, {
+            Forward: self._on_forward, StatsQuery: self._on_stats, Subscribe: self._on_subscribe,
+            MetaEvents: self._on_meta_events, GroupsUpdate: self._on_groups_update,
+            ClientGone: self._on_client_gone, Purge: self._on_purge,
+        })
+        self.migrator = Migrator(namespace, shard.shard_id, self._adopt)
+        self.subscribers: set[Link] = set()
+        self.remote_partitions: dict[tuple[int, int, int], PartitionStats] = {}
+        self.remote_sessions: list[SessionInfo] = []
+        self.migrations_out = 0
+        self.migrations_in = 0
+        self.forwarded = 0
+
+    @property
+    def peers(self) -> list[int]:
+        return [i for i in range(self.shard.shards_count) if i != self.shard.shard_id]
+
+    # -- start-up -----------------------------------------------------------------------
+    async def start(self) -> None:
+        await self.bus.start()
+        self.migrator.start(asyncio.get_running_loop())
+        if self.shard.is_metadata_owner:
+            self.shard.meta.listeners.append(self._publish)
+        else:
+            await self._subscribe()
+
+    async def _subscribe(self) -> None:
+        done = self.shard.meta.events_count
+        reply = await self.bus.request(0, lambda rid: Subscribe(rid=rid, shard_id=done))
+        self.shard.catch_up(list(reply.data[0]))
+        self.shard.groups_adopt(reply.data[1])
+        link = await self.bus.link(0)
+        link.task.add_done_callback(lambda _t: self._resubscribe_later())
+
+    def _resubscribe_later(self) -> None:
+        if not self.shard.closing:
+            asyncio.ensure_future(self._resubscribe())
+
+    async def _resubscribe(self) -> None:
+        while not self.shard.closing:
+            try:
+                await self._subscribe()
+                return
+            except BusError as exc:
+                log.warning("metadata owner unreachable (%s); retrying", exc)
+                await asyncio.sleep(0.5)
+
+    # -- metadata owner side ----------------------------------------------------------
+    def _on_subscribe(self, link: Link, msg: Subscribe) -> Reply:
+        self.subscribers.add(link)
+        history = self.shard.meta.history[msg.shard_id:]
+        return Reply(rid=msg.rid, data=[history, self.shard.groups_export()])
+
+    def _publish(self, body: bytes) -> None:
+        for link in list(self.subscribers):
+            if link.writer.is_closing():
+                self.subscribers.discard(link)
+            else:
+                link.send_nowait(MetaEvents(events=[body]))
+
+    def publish_groups(self) -> None:
+        update = GroupsUpdate(groups=self.shard.groups_export())
+        for link in list(self.subscribers):
+            if not link.writer.is_closing():
+                link.send_nowait(update)
+
+    def _on_client_gone(self, link: Link, msg: ClientGone) -> None:
+        self.shard.forget_client(msg.client_id)
+        self.publish_groups()
+
+    # -- replica side --------------------------------------------------------------------
+    def _on_meta_events(self, link: Link, msg: MetaEvents) -> None:
+        self.shard.meta.apply_encoded(list(msg.events))
+
+    def _on_groups_update(self, link: Link, msg: GroupsUpdate) -> None:
+        self.shard.groups_adopt(msg.groups)
+
+    def client_gone(self, client_id: int) -> None:
+        if self.shard.is_metadata_owner:
+            self.shard.forget_client(client_id)
+            self.publish_groups()
+        else:
+            asyncio.ensure_future(self._tell_owner(ClientGone(client_id=client_id)))
+
+    async def _tell_owner(self, msg: ClientGone) -> None:
+        try:
+            (await self.bus.link(0)).send_nowait(msg)
+        except BusError as exc:
+            log.warning("could not report client %d gone: %s", msg.client_id, exc)
+
+    # -- running commands ------------------------------------------------------------------
+    def run(self, route: Any, session: Any, request: Any, payload: Any, connection: Any) -> Any:
+        """Run a decoded command where ``routing.ROUTES`` says. Returns a reply, an
+        awaitable, or ``MIGRATED`` (the connection now belongs to another shard)."""
+        kind = routing.ROUTES[route.spec.name]
+        here = self.shard.dispatcher.run_here
+        if kind == routing.LOCAL:
+            return here(route, session, request)
+        if kind == routing.META:
+            if self.shard.is_metadata_owner:
+                return self._then_publish(here(route, session, request))
+            return self.forward(0, session, route.spec.code, _encoded(request, payload))
+        if kind == routing.GATHER:
+            return self._gathered(route, session, request)
+        if kind == routing.BROADCAST:
+            return self._broadcast(route, session, request)
+        placement = routing.place(self.shard, session, route.spec.name, request)
+        target = placement.shard_id
+        if target is None or target == self.shard.shard_id:
+            return here(route, session, placement.request)
+        if placement.pinned and connection is not None and \
+                self.should_migrate(connection, target):
+            frame = connection.current_frame_bytes()
+            if self.migrate(connection, target, frame):
+                return MIGRATED
+        same = placement.request is request
+        return self.forward(target, session, route.spec.code,
+                            _encoded(placement.request, payload if same else None))
+
+    def _then_publish(self, result: Any) -> Any:
+        if not inspect.isawaitable(result):
+            self.publish_groups()
+            return result
+
+        async def later():
+            try:
+                return await result
+            finally:
+                self.publish_groups()
+        return later()
+
+    async def _gathered(self, route: Any, session: Any, request: Any) -> Any:
+        await self.gather()
+        result = self.shard.dispatcher.run_here(route, session, request)
+        return await result if inspect.isawaitable(result) else result
+
+    async def _broadcast(self, route: Any, session: Any, request: Any) -> Any:
+        result = self.shard.dispatcher.run_here(route, session, request)
+        if inspect.isawaitable(result):
+            result = await result
+        state = self.shard.meta.state
+        stream = state.stream(request.stream_id)
+        topic_id = state.topic(request.stream_id, request.topic_id).id \
+            if hasattr(request, "topic_id") else None
+        await self.purge_everywhere(stream.id, topic_id)
+        return result
+
+    # -- answering peers -----------------------------------------------------------------
+    async def _on_forward(self, link: Link, msg: Forward) -> Reply:
+        session = Session(msg.address, msg.transport, client_id=msg.client_id,
+                          user_id=msg.user_id)
+        dispatcher = self.shard.dispatcher
+        try:
+            route = dispatcher.route(session, msg.code)
+            request = route.spec.request.decode_exact(msg.payload)
+            result = dispatcher.run_here(route, session, request)
+            if routing.ROUTES[route.spec.name] == routing.META:
+                result = self._then_publish(result)
+            if inspect.isawaitable(result):
+                result = await result
+            return Reply(rid=msg.rid, payload=payload_of(result))
+        except IggyError as exc:
+            return Reply(rid=msg.rid, status=exc.status)
+
+    def _on_stats(self, link: Link, msg: StatsQuery) -> Reply:
+        parts = [PartitionStats(s, t, p.partition_id, p.created_at, p.segments_count,
+                                p.current_offset, p.size_bytes, p.messages_count)
+                 for (s, t, _), p in self.shard.partitions.items()]
+        sessions = [SessionInfo(x.client_id, x.user_id, x.transport, x.address)
+                    for x in self.shard.sessions.values()]
+        return Reply(rid=msg.rid, data=[parts, sessions])
+
+    def _on_purge(self, link: Link, msg: Purge) -> Reply:
+        self.shard.purge_local(msg.stream_id, msg.topic_id)
+        return Reply(rid=msg.rid)
+
+    # -- asking peers ----------------------------------------------------------------------
+    async def gather(self) -> None:
+        """Refresh the other shards' partition counters and sessions."""
+        partitions: dict[tuple[int, int, int], PartitionStats] = {}
+        sessions: list[SessionInfo] = []
+        replies = await asyncio.gather(
+            *(self.bus.request(p, lambda rid: StatsQuery(rid=rid)) for p in self.peers),
+            return_exceptions=True)
+        for reply in replies:
+            if isinstance(reply, BaseException):
+                log.warning("a shard did not report its stats: %s", reply)
+                continue
+            for row in reply.data[0]:
+                stat = PartitionStats(*row)
+                partitions[(stat.stream_id, stat.topic_id, stat.partition_id)] = stat
+            sessions.extend(SessionInfo(*row) for row in reply.data[1])
+        self.remote_partitions, self.remote_sessions = partitions, sessions
+
+    async def purge_everywhere(self, stream_id: int, topic_id: int | None) -> None:
+        await asyncio.gather(*(self.bus.request(p, lambda rid: Purge(
+            rid=rid, stream_id=stream_id, topic_id=topic_id)) for p in self.peers))
+
+    async def forward(self, shard_id: int, session: Any, code: int, payload: bytes) -> bytes:
+        """Run a command on another shard for this client. Raises IggyError."""
+        self.forwarded += 1
+        try:
+            reply = await self.bus.request(shard_id, lambda rid: Forward(
+                rid=rid, client_id=session.client_id, user_id=session.user_id,
+                address=session.address, transport=session.transport, code=code,
+                payload=payload), FORWARD_TIMEOUT_S)
+        except BusError as exc:
+            raise IggyError(ErrorCode.ERROR, f"shard {shard_id}: {exc}") from exc
+        if reply.status:
+            raise IggyError(reply.status, f"from shard {shard_id}")
+        return reply.payload
+
+    # -- migration ---------------------------------------------------------------------------
+    def should_migrate(self, connection: Any, target: int) -> bool:
+        if not (self.socket_migration and getattr(connection, "can_migrate", False)):
+            return False
+        last, count = connection.streak
+        connection.streak = (target, count + 1 if last == target else 1)
+        return connection.streak[1] >= MIGRATE_AFTER_REQUESTS
+
+    def migrate(self, connection: Any, target: int, frame_bytes: bytes) -> bool:
+        """Hand ``connection`` to ``target`` with ``frame_bytes`` (the current request) and
+        whatever it has not handled. False (nothing changed) when it cannot move now."""
+        pending = frame_bytes + connection.reader.unhandled
+        if len(pending) > MAX_CARRIED_BYTES or connection.transport.get_write_buffer_size():
+            return False
+        session = connection.session
+        sock = connection.transport.get_extra_info("socket")
+        fd = os.dup(sock.fileno())
+        try:
+            self.migrator.send(target, fd, Handoff(
+                session.client_id, session.user_id, session.address, session.transport,
+                session.login_time_us, getattr(session, "token_name", None), pending))
+        except MigrationError as exc:
+            log.info("%s; forwarding instead", exc)
+            return False
+        finally:
+            os.close(fd)
+        self.migrations_out += 1
+        connection.detach()
+        log.info("client %d migrated to shard %d", session.client_id, target)
+        return True
+
+    def _adopt(self, sock: socket.socket, handoff: Handoff) -> None:
+        self.migrations_in += 1
+        asyncio.ensure_future(self.shard.adopt_connection(sock, handoff))
+
+    async def close(self) -> None:
+        await self.bus.close()
+        self.migrator.close()

@@ -1,0 +1,77 @@
+"""What shards ask each other over the bus, and how each shard answers.
+
+* ``Forward``: run a command for a client of another shard (the payload is the request's
+  binary form; the session travels as ids) -> ``Reply(status, payload)``.
+* ``StatsQuery``: this shard's partition counters and sessions (for views and stats).
+* ``Subscribe`` (to shard 0): every metadata event so far, then live ``MetaEvents``.
+* ``GroupsUpdate`` (from shard 0): membership of consumer groups after a change.
+* ``ClientGone`` (to shard 0): a client disconnected (leave its groups).
+* ``Purge``: purge the partitions this shard owns of a stream or topic.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from lurcher.core.shard.bus import BusMessage
+
+
+class Forward(BusMessage, frozen=True):
+    client_id: int = 0
+    user_id: int | None = None
+    address: str = ""
+    transport: int = 1
+    code: int = 0
+    payload: bytearray = bytearray()  # writable: a forwarded send is stamped in place
+
+
+class StatsQuery(BusMessage, frozen=True):
+    pass
+
+
+class PartitionStats(msgspec.Struct, array_like=True, frozen=True):
+    stream_id: int
+    topic_id: int
+    partition_id: int
+    created_at: int
+    segments_count: int
+    current_offset: int
+    size_bytes: int
+    messages_count: int
+
+
+class SessionInfo(msgspec.Struct, array_like=True, frozen=True):
+    client_id: int
+    user_id: int | None
+    transport: int
+    address: str
+
+
+class ShardStats(msgspec.Struct, frozen=True):
+    partitions: list[PartitionStats]
+    sessions: list[SessionInfo]
+
+
+class Subscribe(BusMessage, frozen=True):
+    shard_id: int = 0
+
+
+class MetaEvents(BusMessage, frozen=True):
+    events: list[bytes] = []
+
+
+class GroupsUpdate(BusMessage, frozen=True):
+    # (stream_id, topic_id, group_id) -> [(member_id, client_id, [partition ids])]
+    groups: list[tuple[int, int, int, list[tuple[int, int, list[int]]]]] = []
+
+
+class ClientGone(BusMessage, frozen=True):
+    client_id: int = 0
+
+
+class Purge(BusMessage, frozen=True):
+    stream_id: int = 0
+    topic_id: int | None = None
+
+
+MESSAGE_TYPES = (Forward, StatsQuery, Subscribe, MetaEvents, GroupsUpdate, ClientGone, Purge)

@@ -1,0 +1,105 @@
+"""Which shard runs a command, when there is more than one.
+
+One table, ``ROUTES``, gives each command's kind:
+
+* ``local``: any shard answers from its own state (ping, logins, reads of users, tokens,
+  groups — the metadata and group membership are replicated to every shard).
+* ``meta``: metadata changes run on shard 0, the metadata owner; the change reaches every
+  shard before the reply does (same ordered link).
+* ``gather``: answered here after fetching the other shards' partition counters and
+  sessions (stream/topic views, stats, clients).
+* ``broadcast``: every shard does its part (purges).
+* ``partition``: the owner of the addressed partition runs it. The partition is resolved
+  here (balanced partitioning, a group member's next partition), the request rewritten
+  with that explicit partition and forwarded, or the connection migrated to the owner
+  when it keeps addressing that shard.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from lurcher.core.shard.handlers import consumers
+from lurcher.core.shard.handlers.messages import choose_partition
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.values.partitioning import Partitioning, PartitioningKind
+
+LOCAL, META, GATHER, BROADCAST, PARTITION = "local", "meta", "gather", "broadcast", "partition"
+
+ROUTES: dict[str, str] = {
+    "ping": LOCAL, "get_cluster_metadata": LOCAL, "get_me": LOCAL, "get_user": LOCAL,
+    "get_users": LOCAL, "login_user": LOCAL, "logout_user": LOCAL,
+    "get_personal_access_tokens": LOCAL, "login_with_personal_access_token": LOCAL,
+    "get_consumer_group": LOCAL, "get_consumer_groups": LOCAL, "get_snapshot_file": LOCAL,
+    "create_user": META, "delete_user": META, "update_user": META,
+    "update_permissions": META, "change_password": META,
+    "create_personal_access_token": META, "delete_personal_access_token": META,
+    "create_stream": META, "update_stream": META, "delete_stream": META,
+    "create_topic": META, "update_topic": META, "delete_topic": META,
+    "create_partitions": META, "delete_partitions": META,
+    "create_consumer_group": META, "delete_consumer_group": META,
+    "join_consumer_group": META, "leave_consumer_group": META,
+    "get_stats": GATHER, "get_client": GATHER, "get_clients": GATHER,
+    "get_stream": GATHER, "get_streams": GATHER, "get_topic": GATHER, "get_topics": GATHER,
+    "purge_stream": BROADCAST, "purge_topic": BROADCAST,
+    "send_messages": PARTITION, "poll_messages": PARTITION, "flush_unsaved_buffer": PARTITION,
+    "get_consumer_offset": PARTITION, "store_consumer_offset": PARTITION,
+    "delete_consumer_offset": PARTITION, "delete_segments": PARTITION,
+}
+
+
+class Placement:
+    """Where a partition command runs: ``request`` (rewritten with an explicit partition),
+    the owning shard, and whether that partition was named by the client (``pinned``;
+    only pinned traffic migrates a connection). ``shard_id`` None = run here as is."""
+
+    __slots__ = ("request", "shard_id", "pinned")
+
+    def __init__(self, request: Any, shard_id: int | None, pinned: bool) -> None:
+        self.request, self.shard_id, self.pinned = request, shard_id, pinned
+
+
+def _place_send(shard, session, req) -> Placement:
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    pinned = req.partitioning.kind != PartitioningKind.BALANCED
+    pid = choose_partition(shard, topic, req.partitioning)
+    if req.partitioning.kind != PartitioningKind.PARTITION_ID:
+        req = msgspec.structs.replace(req, partitioning=Partitioning.partition(pid))
+    return Placement(req, shard.owner(topic.stream_id, topic.id, pid), pinned)
+
+
+def _place_consumer(shard, session, req, advance: bool) -> Placement:
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    pinned = req.partition_id is not None and not req.consumer.is_group
+    target = consumers.resolve(shard, session, topic, req.consumer, req.partition_id, advance)
+    if target.partition_id is None:
+        return Placement(req, None, False)
+    if req.partition_id is None:
+        req = msgspec.structs.replace(req, partition_id=target.partition_id)
+    return Placement(req, shard.owner(topic.stream_id, topic.id, target.partition_id), pinned)
+
+
+def _place_explicit(shard, session, req) -> Placement:
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    return Placement(req, shard.owner(topic.stream_id, topic.id, req.partition_id), True)
+
+
+_PLACE = {
+    "send_messages": _place_send,
+    "poll_messages": lambda shard, session, req: _place_consumer(shard, session, req, True),
+    "get_consumer_offset": lambda shard, session, req: _place_consumer(shard, session, req, False),
+    "store_consumer_offset": lambda shard, session, req: _place_consumer(shard, session, req, False),
+    "delete_consumer_offset": lambda shard, session, req: _place_consumer(shard, session, req, False),
+    "flush_unsaved_buffer": _place_explicit,
+    "delete_segments": _place_explicit,
+}
+
+
+def place(shard, session, name: str, request: Any) -> Placement:
+    """Where ``request`` runs. Lookup failures leave it here: the handler raises them."""
+    try:
+        return _PLACE[name](shard, session, request)
+    except IggyError:
+        return Placement(request, None, False)

@@ -1,0 +1,169 @@
+"""Consumer groups over raw frames on a real server: commands and their errors, round-robin
+assignment, the cooperative hand-over when a member joins, rebalancing on leave and on
+disconnect, group polls (Next, no partition id, auto-commit), and the heartbeat verifier."""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import pytest
+
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.identifier import Identifier
+from lurcher.core.wire.requests.consumer_groups.create_consumer_group import (
+    CreateConsumerGroup,
+)
+from lurcher.core.wire.requests.consumer_groups.delete_consumer_group import (
+    DeleteConsumerGroup,
+)
+from lurcher.core.wire.requests.consumer_groups.get_consumer_group import GetConsumerGroup
+from lurcher.core.wire.requests.consumer_groups.get_consumer_groups import GetConsumerGroups
+from lurcher.core.wire.requests.consumer_groups.join_consumer_group import JoinConsumerGroup
+from lurcher.core.wire.requests.consumer_groups.leave_consumer_group import LeaveConsumerGroup
+from lurcher.core.wire.requests.consumer_offsets.store_consumer_offset import (
+    StoreConsumerOffset,
+)
+from lurcher.core.wire.requests.partitions.create_partitions import CreatePartitions
+from lurcher.core.wire.responses.consumer_groups import GroupDetails, GroupHeader
+from lurcher.core.wire.values.consumer import Consumer
+from tests.support import raw
+
+S, T, G = Identifier.parse("s"), Identifier.parse("t"), Identifier.parse("g")
+GROUP_CONSUMER = b"\x02" + raw.ident("g")
+
+
+def call(c: raw.RawClient, request) -> bytes:
+    return c.call(type(request).CODE, request.encode())
+
+
+def status(c: raw.RawClient, request) -> int:
+    return c.request(type(request).CODE, request.encode()).status
+
+
+def details(c: raw.RawClient) -> GroupDetails:
+    return GroupDetails.decode_exact(call(c, GetConsumerGroup(S, T, G)))
+
+
+def assignment(c: raw.RawClient) -> list[list[int]]:
+    return [sorted(m.partitions) for m in details(c).members]
+
+
+def client(server) -> raw.RawClient:
+    c = raw.RawClient(server.tcp_address)
+    c.login()
+    return c
+
+
+def setup(server, partitions: int = 3, per_partition: int = 10) -> raw.RawClient:
+    c = client(server)
+    c.create_stream("s")
+    c.create_topic("s", "t", partitions)
+    for p in range(partitions):
+        c.send("s", "t", raw.partition_id(p),
+               [raw.message(f"{p}:{i}".encode()) for i in range(per_partition)])
+    call(c, CreateConsumerGroup(S, T, "g"))
+    return c
+
+
+def group_poll(c: raw.RawClient, count: int = 4, auto_commit: bool = True,
+               partition: int | None = None) -> raw.PollResult:
+    return c.poll("s", "t", partition, raw.STRATEGY_NEXT, 0, count, auto_commit,
+                  consumer=GROUP_CONSUMER)
+
+
+def test_commands_and_errors(server):
+    c = setup(server)
+    assert c.request(600, raw.ident("s") + raw.ident("t") + raw.ident("nope")).length == 0
+    assert status(c, CreateConsumerGroup(S, T, "g")) == ErrorCode.CONSUMER_GROUP_NAME_ALREADY_EXISTS
+    assert status(c, JoinConsumerGroup(S, T, Identifier.parse("x"))) == ErrorCode.CONSUMER_GROUP_ID_NOT_FOUND
+    assert status(c, LeaveConsumerGroup(S, T, G)) == ErrorCode.CONSUMER_GROUP_MEMBER_NOT_FOUND
+    assert c.request(100, raw.poll_payload("s", "t", None, 5, 0, 1, True, GROUP_CONSUMER)).status \
+        == ErrorCode.CONSUMER_GROUP_MEMBER_NOT_FOUND
+    call(c, JoinConsumerGroup(S, T, G))
+    call(c, JoinConsumerGroup(S, T, G))                   # joining twice is a no-op
+    d = details(c)
+    assert (d.header.id, d.header.partitions_count, d.header.members_count) == (0, 3, 1)
+    assert [(m.id, m.partitions) for m in d.members] == [(0, [0, 1, 2])]
+    headers = GroupHeader.decode_list(call(c, GetConsumerGroups(S, T)))
+    assert [(h.id, h.name, h.members_count) for h in headers] == [(0, "g", 1)]
+    call(c, LeaveConsumerGroup(S, T, G))
+    assert details(c).members == []
+    call(c, DeleteConsumerGroup(S, T, G))
+    assert status(c, DeleteConsumerGroup(S, T, G)) == ErrorCode.CONSUMER_GROUP_ID_NOT_FOUND
+
+
+def test_group_poll_round_robin_with_auto_commit(server):
+    c = setup(server)
+    call(c, JoinConsumerGroup(S, T, G))
+    seen = []
+    for _ in range(9):                                    # 3 polls per partition of 4 msgs
+        got = group_poll(c)
+        seen += [(got.partition_id, m.offset) for m in got.messages]
+    assert sorted(seen) == [(p, o) for p in range(3) for o in range(10)]
+    empty = group_poll(c)
+    assert (empty.count, empty.current_offset) == (0, 9) and empty.partition_id in (0, 1, 2)
+
+
+def test_cooperative_hand_over_on_join(server):
+    a = setup(server)
+    call(a, JoinConsumerGroup(S, T, G))
+    polled = {group_poll(a, auto_commit=False).partition_id for _ in range(3)}
+    assert polled == {0, 1, 2}
+    b = client(server)
+    call(b, JoinConsumerGroup(S, T, G))
+    assert assignment(a) == [[0, 1, 2], []]               # partition 2 waits for a's commit
+    assert {group_poll(a, auto_commit=False).partition_id for _ in range(4)} == {0, 1}
+    assert group_poll(b).count == 0
+    call(a, StoreConsumerOffset(Consumer.of("g", group=True), S, T, 2, 3))
+    assert assignment(a) == [[0, 1], [2]]
+    got = group_poll(b)
+    assert (got.partition_id, [m.offset for m in got.messages]) == (2, [4, 5, 6, 7])
+    assert a.request(121, StoreConsumerOffset(Consumer.of("g", group=True), S, T, 2, 9)
+                     .encode()).status != 0        # no longer a's partition
+
+
+def test_unpolled_partitions_move_at_once_and_disconnect_rebalances(server):
+    a = setup(server)
+    call(a, JoinConsumerGroup(S, T, G))
+    b = client(server)
+    call(b, JoinConsumerGroup(S, T, G))
+    assert assignment(a) == [[0, 1], [2]]
+    call(a, CreatePartitions(S, T, 1))
+    assert assignment(a) == [[0, 2], [1, 3]]
+    b.close()
+    deadline = time.monotonic() + 5
+    while len(details(a).members) != 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert assignment(a) == [[0, 1, 2, 3]]
+
+
+@pytest.mark.parametrize("pinging", [False, True])
+def test_heartbeat_disconnects_silent_clients(server_factory, pinging):
+    server = server_factory({"LURCHER_HEARTBEAT_ENABLED": "true",
+                             "LURCHER_HEARTBEAT_INTERVAL": "300 ms"})
+    a = setup(server)
+    call(a, JoinConsumerGroup(S, T, G))
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        if pinging:
+            a.ping()
+        time.sleep(0.1)
+    if pinging:
+        assert len(details(a).members) == 1
+    else:
+        assert a.closed_by_peer(1.0)
+        with client(server) as other:
+            assert details(other).members == []
+
+
+def test_member_without_partitions_polls_empty(server):
+    a = setup(server, partitions=1)
+    call(a, JoinConsumerGroup(S, T, G))
+    b = client(server)
+    call(b, JoinConsumerGroup(S, T, G))
+    empty = group_poll(b)
+    assert (empty.partition_id, empty.current_offset, empty.count) == (0, 0, 0)
+    reply = b.call(100, raw.poll_payload("s", "t", None, 5, 0, 1, True, GROUP_CONSUMER))
+    assert reply == struct.pack("<IQI", 0, 0, 0)

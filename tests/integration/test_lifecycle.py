@@ -1,0 +1,130 @@
+"""The partition lifecycle on live topics with data, checked again after a restart:
+DeleteSegments, PurgeTopic, PurgeStream, CreatePartitions, DeletePartitions keep offsets
+and stored consumer offsets consistent; FlushUnsavedBuffer with fsync answers OK."""
+
+from __future__ import annotations
+
+import struct
+
+from lurcher.core.wire.identifier import Identifier
+from lurcher.core.wire.requests.consumer_offsets.get_consumer_offset import GetConsumerOffset
+from lurcher.core.wire.requests.consumer_offsets.store_consumer_offset import (
+    StoreConsumerOffset,
+)
+from lurcher.core.wire.requests.messages.flush_unsaved_buffer import FlushUnsavedBuffer
+from lurcher.core.wire.requests.partitions.create_partitions import CreatePartitions
+from lurcher.core.wire.requests.partitions.delete_partitions import DeletePartitions
+from lurcher.core.wire.requests.segments.delete_segments import DeleteSegments
+from lurcher.core.wire.requests.streams.purge_stream import PurgeStream
+from lurcher.core.wire.requests.topics.get_topic import GetTopic
+from lurcher.core.wire.requests.topics.purge_topic import PurgeTopic
+from lurcher.core.wire.responses.topics import TopicDetails
+from lurcher.core.wire.values.consumer import Consumer
+from tests.support import raw
+
+S, T = Identifier.parse("s"), Identifier.parse("t")
+ENV = {"LURCHER_SYSTEM_SEGMENT_SIZE": "4096"}
+BATCH = 8  # 8 x 164 bytes: a segment rolls after 4 batches (32 messages)
+
+
+def call(c: raw.RawClient, request) -> bytes:
+    return c.call(type(request).CODE, request.encode())
+
+
+def topic(c: raw.RawClient) -> TopicDetails:
+    return TopicDetails.decode_exact(call(c, GetTopic(S, T)))
+
+
+def send(c: raw.RawClient, partition: int, n: int) -> None:
+    for start in range(0, n, BATCH):
+        c.send("s", "t", raw.partition_id(partition),
+               [raw.message(b"x" * 100) for _ in range(min(BATCH, n - start))])
+
+
+def stored_offset(c: raw.RawClient, partition: int, consumer: int = 1) -> int | None:
+    reply = call(c, GetConsumerOffset(Consumer.of(consumer), S, T, partition))
+    return struct.unpack_from("<IQQ", reply)[2] if reply else None
+
+
+def store(c: raw.RawClient, partition: int, offset: int, consumer: int = 1) -> None:
+    call(c, StoreConsumerOffset(Consumer.of(consumer), S, T, partition, offset))
+
+
+def first_offset(c: raw.RawClient, partition: int) -> int | None:
+    got = c.poll("s", "t", partition, raw.STRATEGY_OFFSET, 0, 1).messages
+    return got[0].offset if got else None
+
+
+def connect(server) -> raw.RawClient:
+    c = raw.RawClient(server.tcp_address)
+    c.login()
+    return c
+
+
+def test_delete_segments_keeps_offsets_across_restart(server_factory):
+    server = server_factory(ENV)
+    with connect(server) as c:
+        c.create_stream("s")
+        c.create_topic("s", "t", 1)
+        send(c, 0, 100)                              # segments 0, 32, 64, 96 (open)
+        store(c, 0, 70)
+        call(c, DeleteSegments(S, T, 0, 10))         # the barrier (70) keeps [64..95]
+        part = topic(c).partitions[0]
+        assert (part.segments_count, part.messages_count, part.current_offset) == (2, 36, 99)
+        assert first_offset(c, 0) == 64
+    server.restart()
+    with connect(server) as c:
+        part = topic(c).partitions[0]
+        assert (part.segments_count, part.messages_count, part.current_offset) == (2, 36, 99)
+        assert first_offset(c, 0) == 64 and stored_offset(c, 0) == 70
+        send(c, 0, 1)
+        assert c.poll("s", "t", 0, raw.STRATEGY_LAST, 0, 1).messages[0].offset == 100
+        got = c.poll("s", "t", 0, raw.STRATEGY_NEXT, 0, 1000, consumer=b"\x01" + raw.ident(1))
+        assert got.messages[0].offset == 71
+
+
+def test_purge_topic_and_stream_restart_at_zero(server_factory):
+    server = server_factory(ENV)
+    with connect(server) as c:
+        c.create_stream("s")
+        c.create_topic("s", "t", 2)
+        send(c, 0, 50)
+        send(c, 1, 10)
+        store(c, 0, 20)
+        call(c, PurgeTopic(S, T))
+        assert [(p.messages_count, p.current_offset, p.segments_count)
+                for p in topic(c).partitions] == [(0, 0, 1), (0, 0, 1)]
+        assert stored_offset(c, 0) is None
+        send(c, 0, 3)
+        store(c, 0, 1)
+        call(c, PurgeStream(S))
+        send(c, 1, 2)
+    server.restart()
+    with connect(server) as c:
+        parts = topic(c).partitions
+        assert [(p.messages_count, p.current_offset) for p in parts] == [(0, 0), (2, 1)]
+        assert stored_offset(c, 0) is None and first_offset(c, 0) is None
+        assert [m.offset for m in c.poll_all("s", "t", 1)] == [0, 1]
+
+
+def test_partitions_created_and_deleted_on_a_live_topic(server_factory):
+    server = server_factory(ENV)
+    with connect(server) as c:
+        c.create_stream("s")
+        c.create_topic("s", "t", 1)
+        send(c, 0, 40)
+        store(c, 0, 30)
+        call(c, CreatePartitions(S, T, 2))
+        send(c, 1, 5)
+        send(c, 2, 7)
+        store(c, 2, 4)
+        call(c, DeletePartitions(S, T, 1))           # drops partition 2 and its offsets
+        call(c, CreatePartitions(S, T, 1))           # a new, empty partition 2
+        call(c, FlushUnsavedBuffer(S, T, 0, True))
+    server.restart()
+    with connect(server) as c:
+        parts = topic(c).partitions
+        assert [(p.id, p.messages_count, p.current_offset) for p in parts] == [
+            (0, 40, 39), (1, 5, 4), (2, 0, 0)]
+        assert stored_offset(c, 0) == 30 and stored_offset(c, 2) is None
+        assert first_offset(c, 2) is None
