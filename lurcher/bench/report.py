@@ -64,7 +64,7 @@ def _fmt_int(v: float) -> str:
     return f"{v:,.0f}"
 
 
-COLUMNS = [("actor", 22, None), ("msgs", 11, "total_messages"),
+COLUMNS = [("actor", 26, None), ("msgs", 11, "total_messages"),
            ("MB/s", 9, "throughput_megabytes_per_second"),
            ("msg/s", 11, "throughput_messages_per_second"),
            ("avg ms", 8, "avg_latency_ms"), ("p50", 8, "p50_latency_ms"),

@@ -35,8 +35,8 @@ class ActorSpec(msgspec.Struct, frozen=True):
 
     ``partition``: a fixed partition id, or None for balanced sends / group polls.
     ``group``: the consumer group stream index (shared finish counter), or None.
-    ``target_messages``: messages a consumer reads before it stops (None: until the
-    producer-side finish condition, i.e. batches or duration).
+    ``target_messages``: messages a plain consumer reads before it stops, or its whole
+    group reads for a group member (None: until the duration ends).
     """
     role: str
     actor_id: int
@@ -152,9 +152,10 @@ def _per_stream(count: int, streams: int, batches: int, per_batch: int) -> dict[
 def _consumers(o: BenchOptions, w: Workload, lay: Layout) -> list[ActorSpec]:
     batches = o.message_batches
     if w.groups:
-        return [ActorSpec(CONSUMER, i, _stream_of(i, lay.streams), lay.partitions, None,
-                          group=_stream_of(i, lay.streams))
-                for i in range(1, o.consumers + 1)]
+        targets = group_targets(o)
+        return [ActorSpec(CONSUMER, i, s, lay.partitions, None, group=s,
+                          target_messages=None if targets is None else targets[s])
+                for i in range(1, o.consumers + 1) for s in [_stream_of(i, lay.streams)]]
     target = None if batches is None else batches * o.messages_per_batch
     return [ActorSpec(CONSUMER, i, i, lay.partitions, 0, target_messages=target)
             for i in range(1, o.consumers + 1)]

@@ -165,8 +165,15 @@ def check_files(server: LurcherServer, stored: list[raw.PolledMessage], where: s
 
 
 @pytest.mark.slow
-def test_sigkill_loses_nothing_acknowledged(server_factory: ServerFactory) -> None:
-    server = server_factory({"LURCHER_SYSTEM_SEGMENT_SIZE": SEGMENT_SIZE})
+@pytest.mark.parametrize("io,enforce_fsync", [
+    ("uring", False), ("posix", False), ("uring", True), ("posix", True)])
+def test_sigkill_loses_nothing_acknowledged(server_factory: ServerFactory, io: str,
+                                            enforce_fsync: bool) -> None:
+    server = server_factory({
+        "LURCHER_SYSTEM_SEGMENT_SIZE": SEGMENT_SIZE,
+        "LURCHER_SYSTEM_IO": io,
+        "LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC": str(enforce_fsync).lower(),
+    })
     with raw.RawClient(server.tcp_address) as c:
         c.login()
         c.create_stream(STREAM)

@@ -80,19 +80,19 @@ class Metrics:
             return
         dispatch, execute = dispatcher.dispatch, dispatcher.execute
 
-        def timed_dispatch(session: Any, code: int, payload: Any) -> Any:
-            return self._timed(code, dispatch, session, code, payload)
+        def timed_dispatch(session: Any, code: int, *args: Any, **kwargs: Any) -> Any:
+            return self._timed(code, dispatch, session, code, *args, **kwargs)
 
-        def timed_execute(session: Any, request: Any) -> Any:
-            return self._timed(type(request).CODE, execute, session, request)
+        def timed_execute(session: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+            return self._timed(type(request).CODE, execute, session, request, *args, **kwargs)
 
         dispatcher.dispatch, dispatcher.execute = timed_dispatch, timed_execute
         dispatcher._metrics = self
 
-    def _timed(self, code: int, fn: Any, *args: Any) -> Any:
+    def _timed(self, code: int, fn: Any, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
-            result = fn(*args)
+            result = fn(*args, **kwargs)
         except BaseException as exc:
             self.observe(code, started, _outcome(exc))
             raise
