@@ -54,6 +54,13 @@ def write_endpoints(data_path: Path, endpoints: dict[str, str]) -> None:
     os.replace(tmp, runtime / "endpoints.json")
 
 
+def write_pid_file(data_path: Path, shard_id: int) -> None:
+    """``runtime/shard-<id>.pid``: which process serves which shard (operators, tests)."""
+    runtime = data_path / "runtime"
+    runtime.mkdir(parents=True, exist_ok=True)
+    (runtime / f"shard-{shard_id}.pid").write_text(str(os.getpid()))
+
+
 def check_transports(config: Config) -> None:
     for name in UNBUILT_TRANSPORTS:
         if config.get(f"{name}.enabled"):
@@ -139,6 +146,7 @@ async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_co
         await cluster.start()
     listeners = await start_listeners(shard, config)
     jobs = background.start(shard)
+    write_pid_file(shard.data_path, shard_id)
     if ready is None:
         write_endpoints(shard.data_path, shard.endpoints)
     else:

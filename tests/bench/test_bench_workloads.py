@@ -80,7 +80,7 @@ def test_compare_runs_lurcher_redis_and_nats(workload: str, tmp_path: Path, caps
     assert set(summary["targets"]) == {"lurcher", "redis", "nats"}
     for target in ("lurcher", "redis", "nats"):
         doc = json.loads((cdir / target / "result.json").read_text())
-        assert doc["total"]["total_messages"] == (40 if workload.startswith("end") else 40)
+        assert doc["total"]["total_messages"] == (20 if workload.startswith("end") else 40)
         for png in PNGS:
             assert (cdir / target / png).exists()
 
