@@ -82,10 +82,9 @@ def run_compare(options: BenchOptions, targets: tuple[str, ...] = ("lurcher", *P
             server_address=o.server_address if target == "lurcher" else None,
             server_pid=o.server_pid if target == "lurcher" else None)
         docs[target] = run_benchmark(t_opts, base / target, echo=echo).doc
-    p = o
-    text = (f"compare {o.workload}: {p.message_size} B x {p.messages_per_batch} msgs/batch, "
-            f"{p.producers} producer(s), {p.consumers} consumer(s), "
-            f"{p.message_batches or ''}{' batches' if p.message_batches else f'{p.duration_s:g}s'}"
+    volume = f"{o.message_batches} batches" if o.message_batches else f"{o.duration_s:g}s"
+    text = (f"compare {o.workload}: {o.message_size} B x {o.messages_per_batch} msgs/batch, "
+            f"{o.producers} producer(s), {o.consumers} consumer(s), {volume} per actor"
             f"\n{compare_table(docs)}")
     base.mkdir(parents=True, exist_ok=True)
     (base / "compare.json").write_bytes(msgspec.json.format(msgspec.json.encode(

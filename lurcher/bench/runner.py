@@ -14,6 +14,7 @@ import queue
 import sys
 import time
 from collections.abc import Callable
+from threading import BrokenBarrierError
 
 from lurcher.bench.actor import BARRIER_TIMEOUT_S, ActorResult, Shared, actor_main
 from lurcher.bench.options import BenchOptions
@@ -102,7 +103,6 @@ def run_actors(target: str, address: str, specs: list[ActorSpec], options: Bench
 
 
 def _wait_ready(procs: list, shared: Shared, results: dict) -> None:
-    from threading import BrokenBarrierError
     try:
         shared.barrier.wait(BARRIER_TIMEOUT_S)
     except BrokenBarrierError:

@@ -20,6 +20,8 @@ Auto-commit modes (``store_consumer_offset`` of the last consumed offset per par
 (when the next message is requested), ``"each_batch"`` (before the next poll),
 ``"polling"`` (the server stores it when answering the poll), ``"disabled"``. A message
 counts as consumed once yielded. ``close`` commits (unless disabled) and leaves the group.
+Group membership belongs to the connection: after the client reconnects, the server answers
+CONSUMER_GROUP_MEMBER_NOT_FOUND and the consumer joins again by itself.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class Consumer:
         self._joined = False
         self._initialised = False
         self._closed = False
+        self._stop = asyncio.Event()
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -127,10 +130,10 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
+        self._stop.set()
         if self._committer is not None:
-            self._committer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._committer
+            await self._committer  # finishes an in-flight commit; cancelling would drop the
+            # connection, and with it the group membership
         if not self._initialised:
             return
         try:
@@ -139,7 +142,11 @@ class Consumer:
         finally:
             if self._joined:
                 self._joined = False
-                await self.client.leave_consumer_group(self.stream, self.topic, self.group)
+                try:
+                    await self.client.leave_consumer_group(self.stream, self.topic, self.group)
+                except IggyError as e:  # a reconnect already ended the membership
+                    if e.code != ErrorCode.CONSUMER_GROUP_MEMBER_NOT_FOUND:
+                        raise
 
     async def __aenter__(self) -> "Consumer":
         return await self.init()
@@ -152,9 +159,21 @@ class Consumer:
     async def store_offset(self, partition_id: int, offset: int) -> None:
         """Store ``offset`` for ``partition_id`` now (this consumer or its group)."""
         consumer = self.group if self.group is not None else self.consumer_id
-        await self.client.store_consumer_offset(consumer, self.stream, self.topic, offset,
-                                                partition_id, group=self.group is not None)
+        await self._as_member(lambda: self.client.store_consumer_offset(
+            consumer, self.stream, self.topic, offset, partition_id,
+            group=self.group is not None))
         self.stored[partition_id] = offset
+
+    async def _as_member(self, call: Any) -> Any:
+        """``await call()``; in a group, a CONSUMER_GROUP_MEMBER_NOT_FOUND answer (the client
+        reconnected, so the server forgot this member) joins again and retries once."""
+        try:
+            return await call()
+        except IggyError as e:
+            if self.group is None or e.code != ErrorCode.CONSUMER_GROUP_MEMBER_NOT_FOUND:
+                raise
+            await self.client.join_consumer_group(self.stream, self.topic, self.group)
+            return await call()
 
     async def commit(self) -> None:
         """Store the last consumed offset of every partition where it moved. In a group, a
@@ -171,8 +190,10 @@ class Consumer:
                 self.consumed.pop(partition_id, None)
 
     async def _commit_every(self) -> None:
-        while True:
-            await asyncio.sleep(self.commit_interval_s)
+        while not self._stop.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.commit_interval_s)
+                return
             with contextlib.suppress(IggyError):
                 await self.commit()
 
@@ -226,14 +247,14 @@ class Consumer:
 
     async def _poll_group(self) -> PolledMessages:
         auto = self.commit_mode == "polling"
-        polled = await self.client.poll_messages(
-            self.stream, self.topic, self.partition, PollingStrategy.next(), self.batch_length, auto,
-            consumer=self.group, group=True)
-        last = self.consumed.get(polled.partition_id)
+        polled = await self._as_member(lambda: self.client.poll_messages(
+            self.stream, self.topic, self.partition, PollingStrategy.next(), self.batch_length,
+            auto, consumer=self.group, group=True))
+        p, last = polled.partition_id, self.consumed.get(polled.partition_id)
         if polled.messages_count and last is not None and _first_offset(polled) <= last:
-            polled = await self.client.poll_messages(
-                self.stream, self.topic, polled.partition_id, PollingStrategy.offset(last + 1),
-                self.batch_length, auto, consumer=self.group, group=True)
+            polled = await self._as_member(lambda: self.client.poll_messages(
+                self.stream, self.topic, p, PollingStrategy.offset(last + 1), self.batch_length,
+                auto, consumer=self.group, group=True))
         return polled
 
 

@@ -88,3 +88,31 @@ async def test_connect_failure_is_an_iggy_error() -> None:
     with pytest.raises(IggyError) as err:
         await client.connect()
     assert err.value.code == ErrorCode.CANNOT_ESTABLISH_CONNECTION
+
+
+@pytest.mark.parametrize("how", ["connection-drop", "server-restart"])
+async def test_group_consumer_rejoins_after_reconnect(fixed_server, how: str) -> None:
+    from lurcher.sdk import Consumer
+
+    async with client_for(fixed_server) as client:
+        await client.create_stream("rj")
+        await client.create_topic("rj", "t", 2)
+        for p in range(2):
+            await client.send_messages("rj", "t", [b"%d-%d" % (p, i) for i in range(50)], p)
+        seen = []
+        async with Consumer(client, "rj", "t", "grp", batch_length=10,
+                            auto_commit="each_batch", poll_interval_s=0.01) as consumer:
+            async for m in consumer:
+                seen.append(m.payload)
+                if len(seen) == 35:
+                    break
+            if how == "connection-drop":
+                await client._conn.close()
+            else:
+                fixed_server.restart()
+            async for m in consumer:
+                seen.append(m.payload)
+                if len(set(seen)) == 100:
+                    break
+        assert set(seen) == {b"%d-%d" % (p, i) for p in range(2) for i in range(50)}
+        assert len(seen) - len(set(seen)) <= 10, "at most the uncommitted batch again"

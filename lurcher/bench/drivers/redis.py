@@ -1,8 +1,9 @@
 """The Redis Streams driver: redis-py (hiredis parser when installed), blocking client.
 
 One stream key per (stream, partition): ``bench-stream-S:P``, field ``p`` = payload.
-``send`` is one non-transactional pipeline of ``XADD key * p payload`` per message (redis-py
-packs each command in Python; that is its batching primitive). Plain consumers read with
+``send`` pipelines one ``XADD key * p payload`` per message: the pipeline is packed once in
+``open`` with redis-py's ``Connection.pack_commands`` and re-sent as is, then the replies are
+read (redis-py reads them one by one; that part is per message in the client). Plain consumers read with
 ``XRANGE key (last + COUNT n``; group members with ``XREADGROUP ... COUNT n NOACK``, one
 partition key per poll, round-robin. Replies of XRANGE/XREADGROUP are kept raw (no per-message
 dict building) by replacing redis-py's response callbacks for those two commands.
@@ -59,18 +60,22 @@ class RedisDriver(Driver):
         self.r.ping()
         spec = self.spec
         self.keys = [stream_key(spec.stream, p) for p in range(spec.partitions)]
-        self.commands = [[("XADD", key, "*", "p", pl) for pl in self.payloads]
-                         for key in self.keys]
+        self.conn = self.r.connection_pool.get_connection()
+        self.packed = [self.conn.pack_commands([("XADD", key, "*", "p", pl)
+                                                for pl in self.payloads])
+                       for key in self.keys]
         self.count = self.options.messages_per_batch
         self.position = START
         self.group = None if spec.group is None else group_name(spec.group)
         self.member = f"consumer-{spec.actor_id}"
 
     async def send(self) -> int:
-        pipe = self.r.pipeline(transaction=False)
-        for command in self.commands[self.next_partition()]:
-            pipe.execute_command(*command)
-        return len(pipe.execute())
+        """Raises redis.ResponseError for a failed XADD."""
+        conn = self.conn
+        conn.send_packed_command(self.packed[self.next_partition()], check_health=False)
+        for _ in range(len(self.payloads)):
+            conn.read_response()
+        return len(self.payloads)
 
     async def poll(self) -> int:
         if self.group is not None:
@@ -88,6 +93,7 @@ class RedisDriver(Driver):
         self.position = START
 
     async def close(self) -> None:
+        self.r.connection_pool.release(self.conn)
         self.r.close()
 
 

@@ -138,8 +138,11 @@ class GroupRuntime:
 class Groups:
     """Runtime state of every consumer group of a shard."""
 
-    def __init__(self) -> None:
+    def __init__(self, cooperative: bool = True) -> None:
         self.groups: dict[GroupKey, GroupRuntime] = {}
+        # Cooperative hand-over needs every poll and commit of the group in one process;
+        # with several shards those run on the partitions' owners, so joins rebalance fully.
+        self.cooperative = cooperative
 
     @staticmethod
     def key(topic: TopicMeta, group_id: int) -> GroupKey:
@@ -172,6 +175,9 @@ class Groups:
         if client_id not in group.members:
             next_id = max((m.id for m in group.members.values()), default=-1) + 1
             group.members[client_id] = Member(next_id, client_id)
+            if not self.cooperative:
+                group.full_rebalance(topic.partitions_count)
+                return
             group.cooperative_rebalance(topic.partitions_count, now_us)
         for source, revocation in group.completable(committed):
             group.complete(source, revocation, topic.partitions_count)

@@ -78,7 +78,7 @@ class Shard:
         self.sessions: dict[int, Session] = {}
         self.connections: dict[int, Any] = {}
         self.balanced_counters: dict[tuple[int, int], int] = {}
-        self.groups = Groups()
+        self.groups = Groups(cooperative=shards_count == 1)
         self.dedup = Deduplication.from_config(config)
         self.started_at_us = clock()
         self.endpoints: dict[str, str] = {}
