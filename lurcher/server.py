@@ -76,8 +76,8 @@ def _tls(config: Config, section: str, data_path: Path) -> Any:
 
 async def start_listeners(shard: Shard, config: Config) -> list[Any]:
     """Bind every enabled front end and record its address in ``shard.endpoints``.
-    With several shards, every shard listens for TCP on the shared address (SO_REUSEPORT);
-    the other front ends run on shard 0.
+    With several shards, every shard listens for TCP and WebSocket on the shared addresses
+    (SO_REUSEPORT); QUIC and HTTP run on shard 0.
 
     Raises OSError (address in use, ...) or TlsConfigError."""
     listeners: list[Any] = []
@@ -87,14 +87,15 @@ async def start_listeners(shard: Shard, config: Config) -> list[Any]:
                               reuse_port=shard.shards_count > 1)
         listeners.append(tcp)
         shard.endpoints["tcp"] = bound_address(tcp)
-    if shard.shard_id != 0:
-        return listeners
     if config.get("websocket.enabled"):
         from lurcher.transports.websocket import start_websocket, websocket_address
         ws = await start_websocket(shard, config["websocket.address"], config["websocket"],
-                                   _tls(config, "websocket.tls", data_path))
+                                   _tls(config, "websocket.tls", data_path),
+                                   reuse_port=shard.shards_count > 1)
         listeners.append(ws)
         shard.endpoints["websocket"] = websocket_address(ws)
+    if shard.shard_id != 0:
+        return listeners
     if config.get("quic.enabled"):
         from lurcher.transports.quic import quic_address, start_quic
         quic = await start_quic(shard, config["quic.address"], config["quic"], data_path)

@@ -25,6 +25,7 @@ from lurcher.transports.tcp import split_address
 log = logging.getLogger("lurcher.supervisor")
 
 READY_TIMEOUT_S = 60.0
+SHARED_LISTENERS = ("tcp", "websocket")  # every shard listens on these (SO_REUSEPORT)
 RESTART_BACKOFF_S = 0.5
 STOP_TIMEOUT_S = 20.0
 
@@ -51,11 +52,13 @@ class Supervisor:
         self.stopping = False
         self.restarts = 0
 
-    def reserve_tcp(self) -> Any:
-        host, port = split_address(self.config["tcp.address"])
+    def reserve(self, section: str) -> Any:
+        """Fix ``<section>.address`` (resolving port 0) for every shard; the reserving socket."""
+        host, port = split_address(self.config[f"{section}.address"])
         sock = reserve_socket((host, port))
         bound = sock.getsockname()[1]
-        self.config.set("tcp.address", f"{host}:{bound}" if ":" not in host else f"[{host}]:{bound}")
+        self.config.set(f"{section}.address",
+                        f"{host}:{bound}" if ":" not in host else f"[{host}]:{bound}")
         return sock
 
     def start_shard(self, shard_id: int) -> None:
@@ -82,9 +85,7 @@ class Supervisor:
             waiting.discard(shard_id)
 
     def merged_endpoints(self) -> dict[str, str]:
-        merged = dict(self.endpoints.get(0, {}))
-        merged["tcp"] = self.config["tcp.address"]
-        return merged
+        return dict(self.endpoints.get(0, {}))
 
     def watch(self) -> None:
         """Restart shards that die until asked to stop."""
@@ -122,7 +123,8 @@ def supervise(config: Config, default_root: bool, shards: int) -> int:
     """Run ``shards`` shard processes until SIGTERM/SIGINT; the exit code."""
     from lurcher.server import write_endpoints
     supervisor = Supervisor(config, default_root, shards)
-    reserved = supervisor.reserve_tcp() if config["tcp.enabled"] else None
+    reserved = [supervisor.reserve(section) for section in SHARED_LISTENERS
+                if config.get(f"{section}.enabled")]
     signal.signal(signal.SIGTERM, lambda *_: setattr(supervisor, "stopping", True))
     signal.signal(signal.SIGINT, lambda *_: setattr(supervisor, "stopping", True))
     try:
@@ -141,6 +143,6 @@ def supervise(config: Config, default_root: bool, shards: int) -> int:
     supervisor.watch()
     log.info("stopping %d shards", shards)
     code = supervisor.stop()
-    if reserved is not None:
-        reserved.close()
+    for sock in reserved:
+        sock.close()
     return code

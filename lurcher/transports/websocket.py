@@ -112,7 +112,7 @@ def max_message_bytes(section: dict[str, Any]) -> int:
 
 
 async def start_websocket(shard: Any, address: str, section: dict[str, Any] | None = None,
-                          ssl_context: Any = None) -> Server:
+                          ssl_context: Any = None, reuse_port: bool = False) -> Server:
     """Listen on ``address`` (``ws://`` or ``wss://`` with ``ssl_context``). Raises OSError."""
     section = section or {}
     host, port = split_address(address)
@@ -122,7 +122,7 @@ async def start_websocket(shard: Any, address: str, section: dict[str, Any] | No
 
     return await serve(handler, host, port, ssl=ssl_context, compression=None,
                        max_size=max_message_bytes(section), max_queue=16,
-                       ping_interval=None, server_header=None)
+                       ping_interval=None, server_header=None, reuse_port=reuse_port or None)
 
 
 def websocket_address(server: Server) -> str:

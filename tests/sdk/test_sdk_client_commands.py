@@ -198,3 +198,26 @@ async def test_errors_carry_codes_and_unauthenticated_client(server) -> None:
     with pytest.raises(IggyError) as err:
         await client.ping()
     assert err.value.code == ErrorCode.NOT_CONNECTED
+
+
+async def test_concurrent_requests_share_one_connection(server) -> None:
+    """Many tasks and a fast heartbeat on one client: responses never mix, no reconnects."""
+    import asyncio
+
+    client = Client(server.tcp_address, username="iggy", password="iggy",
+                    heartbeat_interval_s=0.005)
+    await client.connect()
+    await client.create_stream("cc")
+    await client.create_topic("cc", "t", 4)
+    first_address = (await client.get_me()).header.address
+
+    async def worker(p: int) -> None:
+        for i in range(40):
+            await client.send_messages("cc", "t", [b"%d-%d" % (p, i)], p)
+            polled = await client.poll_messages("cc", "t", p, i, 1)
+            assert [m.payload for m in polled.messages()] == [b"%d-%d" % (p, i)]
+            assert (await client.get_stream("cc")).header.name == "cc"
+
+    await asyncio.gather(*(worker(p) for p in range(4)))
+    assert (await client.get_me()).header.address == first_address
+    await client.close()

@@ -21,7 +21,9 @@ def wall_clock_us() -> int:
 class LogConfig(msgspec.Struct, frozen=True):
     """``segment_size_bytes``: roll to a new segment once the open one reaches it (the
     Iggy default and maximum is 1 GiB). ``enforce_fsync``: ``append`` fsyncs the log and
-    index before returning."""
+    index before returning, unless ``group_commit``: then the caller collects the written
+    descriptors with ``Partition.take_unsynced`` and fsyncs many batches at once."""
 
     segment_size_bytes: int = GIB
     enforce_fsync: bool = False
+    group_commit: bool = False

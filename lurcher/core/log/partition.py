@@ -134,7 +134,8 @@ class Partition:
         batch.stamp(base, timestamp)
         entries = batch.index_entries(segment.size_bytes, base - segment.start_offset, timestamp)
         try:
-            segment.append(batch.blob, entries, fsync=self.config.enforce_fsync)
+            segment.append(batch.blob, entries,
+                           fsync=self.config.enforce_fsync and not self.config.group_commit)
         except OSError as e:
             raise IggyError(ErrorCode.CANNOT_SAVE_MESSAGES_TO_SEGMENT, str(e)) from e
         self.next_offset += batch.count
@@ -161,6 +162,16 @@ class Partition:
             for segment in self.segments:
                 if segment.dirty:
                     segment.fsync()
+
+    def take_unsynced(self) -> list[int]:
+        """Descriptors written since the last call (log and index of each such segment),
+        marked clean: the caller fsyncs them (group commit)."""
+        fds = []
+        for segment in self.segments:
+            if segment.dirty:
+                fds += [segment.log_fd, segment.index_fd]
+                segment.dirty = False
+        return fds
 
     # -- reading -------------------------------------------------------------------------
 

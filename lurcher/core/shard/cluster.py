@@ -19,7 +19,7 @@ from lurcher.core.shard import routing
 from lurcher.core.shard.bus import Bus, BusError, Link, Reply
 from lurcher.core.shard.migration import MAX_CARRIED_BYTES, Handoff, MigrationError, Migrator
 from lurcher.core.shard.peers import (
-    MESSAGE_TYPES, ClientGone, Forward, GroupsUpdate, MetaEvents, PartitionStats, Purge,
+    MESSAGE_TYPES, Barrier, ClientGone, Forward, GroupsUpdate, MetaEvents, PartitionStats, Purge,
     SessionInfo, StatsQuery, Subscribe,
 )
 from lurcher.core.shard.reply import materialise, payload_parts
@@ -51,6 +51,7 @@ class Cluster:
         self.bus = Bus(namespace, shard.shard_id, MESSAGE_TYPES, {
             Forward: self._on_forward, StatsQuery: self._on_stats, Subscribe: self._on_subscribe,
             MetaEvents: self._on_meta_events, GroupsUpdate: self._on_groups_update,
+            Barrier: lambda link, msg: Reply(rid=msg.rid),
             ClientGone: self._on_client_gone, Purge: self._on_purge,
         })
         self.migrator = Migrator(namespace, shard.shard_id, self._adopt)
@@ -167,17 +168,25 @@ class Cluster:
         return self.forward(target, session, route.spec.code,
                             _encoded(placement.request, payload if same else None))
 
-    def _then_publish(self, result: Any) -> Any:
-        if not inspect.isawaitable(result):
+    async def _then_publish(self, result: Any) -> Any:
+        """Finish a metadata command on the owner: publish group membership, then wait
+        until every other shard has applied the change (so any client sees it next)."""
+        try:
+            if inspect.isawaitable(result):
+                result = await result
+        finally:
             self.publish_groups()
-            return result
+            await self.barrier()
+        return result
 
-        async def later():
-            try:
-                return await result
-            finally:
-                self.publish_groups()
-        return later()
+    async def barrier(self) -> None:
+        links = [link for link in self.subscribers if not link.writer.is_closing()]
+        results = await asyncio.gather(
+            *(link.request(Barrier(rid=self.bus.next_rid()), FORWARD_TIMEOUT_S) for link in links),
+            return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                log.warning("a shard did not confirm a metadata change: %s", result)
 
     async def _gathered(self, route: Any, session: Any, request: Any) -> Any:
         await self.gather()

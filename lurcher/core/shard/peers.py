@@ -5,6 +5,8 @@
 * ``StatsQuery``: this shard's partition counters and sessions (for views and stats).
 * ``Subscribe`` (to shard 0): every metadata event so far, then live ``MetaEvents``.
 * ``GroupsUpdate`` (from shard 0): membership of consumer groups after a change.
+* ``Barrier`` (from shard 0): answered after the events before it were applied, so a
+  metadata change is acknowledged only once every shard has it.
 * ``ClientGone`` (to shard 0): a client disconnected (leave its groups).
 * ``Purge``: purge the partitions this shard owns of a stream or topic.
 """
@@ -65,6 +67,10 @@ class GroupsUpdate(BusMessage, frozen=True):
     groups: list[tuple[int, int, int, list[tuple[int, int, list[int]]]]] = []
 
 
+class Barrier(BusMessage, frozen=True):
+    """Answered once everything sent before it on the link was applied."""
+
+
 class ClientGone(BusMessage, frozen=True):
     client_id: int = 0
 
@@ -74,4 +80,5 @@ class Purge(BusMessage, frozen=True):
     topic_id: int | None = None
 
 
-MESSAGE_TYPES = (Forward, StatsQuery, Subscribe, MetaEvents, GroupsUpdate, ClientGone, Purge)
+MESSAGE_TYPES = (Forward, StatsQuery, Subscribe, MetaEvents, GroupsUpdate, Barrier, ClientGone,
+                 Purge)

@@ -26,6 +26,7 @@ from lurcher.core.log.partition import Partition
 from lurcher.core.meta.state import TopicMeta
 from lurcher.core.meta.store import MetaStore
 from lurcher.core.shard.dedup import Deduplication
+from lurcher.core.shard.commit import GroupCommit
 from lurcher.core.shard.dispatch import Dispatcher
 from lurcher.core.shard.groups import GroupRuntime, Groups, Member
 from lurcher.core.shard.peers import PartitionStats
@@ -68,10 +69,12 @@ class Shard:
                              config["limits.max_send_payload_bytes"])
         self.meta = meta or MetaStore(self.data_path / "state" / "log",
                                       enforce_fsync=config["system.state.enforce_fsync"])
+        self.enforce_fsync = config["system.partition.enforce_fsync"]
         self.log_config = LogConfig(
             segment_size_bytes=config.size("system.segment.size"),
-            enforce_fsync=config["system.partition.enforce_fsync"],
+            enforce_fsync=self.enforce_fsync, group_commit=True,
         )
+        self.group_commit = GroupCommit()
         self.io = select_io(config.get("system.io", "auto"))
         self.passwords = Passwords.from_config(config)
         self.partitions: dict[Key, Partition] = {}
@@ -181,9 +184,13 @@ class Shard:
             partition.close()
         shutil.rmtree(self.partition_path(stream_id, topic_id, partition_id), ignore_errors=True)
 
-    def append(self, partition: Partition, batch: Any) -> None:
-        """Store a validated batch (the single place sends reach the log)."""
+    def append(self, partition: Partition, batch: Any) -> Any:
+        """Store a validated batch (the single place sends reach the log). With
+        ``enforce_fsync`` returns an awaitable that completes once it is fsynced."""
         partition.append(batch)
+        if self.enforce_fsync:
+            return self.group_commit.durable(partition)
+        return None
 
     # -- sessions -----------------------------------------------------------------
     def open_session(self, address: str, transport: int, connection: Any = None) -> Session:

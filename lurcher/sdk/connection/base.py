@@ -48,9 +48,10 @@ class Connection(abc.ABC):
         self._lock = asyncio.Lock()
 
     @property
-    @abc.abstractmethod
     def connected(self) -> bool:
-        """True between a successful ``connect`` and the first failure or ``close``."""
+        """Open, and (when no request is in flight) nothing unsolicited arrived: bytes or EOF
+        between requests mean the server sent its Disconnected notice or closed."""
+        return self._is_open() and (self._lock.locked() or not self._stale())
 
     async def connect(self) -> None:
         """Open the transport. Raises IggyError CANNOT_ESTABLISH_CONNECTION or TASK_TIMEOUT."""
@@ -65,7 +66,8 @@ class Connection(abc.ABC):
         is then closed). A non-zero status is returned, not raised.
         """
         async with self._lock:
-            if not self.connected:
+            if not self._is_open() or self._stale():
+                await self._abort()
                 raise IggyError(ErrorCode.NOT_CONNECTED, "connection is not open")
             try:
                 return await self._exchange(code, payload_parts(payload))
@@ -76,6 +78,17 @@ class Connection(abc.ABC):
     async def close(self) -> None:
         """Close the transport; idempotent, never raises for an already-lost connection."""
         await self._abort()
+
+    def _is_open(self) -> bool:
+        """Transport open. Subclasses override this, or override ``connected`` itself (then
+        that property answers here and no staleness check applies)."""
+        if type(self).connected is Connection.connected:
+            raise NotImplementedError(f"{type(self).__name__} must define _is_open")
+        return self.connected
+
+    def _stale(self) -> bool:
+        """True when the server sent something unasked or closed (checked between requests)."""
+        return False
 
     @abc.abstractmethod
     async def _connect(self) -> None: ...

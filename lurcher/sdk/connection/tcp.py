@@ -49,16 +49,15 @@ class TcpConnection(Connection):
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
-    @property
-    def connected(self) -> bool:
-        """Open, and nothing unsolicited arrived: bytes or EOF between requests mean the
-        server sent its Disconnected notice or closed, so the stream must not be reused."""
-        if self._writer is None or self._writer.is_closing() or self._reader is None:
-            return False
-        return not (self._reader.at_eof() or _buffered(self._reader))
+    def _is_open(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing()
+
+    def _stale(self) -> bool:
+        reader = self._reader
+        return reader is None or reader.at_eof() or _buffered(reader) > 0
 
     async def _connect(self) -> None:
-        if self.connected:
+        if self._is_open():
             return
         cfg = self.config
         ssl_ctx = tls_context(cfg) if cfg.tls else None
