@@ -57,6 +57,21 @@ class StreamTopicRequest(Request, frozen=True):
         return cls(Identifier.read(r, "stream id"), Identifier.read(r, "topic id"))
 
 
+class PartitionsCountRequest(StreamTopicRequest, frozen=True):
+    """stream Id, topic Id, ``partitions_count u32`` (Create/DeletePartitions)."""
+
+    partitions_count: int
+
+    def write(self, w: Writer) -> None:
+        super().write(w)
+        w.u32(self.partitions_count)
+
+    @classmethod
+    def read(cls, r: Reader) -> Self:
+        return cls(Identifier.read(r, "stream id"), Identifier.read(r, "topic id"),
+                   r.u32("partitions_count"))
+
+
 class GroupRequest(Request, frozen=True):
     stream_id: Identifier
     topic_id: Identifier

@@ -3,27 +3,15 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Self
+from typing import ClassVar
 
-from lurcher.core.wire.buffer import Reader, Writer
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
-from lurcher.core.wire.identifier import Identifier
-from lurcher.core.wire.requests.common import StreamTopicRequest
+from lurcher.core.wire.requests.common import PartitionsCountRequest
 
 
-class DeletePartitions(StreamTopicRequest, frozen=True):
+class DeletePartitions(PartitionsCountRequest, frozen=True):
     CODE: ClassVar[int] = 403
-    partitions_count: int
-
-    def write(self, w: Writer) -> None:
-        super().write(w)
-        w.u32(self.partitions_count)
-
-    @classmethod
-    def read(cls, r: Reader) -> Self:
-        return cls(Identifier.read(r, "stream id"), Identifier.read(r, "topic id"),
-                   r.u32("partitions_count"))
 
     def validate(self) -> None:
         """Raises IggyError TOO_MANY_PARTITIONS for a count of 0."""

@@ -27,6 +27,18 @@ def check_compression(code: int) -> None:
         raise IggyError(ErrorCode.INVALID_COMMAND, f"compression algorithm {code}")
 
 
+def write_settings(w: Writer, t: "CreateTopic | UpdateTopic") -> None:
+    """The settings both CreateTopic and UpdateTopic end with."""
+    w.u8(t.compression).u64(t.message_expiry_us).u64(t.max_topic_size_bytes)
+    w.u8(t.replication_factor).name(t.name)
+
+
+def read_settings(r: Reader) -> tuple[int, int, int, int, str]:
+    """(compression, message_expiry_us, max_topic_size_bytes, replication_factor, name)."""
+    return (r.u8("compression"), r.u64("message_expiry"), r.u64("max_topic_size"),
+            r.u8("replication_factor"), r.name("topic name"))
+
+
 class CreateTopic(StreamRequest, frozen=True):
     CODE: ClassVar[int] = 302
     partitions_count: int
@@ -38,14 +50,12 @@ class CreateTopic(StreamRequest, frozen=True):
 
     def write(self, w: Writer) -> None:
         self.stream_id.write(w)
-        w.u32(self.partitions_count).u8(self.compression).u64(self.message_expiry_us)
-        w.u64(self.max_topic_size_bytes).u8(self.replication_factor).name(self.name)
+        w.u32(self.partitions_count)
+        write_settings(w, self)
 
     @classmethod
     def read(cls, r: Reader) -> Self:
-        return cls(Identifier.read(r, "stream id"), r.u32("partitions_count"),
-                   r.u8("compression"), r.u64("message_expiry"), r.u64("max_topic_size"),
-                   r.u8("replication_factor"), r.name("topic name"))
+        return cls(Identifier.read(r, "stream id"), r.u32("partitions_count"), *read_settings(r))
 
     def validate(self) -> None:
         """Raises IggyError TOO_MANY_PARTITIONS or INVALID_COMMAND (compression)."""

@@ -9,7 +9,9 @@ from typing import ClassVar, Self
 from lurcher.core.wire.buffer import Reader, Writer
 from lurcher.core.wire.identifier import Identifier
 from lurcher.core.wire.requests.common import StreamTopicRequest
-from lurcher.core.wire.requests.topics.create_topic import check_compression
+from lurcher.core.wire.requests.topics.create_topic import (
+    check_compression, read_settings, write_settings,
+)
 
 
 class UpdateTopic(StreamTopicRequest, frozen=True):
@@ -21,16 +23,13 @@ class UpdateTopic(StreamTopicRequest, frozen=True):
     name: str
 
     def write(self, w: Writer) -> None:
-        self.stream_id.write(w)
-        self.topic_id.write(w)
-        w.u8(self.compression).u64(self.message_expiry_us).u64(self.max_topic_size_bytes)
-        w.u8(self.replication_factor).name(self.name)
+        super().write(w)
+        write_settings(w, self)
 
     @classmethod
     def read(cls, r: Reader) -> Self:
         return cls(Identifier.read(r, "stream id"), Identifier.read(r, "topic id"),
-                   r.u8("compression"), r.u64("message_expiry"), r.u64("max_topic_size"),
-                   r.u8("replication_factor"), r.name("topic name"))
+                   *read_settings(r))
 
     def validate(self) -> None:
         """Raises IggyError INVALID_COMMAND for an unknown compression code."""
