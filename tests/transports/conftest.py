@@ -15,17 +15,9 @@ import pytest
 import pytest_asyncio
 
 from lurcher.sdk.client import Client
-from lurcher.sdk.connection import CONNECTION_TYPES, register_transport
-from lurcher.sdk.connection.http import HttpConnection
-from lurcher.sdk.connection.quic import QuicConnection
-from lurcher.sdk.connection.websocket import WebSocketConnection
 from lurcher.transports.tls import CertPaths, make_ca, make_server_cert, write_pair
 from tests.support.server import LurcherServer
 
-for _name, _cls in (("ws", WebSocketConnection), ("quic", QuicConnection),
-                    ("http", HttpConnection)):
-    if _name not in CONNECTION_TYPES:
-        register_transport(_name, _cls)
 
 ALL_ON = {
     "LURCHER_HTTP_ENABLED": "true", "LURCHER_HTTP_ADDRESS": "127.0.0.1:0",

@@ -14,7 +14,7 @@ from lurcher.core.wire.responses.users import UserDetails, UserHeader
 from lurcher.core.wire.values.permissions import (
     GlobalPermissions, Permissions, StreamPermissions, TopicPermissions,
 )
-from lurcher.transports.http import shapes as s
+from lurcher.core.wire import json_shapes as s
 
 
 @pytest.mark.parametrize("n,text", [(0, "0 B"), (999, "999 B"), (1234, "1.234 KB"),

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import httpx
 import jwt as pyjwt
-import pytest
 from aioquic.asyncio import connect as quic_connect
 from aioquic.quic.configuration import QuicConfiguration
 from websockets.asyncio.client import connect as ws_connect

@@ -14,7 +14,7 @@ import array
 import asyncio
 import logging
 import socket
-from typing import Any, Callable
+from typing import Callable
 
 import msgspec
 

@@ -31,7 +31,7 @@ from lurcher.core.wire.values.polling import PollingKind
 from lurcher.sdk.config import ClientConfig
 from lurcher.sdk.connection.base import Connection
 from lurcher.sdk.connection.tcp import tls_context
-from lurcher.transports.http import shapes as s
+from lurcher.core.wire import json_shapes as s
 
 _EMPTY = memoryview(b"")
 LOGIN_CODES = frozenset({38, 44})

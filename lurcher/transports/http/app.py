@@ -87,7 +87,7 @@ from lurcher.core.wire.values.consumer import Consumer
 from lurcher.core.wire.values.partitioning import Partitioning
 from lurcher.core.wire.values.polling import PollingKind, PollingStrategy
 from lurcher.transports.http import bodies as b
-from lurcher.transports.http import shapes as s
+from lurcher.core.wire import json_shapes as s
 from lurcher.transports.http.jwt import JwtManager, Token
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ partitions_count <= 1000 (TOO_MANY_PARTITIONS), compression 1..2 (INVALID_COMMAN
 
 from __future__ import annotations
 
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 from lurcher.core.wire.buffer import Reader, Writer
 from lurcher.core.wire.error_codes import ErrorCode
@@ -27,7 +27,7 @@ def check_compression(code: int) -> None:
         raise IggyError(ErrorCode.INVALID_COMMAND, f"compression algorithm {code}")
 
 
-def write_settings(w: Writer, t: "CreateTopic | UpdateTopic") -> None:
+def write_settings(w: Writer, t: Any) -> None:
     """The settings both CreateTopic and UpdateTopic end with."""
     w.u8(t.compression).u64(t.message_expiry_us).u64(t.max_topic_size_bytes)
     w.u8(t.replication_factor).name(t.name)

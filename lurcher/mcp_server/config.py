@@ -1,0 +1,228 @@
+"""``McpConfig``: the configuration of ``lurcher-mcp``, from defaults, a TOML file and the
+environment.
+
+Precedence (last wins): the defaults below, the TOML file (``--config`` or
+``LURCHER_MCP_CONFIG_PATH``), then ``LURCHER_MCP_<PATH>`` variables, where ``<PATH>`` is a
+key's path joined with ``_`` and upper-cased (``LURCHER_MCP_IGGY_ADDRESS``,
+``LURCHER_MCP_HTTP_CORS_ALLOWED_ORIGINS``, ``LURCHER_MCP_PERMISSIONS_CREATE``). Variables are
+matched against the keys that exist, so keys containing underscores are unambiguous.
+
+The sections and keys follow Iggy's MCP server (``transport``, ``[http]``, ``[http.cors]``,
+``[http.tls]``, ``[iggy]``, ``[iggy.tls]``, ``[permissions]``), so an Iggy MCP config file
+works unchanged; ``[iggy]`` adds ``transport`` and ``connection_string``, and ``[limits]``
+is ours. Invariant: a loaded config has been validated (``ConfigError`` otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+ENV_PREFIX = "LURCHER_MCP_"
+CONFIG_PATH_ENV = "LURCHER_MCP_CONFIG_PATH"
+MCP_TRANSPORTS = ("stdio", "http")
+SERVER_TRANSPORTS = ("tcp", "quic", "http", "ws")
+TOKEN_FILE_PREFIX = "file:"
+
+
+class ConfigError(ValueError):
+    """A configuration file, key or value that cannot be used."""
+
+
+class Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Base of every config section (unknown keys are an error, not silently ignored)."""
+
+
+class CorsConfig(Section):
+    enabled: bool = False
+    allowed_methods: list[str] = msgspec.field(default_factory=lambda: ["GET", "POST", "DELETE"])
+    allowed_origins: list[str] = msgspec.field(default_factory=lambda: ["*"])
+    allowed_headers: list[str] = msgspec.field(
+        default_factory=lambda: ["content-type", "mcp-session-id", "mcp-protocol-version"])
+    exposed_headers: list[str] = msgspec.field(default_factory=lambda: ["mcp-session-id"])
+    allow_credentials: bool = False
+    allow_private_network: bool = False
+
+
+class HttpTlsConfig(Section):
+    enabled: bool = False
+    cert_file: str = ""
+    key_file: str = ""
+
+
+class HttpConfig(Section):
+    address: str = "127.0.0.1:8082"
+    path: str = "/mcp"
+    cors: CorsConfig = msgspec.field(default_factory=CorsConfig)
+    tls: HttpTlsConfig = msgspec.field(default_factory=HttpTlsConfig)
+
+
+class ServerTlsConfig(Section):
+    enabled: bool = False
+    ca_file: str = ""
+    domain: str = ""
+
+
+class IggyConfig(Section):
+    """How to reach the lurcher (or Iggy) server. ``connection_string``, when set, wins
+    over every other key here; ``token`` (a PAT, or ``file:<path>``) wins over
+    username/password."""
+
+    address: str = "127.0.0.1:8090"
+    transport: str = "tcp"
+    username: str = "iggy"
+    password: str = "iggy"
+    token: str = ""
+    consumer: str = "lurcher-mcp"
+    connection_string: str = ""
+    tls: ServerTlsConfig = msgspec.field(default_factory=ServerTlsConfig)
+
+
+class PermissionsConfig(Section):
+    create: bool = True
+    read: bool = True
+    update: bool = True
+    delete: bool = True
+
+
+class LimitsConfig(Section):
+    """Hard caps on what one tool call or resource read hands back to the model."""
+
+    max_messages: int = 100
+    max_response_bytes: int = 65_536
+    max_payload_bytes: int = 16_384
+    max_send_messages: int = 1_000
+    default_poll_count: int = 10
+    resource_messages: int = 10
+    max_listed_topics: int = 200
+
+
+class McpConfig(Section):
+    transport: str = "http"
+    http: HttpConfig = msgspec.field(default_factory=HttpConfig)
+    iggy: IggyConfig = msgspec.field(default_factory=IggyConfig)
+    permissions: PermissionsConfig = msgspec.field(default_factory=PermissionsConfig)
+    limits: LimitsConfig = msgspec.field(default_factory=LimitsConfig)
+
+    def validate(self) -> "McpConfig":
+        """Check cross-field rules. Returns self; raises ConfigError."""
+        for check in _CHECKS:
+            problem = check(self)
+            if problem:
+                raise ConfigError(problem)
+        return self
+
+
+def _check_transport(c: McpConfig) -> str | None:
+    if c.transport not in MCP_TRANSPORTS:
+        return f"transport must be one of {MCP_TRANSPORTS}, not {c.transport!r}"
+    if c.iggy.transport not in SERVER_TRANSPORTS:
+        return f"iggy.transport must be one of {SERVER_TRANSPORTS}, not {c.iggy.transport!r}"
+    return None
+
+
+def _check_http(c: McpConfig) -> str | None:
+    if not c.http.path.startswith("/") or c.http.path == "/":
+        return f"http.path must start with '/' and not be '/' alone, not {c.http.path!r}"
+    if c.http.tls.enabled and not (c.http.tls.cert_file and c.http.tls.key_file):
+        return "http.tls.enabled needs http.tls.cert_file and http.tls.key_file"
+    return None
+
+
+def _check_credentials(c: McpConfig) -> str | None:
+    i = c.iggy
+    if i.connection_string or i.token or (i.username and i.password):
+        return None
+    return "iggy needs a token or both username and password (or a connection_string)"
+
+
+def _check_limits(c: McpConfig) -> str | None:
+    bad = [k for k in LimitsConfig.__struct_fields__ if getattr(c.limits, k) < 1]
+    if bad:
+        return f"limits must be positive: {', '.join(bad)}"
+    if c.limits.max_payload_bytes > c.limits.max_response_bytes:
+        return "limits.max_payload_bytes cannot exceed limits.max_response_bytes"
+    return None
+
+
+_CHECKS = (_check_transport, _check_http, _check_credentials, _check_limits)
+
+
+# -- loading ----------------------------------------------------------------------------------
+
+def load_config(path: str | Path | None = None,
+                environ: Mapping[str, str] | None = None) -> McpConfig:
+    """Defaults, then the TOML file (``path``, else ``LURCHER_MCP_CONFIG_PATH`` if set), then
+    ``LURCHER_MCP_*`` variables of ``environ`` (default ``os.environ``). Raises ConfigError."""
+    env = os.environ if environ is None else environ
+    path = path or env.get(CONFIG_PATH_ENV) or None
+    data: dict[str, Any] = read_toml(Path(path)) if path else {}
+    apply_env(data, env)
+    try:
+        return msgspec.convert(data, McpConfig, strict=False).validate()
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"invalid configuration: {e}") from None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The file as a dict. Raises ConfigError when missing or not TOML."""
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"cannot read config file {path}: {e}") from None
+
+
+def env_keys(struct: type[msgspec.Struct] = McpConfig,
+             prefix: tuple[str, ...] = ()) -> dict[str, tuple[tuple[str, ...], Any]]:
+    """``LURCHER_MCP_<PATH>`` -> (key path, leaf type) for every leaf key of the config."""
+    out: dict[str, tuple[tuple[str, ...], Any]] = {}
+    for field in msgspec.structs.fields(struct):
+        path = (*prefix, field.name)
+        if isinstance(field.type, type) and issubclass(field.type, msgspec.Struct):
+            out |= env_keys(field.type, path)
+        else:
+            out[ENV_PREFIX + "_".join(path).upper()] = (path, field.type)
+    return out
+
+
+def apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
+    """Set every key named by a ``LURCHER_MCP_*`` variable in ``data`` (in place)."""
+    for name, (path, leaf) in env_keys().items():
+        if name in environ:
+            node = data
+            for part in path[:-1]:
+                node = node.setdefault(part, {})
+            node[path[-1]] = env_value(environ[name], leaf)
+
+
+def env_value(text: str, leaf: Any) -> Any:
+    """A variable's text as the leaf's type: lists are comma-separated (or a JSON array);
+    bools and ints are left as text for msgspec's lax conversion."""
+    if getattr(leaf, "__origin__", None) is list:
+        stripped = text.strip()
+        if stripped.startswith("["):
+            return msgspec.json.decode(stripped)
+        return [part.strip() for part in stripped.split(",") if part.strip()]
+    return text
+
+
+def resolve_token(token: str) -> str:
+    """A PAT as given, or read (stripped) from ``file:<path>`` (``~`` expanded).
+
+    Raises ConfigError when the file is missing, unreadable or empty.
+    """
+    if not token.startswith(TOKEN_FILE_PREFIX):
+        return token
+    path = Path(token[len(TOKEN_FILE_PREFIX):]).expanduser()
+    try:
+        value = path.read_text().strip()
+    except OSError as e:
+        raise ConfigError(f"cannot read token file {path}: {e}") from None
+    if not value:
+        raise ConfigError(f"token file {path} is empty")
+    return value

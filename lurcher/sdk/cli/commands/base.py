@@ -1,0 +1,60 @@
+"""Helpers shared by the command modules: declaring leaf commands (with the global options
+attached in long form), common positionals, and the "not found" check for get commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.sdk.cli.errors import id_or_name, not_found
+from lurcher.sdk.cli.options import add_global_options
+from lurcher.sdk.cli.runtime import Run
+
+T = TypeVar("T")
+Handler = Callable[[Run], Awaitable[None]]
+Sub = Any  # argparse._SubParsersAction
+FORMATTER = argparse.RawDescriptionHelpFormatter
+
+
+def leaf(sub: Sub, name: str, handler: Handler, help: str, *, aliases: tuple[str, ...] = (),
+         description: str | None = None, client: bool = True) -> argparse.ArgumentParser:
+    """A command parser; ``client=False`` for commands that do not talk to the server."""
+    parser = sub.add_parser(name, help=help, aliases=list(aliases), formatter_class=FORMATTER,
+                            description=description or help)
+    add_global_options(parser, top=False)
+    parser.set_defaults(handler=handler, needs_client=client)
+    return parser
+
+
+def group(sub: Sub, name: str, help: str, aliases: tuple[str, ...] = ()) -> Sub:
+    """A command group (``lurcher stream ...``); its actions are added to the result."""
+    parser = sub.add_parser(name, help=help, aliases=list(aliases), description=help,
+                            formatter_class=FORMATTER)
+    actions = parser.add_subparsers(title="actions", dest="action", metavar="ACTION")
+    actions.required = True
+    return actions
+
+
+def stream_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("stream", help="stream id or name")
+
+
+def topic_args(p: argparse.ArgumentParser) -> None:
+    stream_arg(p)
+    p.add_argument("topic", help="topic id or name")
+
+
+def ident(value: str) -> int | str:
+    """All-digit identifiers are numeric ids, as in Iggy."""
+    return int(value) if value.isdigit() else value
+
+
+def found(value: T | None, run: Run, by_id: ErrorCode, by_name: ErrorCode, field: str) -> T:
+    """``value``, or raise the "not found" CliError for ``args.<field>``."""
+    if value is None:
+        code = id_or_name(getattr(run.args, field), by_id, by_name)
+        raise not_found(code, run.args)
+    return value

@@ -1,0 +1,98 @@
+"""Turning an ``IggyError`` into a ``CliError`` whose message names what was not found,
+already exists, or failed, using the command's own arguments.
+
+The server only answers a status number, so the message comes from ``TEMPLATES``
+(status -> text with ``{field}`` placeholders filled from the parsed arguments); a
+template whose fields the command does not have falls back to the status's reason.
+``not_found`` builds the same error for "get" commands, which the server answers with an
+empty OK instead of a status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import string
+from typing import Any
+
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.sdk.cli.exitcodes import CliError, ExitCode, exit_code_for
+
+E = ErrorCode
+_STREAM = "stream '{stream}' not found"
+_TOPIC = "topic '{topic}' not found in stream '{stream}'"
+_GROUP = "consumer group '{group}' not found in topic '{topic}' of stream '{stream}'"
+
+TEMPLATES: dict[ErrorCode, str] = {
+    E.STREAM_ID_NOT_FOUND: _STREAM,
+    E.STREAM_NAME_NOT_FOUND: _STREAM,
+    E.STREAM_NAME_ALREADY_EXISTS: "stream '{name}' already exists",
+    E.TOPIC_ID_NOT_FOUND: _TOPIC,
+    E.TOPIC_NAME_NOT_FOUND: _TOPIC,
+    E.TOPIC_NAME_ALREADY_EXISTS: "topic '{name}' already exists in stream '{stream}'",
+    E.PARTITION_NOT_FOUND: "partition {partition} not found in topic '{topic}'",
+    E.CONSUMER_GROUP_ID_NOT_FOUND: _GROUP,
+    E.CONSUMER_GROUP_NAME_NOT_FOUND: _GROUP,
+    E.CONSUMER_GROUP_NAME_ALREADY_EXISTS:
+        "consumer group '{name}' already exists in topic '{topic}'",
+    E.CONSUMER_GROUP_MEMBER_NOT_FOUND: "this client is not a member of consumer group '{group}'",
+    E.CONSUMER_OFFSET_NOT_FOUND: "no offset stored for consumer '{consumer}'",
+    E.USER_ALREADY_EXISTS: "user '{username}' already exists",
+    E.CLIENT_NOT_FOUND: "client {client_id} not found",
+    E.RESOURCE_NOT_FOUND: "resource not found",
+    E.PERSONAL_ACCESS_TOKEN_ALREADY_EXISTS: "personal access token '{name}' already exists",
+    E.INVALID_CREDENTIALS: "invalid credentials for user '{login_user}' at {login_address}",
+    E.INVALID_PERSONAL_ACCESS_TOKEN: "invalid personal access token for {login_address}",
+    E.PERSONAL_ACCESS_TOKEN_EXPIRED: "personal access token expired; run 'lurcher login' again",
+    E.UNAUTHENTICATED: "not logged in: give --username/--password, --token or --connection, "
+                       "or use a context with credentials (lurcher context create)",
+    E.UNAUTHORIZED: "permission denied: user '{login_user}' may not run this command",
+    E.USER_INACTIVE: "user '{login_user}' is inactive",
+    E.CANNOT_ESTABLISH_CONNECTION: "cannot connect to {login_address} ({detail})",
+    E.TASK_TIMEOUT: "timed out talking to {login_address} ({detail})",
+    E.NOT_CONNECTED: "not connected to {login_address} ({detail})",
+    E.DISCONNECTED: "disconnected by the server at {login_address}",
+    E.INVALID_CONNECTION_STRING: "invalid connection string: {detail}",
+}
+
+
+class _Fields(dict):
+    def __missing__(self, key: str) -> Any:
+        raise KeyError(key)
+
+
+def _fill(template: str, fields: dict[str, Any]) -> str | None:
+    names = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+    if any(fields.get(name) is None for name in names):
+        return None
+    return template.format_map(_Fields(fields))
+
+
+def fields_of(args: argparse.Namespace, detail: str = "") -> dict[str, Any]:
+    fields = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+    fields["detail"] = detail
+    return fields
+
+
+def describe(error: IggyError, args: argparse.Namespace) -> CliError:
+    """A CliError for ``error`` with a message naming the command's subject."""
+    code = error.code
+    template = TEMPLATES.get(code)
+    text = _fill(template, fields_of(args, error.detail)) if template else None
+    if text is None:
+        text = code.reason.lower() if code != E.ERROR else (error.detail or "command failed")
+        if error.detail and code in (E.INVALID_HEADER_VALUE, E.INVALID_KEY_VALUE_LENGTH,
+                                     E.INVALID_MESSAGES_COUNT, E.INVALID_HEADER_KIND):
+            text = f"{text}: {error.detail}"
+    return CliError(text, exit_code_for(code), code)
+
+
+def not_found(code: ErrorCode, args: argparse.Namespace, what: str | None = None) -> CliError:
+    """The CliError for an empty answer to a "get" command (``what`` overrides the text)."""
+    text = what or _fill(TEMPLATES.get(code, ""), fields_of(args)) or code.reason.lower()
+    return CliError(text, ExitCode.NOT_FOUND, code)
+
+
+def id_or_name(value: str, by_id: ErrorCode, by_name: ErrorCode) -> ErrorCode:
+    """``by_id`` for an all-digit identifier, ``by_name`` otherwise (as the server does)."""
+    return by_id if str(value).isdigit() else by_name

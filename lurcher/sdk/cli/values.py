@@ -1,0 +1,190 @@
+"""Parsing command-line values: expiry, sizes, timestamps, message ids, headers and
+permissions. Each parser is usable as an argparse ``type=`` and raises
+``argparse.ArgumentTypeError`` (so a bad value is a usage error, exit 2) with a message
+naming the bad part.
+
+Headers: ``key:kind:value`` (kinds: raw, string, bool, int8..int128, uint8..uint128,
+float32, float64; raw values are hex with an optional ``0x``); one ``-H`` may hold several
+comma-separated headers, a comma starts a new header only when what follows looks like
+``key:kind:``. Permissions: global ``m_srv,r_srv,...`` (short or long names); per stream
+``STREAM_ID[:perms][#TOPIC_ID:perms]...``, as the Iggy CLI writes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import uuid
+from typing import Any
+
+from lurcher.core.wire.headers import HeaderKind, HeaderValue
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.values.permissions import (
+    GlobalPermissions,
+    StreamPermissions,
+    TopicPermissions,
+)
+from lurcher.sdk.api.streams import NEVER_EXPIRE, SERVER_DEFAULT, UNLIMITED_SIZE
+from lurcher.sdk.humantime import parse_duration
+
+Bad = argparse.ArgumentTypeError
+US_PER_S = 1_000_000
+_DEFAULT_WORDS = {"server_default", "default"}
+_UNLIMITED_WORDS = {"unlimited", "never_expire", "never", "none"}
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def expiry_us(text: str) -> int:
+    """``server_default`` -> 0, ``unlimited`` -> never, else a duration (``15days 2min``)."""
+    word = text.strip().lower()
+    if word in _DEFAULT_WORDS:
+        return SERVER_DEFAULT
+    if word in _UNLIMITED_WORDS:
+        return NEVER_EXPIRE
+    try:
+        return round(parse_duration(word) * US_PER_S)
+    except ValueError as e:
+        raise Bad(f"invalid expiry {text!r}: {e}") from None
+
+
+def size_bytes(text: str) -> int:
+    """``server_default`` -> 0, ``unlimited`` -> no limit, else ``15GB`` / ``512MiB`` / bytes."""
+    word = text.strip().lower().replace(" ", "")
+    if word in _DEFAULT_WORDS:
+        return SERVER_DEFAULT
+    if word == "unlimited":
+        return UNLIMITED_SIZE
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([a-z]*)", word)
+    if m is None or m.group(2) not in _SIZE_UNITS:
+        raise Bad(f"invalid size {text!r} (examples: 1000, 15GB, 512MiB, unlimited)")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+
+
+def timestamp_us(text: str) -> int:
+    """Microseconds since the epoch, or an ISO-8601 time (UTC unless it has an offset)."""
+    if text.isdigit():
+        return int(text)
+    try:
+        stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise Bad(f"invalid timestamp {text!r}: microseconds or ISO-8601") from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=dt.timezone.utc)
+    return round(stamp.timestamp() * US_PER_S)
+
+
+def message_id(text: str) -> int:
+    """A u128 id: decimal, ``0x`` hex, or a UUID."""
+    try:
+        if text.lower().startswith("0x"):
+            value = int(text, 16)
+        elif text.isdigit():
+            value = int(text)
+        else:
+            value = uuid.UUID(text).int
+    except ValueError:
+        raise Bad(f"invalid message id {text!r}: a number or a UUID") from None
+    if not 0 <= value < 1 << 128:
+        raise Bad(f"message id {text!r} does not fit in 128 bits")
+    return value
+
+
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise Bad(f"expected a positive number, got {text!r}")
+    return int(text)
+
+
+def non_negative_int(text: str) -> int:
+    if not text.isdigit():
+        raise Bad(f"expected a number >= 0, got {text!r}")
+    return int(text)
+
+
+# -- headers -----------------------------------------------------------------------------
+
+KINDS = {kind.name.lower(): kind for kind in HeaderKind}
+_HEADER_START = re.compile(r"[^,:]+:(" + "|".join(KINDS) + r"):", re.IGNORECASE)
+_BOOLS = {"true": True, "false": False, "1": True, "0": False}
+
+
+def _header_python(kind: HeaderKind, raw: str) -> Any:
+    if kind == HeaderKind.STRING:
+        return raw
+    if kind == HeaderKind.RAW:
+        return bytes.fromhex(raw[2:] if raw.lower().startswith("0x") else raw)
+    if kind == HeaderKind.BOOL:
+        return _BOOLS[raw.lower()]
+    if kind in (HeaderKind.FLOAT32, HeaderKind.FLOAT64):
+        return float(raw)
+    return int(raw, 0)
+
+
+def one_header(text: str) -> tuple[str, HeaderValue]:
+    key, _, rest = text.partition(":")
+    kind_name, sep, raw = rest.partition(":")
+    kind = KINDS.get(kind_name.lower())
+    if not key or not sep or kind is None:
+        raise Bad(f"invalid header {text!r}: expected key:kind:value with kind one of "
+                  f"{', '.join(KINDS)}")
+    try:
+        return key, HeaderValue.of(kind, _header_python(kind, raw))
+    except (ValueError, KeyError, IggyError):
+        raise Bad(f"invalid {kind_name} value {raw!r} in header {key!r}") from None
+
+
+def headers(text: str) -> list[tuple[str, HeaderValue]]:
+    """One ``-H`` argument: one or more comma-separated ``key:kind:value``."""
+    starts = [0] + [i + 1 for i, ch in enumerate(text)
+                    if ch == "," and _HEADER_START.match(text, i + 1)]
+    ends = [s - 1 for s in starts[1:]] + [len(text)]
+    return [one_header(text[a:b]) for a, b in zip(starts, ends)]
+
+
+# -- permissions -------------------------------------------------------------------------
+
+_SHORT = {"m_srv": "manage_servers", "r_srv": "read_servers", "m_usr": "manage_users",
+          "r_usr": "read_users", "m_str": "manage_streams", "r_str": "read_streams",
+          "m_top": "manage_topics", "r_top": "read_topics", "p_msg": "poll_messages",
+          "s_msg": "send_messages"}
+_STREAM_SHORT = {"m_str": "manage_stream", "r_str": "read_stream", "m_top": "manage_topics",
+                 "r_top": "read_topics", "p_msg": "poll_messages", "s_msg": "send_messages"}
+_TOPIC_SHORT = {"m_top": "manage_topic", "r_top": "read_topic", "p_msg": "poll_messages",
+                "s_msg": "send_messages"}
+
+
+def _flags(text: str, short: dict[str, str], fields: tuple[str, ...], what: str) -> dict:
+    chosen = {}
+    for word in filter(None, (w.strip() for w in text.split(","))):
+        name = short.get(word, word)
+        if name not in fields:
+            raise Bad(f"unknown {what} permission {word!r} (use {', '.join(fields)} "
+                      f"or {', '.join(short)})")
+        chosen[name] = True
+    return chosen
+
+
+def global_permissions(text: str) -> GlobalPermissions:
+    return GlobalPermissions(**_flags(text, _SHORT, GlobalPermissions.__struct_fields__,
+                                      "global"))
+
+
+def _topic(part: str) -> tuple[int, TopicPermissions]:
+    tid, _, perms = part.partition(":")
+    if not tid.isdigit():
+        raise Bad(f"invalid topic id {tid!r} in {part!r}")
+    fields = TopicPermissions.__struct_fields__
+    return int(tid), TopicPermissions(**_flags(perms, _TOPIC_SHORT, fields, "topic"))
+
+
+def stream_permissions(text: str) -> tuple[int, StreamPermissions]:
+    """``STREAM_ID[:perms][#TOPIC_ID:perms]...`` -> (stream id, StreamPermissions)."""
+    head, *topic_parts = text.split("#")
+    sid, _, perms = head.partition(":")
+    if not sid.isdigit():
+        raise Bad(f"invalid stream id {sid!r} in {text!r}")
+    fields = tuple(f for f in StreamPermissions.__struct_fields__ if f != "topics")
+    flags = _flags(perms, _STREAM_SHORT, fields, "stream")
+    return int(sid), StreamPermissions(**flags, topics=dict(_topic(p) for p in topic_parts))
