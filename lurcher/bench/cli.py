@@ -11,7 +11,9 @@ start, an actor failed). Errors are one line on stderr (an actor's traceback in 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 
 from lurcher.bench.options import TARGETS, TRANSPORTS, BenchOptions, BenchOptionsError
 from lurcher.bench.workloads import WORKLOADS, layout, workload
@@ -80,6 +82,12 @@ def _list() -> int:
     return 0
 
 
+def _exit_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so the servers this run started are stopped."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["list"]:
@@ -96,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _execute(options: BenchOptions, compare: bool) -> int:
+    _exit_on_sigterm()
     from lurcher.bench.compare import run_compare
     from lurcher.bench.drivers import DriverUnavailable
     from lurcher.bench.run import run_benchmark

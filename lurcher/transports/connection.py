@@ -20,7 +20,7 @@ from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.shard.cluster import MIGRATED
 from lurcher.transports.framing import REQUEST_HEADER, BadFrame, Frame, FrameReader
-from lurcher.transports.sendfile import write_parts
+from lurcher.transports.sendfile import worth_sendfile, write_parts
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ class StreamConnection(asyncio.BufferedProtocol):
         if self.closing:
             return
         parts = ok_frame_parts(result)
-        if self.sendfile_fd is not None and len(parts) > 2:
+        if self.sendfile_fd is not None and worth_sendfile(parts):
             write_parts(self.transport, self.sendfile_fd, parts)
         else:
             self.transport.writelines(materialise(parts))

@@ -13,6 +13,14 @@ from typing import Any
 
 from lurcher.core.shard.reply import is_file_part
 
+# Below this a read into memory and one write beat the extra sendfile system calls.
+SENDFILE_MIN_BYTES = 64 * 1024
+
+
+def worth_sendfile(parts: list[Any]) -> bool:
+    """True when the response carries enough file bytes for sendfile to pay off."""
+    return sum(p.total_bytes for p in parts if is_file_part(p)) >= SENDFILE_MIN_BYTES
+
 
 def _send_range(sock_fd: int, r: Any) -> int:
     """Bytes of range ``r`` sent before the socket would block (all of it, usually)."""

@@ -75,7 +75,7 @@ class Shard:
             enforce_fsync=self.enforce_fsync, group_commit=True,
         )
         self.group_commit = GroupCommit()
-        self.io = select_io(config.get("system.io", "auto"))
+        self.io = select_io(config["system.io"])
         self.passwords = Passwords.from_config(config)
         self.partitions: dict[Key, Partition] = {}
         self.sessions: dict[int, Session] = {}

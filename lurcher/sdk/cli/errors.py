@@ -37,7 +37,7 @@ TEMPLATES: dict[ErrorCode, str] = {
         "consumer group '{name}' already exists in topic '{topic}'",
     E.CONSUMER_GROUP_MEMBER_NOT_FOUND: "this client is not a member of consumer group '{group}'",
     E.CONSUMER_OFFSET_NOT_FOUND: "no offset stored for consumer '{consumer}'",
-    E.USER_ALREADY_EXISTS: "user '{username}' already exists",
+    E.USER_ALREADY_EXISTS: "user '{new_user}' already exists",
     E.CLIENT_NOT_FOUND: "client {client_id} not found",
     E.RESOURCE_NOT_FOUND: "resource not found",
     E.PERSONAL_ACCESS_TOKEN_ALREADY_EXISTS: "personal access token '{name}' already exists",
@@ -48,7 +48,7 @@ TEMPLATES: dict[ErrorCode, str] = {
                        "or use a context with credentials (lurcher context create)",
     E.UNAUTHORIZED: "permission denied: user '{login_user}' may not run this command",
     E.USER_INACTIVE: "user '{login_user}' is inactive",
-    E.CANNOT_ESTABLISH_CONNECTION: "cannot connect to {login_address} ({detail})",
+    E.CANNOT_ESTABLISH_CONNECTION: "cannot connect to {login_address}: {detail}",
     E.TASK_TIMEOUT: "timed out talking to {login_address} ({detail})",
     E.NOT_CONNECTED: "not connected to {login_address} ({detail})",
     E.DISCONNECTED: "disconnected by the server at {login_address}",
@@ -56,20 +56,18 @@ TEMPLATES: dict[ErrorCode, str] = {
 }
 
 
-class _Fields(dict):
-    def __missing__(self, key: str) -> Any:
-        raise KeyError(key)
-
-
 def _fill(template: str, fields: dict[str, Any]) -> str | None:
     names = {name for _, name, _, _ in string.Formatter().parse(template) if name}
     if any(fields.get(name) is None for name in names):
         return None
-    return template.format_map(_Fields(fields))
+    return template.format_map(fields)
 
 
 def fields_of(args: argparse.Namespace, detail: str = "") -> dict[str, Any]:
-    fields = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+    fields = dict(vars(args))
+    address = fields.get("login_address")
+    if address and detail.startswith(f"{address}: "):
+        detail = detail[len(address) + 2:]
     fields["detail"] = detail
     return fields
 

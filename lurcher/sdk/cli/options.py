@@ -1,7 +1,7 @@
 """Global options (connection, credentials, output) and how they become a ``ClientConfig``.
 
 The same options are accepted before the command (``lurcher --json stream list``) and,
-in long form only, after it (``lurcher stream list --json``): leaf parsers get them with
+in long form (plus ``-o``/``-q``), after it (``lurcher stream list --json``): leaf parsers get them with
 ``default=SUPPRESS`` so a value given in either place wins over the defaults set once on
 the top parser.
 
@@ -34,6 +34,7 @@ DEFAULT_ADDRESS = "127.0.0.1:8090"
 CLI_RECONNECTION_RETRIES = 2
 CLI_RECONNECTION_INTERVAL_S = 0.5
 OUTPUTS = ("text", "json")
+LEAF_SHORT = ("-o", "-q")  # short global options that no command reuses
 ENV = {"connection": "LURCHER_CONNECTION", "context": "LURCHER_CONTEXT",
        "username": "LURCHER_USERNAME", "password": "LURCHER_PASSWORD", "token": "LURCHER_TOKEN"}
 
@@ -43,7 +44,7 @@ def add_global_options(parser: argparse.ArgumentParser, top: bool) -> None:
     d = {} if top else {"default": argparse.SUPPRESS}
 
     def opt(short: str | None, *names: str, **kw: object) -> None:
-        flags = ([short] if short and top else []) + list(names)
+        flags = ([short] if short and (top or short in LEAF_SHORT) else []) + list(names)
         group.add_argument(*flags, **{**d, **kw})
 
     group = parser.add_argument_group("connection and output (global)")

@@ -25,7 +25,7 @@ def leaf(sub: Sub, name: str, handler: Handler, help: str, *, aliases: tuple[str
     parser = sub.add_parser(name, help=help, aliases=list(aliases), formatter_class=FORMATTER,
                             description=description or help)
     add_global_options(parser, top=False)
-    parser.set_defaults(handler=handler, needs_client=client)
+    parser.set_defaults(handler=handler, needs_client=client, rest_into=None)
     return parser
 
 
@@ -52,9 +52,11 @@ def ident(value: str) -> int | str:
     return int(value) if value.isdigit() else value
 
 
-def found(value: T | None, run: Run, by_id: ErrorCode, by_name: ErrorCode, field: str) -> T:
-    """``value``, or raise the "not found" CliError for ``args.<field>``."""
+def found(value: T | None, run: Run, by_id: ErrorCode, by_name: ErrorCode, field: str,
+          what: str | None = None) -> T:
+    """``value``, or raise the "not found" CliError for ``args.<field>`` (``what`` overrides
+    the message)."""
     if value is None:
         code = id_or_name(getattr(run.args, field), by_id, by_name)
-        raise not_found(code, run.args)
+        raise not_found(code, run.args, what)
     return value

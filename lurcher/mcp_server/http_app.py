@@ -1,0 +1,134 @@
+"""Streamable HTTP front end: the MCP endpoint at ``http.path``, ``/`` and ``/health``,
+optional CORS and TLS, served by uvicorn on a socket bound before serving (so port 0 works
+and the real address can be announced).
+
+DNS-rebinding protection (Host and Origin checks) is on when bound to a loopback address, as
+the MCP SDK recommends; origins allowed by the CORS configuration are allowed by it too
+(``*`` turns the Origin check off).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import signal
+import socket
+from collections.abc import Callable, Iterator
+
+import uvicorn
+from mcp.server.lowlevel import Server
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.routing import Route
+
+from lurcher.mcp_server.config import ConfigError, CorsConfig, HttpConfig
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+LISTEN_BACKLOG = 128
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its signal capture (which re-raises the signal after shutdown, so the
+    process would die by SIGTERM instead of exiting 0); ``serve_http`` handles signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` (IPv6 hosts in brackets). Raises ConfigError."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"http.address {address!r} is not host:port")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def security(host: str, cors: CorsConfig) -> TransportSecuritySettings:
+    if host not in LOOPBACK_HOSTS or (cors.enabled and "*" in cors.allowed_origins):
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*",
+               "https://127.0.0.1:*", "https://localhost:*", "https://[::1]:*"]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=origins + (cors.allowed_origins if cors.enabled else []))
+
+
+async def _index(request: Request) -> PlainTextResponse:
+    return PlainTextResponse("lurcher MCP server")
+
+
+async def _health(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "healthy"})
+
+
+def build_app(server: Server, http: HttpConfig) -> Starlette:
+    """The ASGI app (its lifespan runs the MCP session manager)."""
+    host, _ = split_address(http.address)
+    app = server.streamable_http_app(
+        streamable_http_path=http.path, host=host, transport_security=security(host, http.cors),
+        custom_starlette_routes=[Route("/", _index), Route("/health", _health)])
+    if http.cors.enabled:
+        app.add_middleware(CORSMiddleware, **cors_options(http.cors))
+    return app
+
+
+def cors_options(cors: CorsConfig) -> dict[str, object]:
+    options: dict[str, object] = {
+        "allow_origins": cors.allowed_origins,
+        "allow_methods": [m.upper() for m in cors.allowed_methods if m],
+        "allow_headers": [h for h in cors.allowed_headers if h],
+        "expose_headers": [h for h in cors.exposed_headers if h],
+        "allow_credentials": cors.allow_credentials,
+    }
+    if "allow_private_network" in inspect.signature(CORSMiddleware.__init__).parameters:
+        options["allow_private_network"] = cors.allow_private_network
+    return options
+
+
+def bind(address: str) -> socket.socket:
+    """A listening socket for ``host:port`` (port 0 picks one). Raises ConfigError/OSError."""
+    host, port = split_address(address)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(LISTEN_BACKLOG)
+    sock.setblocking(False)
+    return sock
+
+
+def endpoint_url(sock: socket.socket, http: HttpConfig) -> str:
+    host, port = sock.getsockname()[:2]
+    scheme = "https" if http.tls.enabled else "http"
+    shown = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{shown}:{port}{http.path}"
+
+
+async def serve_http(server: Server, http: HttpConfig,
+                     announce: Callable[[str], None] = lambda url: None) -> None:
+    """Serve until SIGINT/SIGTERM (then return normally). ``announce`` gets the endpoint URL
+    once bound.
+
+    Raises ConfigError or OSError when the address cannot be bound.
+    """
+    sock = bind(http.address)
+    tls = {"ssl_certfile": http.tls.cert_file, "ssl_keyfile": http.tls.key_file} \
+        if http.tls.enabled else {}
+    config = uvicorn.Config(build_app(server, http), log_level="warning", lifespan="on", **tls)
+    server_ = _Uvicorn(config)
+    loop = asyncio.get_running_loop()
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, setattr, server_, "should_exit", True)
+    announce(endpoint_url(sock, http))
+    try:
+        await server_.serve(sockets=[sock])
+    finally:
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)

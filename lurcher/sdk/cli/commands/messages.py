@@ -1,0 +1,319 @@
+"""``message send`` and ``message poll`` (with ``--follow``).
+
+Send: messages come from the arguments, else ``--input-file``, else standard input; one
+message per line (empty lines skipped, a trailing CR dropped), or the whole input as one
+message with ``--raw``. They are sent in requests of at most ``--batch-size`` messages,
+with the same headers (``-H key:kind:value``) on each, and optional ``--id`` values (one per
+message). Partitioning: ``--partition-id``, ``--message-key`` or balanced (the default).
+
+Poll: one strategy of ``--offset``, ``--timestamp``, ``--first``, ``--last``, ``--next``
+(the default). ``--group NAME`` polls as a member of that consumer group (joined for the
+command, left afterwards). ``--follow`` keeps polling: for a plain consumer it continues
+from the offset after the last message it printed (on the partition that answered); for a
+group it polls ``next`` with auto-commit so the group makes progress. It waits
+``--interval`` seconds after an empty poll, and stops on Ctrl-C, SIGTERM or after ``--max``
+messages (exit 0). Output formats: text, json (one object per line), hex, payload (raw
+payload bytes, one per line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import signal
+import sys
+from collections.abc import Callable
+
+from lurcher.core.wire.values.polling import PollingKind, PollingStrategy
+from lurcher.sdk.cli.commands.base import Sub, group, ident, leaf, topic_args
+from lurcher.sdk.cli.exitcodes import CliError, ExitCode
+from lurcher.sdk.cli.output import iso_time, Output
+from lurcher.sdk.cli.runtime import Run
+from lurcher.sdk.cli.values import (
+    headers,
+    message_id,
+    non_negative_int,
+    positive_int,
+    timestamp_us,
+)
+from lurcher.sdk.messages import ReceivedMessage
+
+DEFAULT_BATCH = 1000
+POLL_COUNT = 1
+FOLLOW_POLL_COUNT = 100
+FOLLOW_INTERVAL_S = 0.2
+FORMATS = ("text", "json", "hex", "payload")
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+# -- send --------------------------------------------------------------------------------
+
+def _read_input(a: argparse.Namespace) -> bytes:
+    if a.input_file is None:
+        return sys.stdin.buffer.read()
+    try:
+        with open(a.input_file, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise CliError(f"cannot read {a.input_file}: {e.strerror}", ExitCode.INPUT) from None
+
+
+def payloads(a: argparse.Namespace) -> list[bytes]:
+    """The messages to send (see the module docstring). Raises CliError(INPUT)."""
+    if a.messages:
+        return [m.encode() for m in a.messages]
+    data = _read_input(a)
+    if a.raw:
+        found = [data] if data else []
+    else:
+        found = [line.removesuffix(b"\r") for line in data.split(b"\n")]
+        found = [line for line in found if line]
+    if not found:
+        raise CliError("no messages to send (empty input)", ExitCode.INPUT)
+    return found
+
+
+def _partitioning(a: argparse.Namespace) -> int | str | None:
+    if a.partition_id is not None:
+        return a.partition_id
+    return a.message_key
+
+
+async def send(run: Run) -> None:
+    a = run.args
+    data = payloads(a)
+    ids = a.id or None
+    if ids is not None and len(ids) != len(data):
+        raise CliError(f"{len(ids)} --id value(s) for {len(data)} message(s)", ExitCode.USAGE)
+    header_map = dict(h for group_ in a.header or [] for h in group_) or None
+    client = await run.client()
+    for start in range(0, len(data), a.batch_size):
+        end = start + a.batch_size
+        await client.send_messages(ident(a.stream), ident(a.topic), data[start:end],
+                                   _partitioning(a), ids=ids[start:end] if ids else None,
+                                   headers=header_map)
+    run.out.note(f"sent {len(data)} message(s) to topic '{a.topic}' of stream '{a.stream}'",
+                 sent=len(data))
+
+
+# -- poll output -------------------------------------------------------------------------
+
+def _plain(value: object) -> object:
+    if isinstance(value, bytes):
+        return value.hex()
+    return value
+
+
+def header_dict(m: ReceivedMessage) -> dict[str, object]:
+    return {str(_plain(k)): _plain(v) for k, v in m.header_values().items()}
+
+
+def message_record(m: ReceivedMessage) -> dict[str, object]:
+    record: dict[str, object] = {
+        "partition_id": m.partition_id, "offset": m.offset, "id": m.id,
+        "timestamp": m.timestamp, "origin_timestamp": m.origin_timestamp,
+        "checksum": m.checksum, "headers": header_dict(m)}
+    try:
+        record["payload"] = m.payload.decode()
+    except UnicodeDecodeError:
+        record["payload"] = None
+    record["payload_base64"] = base64.b64encode(m.payload).decode()
+    return record
+
+
+def _line(m: ReceivedMessage, payload: str, show_headers: bool) -> str:
+    text = f"[partition {m.partition_id} offset {m.offset} {iso_time(m.timestamp)}] {payload}"
+    if show_headers and m.user_headers:
+        text += "  {" + ", ".join(f"{k}={v}" for k, v in header_dict(m).items()) + "}"
+    return text
+
+
+Printer = Callable[[ReceivedMessage], None]
+
+
+def printer(fmt: str, show_headers: bool, out: Output) -> Printer:
+    stream = out.stream
+
+    def text(m: ReceivedMessage) -> None:
+        out.write(_line(m, m.payload.decode(errors="backslashreplace"), show_headers))
+
+    def hex_(m: ReceivedMessage) -> None:
+        out.write(_line(m, m.payload.hex(), show_headers))
+
+    def js(m: ReceivedMessage) -> None:
+        out.write(json.dumps(message_record(m), ensure_ascii=False))
+
+    def payload(m: ReceivedMessage) -> None:
+        stream.flush()
+        stream.buffer.write(m.payload + b"\n")
+        stream.buffer.flush()
+
+    return {"text": text, "hex": hex_, "json": js, "payload": payload}[fmt]
+
+
+# -- poll --------------------------------------------------------------------------------
+
+def strategy_of(a: argparse.Namespace) -> PollingStrategy:
+    if a.offset is not None:
+        return PollingStrategy.offset(a.offset)
+    if a.timestamp is not None:
+        return PollingStrategy.timestamp(a.timestamp)
+    if a.first:
+        return PollingStrategy.first()
+    if a.last:
+        return PollingStrategy.last()
+    return PollingStrategy.next()
+
+
+class Poller:
+    """One poll target (stream, topic, partition, consumer) and its moving strategy."""
+
+    def __init__(self, run: Run) -> None:
+        a = run.args
+        self.run = run
+        self.stream, self.topic = ident(a.stream), ident(a.topic)
+        self.is_group = a.group is not None
+        self.consumer = ident(a.group) if self.is_group else ident(a.consumer)
+        self.partition = a.partition
+        self.strategy = strategy_of(a)
+        self.auto_commit = a.auto_commit
+        self.print = printer(a.format or ("json" if run.out.json else "text"),
+                             a.show_headers, run.out)
+
+    async def poll(self, count: int) -> list[ReceivedMessage]:
+        client = await self.run.client()
+        polled = await client.poll_messages(self.stream, self.topic, self.partition,
+                                            self.strategy, count, self.auto_commit,
+                                            consumer=self.consumer, group=self.is_group)
+        return [ReceivedMessage.of(polled.partition_id, m) for m in polled.messages()]
+
+    def advance(self, got: list[ReceivedMessage]) -> None:
+        """Where the next follow poll starts (see the module docstring)."""
+        if self.is_group:
+            self.strategy, self.auto_commit = PollingStrategy.next(), True
+        elif got:
+            self.partition = got[-1].partition_id
+            self.strategy = PollingStrategy.offset(got[-1].offset + 1)
+        elif self.strategy.kind == PollingKind.LAST:
+            self.strategy = PollingStrategy.first()  # "last" is empty only on an empty partition
+
+
+async def _follow(poller: Poller, a: argparse.Namespace) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop.set)
+    remaining = a.max
+    batch = a.count or FOLLOW_POLL_COUNT
+    if poller.is_group:
+        poller.auto_commit = True
+    try:
+        while not stop.is_set() and (remaining is None or remaining > 0):
+            got = await poller.poll(batch if remaining is None else min(batch, remaining))
+            for m in got:
+                poller.print(m)
+            if remaining is not None:
+                remaining -= len(got)
+            poller.advance(got)
+            if not got:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), a.interval)
+    finally:
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+
+
+async def poll(run: Run) -> None:
+    a = run.args
+    poller = Poller(run)
+    client = await run.client()
+    if poller.is_group:
+        await client.join_consumer_group(poller.stream, poller.topic, poller.consumer)
+    try:
+        if a.follow:
+            await _follow(poller, a)
+            return
+        count = a.count or POLL_COUNT
+        got = await poller.poll(count if a.max is None else min(count, a.max))
+        for m in got:
+            poller.print(m)
+        if not got and not run.out.quiet and not run.out.json:
+            print("no messages", file=sys.stderr)
+    finally:
+        if poller.is_group:
+            with contextlib.suppress(Exception):
+                await client.leave_consumer_group(poller.stream, poller.topic, poller.consumer)
+
+
+# -- parsers -----------------------------------------------------------------------------
+
+def _send_parser(actions: Sub) -> None:
+    p = leaf(actions, "send", send, "send messages", aliases=("s",), description=(
+        "send messages\n\nexamples:\n  lurcher message send orders eu 'hello' 'world'\n"
+        "  cat events.txt | lurcher message send orders eu --partition-id 2\n"
+        "  lurcher message send orders eu --raw --input-file blob.bin\n"
+        "  lurcher message send orders eu -H source:string:web -H n:uint32:7 'hi'"))
+    topic_args(p)
+    p.add_argument("messages", nargs="*", help="messages (default: read standard input)")
+    p.set_defaults(rest_into="messages")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("-p", "--partition-id", "--partition", type=non_negative_int,
+                       metavar="ID", help="send to this partition")
+    where.add_argument("-k", "--message-key", "--key", metavar="KEY",
+                       help="partition by this key")
+    where.add_argument("-b", "--balanced", action="store_true",
+                       help="let the server balance (default)")
+    p.add_argument("-H", "--header", type=headers, action="append", metavar="KEY:KIND:VALUE",
+                   help="header for every message (repeatable, or comma-separated)")
+    p.add_argument("--id", type=message_id, action="append", metavar="ID",
+                   help="message id (number or UUID); one per message")
+    p.add_argument("-f", "--input-file", "--file", metavar="PATH",
+                   help="read messages from a file instead of standard input")
+    p.add_argument("--raw", action="store_true",
+                   help="the whole input is one message (default: one per line)")
+    p.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH, metavar="N",
+                   help=f"messages per request (default {DEFAULT_BATCH})")
+
+
+def _poll_parser(actions: Sub) -> None:
+    p = leaf(actions, "poll", poll, "poll messages", aliases=("p",), description=(
+        "poll messages\n\nexamples:\n  lurcher message poll orders eu 0 --first -c 10\n"
+        "  lurcher message poll orders eu 0 --offset 42 --format hex\n"
+        "  lurcher message poll orders eu --group billing --follow --format json"))
+    topic_args(p)
+    p.add_argument("partition", nargs="?", type=non_negative_int,
+                   help="partition id (default: chosen by the server)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--offset", type=non_negative_int, metavar="N", help="from this offset")
+    how.add_argument("--timestamp", type=timestamp_us, metavar="TIME",
+                     help="from this time (microseconds or ISO-8601)")
+    how.add_argument("-f", "--first", action="store_true", help="from the first message")
+    how.add_argument("-l", "--last", action="store_true", help="the last messages")
+    how.add_argument("-n", "--next", action="store_true",
+                     help="after the consumer's stored offset (default)")
+    p.add_argument("-c", "--count", "-m", "--message-count", type=positive_int, metavar="N",
+                   help=f"messages per poll (default {POLL_COUNT}; "
+                        f"{FOLLOW_POLL_COUNT} with --follow)")
+    p.add_argument("--consumer", default="0", metavar="ID",
+                   help="consumer id or name (default 0)")
+    p.add_argument("-g", "--group", metavar="GROUP",
+                   help="poll as a member of this consumer group")
+    p.add_argument("-a", "--auto-commit", action="store_true",
+                   help="store the consumer offset after polling")
+    p.add_argument("-s", "--show-headers", action="store_true", help="print user headers")
+    p.add_argument("--format", choices=FORMATS,
+                   help="text (default), json (one object per line), hex, payload")
+    p.add_argument("-F", "--follow", action="store_true",
+                   help="keep polling and print messages as they arrive")
+    p.add_argument("--interval", type=float, default=FOLLOW_INTERVAL_S, metavar="SECONDS",
+                   help=f"wait after an empty poll with --follow (default {FOLLOW_INTERVAL_S})")
+    p.add_argument("--max", type=positive_int, metavar="N", help="stop after N messages")
+
+
+def register(sub: Sub) -> None:
+    actions = group(sub, "message", "send and poll messages", ("m",))
+    _send_parser(actions)
+    _poll_parser(actions)

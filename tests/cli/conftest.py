@@ -1,0 +1,104 @@
+"""Fixtures for CLI tests: run the real ``lurcher`` command (``python -m lurcher.sdk.cli``)
+as a subprocess against the real ``server`` fixture, with a private contexts file.
+
+``cli(*args, input=None, env=None, check=None)`` -> ``Result`` (code, out, err);
+``check=0`` asserts the exit code. ``lurcher``: the same, already pointed at the server
+with a root connection string (``--connection`` given before the command).
+``spawn(*args)`` starts the command in the background (for ``--follow``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.server import REPO_ROOT, LurcherServer
+
+CLI = (sys.executable, "-m", "lurcher.sdk.cli")
+RUN_TIMEOUT_S = 60
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+    def lines(self) -> list[str]:
+        return self.out.splitlines()
+
+    def json_lines(self) -> list[dict]:
+        return [json.loads(line) for line in self.lines() if line.strip()]
+
+
+def cli_env(config: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LURCHER_")}
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env["LURCHER_CLI_CONFIG"] = str(config)
+    return {**env, **(extra or {})}
+
+
+Cli = Callable[..., Result]
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    return tmp_path / "cli" / "contexts.json"
+
+
+@pytest.fixture
+def cli(config_file: Path) -> Cli:
+    def run(*args: str, input: bytes | str | None = None, env: Mapping[str, str] | None = None,
+            check: int | None = None) -> Result:
+        data = input.encode() if isinstance(input, str) else input
+        proc = subprocess.run([*CLI, *args], input=data, capture_output=True,
+                              env=cli_env(config_file, env), timeout=RUN_TIMEOUT_S,
+                              stdin=None if data is not None else subprocess.DEVNULL)
+        result = Result(proc.returncode, proc.stdout.decode(errors="replace"),
+                        proc.stderr.decode(errors="replace"))
+        if check is not None:
+            assert result.code == check, f"lurcher {' '.join(args)} -> {result}"
+        return result
+    return run
+
+
+def root_connection(server: LurcherServer) -> str:
+    return f"iggy://iggy:iggy@{server.tcp_address}"
+
+
+@pytest.fixture
+def lurcher(cli: Cli, server: LurcherServer) -> Cli:
+    """``cli`` with ``--connection <root@server>`` prepended."""
+    def run(*args: str, **kw: Any) -> Result:
+        return cli("--connection", root_connection(server), *args, **kw)
+    return run
+
+
+@pytest.fixture
+def spawn(config_file: Path, server: LurcherServer) -> Iterator[Callable[..., subprocess.Popen]]:
+    procs: list[subprocess.Popen] = []
+
+    def start(*args: str) -> subprocess.Popen:
+        proc = subprocess.Popen([*CLI, "--connection", root_connection(server), *args],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=cli_env(config_file))
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

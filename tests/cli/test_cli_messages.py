@@ -1,0 +1,176 @@
+"""``lurcher message send`` / ``message poll`` against a real server: every input source,
+headers, ids, partitioning, every polling strategy, every output format, and ``--follow``
+(background process, messages sent while it runs, stopped by SIGTERM or ``--max``)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import Cli
+
+FOLLOW_WAIT_S = 15.0
+
+
+@pytest.fixture
+def topic(lurcher: Cli) -> tuple[str, str]:
+    lurcher("stream", "create", "orders", check=0)
+    lurcher("topic", "create", "orders", "eu", "3", check=0)
+    return "orders", "eu"
+
+
+def poll_json(lurcher: Cli, *args: str) -> list[dict]:
+    result = lurcher("message", "poll", "orders", "eu", *args, "--format", "json", check=0)
+    return result.json_lines()
+
+
+def payloads(records: list[dict]) -> list[str]:
+    return [r["payload"] for r in records]
+
+
+def test_send_from_arguments_stdin_file_and_raw(lurcher: Cli, topic, tmp_path: Path) -> None:
+    assert "sent 2 message(s)" in lurcher("message", "send", "orders", "eu", "hello",
+                                          "big world", "-p", "0", check=0).out
+    lurcher("message", "send", "orders", "eu", "-p", "0", input="l1\nl2\r\n\nl3", check=0)
+    file = tmp_path / "in.txt"
+    file.write_bytes(b"f1\nf2\n")
+    lurcher("message", "send", "orders", "eu", "-p", "0", "--input-file", str(file), check=0)
+    lurcher("message", "send", "orders", "eu", "-p", "0", "--raw", input="r1\nr2\n", check=0)
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(bytes(range(256)))
+    lurcher("message", "send", "orders", "eu", "-p", "0", "--raw", "--file", str(blob), check=0)
+    got = poll_json(lurcher, "0", "--first", "--count", "100")
+    assert payloads(got)[:8] == ["hello", "big world", "l1", "l2", "l3", "f1", "f2", "r1\nr2\n"]
+    assert got[8]["payload"] is None
+    assert base64.b64decode(got[8]["payload_base64"]) == bytes(range(256))
+    assert [r["offset"] for r in got] == list(range(9))
+
+
+def test_send_many_lines_in_batches(lurcher: Cli, topic) -> None:
+    lines = "\n".join(f"m{i}" for i in range(250))
+    out = lurcher("message", "send", "orders", "eu", "-p", "1", "--batch-size", "100",
+                  input=lines, check=0).out
+    assert "sent 250 message(s)" in out
+    got = poll_json(lurcher, "1", "--first", "-c", "1000")
+    assert payloads(got) == [f"m{i}" for i in range(250)]
+
+
+def test_send_headers_ids_and_key(lurcher: Cli, topic) -> None:
+    lurcher("message", "send", "orders", "eu", "-p", "2", "-H", "src:string:web,n:uint32:7",
+            "-H", "ok:bool:true", "-H", "blob:raw:0xff00", "-H", "pi:float64:3.5",
+            "--id", "42", "a", "--id", "00000000-0000-0000-0000-0000000000ff", "b", check=0)
+    got = poll_json(lurcher, "2", "--first", "-c", "10")
+    assert [r["id"] for r in got] == [42, 255]
+    assert got[0]["headers"] == {"src": "web", "n": 7, "ok": True, "blob": "ff00", "pi": 3.5}
+    text = lurcher("message", "poll", "orders", "eu", "2", "--first", "-c", "1",
+                   "--show-headers", check=0).out
+    assert "src=web" in text and "n=7" in text
+    for _ in range(3):
+        lurcher("message", "send", "orders", "eu", "--message-key", "customer-1", "k", check=0)
+    per_partition = [len(poll_json(lurcher, str(p), "--first", "-c", "100")) for p in range(3)]
+    assert sorted(per_partition) in ([0, 2, 3], [0, 1, 5], [1, 2, 3], [0, 0, 5], [0, 2, 3])
+    assert 3 in per_partition or per_partition[2] == 5
+
+
+def test_poll_strategies(lurcher: Cli, topic) -> None:
+    lurcher("message", "send", "orders", "eu", "-p", "0", *[f"p{i}" for i in range(10)],
+            check=0)
+    assert payloads(poll_json(lurcher, "0", "--first", "-c", "3")) == ["p0", "p1", "p2"]
+    assert payloads(poll_json(lurcher, "0", "--offset", "7", "-c", "10")) == ["p7", "p8", "p9"]
+    assert payloads(poll_json(lurcher, "0", "--last", "-c", "2")) == ["p8", "p9"]
+    stamp = poll_json(lurcher, "0", "--offset", "4", "-c", "1")[0]["timestamp"]
+    by_time = poll_json(lurcher, "0", "--timestamp", str(stamp), "-c", "100")
+    assert payloads(by_time)[0] in ("p0", "p4")  # one send = one timestamp for the batch
+    assert all(r["timestamp"] >= stamp for r in by_time)
+    future = lurcher("message", "poll", "orders", "eu", "0", "--timestamp",
+                     "2100-01-01T00:00:00Z", "--format", "json", check=0)
+    assert future.out == ""
+    # next + auto-commit walks forward through stored offsets of consumer 5
+    first = poll_json(lurcher, "0", "--next", "-c", "4", "--consumer", "5", "--auto-commit")
+    second = poll_json(lurcher, "0", "--next", "-c", "4", "--consumer", "5", "--auto-commit")
+    assert payloads(first) == ["p0", "p1", "p2", "p3"]
+    assert payloads(second) == ["p4", "p5", "p6", "p7"]
+    stored = lurcher("--json", "consumer-offset", "get", "5", "orders", "eu", "0", check=0)
+    assert stored.json()["stored_offset"] == 7
+    assert payloads(poll_json(lurcher, "0", "-c", "1", "--consumer", "other")) == ["p0"]
+
+
+def test_poll_output_formats(lurcher: Cli, topic) -> None:
+    lurcher("message", "send", "orders", "eu", "-p", "1", "hi", "there", check=0)
+    text = lurcher("message", "poll", "orders", "eu", "1", "--first", "-c", "2", check=0)
+    assert len(text.lines()) == 2
+    assert text.lines()[0].startswith("[partition 1 offset 0 ") and text.lines()[0].endswith("hi")
+    hex_out = lurcher("message", "poll", "orders", "eu", "1", "--first", "-c", "2",
+                      "--format", "hex", check=0)
+    assert hex_out.lines()[0].endswith(b"hi".hex()) and hex_out.lines()[1].endswith(
+        b"there".hex())
+    raw = lurcher("message", "poll", "orders", "eu", "1", "--first", "-c", "2",
+                  "--format", "payload", check=0)
+    assert raw.out == "hi\nthere\n"
+    global_json = lurcher("--json", "message", "poll", "orders", "eu", "1", "--first", "-c", "2",
+                          check=0)
+    assert [r["payload"] for r in global_json.json_lines()] == ["hi", "there"]
+    empty = lurcher("message", "poll", "orders", "eu", "2", "--first", check=0)
+    assert empty.out == "" and "no messages" in empty.err
+
+
+def _read_lines(proc, n: int) -> list[dict]:
+    """Read ``n`` JSON lines from a follow process, failing after FOLLOW_WAIT_S."""
+    import selectors
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    lines: list[dict] = []
+    deadline = time.monotonic() + FOLLOW_WAIT_S
+    while len(lines) < n:
+        left = deadline - time.monotonic()
+        assert left > 0, f"only {len(lines)} of {n} lines arrived: {lines}"
+        if sel.select(left):
+            line = proc.stdout.readline()
+            assert line, f"follow process ended early: {proc.stderr.read()!r}"
+            lines.append(json.loads(line))
+    return lines
+
+
+def test_follow_prints_messages_as_they_arrive_until_sigterm(lurcher: Cli, topic, spawn) -> None:
+    lurcher("message", "send", "orders", "eu", "-p", "0", "before", check=0)
+    proc = spawn("message", "poll", "orders", "eu", "0", "--first", "--follow",
+                 "--format", "json", "--interval", "0.05")
+    assert payloads(_read_lines(proc, 1)) == ["before"]
+    lurcher("message", "send", "orders", "eu", "-p", "0", "live1", "live2", check=0)
+    assert payloads(_read_lines(proc, 2)) == ["live1", "live2"]
+    lurcher("message", "send", "orders", "eu", "-p", "0", "live3", check=0)
+    got = _read_lines(proc, 1)
+    assert payloads(got) == ["live3"] and got[0]["offset"] == 3
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(FOLLOW_WAIT_S) == 0
+    proc.send_signal if False else None
+
+
+def test_follow_stops_on_sigint_and_after_max(lurcher: Cli, topic, spawn) -> None:
+    proc = spawn("message", "poll", "orders", "eu", "1", "--follow", "--format", "json",
+                 "--interval", "0.05")
+    time.sleep(0.5)
+    lurcher("message", "send", "orders", "eu", "-p", "1", "x", check=0)
+    assert payloads(_read_lines(proc, 1)) == ["x"]
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(FOLLOW_WAIT_S) == 0
+    lurcher("message", "send", "orders", "eu", "-p", "1", "y", "z", "w", check=0)
+    done = lurcher("message", "poll", "orders", "eu", "1", "--first", "--follow", "--max", "3",
+                   "--format", "json", "-c", "2", check=0)
+    assert payloads(done.json_lines()) == ["x", "y", "z"]
+
+
+def test_group_poll_and_follow(lurcher: Cli, topic) -> None:
+    lurcher("consumer-group", "create", "orders", "eu", "billing", check=0)
+    for p in range(3):
+        lurcher("message", "send", "orders", "eu", "-p", str(p), f"a{p}", f"b{p}", check=0)
+    got = lurcher("message", "poll", "orders", "eu", "--group", "billing", "--follow",
+                  "--max", "6", "--format", "json", check=0).json_lines()
+    assert sorted(payloads(got)) == sorted(f"{x}{p}" for p in range(3) for x in "ab")
+    members = lurcher("--json", "consumer-group", "get", "orders", "eu", "billing", check=0)
+    assert members.json()["header"]["members_count"] == 0  # left the group on exit

@@ -1,0 +1,52 @@
+"""Hard limits: a poll of a partition holding a million messages returns at most the
+configured number of messages and bytes, and says where to continue."""
+
+from __future__ import annotations
+
+import json
+
+from lurcher.sdk import Client, build_batch
+from tests.mcp.conftest import mcp_session
+
+BATCHES = 1000
+BATCH_MESSAGES = 1000
+
+
+async def fill(client: Client) -> None:
+    await client.create_stream("big")
+    await client.create_topic("big", "flood", partitions_count=1)
+    batch = build_batch([b'{"n":%d}' % i for i in range(BATCH_MESSAGES)])
+    for _ in range(BATCHES):
+        await client.send_messages("big", "flood", batch, 0)
+
+
+async def test_poll_is_capped_in_count_and_bytes(mcp_target, sdk_client: Client) -> None:
+    await fill(sdk_client)
+    topic = await sdk_client.get_topic("big", "flood")
+    assert topic.partitions[0].messages_count == BATCHES * BATCH_MESSAGES
+
+    target = mcp_target(limits_max_messages="50", limits_max_response_bytes="4096",
+                        limits_max_payload_bytes="1024")
+    async with mcp_session(*target) as mcp:
+        by_count = await mcp.session.call_tool("poll_messages", {
+            "stream_id": "big", "topic_id": "flood", "partition_id": 0, "count": 1_000_000})
+        text = by_count.content[0].text
+        result = json.loads(text)
+        assert len(text.encode()) <= 4096
+        assert 0 < result["count"] == len(result["messages"]) <= 50
+        assert result["truncated"] and result["count_capped_to"] == 50
+        assert result["next_offset"] == result["messages"][-1]["offset"] + 1
+
+        latest = await mcp.session.read_resource(
+            "lurcher://streams/big/topics/flood/partitions/0/messages?count=1000000")
+        text = latest.contents[0].text
+        assert len(text.encode()) <= 4096
+        offsets = [m["offset"] for m in json.loads(text)["messages"]]
+        assert 0 < len(offsets) <= 50 and offsets[0] >= BATCHES * BATCH_MESSAGES - 50
+
+    small = mcp_target(limits_max_messages="3")
+    async with mcp_session(*small) as mcp:
+        result = await mcp.call("poll_messages", stream_id="big", topic_id="flood",
+                                partition_id=0, offset=10, count=100)
+        assert [m["offset"] for m in result["messages"]] == [10, 11, 12]
+        assert result["next_offset"] == 13

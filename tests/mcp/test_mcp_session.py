@@ -1,0 +1,97 @@
+"""A real MCP client session against lurcher-mcp and a real lurcher-server, over stdio and
+streamable HTTP: tools and resources listed, a stream and topic created, JSON messages sent
+and polled back decoded, resources read, a consumer offset stored and read."""
+
+from __future__ import annotations
+
+import base64
+
+from tests.mcp.conftest import mcp_session
+
+EXPECTED_TOOLS = {
+    "ping", "get_stats", "get_me", "get_client", "get_clients", "get_cluster_metadata",
+    "snapshot", "get_streams", "get_stream", "create_stream", "update_stream", "delete_stream",
+    "purge_stream", "get_topics", "get_topic", "create_topic", "update_topic", "delete_topic",
+    "purge_topic", "create_partitions", "delete_partitions", "delete_segments",
+    "send_messages", "poll_messages", "get_consumer_groups", "get_consumer_group",
+    "create_consumer_group", "delete_consumer_group", "get_consumer_offset",
+    "store_consumer_offset", "delete_consumer_offset", "get_users", "get_user", "create_user",
+    "update_user", "delete_user", "update_permissions", "change_password",
+    "get_personal_access_tokens", "create_personal_access_token",
+    "delete_personal_access_token",
+}
+ORDERS = [{"order": i, "item": f"widget-{i}", "price": 9.5 + i} for i in range(5)]
+
+
+async def test_session_end_to_end(mcp_target) -> None:
+    async with mcp_session(*mcp_target()) as mcp:
+        tools = (await mcp.session.list_tools()).tools
+        assert {t.name for t in tools} == EXPECTED_TOOLS
+        assert all(t.description and t.input_schema["type"] == "object" for t in tools)
+        templates = (await mcp.session.list_resource_templates()).resource_templates
+        assert len(templates) == 3
+
+        await mcp.call("ping")
+        stream = await mcp.call("create_stream", name="shop")
+        assert stream["name"] == "shop"
+        topic = await mcp.call("create_topic", stream_id="shop", name="orders",
+                               partitions_count=2, message_expiry="7d")
+        assert [p["id"] for p in topic["partitions"]] == [0, 1]
+
+        sent = await mcp.call("send_messages", stream_id="shop", topic_id="orders",
+                              partition_id=0, messages=[
+                                  {"payload": o, "headers": {"source": "test", "n": o["order"]}}
+                                  for o in ORDERS])
+        assert sent["messages_count"] == len(ORDERS)
+        await mcp.call("send_messages", stream_id="shop", topic_id="orders", partition_id=0,
+                       messages=[{"payload": "plain words"},
+                                 {"payload": base64.b64encode(b"\xff\x00\x01").decode(),
+                                  "encoding": "base64"}])
+
+        polled = await mcp.call("poll_messages", stream_id="shop", topic_id="orders",
+                                partition_id=0, strategy="first", count=10)
+        msgs = polled["messages"]
+        assert [m["offset"] for m in msgs] == list(range(7))
+        assert [m["payload"] for m in msgs[:5]] == ORDERS
+        assert {m["payload_encoding"] for m in msgs[:5]} == {"json"}
+        assert msgs[0]["headers"] == {"source": {"kind": "string", "value": "test"},
+                                      "n": {"kind": "int64", "value": 0}}
+        assert (msgs[5]["payload_encoding"], msgs[5]["payload"]) == ("text", "plain words")
+        assert msgs[6]["payload_encoding"] == "base64"
+        assert base64.b64decode(msgs[6]["payload"]) == b"\xff\x00\x01"
+        assert polled["next_offset"] == 7 and not polled["truncated"]
+
+        listed = (await mcp.session.list_resources()).resources
+        assert {str(r.uri) for r in listed} >= {"lurcher://streams",
+                                                "lurcher://streams/0/topics/0"}
+        tree = await mcp.read("lurcher://streams")
+        assert tree["streams"][0]["name"] == "shop"
+        assert tree["streams"][0]["topics"][0]["name"] == "orders"
+        details = await mcp.read("lurcher://streams/shop/topics/orders")
+        assert details["partitions"][0]["messages_count"] == 7
+        latest = await mcp.read(
+            "lurcher://streams/shop/topics/orders/partitions/0/messages?count=2")
+        assert [m["offset"] for m in latest["messages"]] == [5, 6]
+
+        assert (await mcp.call("get_consumer_offset", stream_id="shop", topic_id="orders",
+                               partition_id=0))["stored_offset"] is None
+        await mcp.call("store_consumer_offset", stream_id="shop", topic_id="orders",
+                       partition_id=0, offset=4)
+        offset = await mcp.call("get_consumer_offset", stream_id="shop", topic_id="orders",
+                                partition_id=0)
+        assert (offset["stored_offset"], offset["current_offset"]) == (4, 6)
+        following = await mcp.call("poll_messages", stream_id="shop", topic_id="orders",
+                                   partition_id=0, strategy="next", count=1)
+        assert [m["offset"] for m in following["messages"]] == [5]
+
+
+async def test_errors_are_tool_errors(mcp_target) -> None:
+    async with mcp_session(*mcp_target()) as mcp:
+        message, data = await mcp.call_error("delete_stream", stream_id="missing")
+        assert data["kind"] == "iggy_error"
+        assert data["name"] == "StreamNameNotFound" and "StreamNameNotFound" in message
+        message, data = await mcp.call_error("create_stream", nme="typo")
+        assert data["kind"] == "invalid_arguments" and "nme" in message
+        message, data = await mcp.call_error("no_such_tool")
+        assert data["kind"] == "unknown_tool"
+        await mcp.call("ping")  # still serving
