@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import mcp_types as types
 
@@ -148,8 +148,3 @@ def _count(q: dict[str, list[str]], default: int) -> int:
 
 
 _READERS = {"tree": _tree, "stream": _stream, "topic": _topic, "messages": _messages}
-
-
-def quoted(name: str) -> str:
-    """A stream or topic name as a URI path segment."""
-    return quote(name, safe="")

@@ -4,15 +4,18 @@ as a subprocess against the real ``server`` fixture, with a private contexts fil
 ``cli(*args, input=None, env=None, check=None)`` -> ``Result`` (code, out, err);
 ``check=0`` asserts the exit code. ``lurcher``: the same, already pointed at the server
 with a root connection string (``--connection`` given before the command).
-``spawn(*args)`` starts the command in the background (for ``--follow``).
+``spawn(*args)`` starts the command in the background (for ``--follow``); its stdout lines
+arrive on ``proc.lines`` (a queue; None at end of output).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +98,13 @@ def spawn(config_file: Path, server: LurcherServer) -> Iterator[Callable[..., su
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=cli_env(config_file))
         procs.append(proc)
+        proc.lines = queue.Queue()  # type: ignore[attr-defined]
+
+        def pump() -> None:
+            for line in proc.stdout:  # type: ignore[union-attr]
+                proc.lines.put(line)  # type: ignore[attr-defined]
+            proc.lines.put(None)  # type: ignore[attr-defined]
+        threading.Thread(target=pump, daemon=True).start()
         return proc
 
     yield start

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import queue
 import signal
 import time
 from pathlib import Path
@@ -72,9 +73,9 @@ def test_send_headers_ids_and_key(lurcher: Cli, topic) -> None:
     assert "src=web" in text and "n=7" in text
     for _ in range(3):
         lurcher("message", "send", "orders", "eu", "--message-key", "customer-1", "k", check=0)
-    per_partition = [len(poll_json(lurcher, str(p), "--first", "-c", "100")) for p in range(3)]
-    assert sorted(per_partition) in ([0, 2, 3], [0, 1, 5], [1, 2, 3], [0, 0, 5], [0, 2, 3])
-    assert 3 in per_partition or per_partition[2] == 5
+    keyed = [payloads(poll_json(lurcher, str(p), "--first", "-c", "100")).count("k")
+             for p in range(3)]
+    assert sorted(keyed) == [0, 0, 3]  # one key, one partition
 
 
 def test_poll_strategies(lurcher: Cli, topic) -> None:
@@ -120,19 +121,18 @@ def test_poll_output_formats(lurcher: Cli, topic) -> None:
 
 
 def _read_lines(proc, n: int) -> list[dict]:
-    """Read ``n`` JSON lines from a follow process, failing after FOLLOW_WAIT_S."""
-    import selectors
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
+    """Take ``n`` JSON lines from a follow process, failing after FOLLOW_WAIT_S."""
     lines: list[dict] = []
     deadline = time.monotonic() + FOLLOW_WAIT_S
     while len(lines) < n:
         left = deadline - time.monotonic()
         assert left > 0, f"only {len(lines)} of {n} lines arrived: {lines}"
-        if sel.select(left):
-            line = proc.stdout.readline()
-            assert line, f"follow process ended early: {proc.stderr.read()!r}"
-            lines.append(json.loads(line))
+        try:
+            line = proc.lines.get(timeout=left)
+        except queue.Empty:
+            continue
+        assert line is not None, f"follow process ended early: {proc.stderr.read()!r}"
+        lines.append(json.loads(line))
     return lines
 
 
@@ -148,7 +148,7 @@ def test_follow_prints_messages_as_they_arrive_until_sigterm(lurcher: Cli, topic
     assert payloads(got) == ["live3"] and got[0]["offset"] == 3
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(FOLLOW_WAIT_S) == 0
-    proc.send_signal if False else None
+    assert proc.lines.get(timeout=FOLLOW_WAIT_S) is None  # nothing more was printed
 
 
 def test_follow_stops_on_sigint_and_after_max(lurcher: Cli, topic, spawn) -> None:

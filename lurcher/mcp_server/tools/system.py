@@ -27,13 +27,15 @@ class GetClientArgs(Args):
                                                              "listed by get_clients.")]
 
 
+SnapshotType = Literal["filesystem_overview", "process_list", "resource_usage", "test",
+                       "server_logs", "server_config", "all"]
+
+
 class SnapshotArgs(Args):
     compression: Literal["stored", "deflated", "bzip2", "zstd", "lzma", "xz"] = "deflated"
-    types: Annotated[list[Literal["filesystem_overview", "process_list", "resource_usage",
-                                  "test", "server_logs", "server_config", "all"]],
-                     msgspec.Meta(min_length=1, description="What to collect; \"all\" alone "
-                                                            "collects everything.")] = msgspec.field(
-                         default_factory=lambda: ["all"])
+    types: Annotated[list[SnapshotType], msgspec.Meta(
+        min_length=1, description="What to collect; \"all\" alone collects everything.")
+    ] = msgspec.field(default_factory=lambda: ["all"])
 
 
 @register("ping", Access.READ, "Check that the lurcher server answers. Returns ok.", NoArgs)

@@ -1,0 +1,149 @@
+"""Offset arithmetic of the data source: offset specs, per-partition ranges, trigger budgets.
+
+Pure functions, no I/O. An offset range ``[start, end)`` of one Iggy partition is
+half-open: ``end`` is the offset after the last message to read (a partition whose newest
+message has offset ``n`` has end ``n + 1``; an empty partition has end 0).
+
+Offset specs (options ``startingOffsets`` / ``endingOffsets``), as Kafka's source:
+``"earliest"``, ``"latest"``, or a JSON object from partition id to an offset, where an
+offset is a number, ``"earliest"``/``"latest"``, or Kafka's ``-2`` (earliest) / ``-1``
+(latest). Partitions missing from the object take the default of the option. Ending
+offsets are exclusive.
+
+Timestamps (options ``startingTimestamp`` / ``endingTimestamp``): microseconds since the
+Unix epoch, or an ISO-8601 date-time (UTC when it names no zone); a single value for every
+partition or a JSON object per partition. Resolving one to an offset needs the server (see
+``lurcher.spark.client.offset_at_timestamp``).
+
+Streaming offsets (what Spark checkpoints) are ``{"<partition id>": next offset to read}``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+
+from lurcher.spark.options import LurcherSparkError
+
+EARLIEST = "earliest"
+LATEST = "latest"
+_KAFKA_CODES = {-2: EARLIEST, -1: LATEST}
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+ONE_US = dt.timedelta(microseconds=1)
+
+Position = int | str  # an offset, EARLIEST or LATEST
+StreamOffset = dict[str, int]
+
+
+def _position(option: str, value: object) -> Position:
+    if isinstance(value, str) and value.lower() in (EARLIEST, LATEST):
+        return value.lower()
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value in _KAFKA_CODES:
+            return _KAFKA_CODES[value]
+        if value >= 0:
+            return value
+    raise LurcherSparkError(f"lurcher option {option!r}: bad offset {value!r}")
+
+
+def _partition_map(option: str, text: str) -> dict[int, object]:
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise LurcherSparkError(f"lurcher option {option!r}: not JSON ({e})") from None
+    if not isinstance(parsed, dict):
+        raise LurcherSparkError(f"lurcher option {option!r}: expected a JSON object")
+    try:
+        return {int(k): v for k, v in parsed.items()}
+    except ValueError:
+        raise LurcherSparkError(
+            f"lurcher option {option!r}: keys must be partition ids") from None
+
+
+def parse_offsets(option: str, text: str | None, default: str) -> dict[int, Position] | Position:
+    """A single position for all partitions, or a per-partition map (JSON object).
+
+    Raises LurcherSparkError for anything else.
+    """
+    if text is None or not text.strip():
+        return default
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return _position(option, int(stripped) if stripped.lstrip("-").isdigit() else stripped)
+    return {p: _position(option, v) for p, v in _partition_map(option, stripped).items()}
+
+
+def position_for(spec: dict[int, Position] | Position, partition_id: int,
+                 default: str) -> Position:
+    """The position ``spec`` gives ``partition_id`` (``default`` when it names no other)."""
+    if isinstance(spec, dict):
+        return spec.get(partition_id, default)
+    return spec
+
+
+def to_micros(option: str, value: object) -> int:
+    """Microseconds since the epoch of a number or an ISO-8601 text (UTC if naive).
+
+    Raises LurcherSparkError.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            return int(text)
+        try:
+            moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            return datetime_micros(moment)
+    raise LurcherSparkError(f"lurcher option {option!r}: bad timestamp {value!r}")
+
+
+def datetime_micros(moment: dt.datetime) -> int:
+    """Microseconds since the epoch; a naive datetime is taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.timezone.utc)
+    return (moment - EPOCH) // ONE_US
+
+
+def parse_timestamps(option: str, text: str | None) -> dict[int, int] | int | None:
+    """None, one timestamp (µs) for all partitions, or a per-partition map. Raises
+    LurcherSparkError."""
+    if text is None or not text.strip():
+        return None
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return to_micros(option, stripped)
+    return {p: to_micros(option, v) for p, v in _partition_map(option, stripped).items()}
+
+
+def timestamp_for(spec: dict[int, int] | int | None, partition_id: int) -> int | None:
+    if isinstance(spec, dict):
+        return spec.get(partition_id)
+    return spec
+
+
+def split_range(start: int, end: int, max_messages: int) -> list[tuple[int, int]]:
+    """``[start, end)`` cut into consecutive pieces of at most ``max_messages``."""
+    return [(s, min(s + max_messages, end)) for s in range(start, end, max_messages)]
+
+
+def cap_offsets(start: Mapping[str, int], latest: Mapping[str, int],
+                max_messages: int) -> StreamOffset:
+    """End offsets that advance from ``start`` towards ``latest`` by at most
+    ``max_messages`` in total, shared fairly between partitions (deterministic; every
+    partition with data gets at least one message while budget remains). ``start`` must
+    name every partition of ``latest``."""
+    end = {p: max(latest[p], start[p]) for p in latest}
+    available = {p: end[p] - start[p] for p in end}
+    remaining = max_messages
+    waiting = sorted((n, p) for p, n in available.items() if n > 0)
+    for i, (n, p) in enumerate(waiting):
+        share = -(-remaining // (len(waiting) - i))
+        take = min(n, share, remaining)
+        end[p] = start[p] + take
+        remaining -= take
+    return end

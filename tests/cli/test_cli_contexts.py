@@ -1,0 +1,81 @@
+"""Saved contexts and login/logout with the real ``lurcher`` command: the file location
+(LURCHER_CLI_CONFIG / XDG_CONFIG_HOME), mode 0600, create/use/list/show/delete, option
+precedence, and a personal access token kept in the context by ``login``."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+from lurcher.sdk.cli.exitcodes import ExitCode
+from tests.cli.conftest import Cli, root_connection
+from tests.support.server import LurcherServer
+
+
+def test_create_use_list_delete(cli: Cli, server: LurcherServer, config_file: Path) -> None:
+    conn = root_connection(server)
+    out = cli("context", "create", "local", "--connection", conn, check=0).out
+    assert "lurcher context use local" in out
+    assert stat.S_IMODE(config_file.stat().st_mode) == 0o600
+    assert cli("stream", "list").code in (ExitCode.CONNECTION, ExitCode.AUTHENTICATION)  # not active
+    cli("context", "use", "local", check=0)
+    cli("stream", "create", "via-context", check=0)
+    assert "via-context" in cli("stream", "list", check=0).out
+    cli("context", "create", "other", "--address", "127.0.0.1:1", check=0)
+    listing = cli("context", "list", check=0)
+    assert listing.lines()[0].split() == ["ACTIVE", "NAME", "TRANSPORT", "ADDRESS", "USER", "AUTH"]
+    assert "iggy" not in listing.out.replace("iggy  password", "")  # no secrets printed
+    rows = cli("--json", "context", "list", check=0).json()
+    assert [(r["name"], r["active"], r["address"]) for r in rows] == [
+        ("local", True, server.tcp_address), ("other", False, "127.0.0.1:1")]
+    assert cli("context", "create", "local", "--address", "x:1").code == ExitCode.CONFIG
+    # --context and the address flag override the active context
+    assert cli("--context", "other", "ping").code == ExitCode.CONNECTION
+    assert cli("ping", "--context", "other").code == ExitCode.CONNECTION
+    cli("--context", "other", "-u", "iggy", "-p", "iggy", "--address", server.tcp_address,
+        "ping", check=0)
+    cli("context", "delete", "local", check=0)
+    assert json.loads(config_file.read_text())["active"] is None
+    assert cli("context", "use", "local").code == ExitCode.CONFIG
+
+
+def test_xdg_config_home_location(cli: Cli, server: LurcherServer, tmp_path: Path) -> None:
+    xdg = tmp_path / "xdg"
+    env = {"XDG_CONFIG_HOME": str(xdg), "LURCHER_CLI_CONFIG": ""}
+    cli("context", "create", "x", "--address", server.tcp_address, "-u", "iggy", "-p", "iggy",
+        "--use", env=env, check=0)
+    path = xdg / "lurcher" / "contexts.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert cli("ping", env=env, check=0).out.startswith(f"ping {server.tcp_address}")
+    assert "x" in cli("context", "show", env=env, check=0).out
+
+
+def test_login_stores_token_and_logout_removes_it(cli: Cli, server: LurcherServer,
+                                                   config_file: Path) -> None:
+    out = cli("--address", server.tcp_address, "-u", "iggy", "-p", "iggy", "login", "1day",
+              check=0).out
+    assert "stored in context 'default'" in out
+    saved = json.loads(config_file.read_text())
+    ctx = saved["contexts"]["default"]
+    assert saved["active"] == "default" and ctx["token"] and "password" not in ctx
+    cli("stream", "create", "with-token", check=0)  # no credentials typed
+    assert ctx["token_name"] in cli("pat", "list", check=0).out
+    assert "token" in cli("context", "list", check=0).out
+    assert ctx["token"] not in cli("context", "list", check=0).out
+    cli("logout", check=0)
+    assert "token" not in json.loads(config_file.read_text())["contexts"]["default"]
+    assert cli("stream", "list").code == ExitCode.AUTHENTICATION
+    assert cli("logout").code == ExitCode.AUTHENTICATION
+    # the token is gone on the server too
+    listing = cli("--address", server.tcp_address, "-u", "iggy", "-p", "iggy", "pat", "list",
+                  check=0).out
+    assert ctx["token_name"] not in listing
+
+
+def test_env_credentials(cli: Cli, server: LurcherServer) -> None:
+    env = {"LURCHER_USERNAME": "iggy", "LURCHER_PASSWORD": "iggy"}
+    cli("--address", server.tcp_address, "stream", "create", "env", env=env, check=0)
+    env = {"LURCHER_CONNECTION": root_connection(server)}
+    assert "env" in cli("stream", "list", env=env, check=0).out

@@ -1,0 +1,113 @@
+"""Failures of the real ``lurcher`` command: each names the problem on stderr and ends with
+the exit code of the table in ``lurcher.sdk.cli.exitcodes`` (documented in ``--help``)."""
+
+from __future__ import annotations
+
+import socket
+
+from lurcher.sdk.cli.exitcodes import ExitCode
+from tests.cli.conftest import Cli
+from tests.support.server import LurcherServer
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_help_documents_exit_codes(cli: Cli) -> None:
+    out = cli("--help", check=0).out
+    assert "exit codes:" in out
+    for code in ExitCode:
+        assert f"{int(code):>3}  " in out
+
+
+def test_not_found_errors_name_the_resource(lurcher: Cli) -> None:
+    r = lurcher("stream", "get", "x")
+    assert r.code == ExitCode.NOT_FOUND
+    assert r.err.strip() == "error: stream 'x' not found (StreamNameNotFound, 1010)"
+    r = lurcher("stream", "delete", "7")
+    assert (r.code, r.err.strip()) == (
+        ExitCode.NOT_FOUND, "error: stream '7' not found (StreamIdNotFound, 1009)")
+    lurcher("stream", "create", "s", check=0)
+    r = lurcher("topic", "get", "s", "nope")
+    assert r.code == ExitCode.NOT_FOUND and "topic 'nope' not found in stream 's'" in r.err
+    r = lurcher("message", "send", "nope", "t", "m")
+    assert r.code == ExitCode.NOT_FOUND and "stream 'nope' not found" in r.err
+    r = lurcher("user", "get", "ghost")
+    assert r.code == ExitCode.NOT_FOUND and "user 'ghost' not found" in r.err
+    assert r.out == ""
+
+
+def test_already_exists(lurcher: Cli) -> None:
+    lurcher("stream", "create", "dup", check=0)
+    r = lurcher("stream", "create", "dup")
+    assert r.code == ExitCode.ALREADY_EXISTS
+    assert "stream 'dup' already exists (StreamNameAlreadyExists, 1012)" in r.err
+
+
+def test_wrong_password_and_no_credentials(cli: Cli, server: LurcherServer) -> None:
+    r = cli("--address", server.tcp_address, "-u", "iggy", "-p", "wrong", "stream", "list")
+    assert r.code == ExitCode.AUTHENTICATION
+    assert "invalid credentials for user 'iggy'" in r.err and "(InvalidCredentials, 42)" in r.err
+    r = cli("--address", server.tcp_address, "stream", "list")
+    assert r.code == ExitCode.AUTHENTICATION and "not logged in" in r.err
+    r = cli("--address", server.tcp_address, "--token", "bogus", "stream", "list")
+    assert r.code == ExitCode.AUTHENTICATION
+
+
+def test_server_down(cli: Cli) -> None:
+    address = f"127.0.0.1:{_free_port()}"
+    r = cli("--connection", f"iggy://iggy:iggy@{address}", "ping")
+    assert r.code == ExitCode.CONNECTION
+    assert f"cannot connect to {address}" in r.err and "(CannotEstablishConnection, 9)" in r.err
+
+
+def test_server_stopped_after_context_created(cli: Cli, server_factory) -> None:
+    srv = server_factory()
+    cli("context", "create", "gone", "--connection", f"iggy://iggy:iggy@{srv.tcp_address}",
+        "--use", check=0)
+    cli("ping", check=0)
+    srv.stop()
+    r = cli("stream", "list")
+    assert r.code == ExitCode.CONNECTION and "cannot connect" in r.err
+
+
+def test_usage_errors_exit_2(lurcher: Cli) -> None:
+    assert lurcher("stream").code == ExitCode.USAGE
+    assert lurcher("stream", "frobnicate").code == ExitCode.USAGE
+    assert lurcher("message", "poll", "s").code == ExitCode.USAGE
+    r = lurcher("message", "poll", "s", "t", "--first", "--last")
+    assert r.code == ExitCode.USAGE and "not allowed with" in r.err
+    r = lurcher("message", "send", "s", "t", "-H", "k:weird:1", "x")
+    assert r.code == ExitCode.USAGE and "invalid header" in r.err
+    r = lurcher("topic", "create", "s", "t", "1", "none", "-m", "lots")
+    assert r.code == ExitCode.USAGE and "invalid size" in r.err
+    r = lurcher("message", "send", "s", "t", "--id", "1", "a", "b")
+    assert r.code == ExitCode.USAGE and "1 --id value(s) for 2 message(s)" in r.err
+    r = lurcher("user", "create", "bob", "pw", "-g", "fly")
+    assert r.code == ExitCode.USAGE and "unknown global permission 'fly'" in r.err
+
+
+def test_input_and_config_errors(cli: Cli, lurcher: Cli, tmp_path) -> None:
+    r = cli("--connection", "http://nope", "ping")
+    assert r.code == ExitCode.INPUT and "(InvalidConnectionString, 8000)" in r.err
+    r = cli("--context", "missing", "ping")
+    assert r.code == ExitCode.CONFIG and "context 'missing' not found" in r.err
+    lurcher("stream", "create", "s", check=0)
+    lurcher("topic", "create", "s", "t", check=0)
+    r = lurcher("message", "send", "s", "t", "--input-file", str(tmp_path / "no-such-file"))
+    assert r.code == ExitCode.INPUT and "cannot read" in r.err
+    r = lurcher("message", "send", "s", "t", input="\n\n")
+    assert r.code == ExitCode.INPUT and "no messages" in r.err
+    r = lurcher("permissions", "set", "iggy", "--file", str(tmp_path / "none.json"))
+    assert r.code == ExitCode.INPUT
+
+
+def test_permission_denied(lurcher: Cli, cli: Cli, server: LurcherServer) -> None:
+    lurcher("user", "create", "reader", "secret1", "-g", "r_str", check=0)
+    conn = f"iggy://reader:secret1@{server.tcp_address}"
+    cli("--connection", conn, "stream", "list", check=0)
+    r = cli("--connection", conn, "stream", "create", "nope")
+    assert r.code == ExitCode.PERMISSION and "permission denied" in r.err

@@ -1,0 +1,92 @@
+"""lurcher-mcp pieces without sockets or processes: config loading, the gate, rendering and
+limits, tool schemas."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lurcher.core.wire.headers import HeaderKind, HeaderValue, encode_headers
+from lurcher.core.wire.responses.messages import Message, PolledMessages
+from lurcher.mcp_server.config import ConfigError, LimitsConfig, PermissionsConfig, load_config
+from lurcher.mcp_server.gate import Access, Gate, GateRefused
+from lurcher.mcp_server.render import dumps, fit, render_payload, render_polled
+from lurcher.mcp_server.tools import TOOLS
+
+
+def test_config_file_then_env(tmp_path) -> None:
+    path = tmp_path / "mcp.toml"
+    path.write_text('transport = "stdio"\n[iggy]\naddress = "10.0.0.1:8090"\n'
+                    '[permissions]\ndelete = false\n[http.cors]\nenabled = true\n')
+    config = load_config(path, {"LURCHER_MCP_IGGY_ADDRESS": "10.0.0.2:8090",
+                                "LURCHER_MCP_HTTP_CORS_ALLOWED_ORIGINS": "http://a, http://b",
+                                "LURCHER_MCP_LIMITS_MAX_MESSAGES": "7"})
+    assert (config.transport, config.iggy.address) == ("stdio", "10.0.0.2:8090")
+    assert config.permissions.delete is False and config.http.cors.enabled
+    assert config.http.cors.allowed_origins == ["http://a", "http://b"]
+    assert config.limits.max_messages == 7
+
+
+@pytest.mark.parametrize("env", [{"LURCHER_MCP_TRANSPORT": "sse"},
+                                 {"LURCHER_MCP_HTTP_PATH": "/"},
+                                 {"LURCHER_MCP_LIMITS_MAX_MESSAGES": "0"},
+                                 {"LURCHER_MCP_PERMISSIONS_READ": "maybe"}])
+def test_config_rejects(env) -> None:
+    with pytest.raises(ConfigError):
+        load_config(None, env)
+
+
+def test_gate() -> None:
+    gate = Gate(PermissionsConfig(create=False))
+    gate.check(Access.READ, "x")
+    with pytest.raises(GateRefused, match="'create'"):
+        gate.check(Access.CREATE, "x")
+
+
+def test_payload_rendering() -> None:
+    assert render_payload(b'{"a": 1}', 100)["payload"] == {"a": 1}
+    assert render_payload(b"42", 100)["payload_encoding"] == "text"
+    cut = render_payload(("é" * 100).encode(), 11)
+    assert cut["payload_truncated"] and cut["payload"] == "é" * 5
+    binary = render_payload(bytes(range(256)), 40)
+    assert binary["payload_encoding"] == "base64" and len(binary["payload"]) <= 40
+
+
+def _polled(n: int, payload: bytes, headers: bytes = b"") -> PolledMessages:
+    return PolledMessages.of(0, n - 1, [Message(id=i + 1, offset=i, payload=payload,
+                                                user_headers=headers) for i in range(n)])
+
+
+def test_polled_limits() -> None:
+    limits = LimitsConfig(max_messages=20, max_response_bytes=2000, max_payload_bytes=500)
+    result = render_polled(_polled(100, b"x" * 300), limits, 100)
+    assert len(dumps(result)) <= 2000 and 0 < result["count"] < 20
+    assert result["next_offset"] == result["count"] and result["truncated"]
+    one = render_polled(_polled(1, b"y" * 5000), LimitsConfig(max_response_bytes=1000,
+                                                              max_payload_bytes=1000), 1)
+    assert one["count"] == 1 and one["messages"][0]["payload_truncated"]
+    assert len(dumps(one)) <= 1000
+
+
+def test_headers_rendered() -> None:
+    block = encode_headers({"s": HeaderValue.string("v"),
+                            HeaderValue.of(HeaderKind.UINT32, 7): HeaderValue.of(
+                                HeaderKind.RAW, b"\x00\xff")})
+    headers = render_polled(_polled(1, b"p", block), LimitsConfig(), 1)["messages"][0]["headers"]
+    assert headers == {"s": {"kind": "string", "value": "v"},
+                       "uint32:7": {"kind": "raw", "value": "AP8="}}
+
+
+def test_fit_cuts_lists() -> None:
+    value = {"count": 1000, "items": [{"n": i} for i in range(1000)]}
+    cut = fit(value, 500)
+    assert len(dumps(cut)) <= 500 and cut["truncated"] and cut["total"] == 1000
+    assert cut["items"] == value["items"][:cut["returned"]]
+
+
+def test_every_tool_has_schema_and_description() -> None:
+    for spec in TOOLS.values():
+        tool = spec.tool()
+        assert tool.description and tool.input_schema["type"] == "object"
+        json.dumps(tool.input_schema)
