@@ -36,7 +36,7 @@ def test_create_use_list_delete(cli: Cli, server: LurcherServer, config_file: Pa
     cli("--context", "other", "-u", "iggy", "-p", "iggy", "--address", server.tcp_address,
         "ping", check=0)
     cli("context", "delete", "local", check=0)
-    assert json.loads(config_file.read_text())["active"] is None
+    assert json.loads(config_file.read_text()).get("active") is None
     assert cli("context", "use", "local").code == ExitCode.CONFIG
 
 

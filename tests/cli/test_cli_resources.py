@@ -140,12 +140,12 @@ def test_users_permissions_and_tokens(lurcher: Cli, cli: Cli, server, tmp_path: 
     assert (got["username"], got["status"]) == ("alicia", 2)
     lurcher("user", "delete", "alicia", check=0)
     assert lurcher("user", "get", "alicia").code == ExitCode.NOT_FOUND
-    token = lurcher("-q", "pat", "create", "ci", "1day", check=0).out.strip()
+    token = lurcher("-q", "pat", "create", "ci-token", "1day", check=0).out.strip()
     cli("--address", server.tcp_address, "--token", token, "stream", "list", check=0)
     pats = lurcher("--json", "pat", "list", check=0).json()
-    assert [p["name"] for p in pats] == ["ci"] and pats[0]["expiry_at"] > 0
+    assert [p["name"] for p in pats] == ["ci-token"] and pats[0]["expiry_at"] > 0
     assert lurcher("pat", "list", check=0).lines()[0].split() == ["NAME", "EXPIRES"]
-    lurcher("pat", "delete", "ci", check=0)
+    lurcher("pat", "delete", "ci-token", check=0)
     assert cli("--address", server.tcp_address, "--token", token, "stream", "list").code == (
         ExitCode.AUTHENTICATION)
 

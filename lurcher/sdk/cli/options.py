@@ -39,12 +39,15 @@ ENV = {"connection": "LURCHER_CONNECTION", "context": "LURCHER_CONTEXT",
        "username": "LURCHER_USERNAME", "password": "LURCHER_PASSWORD", "token": "LURCHER_TOKEN"}
 
 
-def add_global_options(parser: argparse.ArgumentParser, top: bool) -> None:
-    """Connection/output options; ``top`` adds short forms and is the one with defaults."""
+def add_global_options(parser: argparse.ArgumentParser, top: bool, shorts: bool = False) -> None:
+    """Connection/output options; ``top`` adds short forms and is the one with defaults;
+    ``shorts`` gives a leaf every short form too (commands with no short options of
+    their own)."""
     d = {} if top else {"default": argparse.SUPPRESS}
 
     def opt(short: str | None, *names: str, **kw: object) -> None:
-        flags = ([short] if short and (top or short in LEAF_SHORT) else []) + list(names)
+        allowed = top or shorts or short in LEAF_SHORT
+        flags = ([short] if short and allowed else []) + list(names)
         group.add_argument(*flags, **{**d, **kw})
 
     group = parser.add_argument_group("connection and output (global)")

@@ -20,11 +20,13 @@ FORMATTER = argparse.RawDescriptionHelpFormatter
 
 
 def leaf(sub: Sub, name: str, handler: Handler, help: str, *, aliases: tuple[str, ...] = (),
-         description: str | None = None, client: bool = True) -> argparse.ArgumentParser:
-    """A command parser; ``client=False`` for commands that do not talk to the server."""
+         description: str | None = None, client: bool = True,
+         shorts: bool = False) -> argparse.ArgumentParser:
+    """A command parser; ``client=False`` for commands that do not talk to the server;
+    ``shorts`` accepts the short global options after the command too (``-u``, ``-p``...)."""
     parser = sub.add_parser(name, help=help, aliases=list(aliases), formatter_class=FORMATTER,
                             description=description or help)
-    add_global_options(parser, top=False)
+    add_global_options(parser, top=False, shorts=shorts)
     parser.set_defaults(handler=handler, needs_client=client, rest_into=None)
     return parser
 

@@ -148,7 +148,7 @@ async def logout(run: Run) -> None:
 def register(sub: Sub) -> None:
     actions = group(sub, "context", "saved connection contexts", ("ctx",))
     p = leaf(actions, "create", create, "save a context from the connection options",
-             aliases=("c",), client=False, description=(
+             aliases=("c",), client=False, shorts=True, description=(
                  "save a context from the connection options given with it\n\nexamples:\n"
                  "  lurcher context create prod --connection iggy://app:secret@10.0.0.1:8090\n"
                  "  lurcher context create local --address 127.0.0.1:8090 -u iggy -p iggy "
@@ -164,9 +164,9 @@ def register(sub: Sub) -> None:
     leaf(actions, "show", show, "show a context (default: the active one)",
          client=False).add_argument("name", nargs="?")
     p = leaf(sub, "login", login, "log in and keep a personal access token in the context",
-             aliases=("li",))
+             aliases=("li",), shorts=True)
     p.add_argument("expiry", nargs="?", type=expiry_us, default=0,
                    help="token lifetime, e.g. 1day (default: the server's)")
     p.add_argument("--name", help="token name (default lurcher-cli-<unix time>)")
     leaf(sub, "logout", logout, "delete the context's token on the server and locally",
-         aliases=("lo",))
+         aliases=("lo",), shorts=True)

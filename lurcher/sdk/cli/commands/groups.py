@@ -1,17 +1,22 @@
 """``consumer-group create|get|list|delete`` and ``consumer-offset get|set|delete``.
 
 Offsets belong to a consumer (``--kind consumer``, the default) or a consumer group
-(``--kind consumer-group``), as in the Iggy CLI.
+(``--kind consumer-group``), as in the Iggy CLI; for a group the command joins it for its
+duration, since the server keeps group offsets for members only.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import AsyncIterator
 
 from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
 from lurcher.sdk.cli.commands.base import Sub, found, group, ident, leaf, topic_args
 from lurcher.sdk.cli.errors import not_found
 from lurcher.sdk.cli.runtime import Run
+from lurcher.sdk.client import Client
 from lurcher.sdk.cli.values import non_negative_int
 
 E = ErrorCode
@@ -61,10 +66,28 @@ def _offset_target(a: argparse.Namespace) -> tuple:
     return (ident(a.consumer), ident(a.stream), ident(a.topic))
 
 
+@contextlib.asynccontextmanager
+async def _membership(run: Run) -> AsyncIterator[Client]:
+    """The client; for ``--kind consumer-group`` a member of that group meanwhile (the
+    server keeps group offsets for members only)."""
+    a = run.args
+    client = await run.client()
+    if a.kind != "consumer-group":
+        yield client
+        return
+    await client.join_consumer_group(ident(a.stream), ident(a.topic), ident(a.consumer))
+    try:
+        yield client
+    finally:
+        with contextlib.suppress(IggyError):
+            await client.leave_consumer_group(ident(a.stream), ident(a.topic), ident(a.consumer))
+
+
 async def get_offset(run: Run) -> None:
     a = run.args
-    info = await (await run.client()).get_consumer_offset(
-        *_offset_target(a), a.partition, group=a.kind == "consumer-group")
+    async with _membership(run) as client:
+        info = await client.get_consumer_offset(*_offset_target(a), a.partition,
+                                                group=a.kind == "consumer-group")
     if info is None:
         raise not_found(E.CONSUMER_OFFSET_NOT_FOUND, a,
                         f"no offset stored for {a.kind} '{a.consumer}' on partition "
@@ -76,16 +99,18 @@ async def get_offset(run: Run) -> None:
 
 async def set_offset(run: Run) -> None:
     a = run.args
-    await (await run.client()).store_consumer_offset(
-        *_offset_target(a), a.offset, a.partition, group=a.kind == "consumer-group")
+    async with _membership(run) as client:
+        await client.store_consumer_offset(*_offset_target(a), a.offset, a.partition,
+                                           group=a.kind == "consumer-group")
     run.out.note(f"offset {a.offset} stored for {a.kind} '{a.consumer}' on partition "
                  f"{a.partition}", offset=a.offset)
 
 
 async def delete_offset(run: Run) -> None:
     a = run.args
-    await (await run.client()).delete_consumer_offset(
-        *_offset_target(a), a.partition, group=a.kind == "consumer-group")
+    async with _membership(run) as client:
+        await client.delete_consumer_offset(*_offset_target(a), a.partition,
+                                            group=a.kind == "consumer-group")
     run.out.note(f"offset of {a.kind} '{a.consumer}' on partition {a.partition} deleted")
 
 

@@ -1,0 +1,151 @@
+"""The source's row schema and the conversion of polled messages into Arrow record batches.
+
+Schema (``SCHEMA``), one row per message:
+
+    stream string, topic string, partition int, offset long,
+    timestamp timestamp, origin_timestamp timestamp   (microsecond precision, UTC)
+    id binary      the 128-bit message id as 16 big-endian bytes (UUID byte order)
+    headers map<string, binary>   user headers: key as text, value as its raw bytes
+    payload binary
+
+Every column is built with numpy over the poll's bytes (``PolledView``): fields by
+gathers, payload bytes by a mask of their ranges, ids by a byte swap. User headers are
+decoded per message, only for messages that have any. The Arrow schema is the one Spark
+derives from ``SCHEMA`` (``to_arrow_schema``), so Spark accepts the batches as they are.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from lurcher.core.wire.batch import HEADER_BYTES
+from lurcher.core.wire.headers import decode_headers
+from lurcher.spark.polled import PolledView
+
+SCHEMA = StructType([
+    StructField("stream", StringType(), False),
+    StructField("topic", StringType(), False),
+    StructField("partition", IntegerType(), False),
+    StructField("offset", LongType(), False),
+    StructField("timestamp", TimestampType(), False),
+    StructField("origin_timestamp", TimestampType(), False),
+    StructField("id", BinaryType(), False),
+    StructField("headers", MapType(StringType(), BinaryType(), True), False),
+    StructField("payload", BinaryType(), False),
+])
+ID_BYTES = 16
+INT64_MAX = np.uint64((1 << 63) - 1)
+MAX_ARROW_BINARY_BYTES = (1 << 31) - 1
+
+
+@functools.cache
+def arrow_schema() -> pa.Schema:
+    """The Arrow schema Spark expects for ``SCHEMA`` (timestamps in UTC)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(SCHEMA, timezone="UTC")
+
+
+def _binary(offsets: np.ndarray, values: np.ndarray) -> pa.Array:
+    n = len(offsets) - 1
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)),
+                                                  pa.py_buffer(values)])
+
+
+def ranges_bytes(data: memoryview | bytes, starts: np.ndarray,
+                 lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets int64[n+1], concatenated bytes) of the byte ranges ``[s, s+len)``.
+
+    The ranges must be ascending and never touch (message payloads: a 64-byte header lies
+    between any two); an empty range contributes nothing.
+    """
+    offsets = np.zeros(len(starts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    marks = np.zeros(len(data) + 1, dtype=np.int8)
+    marks[starts] = 1
+    marks[starts + lengths] -= 1
+    inside = np.cumsum(marks[:-1], dtype=np.int8).view(np.bool_)
+    return offsets, np.frombuffer(data, dtype=np.uint8)[inside]
+
+
+def _repeated(text: str, n: int) -> pa.Array:
+    return pa.array([text], pa.string()).take(pa.array(np.zeros(n, dtype=np.int32)))
+
+
+def _timestamps(values: np.ndarray) -> pa.Array:
+    return pa.array(np.minimum(values, INT64_MAX).astype(np.int64),
+                    type=pa.timestamp("us", tz="UTC"))
+
+
+def _ids(view: PolledView) -> pa.Array:
+    lo, hi = view.ids()
+    words = np.empty((view.count, 2), dtype=">u8")
+    words[:, 0] = hi
+    words[:, 1] = lo
+    offsets = np.arange(0, ID_BYTES * view.count + 1, ID_BYTES, dtype=np.int32)
+    return _binary(offsets, words.view(np.uint8).reshape(-1))
+
+
+def _header_pairs(block: memoryview) -> list[tuple[str, bytes]]:
+    return [(k.to_python() if k.kind == 2 else str(k.to_python()), v.value)
+            for k, v in decode_headers(block).items()]
+
+
+def _headers(view: PolledView, payload_lengths: np.ndarray,
+             header_lengths: np.ndarray, map_type: pa.DataType) -> pa.Array:
+    offsets = np.zeros(view.count + 1, dtype=np.int32)
+    keys: list[str] = []
+    values: list[bytes] = []
+    with_headers = np.flatnonzero(header_lengths)
+    if len(with_headers):
+        counts = np.zeros(view.count, dtype=np.int32)
+        blocks = view.starts + HEADER_BYTES + payload_lengths
+        data = memoryview(view.data)
+        for i in with_headers.tolist():
+            pairs = _header_pairs(data[blocks[i]:blocks[i] + header_lengths[i]])
+            counts[i] = len(pairs)
+            keys.extend(k for k, _ in pairs)
+            values.extend(v for _, v in pairs)
+        np.cumsum(counts, out=offsets[1:])
+    return pa.MapArray.from_arrays(pa.array(offsets), pa.array(keys, pa.string()),
+                                   pa.array(values, pa.binary()), type=map_type)
+
+
+def _payloads(view: PolledView, lengths: np.ndarray) -> pa.Array:
+    offsets, values = ranges_bytes(view.data, view.starts + HEADER_BYTES, lengths)
+    if offsets[-1] > MAX_ARROW_BINARY_BYTES:
+        data = memoryview(view.data)
+        return pa.array([bytes(data[s:s + n]) for s, n in
+                         zip((view.starts + HEADER_BYTES).tolist(), lengths.tolist())],
+                        pa.binary())
+    return _binary(offsets, values)
+
+
+def record_batch(view: PolledView, stream: str, topic: str) -> pa.RecordBatch:
+    """The rows of ``view`` as a RecordBatch of ``arrow_schema()``."""
+    schema = arrow_schema()
+    n = view.count
+    payload_lengths, header_lengths = view.sizes()
+    columns = [
+        _repeated(stream, n), _repeated(topic, n),
+        pa.array(np.full(n, view.partition_id, dtype=np.int32)),
+        pa.array(view.offsets.astype(np.int64)),
+        _timestamps(view.timestamps()), _timestamps(view.origin_timestamps()),
+        _ids(view),
+        _headers(view, payload_lengths, header_lengths, schema.field("headers").type),
+        _payloads(view, payload_lengths),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -1,0 +1,192 @@
+"""Planning and reading offset ranges: shared by the batch and the streaming reader.
+
+``RangeSplit`` is one Spark input partition: ``[start, end)`` of one Iggy partition, with
+the stream and topic names the rows carry. ``plan_batch`` resolves the options
+(starting/ending offsets and timestamps) and the pushed-down ``RowBounds`` into splits of
+at most ``maxMessagesPerPartition`` messages; ``start_offsets`` gives a streaming query
+its initial offsets. ``read_split`` runs on executors: it polls its range straight from
+lurcher and yields Arrow record batches.
+
+Invariants: splits of one partition are disjoint and ordered; ``read_split`` yields only
+offsets in ``[start, end)``, each once, ascending. With ``failOnDataLoss`` (default) a
+range whose messages are no longer stored (retention) fails the task instead of
+silently skipping them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.sdk.sync import SyncClient
+from lurcher.spark.arrow import record_batch
+from lurcher.spark.client import (
+    TopicLayout,
+    connected,
+    describe_topic,
+    first_offset,
+    offset_at_timestamp,
+    poll_range,
+)
+from lurcher.spark.filters import UNBOUNDED, RowBounds
+from lurcher.spark.offsets import (
+    EARLIEST,
+    LATEST,
+    Position,
+    parse_offsets,
+    parse_timestamps,
+    position_for,
+    split_range,
+    timestamp_for,
+)
+from lurcher.spark.options import LurcherSparkError, SourceOptions
+from lurcher.spark.polled import PolledView
+
+
+@dataclasses.dataclass(frozen=True)
+class RangeSplit(InputPartition):
+    """Offsets ``[start, end)`` of Iggy partition ``partition_id`` (one Spark task)."""
+
+    stream: str
+    topic: str
+    partition_id: int
+    start: int
+    end: int
+
+
+def selected_partitions(options: SourceOptions, layout: TopicLayout,
+                        bounds: RowBounds = RowBounds()) -> list[int]:
+    """Partition ids to read: the ``partitions`` option (all by default) that the
+    pushed-down bounds allow. Raises IggyError PARTITION_NOT_FOUND for an unknown id."""
+    wanted = options.partitions if options.partitions is not None else sorted(layout.ends)
+    missing = [p for p in wanted if p not in layout.ends]
+    if missing:
+        raise IggyError(ErrorCode.PARTITION_NOT_FOUND,
+                        f"partitions {missing} of topic {layout.topic!r}")
+    return [p for p in wanted if bounds.allows_partition(p)]
+
+
+class _Resolver:
+    """Positions and timestamps of one topic resolved to offsets (one client)."""
+
+    def __init__(self, client: SyncClient, options: SourceOptions, layout: TopicLayout):
+        self.client = client
+        self.options = options
+        self.layout = layout
+
+    def offset(self, partition_id: int, position: Position) -> int:
+        end = self.layout.ends[partition_id]
+        if position == LATEST:
+            return end
+        if position == EARLIEST:
+            return first_offset(self.client, self.options.stream, self.options.topic,
+                                partition_id, end)
+        return min(int(position), end)
+
+    def at_timestamp(self, partition_id: int, timestamp_us: int) -> int:
+        return offset_at_timestamp(self.client, self.options.stream, self.options.topic,
+                                   partition_id, timestamp_us, self.layout.ends[partition_id])
+
+    def start(self, partition_id: int, default: str) -> int:
+        """Where reading begins (startingOffsets, then startingTimestamp if later)."""
+        spec = parse_offsets("startingOffsets", self.options.starting_offsets, default)
+        start = self.offset(partition_id, position_for(spec, partition_id, default))
+        stamps = parse_timestamps("startingTimestamp", self.options.starting_timestamp)
+        stamp = timestamp_for(stamps, partition_id)
+        if stamp is not None:
+            start = max(start, self.at_timestamp(partition_id, stamp))
+        return start
+
+    def end(self, partition_id: int) -> int:
+        """Where a batch read stops (endingOffsets, then endingTimestamp if earlier)."""
+        spec = parse_offsets("endingOffsets", self.options.ending_offsets, LATEST)
+        end = self.offset(partition_id, position_for(spec, partition_id, LATEST))
+        stamps = parse_timestamps("endingTimestamp", self.options.ending_timestamp)
+        stamp = timestamp_for(stamps, partition_id)
+        if stamp is not None:
+            end = min(end, self.at_timestamp(partition_id, stamp))
+        return end
+
+    def bounded(self, partition_id: int, bounds: RowBounds) -> tuple[int, int]:
+        """The batch range narrowed by pushed-down offset and timestamp bounds."""
+        start = max(self.start(partition_id, EARLIEST), bounds.offset.lo)
+        end = min(self.end(partition_id), bounds.offset.hi)
+        if start < end and bounds.timestamp.lo > 0:
+            start = max(start, self.at_timestamp(partition_id, bounds.timestamp.lo))
+        if start < end and bounds.timestamp.hi < UNBOUNDED:
+            end = min(end, self.at_timestamp(partition_id, bounds.timestamp.hi))
+        return start, end
+
+
+def _describe(options: SourceOptions) -> str:
+    return f"read of stream {options.stream!r}, topic {options.topic!r}"
+
+
+def plan_batch(options: SourceOptions, bounds: RowBounds) -> list[RangeSplit]:
+    """Splits of a batch read. Raises LurcherSparkError (bad option, Iggy error)."""
+    with connected(options.config, _describe(options)) as client:
+        layout = describe_topic(client, options.stream, options.topic)
+        resolver = _Resolver(client, options, layout)
+        splits = []
+        for partition_id in selected_partitions(options, layout, bounds):
+            start, end = resolver.bounded(partition_id, bounds)
+            splits += [RangeSplit(layout.stream, layout.topic, partition_id, s, e)
+                       for s, e in split_range(start, end, options.max_messages_per_partition)]
+        return splits
+
+
+def start_offsets(options: SourceOptions) -> tuple[TopicLayout, dict[str, int]]:
+    """(layout, {"<partition id>": first offset to read}) for a new streaming query
+    (startingOffsets default ``latest``). Raises LurcherSparkError."""
+    with connected(options.config, _describe(options)) as client:
+        layout = describe_topic(client, options.stream, options.topic)
+        resolver = _Resolver(client, options, layout)
+        return layout, {str(p): resolver.start(p, LATEST)
+                        for p in selected_partitions(options, layout)}
+
+
+def end_offsets(options: SourceOptions) -> tuple[TopicLayout, dict[str, int]]:
+    """(layout, {"<partition id>": end offset}) of every selected partition now."""
+    with connected(options.config, _describe(options)) as client:
+        layout = describe_topic(client, options.stream, options.topic)
+        return layout, {str(p): layout.ends[p] for p in selected_partitions(options, layout)}
+
+
+def _lost(split: RangeSplit, expected: int, found: int) -> LurcherSparkError:
+    return LurcherSparkError(
+        f"lurcher read of stream {split.stream!r}, topic {split.topic!r}, partition "
+        f"{split.partition_id}: offsets {expected}..{found - 1} are no longer stored "
+        f"(deleted by retention?); set failOnDataLoss=false to skip them")
+
+
+def _filtered(view: PolledView, bounds: RowBounds) -> PolledView:
+    if bounds.offset.bounded:
+        view = view.select(bounds.offset.mask(view.offsets))
+    if bounds.timestamp.bounded and view.count:
+        view = view.select(bounds.timestamp.mask(view.timestamps()))
+    return view
+
+
+def read_split(options: SourceOptions, bounds: RowBounds,
+               split: RangeSplit) -> Iterator[pa.RecordBatch]:
+    """The rows of ``split`` as record batches (executor side). Raises LurcherSparkError."""
+    what = (f"read of stream {split.stream!r}, topic {split.topic!r}, partition "
+            f"{split.partition_id}, offsets {split.start}..{split.end - 1}")
+    with connected(options.config, what) as client:
+        expected = split.start
+        for view in poll_range(client, split.stream, split.topic, split.partition_id,
+                               split.start, split.end, options.poll_messages):
+            first = int(view.offsets[0])
+            if first > expected and options.fail_on_data_loss:
+                raise _lost(split, expected, first)
+            expected = int(view.offsets[-1]) + 1
+            view = _filtered(view, bounds)
+            if view.count:
+                yield record_batch(view, split.stream, split.topic)
+        if expected < split.end and options.fail_on_data_loss:
+            raise _lost(split, expected, split.end)

@@ -1,0 +1,105 @@
+"""Batch and streaming readers (``DataSourceReader`` / ``DataSourceStreamReader``).
+
+Batch: ``partitions()`` plans one split per Iggy partition (more when a range exceeds
+``maxMessagesPerPartition``); executors read their split straight from lurcher.
+``LurcherPushdownReader`` adds ``pushFilters`` (PySpark >= 4.1; Spark only calls it when
+``spark.sql.python.filterPushdown.enabled`` is true, and refuses a reader that defines it
+when that setting is off, hence two classes, chosen by the ``filterPushdown`` option).
+
+Streaming: offsets are ``{"<partition id>": next offset to read}``, checkpointed by
+Spark. A micro-batch reads ``[start, end)`` per partition, planned deterministically from
+the two offsets alone, so a batch replayed after a restart reads the same messages: with
+an idempotent sink (file sinks) every message lands exactly once. ``maxMessagesPerTrigger``
+caps a micro-batch (Spark's ``ReadMaxRows``, PySpark >= 4.2). Partitions added to the
+topic later are read from their first offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+
+from lurcher.spark.filters import RowBounds, push
+from lurcher.spark.offsets import StreamOffset, cap_offsets, split_range
+from lurcher.spark.options import SourceOptions
+from lurcher.spark.plan import RangeSplit, end_offsets, plan_batch, read_split, start_offsets
+
+try:  # PySpark >= 4.2: admission control
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+except ImportError:  # pragma: no cover - older PySpark calls latestOffset() without limits
+    ReadAllAvailable = ReadLimit = ReadMaxRows = None  # type: ignore[assignment,misc]
+
+
+def _read(options: SourceOptions, bounds: RowBounds,
+          partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    if not isinstance(partition, RangeSplit):  # Spark's placeholder for "no splits"
+        return iter(())
+    return read_split(options, bounds, partition)
+
+
+class LurcherBatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.bounds = RowBounds()
+
+    def partitions(self) -> list[InputPartition]:
+        """Raises LurcherSparkError (unknown stream/topic/partition, bad option)."""
+        return list(plan_batch(self.options, self.bounds))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.options, self.bounds, partition)
+
+
+class LurcherPushdownReader(LurcherBatchReader):
+    def pushFilters(self, filters: list) -> list:
+        """Keeps filters on partition/offset/timestamp (see ``filters``); returns the rest."""
+        self.bounds, rest = push(self.bounds, filters)
+        return rest
+
+
+class LurcherStreamReader(DataSourceStreamReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def initialOffset(self) -> StreamOffset:
+        return start_offsets(self.options)[1]
+
+    def getDefaultReadLimit(self) -> "ReadLimit":
+        limit = self.options.max_messages_per_trigger
+        return ReadMaxRows(limit) if limit is not None else ReadAllAvailable()
+
+    def latestOffset(self, start: StreamOffset | None = None,
+                     limit: "ReadLimit | None" = None) -> StreamOffset:
+        """Every partition's end, or less when ``limit`` caps the micro-batch."""
+        latest = end_offsets(self.options)[1]
+        if start is None:
+            return latest
+        begin = {p: start.get(p, 0) for p in latest}
+        if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
+            end = cap_offsets(begin, latest, limit.max_rows)
+        else:
+            end = {p: max(latest[p], begin[p]) for p in latest}
+        return {**start, **end}
+
+    def reportLatestOffset(self) -> StreamOffset:
+        return end_offsets(self.options)[1]
+
+    def partitions(self, start: StreamOffset, end: StreamOffset) -> Sequence[InputPartition]:
+        layout = None
+        splits: list[InputPartition] = []
+        for key, stop in sorted(end.items(), key=lambda kv: int(kv[0])):
+            begin = start.get(key, 0)
+            if stop <= begin:
+                continue
+            layout = layout or end_offsets(self.options)[0]
+            splits += [RangeSplit(layout.stream, layout.topic, int(key), s, e) for s, e in
+                       split_range(begin, stop, self.options.max_messages_per_partition)]
+        return splits
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.options, RowBounds(), partition)
+
+    def commit(self, end: StreamOffset) -> None:
+        """Nothing to do: progress lives in Spark's checkpoint, not in lurcher."""

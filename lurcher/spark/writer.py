@@ -1,0 +1,227 @@
+"""Writers: ``df.write.format("lurcher")`` and ``writeStream`` (Arrow-based).
+
+Columns (other columns are ignored):
+
+    payload   binary or string, required
+    partition integer: send to this partition id (wins over key)
+    key       binary or string: messages-key partitioning (the server hashes it)
+    headers   map<string, binary|string|...>: user headers (keys as string headers; binary
+              values as raw headers, strings as string headers, numbers/booleans typed)
+    id        binary (16 bytes, big-endian / UUID order), string (a UUID) or integer;
+              null or absent: the server assigns one
+
+Rows without partition and key go balanced. Each Spark task connects once and sends its
+rows in batches of at most ``sendMessages`` messages (``MessageBatch`` via the SDK's
+``build_batch``), one batch per target (partition id, key or balanced), keeping the order
+of rows within a target. Delivery is at-least-once: a retried task sends its rows again.
+
+``check_columns`` refuses a schema without ``payload`` or with a column of the wrong type;
+a stream or topic that does not exist fails on the driver before any task runs; an Iggy
+error inside a task fails the task with a ``LurcherSparkError`` naming the Iggy error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import (
+    BinaryType,
+    ByteType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructType,
+)
+
+from lurcher.core.wire.values.partitioning import Partitioning
+from lurcher.sdk.messages import build_batch, encode_header_block
+from lurcher.sdk.sync import SyncClient
+from lurcher.spark.client import connected, describe_topic
+from lurcher.spark.options import LurcherSparkError, SourceOptions
+
+try:  # PySpark >= 4.1
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+except ImportError:  # pragma: no cover
+    DataSourceStreamArrowWriter = None  # type: ignore[assignment,misc]
+
+_INTEGERS = (ByteType, ShortType, IntegerType, LongType)
+_ACCEPTED = {
+    "payload": (BinaryType, StringType),
+    "key": (BinaryType, StringType),
+    "partition": _INTEGERS,
+    "headers": (MapType,),
+    "id": (BinaryType, StringType, *_INTEGERS),
+}
+BALANCED = -1
+KEYED_BASE = 1 << 32  # group codes: partition id < 2**32 <= KEYED_BASE + key index
+
+
+def check_columns(schema: StructType) -> None:
+    """Raises LurcherSparkError unless ``payload`` exists and known columns have usable types."""
+    fields = {f.name: f.dataType for f in schema.fields}
+    if "payload" not in fields:
+        raise LurcherSparkError(
+            f"lurcher write needs a 'payload' column (binary or string); got {sorted(fields)}")
+    for name, accepted in _ACCEPTED.items():
+        if name in fields and not isinstance(fields[name], accepted):
+            kinds = " or ".join(t.__name__.removesuffix("Type").lower() for t in accepted)
+            raise LurcherSparkError(f"lurcher write: column {name!r} must be {kinds}, "
+                                    f"not {fields[name].simpleString()}")
+    headers = fields.get("headers")
+    if isinstance(headers, MapType) and not isinstance(headers.keyType, StringType):
+        raise LurcherSparkError("lurcher write: 'headers' keys must be strings")
+
+
+def check_target(options: SourceOptions) -> None:
+    """Raises LurcherSparkError (naming the Iggy error) when the stream or topic is missing."""
+    what = f"write to stream {options.stream!r}, topic {options.topic!r}"
+    with connected(options.config, what) as client:
+        describe_topic(client, options.stream, options.topic)
+
+
+# -- column conversion ----------------------------------------------------------------------
+
+def _binary_list(column: pa.Array) -> list[bytes | None]:
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = pc.cast(column, pa.binary())
+    return column.to_pylist()
+
+
+def _id_value(value: object) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bytes):
+        return int.from_bytes(value, "big")
+    if isinstance(value, str):
+        return uuid.UUID(value).int
+    return int(value)  # type: ignore[call-overload]
+
+
+def _ids(batch: pa.RecordBatch) -> list[int] | None:
+    if "id" not in batch.schema.names:
+        return None
+    try:
+        return [_id_value(v) for v in batch.column("id").to_pylist()]
+    except ValueError as e:
+        raise LurcherSparkError(f"lurcher write: bad value in column 'id': {e}") from None
+
+
+def _headers(batch: pa.RecordBatch) -> list[bytes] | None:
+    if "headers" not in batch.schema.names:
+        return None
+    return [encode_header_block({k: v for k, v in pairs if v is not None}) if pairs else b""
+            for pairs in batch.column("headers").to_pylist()]
+
+
+def _group_codes(batch: pa.RecordBatch) -> tuple[np.ndarray, list[bytes]]:
+    """(per-row group code, keys): a partition id, KEYED_BASE + key index, or BALANCED."""
+    codes = np.full(batch.num_rows, BALANCED, dtype=np.int64)
+    keys: list[bytes] = []
+    if "key" in batch.schema.names:
+        encoded = pc.dictionary_encode(batch.column("key"))
+        keys = _binary_list(encoded.dictionary)
+        index = encoded.indices.to_numpy(zero_copy_only=False)
+        valid = ~np.asarray(encoded.is_null())
+        codes[valid] = KEYED_BASE + index[valid].astype(np.int64)
+    if "partition" in batch.schema.names:
+        column = batch.column("partition")
+        valid = ~np.asarray(column.is_null())
+        values = column.to_numpy(zero_copy_only=False)
+        if valid.any() and (values[valid] < 0).any():
+            raise LurcherSparkError("lurcher write: negative value in column 'partition'")
+        codes[valid] = values[valid].astype(np.int64)
+    return codes, keys
+
+
+def _partitioning(code: int, keys: list[bytes]) -> Partitioning:
+    if code == BALANCED:
+        return Partitioning.balanced()
+    if code < KEYED_BASE:
+        return Partitioning.partition(code)
+    return Partitioning.messages_key(keys[code - KEYED_BASE])
+
+
+def groups(batch: pa.RecordBatch) -> Iterator[tuple[Partitioning, np.ndarray]]:
+    """(partitioning, row indices in input order) for every target of ``batch``."""
+    codes, keys = _group_codes(batch)
+    unique, inverse = np.unique(codes, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.cumsum(np.bincount(inverse, minlength=len(unique)))
+    begin = 0
+    for code, stop in zip(unique.tolist(), bounds.tolist()):
+        yield _partitioning(code, keys), order[begin:stop]
+        begin = stop
+
+
+def _pick(values: list | None, rows: list[int]) -> list | None:
+    return None if values is None else [values[i] for i in rows]
+
+
+def send_record_batch(client: SyncClient, options: SourceOptions, batch: pa.RecordBatch) -> int:
+    """Sends every row of ``batch``; returns how many. Raises IggyError, LurcherSparkError."""
+    payloads = _binary_list(batch.column("payload"))
+    if any(p is None for p in payloads):
+        raise LurcherSparkError("lurcher write: column 'payload' has a null value")
+    ids, headers = _ids(batch), _headers(batch)
+    for partitioning, rows in groups(batch):
+        for begin in range(0, len(rows), options.send_messages):
+            chunk = rows[begin:begin + options.send_messages].tolist()
+            messages = build_batch(_pick(payloads, chunk), _pick(ids, chunk),
+                                   _pick(headers, chunk))
+            client.send_messages(options.stream, options.topic, messages, partitioning)
+    return batch.num_rows
+
+
+@dataclasses.dataclass
+class WriteReport(WriterCommitMessage):
+    """What one task sent."""
+
+    messages: int
+
+
+def write_batches(options: SourceOptions, batches: Iterator[pa.RecordBatch]) -> WriteReport:
+    """Executor side: one connection, every batch sent. Raises LurcherSparkError."""
+    sent = 0
+    with connected(options.config, f"write to stream {options.stream!r}, "
+                                   f"topic {options.topic!r}") as client:
+        for batch in batches:
+            if batch.num_rows:
+                sent += send_record_batch(client, options, batch)
+    return WriteReport(sent)
+
+
+class LurcherWriter(DataSourceArrowWriter):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteReport:
+        return write_batches(self.options, iterator)
+
+    def commit(self, messages: list) -> None:
+        """Nothing to do: every task's messages are already stored."""
+
+    def abort(self, messages: list) -> None:
+        """Nothing to undo: a stream cannot take back messages already sent."""
+
+
+if DataSourceStreamArrowWriter is not None:
+    class LurcherStreamWriter(DataSourceStreamArrowWriter):
+        def __init__(self, options: SourceOptions) -> None:
+            self.options = options
+
+        def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteReport:
+            return write_batches(self.options, iterator)
+
+        def commit(self, messages: list, batchId: int) -> None:
+            """Nothing to do: the micro-batch's messages are already stored."""
+
+        def abort(self, messages: list, batchId: int) -> None:
+            """Nothing to undo (at-least-once)."""
