@@ -83,7 +83,7 @@ def describe_topic(client: SyncClient, stream: str, topic: str) -> TopicLayout:
     if details is None:
         raise _missing("topic", topic)
     ends = {p.id: partition_end(p.current_offset, p.messages_count) for p in details.partitions}
-    return TopicLayout(stream_details.name, details.header.name, ends)
+    return TopicLayout(stream_details.header.name, details.header.name, ends)
 
 
 def _first_polled_offset(client: SyncClient, stream: str, topic: str, partition_id: int,

@@ -93,8 +93,31 @@ class Connection(abc.ABC):
     @abc.abstractmethod
     async def _connect(self) -> None: ...
 
-    @abc.abstractmethod
-    async def _exchange(self, code: int, parts: list[Buffer]) -> tuple[int, memoryview]: ...
+    # Exceptions of the transport library that mean the connection is gone.
+    LOST_ERRORS: tuple[type[BaseException], ...] = (OSError,)
+
+    async def _exchange(self, code: int, parts: list[Buffer]) -> tuple[int, memoryview]:
+        """One round trip within ``request_timeout_s``; transport failures become IggyError
+        TASK_TIMEOUT or CONNECTION_CLOSED."""
+        timeout = self.config.request_timeout_s
+        try:
+            if timeout is None:
+                return await self._roundtrip(code, parts)
+            return await asyncio.wait_for(self._roundtrip(code, parts), timeout)
+        except asyncio.TimeoutError:
+            raise IggyError(ErrorCode.TASK_TIMEOUT,
+                            f"no response to command {code} within {timeout}s") from None
+        except self.LOST_ERRORS as e:
+            self._on_lost()
+            raise IggyError(ErrorCode.CONNECTION_CLOSED, f"{self.config.address}: {e!r}") from None
+
+    async def _roundtrip(self, code: int, parts: list[Buffer]) -> tuple[int, memoryview]:
+        """Write one request frame and read its response (no timeout handling)."""
+        raise NotImplementedError
+
+    def _on_lost(self) -> None:
+        """Called when a round trip failed because the connection is gone."""
+        return None
 
     @abc.abstractmethod
     async def _abort(self) -> None: ...

@@ -49,6 +49,8 @@ def client_configuration(config: ClientConfig) -> QuicConfiguration:
 
 
 class QuicConnection(Connection):
+    LOST_ERRORS = (OSError, ConnectionError, asyncio.IncompleteReadError)
+
     def __init__(self, config: ClientConfig) -> None:
         super().__init__()
         self.config = config
@@ -82,18 +84,8 @@ class QuicConnection(Connection):
                             f"{self.config.address}: {e!r}") from None
         self._cm, self._lost = cm, False
 
-    async def _exchange(self, code: int, parts: list[Buffer]) -> tuple[int, memoryview]:
-        timeout = self.config.request_timeout_s
-        try:
-            if timeout is None:
-                return await self._roundtrip(code, parts)
-            return await asyncio.wait_for(self._roundtrip(code, parts), timeout)
-        except asyncio.TimeoutError:
-            raise IggyError(ErrorCode.TASK_TIMEOUT,
-                            f"no response to command {code} within {timeout}s") from None
-        except (OSError, ConnectionError, asyncio.IncompleteReadError) as e:
-            self._lost = True
-            raise IggyError(ErrorCode.CONNECTION_CLOSED, f"{self.config.address}: {e!r}") from None
+    def _on_lost(self) -> None:
+        self._lost = True
 
     async def _roundtrip(self, code: int, parts: list[Buffer]) -> tuple[int, memoryview]:
         assert self._proto is not None

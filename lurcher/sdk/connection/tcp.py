@@ -35,6 +35,8 @@ def tls_context(config: ClientConfig) -> ssl.SSLContext:
 
 class TcpConnection(Connection):
     """One TCP (or TLS over TCP) connection."""
+    LOST_ERRORS = (OSError, ssl.SSLError)
+
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__()
@@ -70,18 +72,6 @@ class TcpConnection(Connection):
         sock = self._transport.get_extra_info("socket")
         if sock is not None and cfg.nodelay:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    async def _exchange(self, code: int, parts: list[Buffer]) -> tuple[int, memoryview]:
-        timeout = self.config.request_timeout_s
-        try:
-            if timeout is None:
-                return await self._roundtrip(code, parts)
-            return await asyncio.wait_for(self._roundtrip(code, parts), timeout)
-        except asyncio.TimeoutError:
-            raise IggyError(ErrorCode.TASK_TIMEOUT,
-                            f"no response to command {code} within {timeout}s") from None
-        except (OSError, ssl.SSLError) as e:
-            raise IggyError(ErrorCode.CONNECTION_CLOSED, f"{self.config.address}: {e!r}") from None
 
     async def _roundtrip(self, code: int, parts: list[Buffer]) -> tuple[int, memoryview]:
         assert self._transport is not None and self._receiver is not None

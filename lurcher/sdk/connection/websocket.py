@@ -40,6 +40,8 @@ def size_option(value: str | None) -> int | None:
 
 class WebSocketConnection(Connection):
     """One WebSocket connection (``ws://`` or ``wss://``)."""
+    LOST_ERRORS = (OSError, ConnectionClosed, ssl.SSLError)
+
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__()
@@ -74,18 +76,6 @@ class WebSocketConnection(Connection):
                             f"connect to {self.uri} timed out after {cfg.connect_timeout_s}s") from None
         except (OSError, ssl.SSLError, InvalidHandshake, InvalidURI) as e:
             raise IggyError(ErrorCode.CANNOT_ESTABLISH_CONNECTION, f"{self.uri}: {e}") from None
-
-    async def _exchange(self, code: int, parts: list[Buffer]) -> tuple[int, memoryview]:
-        timeout = self.config.request_timeout_s
-        try:
-            if timeout is None:
-                return await self._roundtrip(code, parts)
-            return await asyncio.wait_for(self._roundtrip(code, parts), timeout)
-        except asyncio.TimeoutError:
-            raise IggyError(ErrorCode.TASK_TIMEOUT,
-                            f"no response to command {code} within {timeout}s") from None
-        except (OSError, ConnectionClosed, ssl.SSLError) as e:
-            raise IggyError(ErrorCode.CONNECTION_CLOSED, f"{self.uri}: {e!r}") from None
 
     async def _roundtrip(self, code: int, parts: list[Buffer]) -> tuple[int, memoryview]:
         assert self._ws is not None
