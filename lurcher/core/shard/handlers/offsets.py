@@ -30,6 +30,9 @@ def get_consumer_offset(shard, session, req):
 @handles("store_consumer_offset", "poll_messages")
 def store_consumer_offset(shard, session, req):
     target, partition = _target(shard, session, req)
+    if partition.messages_count == 0 or req.offset > partition.current_offset:
+        raise IggyError(ErrorCode.INVALID_OFFSET,
+                        f"offset {req.offset} is past the partition's last offset")
     partition.store_offset(target.kind, target.key, req.offset)
     if target.kind == "groups":
         topic = shard.meta.state.topic(req.stream_id, req.topic_id)
