@@ -12,7 +12,7 @@ import msgspec
 
 TARGETS = ("lurcher", "nats", "redis")
 TRANSPORTS = ("tcp", "quic", "ws", "http")
-BUILT_TRANSPORTS = ("tcp",)
+BUILT_TRANSPORTS = TRANSPORTS
 DEFAULT_MESSAGE_BATCHES = 1000
 
 

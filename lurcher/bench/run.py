@@ -53,7 +53,7 @@ def run_benchmark(options: BenchOptions, directory: Path | None = None,
     o = options.validate()
     specs_layout = layout(o)
     drivers.module(o.target)
-    server = None if o.server_address else servers.start(o.target, o.enforce_fsync)
+    server = None if o.server_address else servers.start(o.target, o.enforce_fsync, o.transport)
     try:
         address = o.server_address or server.address
         pid = o.server_pid if server is None else server.pid

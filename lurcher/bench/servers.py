@@ -131,9 +131,14 @@ def _accepts(address: str) -> bool:
         return False
 
 
-def start_lurcher(enforce_fsync: bool = False) -> ManagedServer:
-    """``python -m lurcher.server`` (root iggy/iggy, TCP only) on a temp dir. Raises
-    ServerStartError."""
+# bench --transport -> (config section, key in endpoints.json)
+LURCHER_LISTENERS = {"tcp": ("TCP", "tcp"), "ws": ("WEBSOCKET", "websocket"),
+                     "quic": ("QUIC", "quic"), "http": ("HTTP", "http")}
+
+
+def start_lurcher(enforce_fsync: bool = False, transport: str = "tcp") -> ManagedServer:
+    """``python -m lurcher.server`` (root iggy/iggy) on a temp dir, listening on TCP and on
+    ``transport`` (an ephemeral port each). Raises ServerStartError."""
     data_dir = Path(tempfile.mkdtemp(prefix="lurcher-bench-"))
     env = {**os.environ, "LURCHER_SYSTEM_PATH": str(data_dir),
            "LURCHER_TCP_ADDRESS": "127.0.0.1:0", "LURCHER_HTTP_ENABLED": "false",
@@ -141,6 +146,9 @@ def start_lurcher(enforce_fsync: bool = False) -> ManagedServer:
            "LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC": "true" if enforce_fsync else "false",
            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT),
                                                      os.environ.get("PYTHONPATH")) if p)}
+    section, key = LURCHER_LISTENERS[transport]
+    env[f"LURCHER_{section}_ENABLED"] = "true"
+    env[f"LURCHER_{section}_ADDRESS"] = "127.0.0.1:0"
     proc = _spawn("lurcher", [sys.executable, "-m", "lurcher.server",
                               "--with-default-root-credentials"], data_dir, env)
     server = ManagedServer("lurcher", proc, "", data_dir)
@@ -148,14 +156,14 @@ def start_lurcher(enforce_fsync: bool = False) -> ManagedServer:
 
     def ready() -> bool:
         try:
-            server.address = json.loads(endpoints.read_text())["tcp"]
+            server.address = json.loads(endpoints.read_text())[key]
         except (OSError, ValueError, KeyError):
             return False
         return True
     return _wait(server, ready)
 
 
-def start_redis(enforce_fsync: bool = False) -> ManagedServer:
+def start_redis(enforce_fsync: bool = False, transport: str = "tcp") -> ManagedServer:
     """redis-server with AOF (appendfsync everysec, or always with ``enforce_fsync``), no RDB
     snapshots. Raises MissingBinaryError or ServerStartError."""
     binary = require_binary("redis")
@@ -168,7 +176,7 @@ def start_redis(enforce_fsync: bool = False) -> ManagedServer:
     return _wait(server, lambda: _accepts(server.address))
 
 
-def start_nats(enforce_fsync: bool = False) -> ManagedServer:
+def start_nats(enforce_fsync: bool = False, transport: str = "tcp") -> ManagedServer:
     """nats-server with JetStream file storage in a temp dir (``sync_interval: always`` with
     ``enforce_fsync``). Raises MissingBinaryError or ServerStartError."""
     binary = require_binary("nats")
@@ -197,6 +205,7 @@ def nats_version(binary: str) -> tuple[int, ...]:
 STARTERS = {"lurcher": start_lurcher, "nats": start_nats, "redis": start_redis}
 
 
-def start(target: str, enforce_fsync: bool = False) -> ManagedServer:
-    """Start ``target``'s server. Raises MissingBinaryError or ServerStartError."""
-    return STARTERS[target](enforce_fsync)
+def start(target: str, enforce_fsync: bool = False, transport: str = "tcp") -> ManagedServer:
+    """Start ``target``'s server (peers always speak their own protocol over TCP).
+    Raises MissingBinaryError or ServerStartError."""
+    return STARTERS[target](enforce_fsync, transport)

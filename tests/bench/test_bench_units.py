@@ -55,7 +55,7 @@ def test_end_to_end_uses_producing_consumers() -> None:
 
 
 @pytest.mark.parametrize("bad", [dict(producers=0), dict(message_batches=1, duration_s=1.0),
-                                 dict(transport="http"), dict(target="kafka")])
+                                 dict(transport="smoke-signals"), dict(target="kafka")])
 def test_invalid_options(bad: dict) -> None:
     with pytest.raises(BenchOptionsError):
         opts("pinned-producer", **bad)

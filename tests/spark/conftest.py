@@ -1,0 +1,86 @@
+"""Fixtures for the Spark data source tests: one local Spark session for the whole package
+(a SparkContext is per process and costs tens of seconds to start) and module-scoped
+lurcher servers.
+
+The session binds to loopback only (driver host/bind address, ``SPARK_LOCAL_IP``), runs
+``local[2]`` with small memory, and its Python workers use this interpreter with the
+repository on ``PYTHONPATH``, so executors import ``lurcher`` the same way the tests do.
+Every test here needs pyspark (the ``spark`` extra) and Java; without pyspark they skip.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.server import REPO_ROOT, LurcherServer
+
+pytest.importorskip("pyspark", reason="the spark extra is not installed")
+
+LOOPBACK = "127.0.0.1"
+SPARK_ENV = {
+    "SPARK_LOCAL_IP": LOOPBACK,
+    "PYSPARK_PYTHON": sys.executable,
+    "PYSPARK_DRIVER_PYTHON": sys.executable,
+    "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", ""))
+                                  if p),
+}
+SESSION_CONF = {
+    "spark.driver.host": LOOPBACK,
+    "spark.driver.bindAddress": LOOPBACK,
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "1g",
+    "spark.executor.memory": "1g",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.python.worker.reuse": "true",
+    "spark.executorEnv.PYTHONPATH": SPARK_ENV["PYTHONPATH"],
+    "spark.sql.streaming.stopTimeout": "30s",
+}
+
+
+def spark_env() -> dict[str, str]:
+    """The process environment a Spark driver or daemon of these tests runs with."""
+    return {**os.environ, **SPARK_ENV}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """A local[2] SparkSession with the ``lurcher`` format registered (pushdown on)."""
+    from pyspark.sql import SparkSession
+
+    import lurcher.spark
+
+    saved = {k: os.environ.get(k) for k in SPARK_ENV}
+    os.environ.update(SPARK_ENV)
+    builder = SparkSession.builder.master("local[2]").appName("lurcher-spark-tests")
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    lurcher.spark.register(session)
+    try:
+        yield session
+    finally:
+        session.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LurcherServer]:
+    """One lurcher server (TCP, iggy/iggy) for a whole test module."""
+    srv = LurcherServer().start(tmp_path_factory.mktemp("lurcher-spark"))
+    with srv:
+        yield srv
+
+
+def connection(server: LurcherServer) -> str:
+    return f"iggy://iggy:iggy@{server.tcp_address}"

@@ -1,0 +1,158 @@
+"""Batch reads with a real local[2] Spark session from a real lurcher server:
+200,000 messages over 4 partitions; counts, per-partition order, splits, offset/timestamp
+filter pushdown, offset and timestamp options, headers, errors."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from lurcher.sdk.sync import SyncClient
+from tests.spark.conftest import connection
+from tests.spark.lurcher_data import expected_headers, now_us, payload, produce, summaries
+from tests.support.server import LurcherServer
+
+pytestmark = pytest.mark.slow
+
+STREAM = "spark-batch"
+TOPIC = "events"
+PARTITIONS = 4
+PER_PARTITION = 50_000
+HALF = PER_PARTITION // 2
+BATCH = 5_000
+
+
+@dataclass
+class Loaded:
+    server: LurcherServer
+    middle_us: int  # every message of the first half is older, of the second half not
+
+
+@pytest.fixture(scope="module")
+def loaded(module_server: LurcherServer) -> Loaded:
+    with SyncClient.from_connection_string(connection(module_server)) as client:
+        client.create_stream(STREAM)
+        client.create_topic(STREAM, TOPIC, partitions_count=PARTITIONS)
+        produce(client, STREAM, TOPIC, PARTITIONS, 0, HALF, BATCH)
+        time.sleep(0.01)
+        middle = now_us()
+        time.sleep(0.01)
+        produce(client, STREAM, TOPIC, PARTITIONS, HALF, HALF, BATCH)
+    return Loaded(module_server, middle)
+
+
+def reader(spark, loaded: Loaded, **options: str):
+    r = (spark.read.format("lurcher").option("connection", connection(loaded.server))
+         .option("stream", STREAM).option("topic", TOPIC))
+    for key, value in options.items():
+        r = r.option(key, value)
+    return r.load()
+
+
+def executed_plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def test_counts_order_and_payloads(spark, loaded):
+    df = reader(spark, loaded)
+    assert df.rdd.getNumPartitions() == PARTITIONS
+    found = sorted(df.select("partition", "offset", "payload").rdd
+                       .mapPartitions(summaries).collect())
+    assert found == [(p, PER_PARTITION, 0, PER_PARTITION - 1, True, True)
+                         for p in range(PARTITIONS)]
+
+
+def test_large_partitions_split_into_ranges(spark, loaded):
+    df = reader(spark, loaded, maxMessagesPerPartition="20000", pollMessages="3000")
+    assert df.rdd.getNumPartitions() == PARTITIONS * 3
+    counts = {r["partition"]: (r["n"], r["distinct_offsets"]) for r in df.groupBy("partition")
+              .agg({"*": "count", "offset": "approx_count_distinct"})
+              .withColumnRenamed("count(1)", "n")
+              .withColumnRenamed("approx_count_distinct(offset)", "distinct_offsets").collect()}
+    assert {p: n for p, (n, _) in counts.items()} == {p: PER_PARTITION for p in range(4)}
+    found = (df.select("partition", "offset", "payload").rdd.mapPartitions(summaries)
+             .collect())
+    assert sorted((s[0], s[2], s[3]) for s in found) == [
+        (p, s, min(s + 20_000, PER_PARTITION) - 1)
+        for p in range(PARTITIONS) for s in range(0, PER_PARTITION, 20_000)]
+    assert all(s[4] and s[5] for s in found)
+
+
+def test_offset_filters_are_pushed_down(spark, loaded):
+    from pyspark.sql import functions as F
+
+    query = reader(spark, loaded).where(
+        (F.col("offset") >= 1000) & (F.col("offset") < 1500) & (F.col("partition") == 2))
+    assert "Filter" not in executed_plan(query)
+    assert query.rdd.getNumPartitions() == 1
+    rows = query.select("partition", "offset", "payload").collect()
+    assert sorted(r.offset for r in rows) == list(range(1000, 1500))
+    assert all(r.partition == 2 and r.payload == payload(2, r.offset) for r in rows)
+    unpushed = reader(spark, loaded, filterPushdown="false").where(
+        (F.col("offset") >= 1000) & (F.col("offset") < 1500) & (F.col("partition") == 2))
+    assert "Filter" in executed_plan(unpushed)
+    assert unpushed.count() == 500
+    # A filter the source cannot push stays in Spark's plan and still applies.
+    mixed = reader(spark, loaded).where((F.col("offset") < 10) & (F.col("offset") % 2 == 0))
+    assert "Filter" in executed_plan(mixed)
+    assert mixed.count() == 5 * PARTITIONS
+
+
+def test_timestamp_filters_are_pushed_down(spark, loaded):
+    from pyspark.sql import functions as F
+
+    middle = F.timestamp_micros(F.lit(loaded.middle_us))
+    newer = reader(spark, loaded).where(F.col("timestamp") >= middle)
+    assert "Filter" not in executed_plan(newer)
+    rows = newer.groupBy("partition").agg(F.min("offset").alias("lo"), F.count("*").alias("n"))
+    assert sorted(tuple(r) for r in rows.collect()) == [(p, HALF, HALF) for p in range(4)]
+    older = reader(spark, loaded).where(F.col("timestamp") < middle)
+    assert older.agg(F.max("offset")).first()[0] == HALF - 1
+    assert older.count() == HALF * PARTITIONS
+    assert reader(spark, loaded, filterPushdown="false").where(
+        F.col("timestamp") < middle).count() == HALF * PARTITIONS
+
+
+def test_offset_and_timestamp_options(spark, loaded):
+    df = reader(spark, loaded, partitions="0,1,3",
+                startingOffsets='{"0": 10, "1": "latest", "3": -2}',
+                endingOffsets='{"0": 20, "3": 7}')
+    got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+    assert got == [(0, o) for o in range(10, 20)] + [(3, o) for o in range(7)]
+    since = reader(spark, loaded, startingTimestamp=str(loaded.middle_us),
+                   endingOffsets=f'{{"1": {HALF + 3}}}')
+    counts = dict(since.groupBy("partition").count().collect())
+    assert counts == {0: HALF, 1: 3, 2: HALF, 3: HALF}
+    until = reader(spark, loaded, endingTimestamp=str(loaded.middle_us), partitions="2")
+    assert until.count() == HALF
+
+
+def test_headers_ids_and_timestamps_intact(spark, loaded):
+    from pyspark.sql import functions as F
+
+    picked = [0, BATCH - 1, BATCH, PER_PARTITION - 1]
+    rows = (reader(spark, loaded).where(F.col("offset").isin(picked))
+            .select("partition", "offset", "headers", "id", "timestamp", "origin_timestamp",
+                    "stream", "topic").collect())
+    assert len(rows) == len(picked) * PARTITIONS
+    for r in rows:
+        assert r.headers == expected_headers(r.partition, r.offset, BATCH)
+        assert len(r.id) == 16 and r.id != bytes(16)
+        assert r.origin_timestamp <= r.timestamp
+        assert (r.stream, r.topic) == (STREAM, TOPIC)
+    assert len({r.id for r in rows}) == len(rows)
+
+
+def test_fresh_dataframe_reads_new_messages(spark, loaded):
+    first = reader(spark, loaded, partitions="0").count()
+    assert first == PER_PARTITION
+
+
+def test_unknown_stream_and_partition_name_the_iggy_error(spark, loaded):
+    with pytest.raises(Exception, match=r"StreamNameNotFound \(1010\)"):
+        (spark.read.format("lurcher").option("connection", connection(loaded.server))
+         .option("stream", "no-such-stream").option("topic", TOPIC).load().count())
+    with pytest.raises(Exception, match=r"PartitionNotFound \(3007\)"):
+        reader(spark, loaded, partitions="9").count()

@@ -1,0 +1,123 @@
+"""Unit tests of the data source's pure parts: offset specs, trigger budgets, filter
+pushdown intervals, option parsing, and polled bytes -> Arrow (no Spark session, no server)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql.datasource import EqualTo, GreaterThan, In, LessThanOrEqual, Not  # noqa: E402
+
+from lurcher.core.wire.headers import HeaderKind, HeaderValue, encode_headers  # noqa: E402
+from lurcher.core.wire.responses.messages import Message, PolledMessages  # noqa: E402
+from lurcher.spark.arrow import arrow_schema, record_batch  # noqa: E402
+from lurcher.spark.filters import UNBOUNDED, Interval, RowBounds, push  # noqa: E402
+from lurcher.spark.offsets import (  # noqa: E402
+    cap_offsets,
+    parse_offsets,
+    parse_timestamps,
+    split_range,
+)
+from lurcher.spark.options import LurcherSparkError, source_options  # noqa: E402
+from lurcher.spark.polled import PolledView  # noqa: E402
+
+
+def test_offset_specs_like_kafka():
+    assert parse_offsets("o", None, "earliest") == "earliest"
+    assert parse_offsets("o", "latest", "earliest") == "latest"
+    assert parse_offsets("o", '{"0": 5, "1": -2, "2": -1, "3": "latest"}', "x") == {
+        0: 5, 1: "earliest", 2: "latest", 3: "latest"}
+    for bad in ('{"a": 1}', '{"0": -7}', "[1]", "soon", '{"0": 1.5}'):
+        with pytest.raises(LurcherSparkError):
+            parse_offsets("o", bad, "earliest")
+
+
+def test_timestamps_numbers_iso_and_per_partition():
+    assert parse_timestamps("t", "1700000000000000") == 1_700_000_000_000_000
+    assert parse_timestamps("t", "2023-11-14T22:13:20Z") == 1_700_000_000_000_000
+    assert parse_timestamps("t", "2023-11-14T22:13:20") == 1_700_000_000_000_000
+    assert parse_timestamps("t", '{"1": 5}') == {1: 5}
+    with pytest.raises(LurcherSparkError):
+        parse_timestamps("t", "yesterday")
+
+
+def test_split_range_covers_exactly():
+    assert split_range(0, 0, 10) == []
+    assert split_range(5, 30, 10) == [(5, 15), (15, 25), (25, 30)]
+
+
+def test_cap_offsets_fair_and_bounded():
+    start = {"0": 0, "1": 100, "2": 7}
+    latest = {"0": 1000, "1": 103, "2": 7}
+    end = cap_offsets(start, latest, 10)
+    assert sum(end[p] - start[p] for p in end) == 10
+    assert end["1"] == 103 and end["2"] == 7 and end["0"] == 7
+    assert cap_offsets(start, latest, 10_000) == latest
+    assert cap_offsets(start, latest, 1) == {"0": 0, "1": 101, "2": 7}
+
+
+def test_push_keeps_only_supported_filters():
+    moment = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    micros = 1_704_067_200_000_000
+    filters = [GreaterThan(("offset",), 10), LessThanOrEqual(("timestamp",), moment),
+               In(("partition",), (1, 3)), Not(EqualTo(("offset",), 12)),
+               EqualTo(("payload",), b"x"), In(("offset",), (1, 2))]
+    bounds, rest = push(RowBounds(), filters)
+    assert rest == filters[3:] and all(a is b for a, b in zip(rest, filters[3:]))
+    assert bounds.offset == Interval(11, UNBOUNDED)
+    assert bounds.timestamp == Interval(0, micros + 1)
+    assert bounds.allows_partition(3) and not bounds.allows_partition(2)
+    bounds, _ = push(bounds, [EqualTo(("offset",), 5)])
+    assert bounds.offset.lo >= bounds.offset.hi  # contradictory filters: empty
+
+
+def test_options_connection_string_and_overrides():
+    opts = source_options({"connection": "iggy://u:p@10.0.0.1:9000?tls=true", "stream": "s",
+                           "topic": "t", "maxMessagesPerPartition": "7", "PAT": "secret"})
+    assert opts.config.address == "10.0.0.1:9000" and opts.config.tls
+    assert opts.config.token == "secret" and opts.config.username is None
+    assert opts.max_messages_per_partition == 7
+    with pytest.raises(LurcherSparkError, match="stream"):
+        source_options({"topic": "t"})
+    with pytest.raises(LurcherSparkError, match="pollMessages|pollmessages"):
+        source_options({"stream": "s", "topic": "t", "pollMessages": "0"})
+
+
+def _polled(messages: list[Message], partition_id: int = 2) -> PolledMessages:
+    return PolledMessages.of(partition_id, messages[-1].offset, messages)
+
+
+def test_record_batch_columns():
+    headers = encode_headers({"trace": HeaderValue.of(HeaderKind.RAW, b"\x00\x01"),
+                              "n": HeaderValue.of(HeaderKind.STRING, "x")})
+    uid = 0x0123456789ABCDEF_FEDCBA9876543210
+    messages = [Message(0, uid, 40, 1_700_000_000_000_001, 5, b"first", headers),
+                Message(0, 7, 41, 1_700_000_000_000_002, 6, b"", b""),
+                Message(0, 8, 42, 1_700_000_000_000_003, 7, b"third!" * 100, b"")]
+    view = PolledView.of(_polled(messages))
+    batch = record_batch(view, "s", "t")
+    assert batch.schema.equals(arrow_schema())
+    rows = batch.to_pylist()
+    assert [r["offset"] for r in rows] == [40, 41, 42]
+    assert [r["payload"] for r in rows] == [b"first", b"", b"third!" * 100]
+    assert rows[0]["id"] == uid.to_bytes(16, "big")
+    assert dict(rows[0]["headers"]) == {"trace": b"\x00\x01", "n": b"x"}
+    assert rows[1]["headers"] == [] and rows[2]["partition"] == 2
+    assert rows[0]["stream"] == "s" and rows[2]["topic"] == "t"
+    assert int(rows[2]["timestamp"].timestamp() * 1e6) == 1_700_000_000_000_003
+
+
+def test_view_below_and_truncated_tail():
+    messages = [Message(0, 1, o, 10, 10, b"p%d" % o) for o in range(5)]
+    polled = _polled(messages)
+    view = PolledView.of(polled)
+    assert view.below(3).offsets.tolist() == [0, 1, 2]
+    cut = PolledMessages(2, 4, 5, bytes(polled.data)[:-1])
+    assert PolledView.of(cut).count == 4
+    keep = view.select(np.array([True, False, True, False, True]))
+    assert [r["payload"] for r in record_batch(keep, "s", "t").to_pylist()] == [b"p0", b"p2",
+                                                                                b"p4"]
