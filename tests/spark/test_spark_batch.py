@@ -4,6 +4,7 @@ filter pushdown, offset and timestamp options, headers, errors."""
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 
@@ -51,8 +52,9 @@ def reader(spark, loaded: Loaded, **options: str):
     return r.load()
 
 
-def executed_plan(df) -> str:
-    return df._jdf.queryExecution().executedPlan().toString()
+def filtered_by_spark(df) -> bool:
+    """Whether Spark's physical plan still has a Filter operator above the scan."""
+    return re.search(r"\bFilter\b", df._jdf.queryExecution().executedPlan().toString()) is not None
 
 
 def test_counts_order_and_payloads(spark, loaded):
@@ -85,18 +87,18 @@ def test_offset_filters_are_pushed_down(spark, loaded):
 
     query = reader(spark, loaded).where(
         (F.col("offset") >= 1000) & (F.col("offset") < 1500) & (F.col("partition") == 2))
-    assert "Filter" not in executed_plan(query)
+    assert not filtered_by_spark(query)
     assert query.rdd.getNumPartitions() == 1
     rows = query.select("partition", "offset", "payload").collect()
     assert sorted(r.offset for r in rows) == list(range(1000, 1500))
     assert all(r.partition == 2 and r.payload == payload(2, r.offset) for r in rows)
     unpushed = reader(spark, loaded, filterPushdown="false").where(
         (F.col("offset") >= 1000) & (F.col("offset") < 1500) & (F.col("partition") == 2))
-    assert "Filter" in executed_plan(unpushed)
+    assert filtered_by_spark(unpushed)
     assert unpushed.count() == 500
     # A filter the source cannot push stays in Spark's plan and still applies.
     mixed = reader(spark, loaded).where((F.col("offset") < 10) & (F.col("offset") % 2 == 0))
-    assert "Filter" in executed_plan(mixed)
+    assert filtered_by_spark(mixed)
     assert mixed.count() == 5 * PARTITIONS
 
 
@@ -105,7 +107,7 @@ def test_timestamp_filters_are_pushed_down(spark, loaded):
 
     middle = F.timestamp_micros(F.lit(loaded.middle_us))
     newer = reader(spark, loaded).where(F.col("timestamp") >= middle)
-    assert "Filter" not in executed_plan(newer)
+    assert not filtered_by_spark(newer)
     rows = newer.groupBy("partition").agg(F.min("offset").alias("lo"), F.count("*").alias("n"))
     assert sorted(tuple(r) for r in rows.collect()) == [(p, HALF, HALF) for p in range(4)]
     older = reader(spark, loaded).where(F.col("timestamp") < middle)
