@@ -1,5 +1,8 @@
 """Permission rules of the 0.8 server, one function per rule, evaluated in one place.
 
+Lists show only what the user may read: GetStreams and GetTopics are allowed to a user who
+may read at least one item, and ``may_read`` filters the answer.
+
 The dispatcher table names a rule per command; ``authorize`` resolves the request's stream
 and topic identifiers to ids, decodes the user's permissions blob (cached per blob) and
 evaluates the rule, raising ``IggyError(UNAUTHORIZED)``. A stream or topic that does not
@@ -107,7 +110,22 @@ def send_messages(p: Permissions, sid, tid) -> bool:
     return bool(t and (t.manage_topic or t.send_messages))
 
 
+def list_streams(p: Permissions, sid, tid) -> bool:
+    """GetStreams: global stream reading, or reading at least one stream (the list is then
+    filtered to those, see ``may_read``)."""
+    return read_streams(p, sid, tid) or any(s.manage_stream or s.read_stream
+                                            for s in p.streams.values())
+
+
+def list_topics(p: Permissions, sid, tid) -> bool:
+    """GetTopics of stream ``sid``: reading its topics, or at least one of them (filtered)."""
+    stream = _stream(p, sid)
+    return read_topics(p, sid, tid) or bool(stream and any(
+        t.manage_topic or t.read_topic for t in stream.topics.values()))
+
+
 RULES: dict[str, Rule] = {
+    "list_streams": list_streams, "list_topics": list_topics,
     "server_info": server_info, "read_users": read_users, "manage_users": manage_users,
     "read_streams": read_streams, "read_stream": read_stream, "create_stream": create_stream,
     "manage_stream": manage_stream, "read_topics": read_topics, "read_topic": read_topic,
@@ -164,6 +182,14 @@ def authorize(state: Any, session: Any, rule_name: str, request: Any) -> None:
     if getattr(request, "topic_id", None) is not None and topic_id is None:
         return
     _check(RULES[rule_name], rule_name, user, stream_id, topic_id)
+
+
+def may_read(state: Any, session: Any, rule_name: str, stream_id: int,
+             topic_id: int | None = None) -> bool:
+    """Whether the session's user passes ``rule_name`` for one stream/topic (list filters)."""
+    user = state.users.get(session.user_id)
+    return user is not None and RULES[rule_name](decode_permissions(user.permissions),
+                                                 stream_id, topic_id)
 
 
 def _check(rule: Rule, rule_name: str, user: Any, stream_id: int | None,

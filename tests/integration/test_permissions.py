@@ -306,3 +306,31 @@ def test_user_without_permissions_reads_itself_only(server: LurcherServer, root:
         assert user.status_of(32) == UNAUTHORIZED
     finally:
         user.close()
+
+
+def listed_names(user: UserClient, code: int, payload: bytes = b"") -> set[str]:
+    """Names in a GetStreams/GetTopics answer (both headers end with name(u8); the fixed
+    parts are 33 and 51 bytes)."""
+    body, fixed, names = user.call(code, payload), {201: 33, 301: 51}[code], set()
+    pos = 0
+    while pos < len(body):
+        length = body[pos + fixed - 1]
+        names.add(body[pos + fixed:pos + fixed + length].decode())
+        pos += fixed + length
+    return names
+
+
+def test_lists_show_only_what_the_user_may_read(server: LurcherServer, root: UserClient) -> None:
+    w = build_world(root)
+    a, t1 = w.streams["A"], w.topics[("A", "t1")]
+    stream_reader = login_new_user(server, root, w, Perms(streams={a: {"read_stream"}}), "ls")
+    topic_reader = login_new_user(server, root, w, Perms(topics={(a, t1): {"read_topic"}}), "lt")
+    try:
+        assert listed_names(stream_reader, 201) == {w.s("A")}
+        assert listed_names(topic_reader, 301, raw.ident(a)) == {"t1"}
+        assert topic_reader.status_of(301, raw.ident(w.streams["B"])) == UNAUTHORIZED
+        assert topic_reader.status_of(201) == UNAUTHORIZED  # reads no stream as a whole
+        assert len(listed_names(root, 201)) >= 2
+    finally:
+        stream_reader.close()
+        topic_reader.close()

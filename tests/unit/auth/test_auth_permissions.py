@@ -91,6 +91,13 @@ CASES = [
     ("send_messages", grant(("topic", S1, T2, "send_messages")), {(S1, T2)}),
     ("send_messages", grant(("topic", S1, T2, "poll_messages")), NONE),
     ("send_messages", grant("read_topics", "poll_messages"), NONE),
+    # list rules: allowed when at least one item is readable (the handler filters the list)
+    ("list_streams", grant("read_streams"), ALL),
+    ("list_streams", grant(("stream", S2, "read_stream")), ALL),
+    ("list_streams", grant("read_topics"), NONE),
+    ("list_topics", grant(("topic", S1, T1, "read_topic")), S1_ALL),
+    ("list_topics", grant(("stream", S2, "read_topics")), {(S2, T1), (S2, T2)}),
+    ("list_topics", grant(("topic", S1, T1, "poll_messages")), NONE),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lurcher.auth.permissions import may_read
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
 from lurcher.core.shard.views import stream_details, stream_header
@@ -23,10 +24,11 @@ def get_stream(shard, session, req):
     return None if stream is None else stream_details(shard, stream)
 
 
-@handles("get_streams", "read_streams")
+@handles("get_streams", "list_streams")
 def get_streams(shard, session, req):
-    streams = shard.meta.state.streams
-    return [stream_header(shard, streams[sid]) for sid in sorted(streams)]
+    state = shard.meta.state
+    return [stream_header(shard, state.streams[sid]) for sid in sorted(state.streams)
+            if may_read(state, session, "read_stream", sid)]
 
 
 @handles("create_stream", "create_stream")

@@ -7,6 +7,7 @@ size is refused (INVALID_TOPIC_SIZE); replication factor 0 is stored as 1.
 
 from __future__ import annotations
 
+from lurcher.auth.permissions import may_read
 from lurcher.config import U64_MAX
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
@@ -45,10 +46,12 @@ def get_topic(shard, session, req):
     return None if topic is None else topic_details(shard, topic)
 
 
-@handles("get_topics", "read_topics")
+@handles("get_topics", "list_topics")
 def get_topics(shard, session, req):
-    stream = shard.meta.state.stream(req.stream_id)
-    return [topic_header(shard, stream.topics[tid]) for tid in sorted(stream.topics)]
+    state = shard.meta.state
+    stream = state.stream(req.stream_id)
+    return [topic_header(shard, stream.topics[tid]) for tid in sorted(stream.topics)
+            if may_read(state, session, "read_topic", stream.id, tid)]
 
 
 @handles("create_topic", "create_topic")
