@@ -15,8 +15,7 @@ def tls_server(server_factory):
 
 async def test_tls_with_ca_file(tls_server) -> None:
     cert = tls_server.data_dir / "certs" / "lurcher_cert.pem"
-    if not cert.exists():
-        pytest.skip("server did not generate a TLS certificate (TCP TLS not enabled?)")
+    assert cert.exists(), "TLS on with self_signed = true must generate a certificate"
     port = tls_server.tcp_port
     text = (f"iggy://iggy:iggy@127.0.0.1:{port}?tls=true&tls_domain=localhost"
             f"&tls_ca_file={cert}&heartbeat_interval=1h")
@@ -26,8 +25,7 @@ async def test_tls_with_ca_file(tls_server) -> None:
 
 
 async def test_untrusted_certificate_is_refused(tls_server) -> None:
-    if not (tls_server.data_dir / "certs" / "lurcher_cert.pem").exists():
-        pytest.skip("server did not generate a TLS certificate (TCP TLS not enabled?)")
+    assert (tls_server.data_dir / "certs" / "lurcher_cert.pem").exists()
     client = Client(tls_server.tcp_address, username="iggy", password="iggy", tls=True,
                     tls_domain="localhost", heartbeat_interval_s=None)
     with pytest.raises(IggyError) as err:

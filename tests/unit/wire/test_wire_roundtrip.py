@@ -37,10 +37,10 @@ def test_round_trip(value: WireStruct) -> None:
     assert decoded.encode() == encoded
 
 
-@pytest.mark.parametrize("value", SAMPLES, ids=_id)
+# In the tail forms (SendMessages, PolledMessages, SnapshotFile) trailing bytes belong to
+# the value, so they are not part of this test.
+@pytest.mark.parametrize("value", [v for v in SAMPLES if not isinstance(v, TAIL_TYPES)], ids=_id)
 def test_trailing_bytes_are_ignored(value: WireStruct) -> None:
-    if isinstance(value, TAIL_TYPES):
-        pytest.skip("tail form: trailing bytes belong to the value")
     encoded = value.encode()
     decoded, consumed = type(value).decode(encoded + b"\x07\x00")
     assert same(decoded, value) and consumed == len(encoded)
