@@ -6,35 +6,24 @@ environment variable names a key by its path joined with ``_`` and upper-cased; 
 resolved against the keys that exist, so keys containing underscores work
 (``LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC``). Values are coerced to the type of the default.
 Human sizes ("1 GiB", "500 MB") and durations ("30 s", "1 m", "none") are parsed by
-``parse_size`` and ``parse_duration_us``.
+``core.wire.units`` (``parse_size`` and ``parse_duration_us`` here raise ConfigError).
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import re
 import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
+from lurcher.core.wire import units
+
 ENV_PREFIX = "LURCHER_"
+U64_MAX = units.U64_MAX
 NOT_CONFIG_ENV = {"LURCHER_CONFIG_PATH", "LURCHER_ROOT_USERNAME", "LURCHER_ROOT_PASSWORD"}
 
-_SIZE_UNITS = {
-    "": 1, "b": 1,
-    "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
-    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
-}
-_DURATION_US = {
-    "us": 1, "µs": 1, "ms": 1000, "s": 1_000_000, "sec": 1_000_000, "secs": 1_000_000,
-    "m": 60_000_000, "min": 60_000_000, "mins": 60_000_000,
-    "h": 3_600_000_000, "hour": 3_600_000_000, "hours": 3_600_000_000,
-    "d": 86_400_000_000, "day": 86_400_000_000, "days": 86_400_000_000,
-}
-_QUANTITY = re.compile(r"^\s*([0-9][0-9_]*(?:\.[0-9]+)?)\s*([a-zA-Zµ]*)\s*$")
-U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
 
 
 class ConfigError(ValueError):
@@ -43,30 +32,19 @@ class ConfigError(ValueError):
 
 def parse_size(value: int | str) -> int:
     """Bytes from an int or a string like "1 GiB"; "unlimited" -> U64_MAX. Raises ConfigError."""
-    if isinstance(value, int):
-        return value
-    if value.strip().lower() == "unlimited":
-        return U64_MAX
-    m = _QUANTITY.match(value)
-    if not m or m.group(2).lower() not in _SIZE_UNITS:
-        raise ConfigError(f"not a size: {value!r} (examples: 1048576, \"512 KiB\", \"1 GB\")")
-    return int(float(m.group(1).replace("_", "")) * _SIZE_UNITS[m.group(2).lower()])
+    try:
+        return units.parse_size(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_duration_us(value: int | str) -> int:
-    """Microseconds from an int (µs) or "30 s", "1 m", "500 ms"; "none"/"unlimited" -> U64_MAX."""
-    if isinstance(value, int):
-        return value
-    text = value.strip().lower()
-    if text in ("none", "unlimited", "never"):
-        return U64_MAX
-    total = 0
-    for part in re.findall(r"[0-9.]+\s*[a-zµ]+", text) or [text]:
-        m = _QUANTITY.match(part)
-        if not m or m.group(2).lower() not in _DURATION_US:
-            raise ConfigError(f"not a duration: {value!r} (examples: \"30 s\", \"1 m\", \"500 ms\")")
-        total += int(float(m.group(1)) * _DURATION_US[m.group(2).lower()])
-    return total
+    """Microseconds from an int (µs) or "30 s", "1 m", "500 ms"; "none"/"unlimited" -> U64_MAX.
+    Raises ConfigError."""
+    try:
+        return units.parse_duration_us(value)
+    except ValueError as exc:
+        raise ConfigError(f"not a duration: {exc}") from None
 
 
 def default_config() -> dict[str, Any]:

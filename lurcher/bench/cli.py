@@ -17,7 +17,7 @@ import threading
 
 from lurcher.bench.options import TARGETS, TRANSPORTS, BenchOptions, BenchOptionsError
 from lurcher.bench.workloads import WORKLOADS, layout, workload
-from lurcher.sdk.humantime import parse_duration
+from lurcher.core.wire.units import parse_duration
 
 
 def _duration(text: str) -> float:

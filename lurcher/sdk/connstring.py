@@ -21,7 +21,7 @@ from typing import Any
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.sdk.config import TRANSPORTS, ClientConfig
-from lurcher.sdk.humantime import parse_duration
+from lurcher.core.wire.units import parse_duration
 
 SCHEMES = ("iggy", "lurcher")
 _RECONNECT = ("reconnection_retries", "reconnection_interval", "reestablish_after",

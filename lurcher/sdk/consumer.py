@@ -37,7 +37,7 @@ from lurcher.core.wire.responses.messages import Message, PolledMessages
 from lurcher.core.wire.values.polling import PollingStrategy
 from lurcher.sdk.api.base import Id
 from lurcher.sdk.encryption import Encryptor
-from lurcher.sdk.humantime import parse_duration
+from lurcher.core.wire.units import parse_duration
 from lurcher.sdk.messages import ReceivedMessage, to_strategy
 
 AUTO_COMMIT_MODES = ("interval", "each_message", "each_batch", "polling", "disabled")

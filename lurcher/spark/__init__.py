@@ -1,5 +1,6 @@
-"""lurcher.spark: a PySpark (>= 4.2) data source, format ``lurcher``, built on PySpark's
-Python Data Source API and on the lurcher SDK (a client, never server internals).
+"""lurcher.spark: a PySpark 4 data source, format ``lurcher``, built on PySpark's Python
+Data Source API and on the lurcher SDK (a client, never server internals). Tested with
+PySpark 4.3; filter pushdown needs 4.1, ``maxMessagesPerTrigger`` 4.2, writeStream 4.1.
 
     import lurcher.spark
     lurcher.spark.register(spark)

@@ -6,7 +6,7 @@ import pytest
 
 from lurcher.sdk import ErrorCode, IggyError, parse_connection_string
 from lurcher.sdk.connstring import format_connection_string
-from lurcher.sdk.humantime import parse_duration
+from lurcher.core.wire.units import parse_duration
 
 
 def test_user_password_form_defaults() -> None:

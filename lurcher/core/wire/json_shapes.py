@@ -11,12 +11,12 @@ means never. Only ``core.wire`` and ``msgspec`` are imported here.
 from __future__ import annotations
 
 import base64
-import re
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from lurcher.core.wire import units
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.headers import HeaderKind, HeaderValue, decode_headers, encode_headers
@@ -43,10 +43,6 @@ NOT_LOGGED_IN = 0xFFFF_FFFF
 
 # -- scalars ----------------------------------------------------------------------------------
 _DECIMAL_UNITS = ("B", "KB", "MB", "GB", "TB", "PB", "EB")
-_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15,
-               "eb": 10**18, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-               "pib": 2**50, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_SIZE_TEXT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def size_text(n: int) -> str:
@@ -64,16 +60,11 @@ def parse_size(value: Any) -> int:
     """An integer byte count or a size string ("1 GB", "1.5 KiB", "unlimited").
 
     Raises IggyError INVALID_FORMAT."""
-    if isinstance(value, bool):
-        raise IggyError(ErrorCode.INVALID_FORMAT, f"not a size: {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        if value.strip().lower() == "unlimited":
-            return U64_MAX
-        m = _SIZE_TEXT.match(value)
-        if m and (m.group(2).lower() or "b") in _SIZE_UNITS:
-            return int(Decimal(m.group(1)) * _SIZE_UNITS[m.group(2).lower() or "b"])
+    if isinstance(value, (int, str)):
+        try:
+            return units.parse_size(value)
+        except ValueError:
+            pass
     raise IggyError(ErrorCode.INVALID_FORMAT, f"not a size: {value!r}")
 
 

@@ -10,7 +10,6 @@ which takes the ``Context`` and the typed arguments and returns a JSON object.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Protocol
@@ -18,19 +17,12 @@ from typing import Annotated, Any, Protocol
 import msgspec
 import mcp_types as types
 
-from lurcher.core.wire.buffer import U64_MAX
 from lurcher.core.wire.values.consumer import Consumer
 from lurcher.mcp_server.config import LimitsConfig
 from lurcher.mcp_server.gate import Access
 from lurcher.sdk import Client
-from lurcher.sdk.humantime import parse_duration
+from lurcher.core.wire.units import limit_bytes, limit_us
 
-US_PER_S = 1_000_000
-UNLIMITED_WORDS = frozenset({"unlimited", "never", "none", "infinite"})
-SERVER_DEFAULT_WORDS = frozenset({"server_default", "default"})
-_SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
-               "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 class Context(Protocol):
@@ -137,17 +129,8 @@ def expiry_us(value: int | str | None) -> int:
 
     Raises ArgumentError for text that is not a duration.
     """
-    if value is None:
-        return 0
-    if isinstance(value, int):
-        return value
-    word = value.strip().lower()
-    if word in UNLIMITED_WORDS:
-        return U64_MAX
-    if word in SERVER_DEFAULT_WORDS:
-        return 0
     try:
-        return round(parse_duration(value) * US_PER_S)
+        return limit_us(value)
     except ValueError as e:
         raise ArgumentError(str(e)) from None
 
@@ -157,19 +140,10 @@ def size_bytes(value: int | str | None) -> int:
 
     Raises ArgumentError for text that is not a size.
     """
-    if value is None:
-        return 0
-    if isinstance(value, int):
-        return value
-    word = value.strip().lower()
-    if word in UNLIMITED_WORDS:
-        return U64_MAX
-    if word in SERVER_DEFAULT_WORDS:
-        return 0
-    m = _SIZE.match(value)
-    if not m or m.group(2).lower() not in _SIZE_UNITS:
-        raise ArgumentError(f"not a size: {value!r} (examples: 1048576, \"512 MiB\", \"1 GB\")")
-    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+    try:
+        return limit_bytes(value)
+    except ValueError as e:
+        raise ArgumentError(str(e)) from None
 
 
 def consumer_of(ctx: Context, name: int | str | None, group: bool = False) -> Consumer:

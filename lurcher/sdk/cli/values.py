@@ -25,41 +25,26 @@ from lurcher.core.wire.values.permissions import (
     StreamPermissions,
     TopicPermissions,
 )
-from lurcher.sdk.api.streams import NEVER_EXPIRE, SERVER_DEFAULT, UNLIMITED_SIZE
-from lurcher.sdk.humantime import parse_duration
+from lurcher.core.wire.units import limit_bytes, limit_us
 
 Bad = argparse.ArgumentTypeError
 US_PER_S = 1_000_000
-_DEFAULT_WORDS = {"server_default", "default"}
-_UNLIMITED_WORDS = {"unlimited", "never_expire", "never", "none"}
-_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
 def expiry_us(text: str) -> int:
     """``server_default`` -> 0, ``unlimited`` -> never, else a duration (``15days 2min``)."""
-    word = text.strip().lower()
-    if word in _DEFAULT_WORDS:
-        return SERVER_DEFAULT
-    if word in _UNLIMITED_WORDS:
-        return NEVER_EXPIRE
     try:
-        return round(parse_duration(word) * US_PER_S)
+        return limit_us(text)
     except ValueError as e:
         raise Bad(f"invalid expiry {text!r}: {e}") from None
 
 
 def size_bytes(text: str) -> int:
     """``server_default`` -> 0, ``unlimited`` -> no limit, else ``15GB`` / ``512MiB`` / bytes."""
-    word = text.strip().lower().replace(" ", "")
-    if word in _DEFAULT_WORDS:
-        return SERVER_DEFAULT
-    if word == "unlimited":
-        return UNLIMITED_SIZE
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([a-z]*)", word)
-    if m is None or m.group(2) not in _SIZE_UNITS:
-        raise Bad(f"invalid size {text!r} (examples: 1000, 15GB, 512MiB, unlimited)")
-    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+    try:
+        return limit_bytes(text)
+    except ValueError:
+        raise Bad(f"invalid size {text!r} (examples: 1000, 15GB, 512MiB, unlimited)") from None
 
 
 def timestamp_us(text: str) -> int:

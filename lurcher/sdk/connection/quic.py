@@ -26,7 +26,7 @@ from lurcher.core.wire.frames import CODE_BYTES, FRAME_HEADER, FRAME_HEADER_BYTE
 from lurcher.sdk.config import ClientConfig
 from lurcher.sdk.connection.base import Connection
 from lurcher.sdk.connection.websocket import size_option
-from lurcher.sdk.humantime import parse_duration
+from lurcher.core.wire.units import parse_duration
 
 _EMPTY = memoryview(b"")
 DEFAULT_RESPONSE_BUFFER_BYTES = 10_000_000

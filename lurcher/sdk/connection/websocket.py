@@ -19,23 +19,18 @@ from websockets.protocol import State
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.units import parse_size
 from lurcher.core.wire.frames import CODE_BYTES, FRAME_HEADER, FRAME_HEADER_BYTES
 from lurcher.sdk.config import ClientConfig
 from lurcher.sdk.connection.base import Connection
 from lurcher.sdk.connection.tcp import tls_context
 
 _EMPTY = memoryview(b"")
-_SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3,
-               "kib": 1024, "mib": 1024**2, "gib": 1024**3}
 
 
 def size_option(value: str | None) -> int | None:
     """"64 MiB" / "1048576" -> bytes; None -> None. Raises ValueError."""
-    if value is None:
-        return None
-    text = value.strip().lower().replace(" ", "")
-    digits = text.rstrip("abcdefghijklmnopqrstuvwxyz")
-    return int(float(digits) * _SIZE_UNITS[text[len(digits):]])
+    return None if value is None else parse_size(value)
 
 
 class WebSocketConnection(Connection):

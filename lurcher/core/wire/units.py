@@ -1,0 +1,99 @@
+"""Human sizes and durations: the one parser shared by the server configuration, the SDK's
+connection strings, the CLI, the MCP server and the HTTP JSON shapes.
+
+Sizes: a byte count, or a number (fractions allowed, exact) with a decimal (kB, MB, ...) or
+binary (KiB, MiB, ...) unit, spaces optional: "1 GiB", "1.5MB", "512 KiB". Durations, the
+humantime grammar the Iggy SDKs use: one or more ``<number><unit>`` terms ("5s", "1m 30s",
+"500ms", "2h30m"); a bare number is seconds. "unlimited"/"never"/"none" mean no limit
+(``U64_MAX``); "default"/"server_default" mean 0 (the server's default) where a request
+field allows it.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
+US_PER_S = 1_000_000
+
+SIZE_UNITS: dict[str, int] = {
+    "": 1, "b": 1,
+    "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+    "t": 10**12, "tb": 10**12, "pb": 10**15, "eb": 10**18,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
+}
+DURATION_UNITS_S: dict[str, float] = {
+    "ns": 1e-9, "nsec": 1e-9, "us": 1e-6, "µs": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3,
+    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
+    "d": 86400.0, "day": 86400.0, "days": 86400.0,
+    "w": 604800.0, "week": 604800.0, "weeks": 604800.0,
+}
+UNLIMITED_WORDS = frozenset({"unlimited", "never", "none", "infinite", "never_expire"})
+SERVER_DEFAULT_WORDS = frozenset({"default", "server_default"})
+
+_SIZE = re.compile(r"^\s*([0-9][0-9_]*(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+_TERM = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zµ]*)", re.IGNORECASE)
+
+
+def parse_size(value: int | str) -> int:
+    """Bytes; "unlimited" -> U64_MAX. Raises ValueError for anything else."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a size: {value!r}")
+    if isinstance(value, int):
+        return value
+    if value.strip().lower() in UNLIMITED_WORDS:
+        return U64_MAX
+    m = _SIZE.match(value)
+    unit = m.group(2).lower() if m else None
+    if unit not in SIZE_UNITS:
+        raise ValueError(f"not a size: {value!r} (examples: 1048576, \"512 KiB\", \"1 GB\")")
+    try:
+        return int(Decimal(m.group(1).replace("_", "")) * SIZE_UNITS[unit])
+    except InvalidOperation:
+        raise ValueError(f"not a size: {value!r}") from None
+
+
+def parse_duration(text: str) -> float:
+    """Seconds. Raises ValueError naming the bad part."""
+    s = text.strip()
+    if not s:
+        raise ValueError("empty duration")
+    if re.fullmatch(r"\d+(\.\d+)?", s):
+        return float(s)
+    total, pos = 0.0, 0
+    while pos < len(s):
+        m = _TERM.match(s, pos)
+        if m is None or m.end() == pos:
+            raise ValueError(f"invalid duration {text!r} at {s[pos:]!r}")
+        unit = m.group(2).lower()
+        if unit not in DURATION_UNITS_S:
+            raise ValueError(f"unknown duration unit {m.group(2)!r} in {text!r}")
+        total += float(m.group(1)) * DURATION_UNITS_S[unit]
+        pos = m.end()
+    return total
+
+
+def parse_duration_us(value: int | str) -> int:
+    """Microseconds: an int is taken as µs; "unlimited"/"none" -> U64_MAX. Raises ValueError."""
+    if isinstance(value, int):
+        return value
+    if value.strip().lower() in UNLIMITED_WORDS:
+        return U64_MAX
+    return round(parse_duration(value) * US_PER_S)
+
+
+def limit_bytes(value: int | str | None) -> int:
+    """A topic-size argument: None/"default" -> 0 (server default), else ``parse_size``."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in SERVER_DEFAULT_WORDS):
+        return 0
+    return parse_size(value)
+
+
+def limit_us(value: int | str | None) -> int:
+    """An expiry argument: None/"default" -> 0 (server default), else ``parse_duration_us``."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in SERVER_DEFAULT_WORDS):
+        return 0
+    return parse_duration_us(value)

@@ -1,0 +1,43 @@
+"""The shared parser of human sizes and durations."""
+
+import pytest
+
+from lurcher.core.wire.units import (
+    U64_MAX, limit_bytes, limit_us, parse_duration, parse_duration_us, parse_size,
+)
+
+
+@pytest.mark.parametrize("text,expected", [
+    (0, 0), (1024, 1024), ("1024", 1024), ("1 KB", 1000), ("1KiB", 1024), ("1.5 MB", 1_500_000),
+    ("1.234567 MB", 1_234_567), ("2 GiB", 2 * 1024**3), ("10 G", 10**10), ("unlimited", U64_MAX),
+])
+def test_sizes(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "lots", "1 parsec", "1.2.3 MB", True])
+def test_bad_sizes(bad):
+    with pytest.raises(ValueError):
+        parse_size(bad)
+
+
+@pytest.mark.parametrize("text,seconds", [
+    ("5s", 5.0), ("1m 30s", 90.0), ("500ms", 0.5), ("2h30m", 9000.0), ("7", 7.0),
+    ("1 day", 86400.0), ("250us", 0.00025),
+])
+def test_durations(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("bad", ["", "5 parsecs", "s5", "1m x"])
+def test_bad_durations(bad):
+    with pytest.raises(ValueError):
+        parse_duration(bad)
+
+
+def test_microseconds_and_limits():
+    assert parse_duration_us("1 m") == 60_000_000
+    assert parse_duration_us(42) == 42
+    assert parse_duration_us("never") == U64_MAX
+    assert limit_us(None) == limit_us("default") == limit_bytes("server_default") == 0
+    assert limit_bytes("unlimited") == U64_MAX and limit_us("1h") == 3_600_000_000
