@@ -5,7 +5,7 @@ lurcher servers.
 The session binds to loopback only (driver host/bind address, ``SPARK_LOCAL_IP``), runs
 ``local[2]`` with small memory, and its Python workers use this interpreter with the
 repository on ``PYTHONPATH``, so executors import ``lurcher`` the same way the tests do.
-Every test here needs pyspark (the ``spark`` extra) and Java; without pyspark they skip.
+Every test here needs pyspark (the ``spark`` extra, part of ``dev``) and Java.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.server import REPO_ROOT, LurcherServer
 
-pytest.importorskip("pyspark", reason="the spark extra is not installed")
+import pyspark  # noqa: F401  (the spark extra; part of .[dev])
 
 LOOPBACK = "127.0.0.1"
 SPARK_ENV = {

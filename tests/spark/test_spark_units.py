@@ -8,7 +8,7 @@ import datetime as dt
 import numpy as np
 import pytest
 
-pytest.importorskip("pyspark")
+import pyspark  # noqa: F401  (the spark extra; part of .[dev])
 
 from pyspark.sql.datasource import EqualTo, GreaterThan, In, LessThanOrEqual, Not  # noqa: E402
 
