@@ -5,7 +5,8 @@
 # otherwise idle machine. Results (JSON, PNG) go to ${OUT:-bench-results}.
 set -euo pipefail
 OUT=${OUT:-bench-results}
-B="lurcher-bench --no-progress --output-dir $OUT"
+B=bench
+bench() { lurcher-bench "$@" --no-progress --output-dir "$OUT"; }
 say() { printf '\n### %s\n' "$*"; }
 
 say "1. compare pinned-producer (1 producer, 1000 x 1000 B batches)"
@@ -31,7 +32,15 @@ for io in posix uring; do
   done
 done
 
-say "6. transports: pinned-producer and pinned-consumer over each front end"
+say "6. lurcher's SDK beside the official apache-iggy client (same server, same workload)"
+for target in lurcher iggy-py; do
+  for workload in pinned-producer pinned-consumer; do
+    echo "-- $workload with $target"
+    $B $workload --target $target | grep -E "sum|server:"
+  done
+done
+
+say "7. transports: pinned-producer and pinned-consumer over each front end"
 for transport in tcp ws quic http; do
   batches=1000; [ "$transport" = quic ] || [ "$transport" = http ] && batches=200
   for workload in pinned-producer pinned-consumer; do

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
-TARGETS = ("lurcher", "nats", "redis")
+# iggy-py: the official apache-iggy client against a lurcher server (pinned workloads)
+TARGETS = ("lurcher", "nats", "redis", "iggy-py")
 TRANSPORTS = ("tcp", "quic", "ws", "http")
 BUILT_TRANSPORTS = TRANSPORTS
 DEFAULT_MESSAGE_BATCHES = 1000

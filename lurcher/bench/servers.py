@@ -202,7 +202,8 @@ def nats_version(binary: str) -> tuple[int, ...]:
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
-STARTERS = {"lurcher": start_lurcher, "nats": start_nats, "redis": start_redis}
+STARTERS = {"lurcher": start_lurcher, "nats": start_nats, "redis": start_redis,
+            "iggy-py": start_lurcher}
 
 
 def start(target: str, enforce_fsync: bool = False, transport: str = "tcp") -> ManagedServer:

@@ -96,6 +96,15 @@ def test_workloads_run_over_every_transport(workload: str, transport: str, tmp_p
     assert doc["total"]["total_messages"] == expected_total(workload)
 
 
+@pytest.mark.parametrize("workload", ["pinned-producer", "pinned-consumer"])
+def test_official_client_target_runs_pinned_workloads(workload: str, tmp_path: Path,
+                                                      capsys) -> None:
+    assert main([workload, "--target", "iggy-py", "--output-dir", str(tmp_path), *TINY,
+                 *SHAPES[workload]]) == 0
+    assert f"lurcher-bench {workload} on iggy-py (tcp)" in capsys.readouterr().out
+    assert only_result(tmp_path)["total"]["total_messages"] == expected_total(workload)
+
+
 def test_missing_peer_binary_names_the_apt_package(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setattr(servers.shutil, "which", lambda name: None)
     assert main(["pinned-producer", "--target", "nats", "--output-dir", str(tmp_path),

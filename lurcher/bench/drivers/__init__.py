@@ -22,9 +22,10 @@ from lurcher.bench.options import BenchOptions
 from lurcher.bench.workloads import ActorSpec, Layout
 
 MODULES = {"lurcher": "lurcher.bench.drivers.lurcher", "nats": "lurcher.bench.drivers.nats",
-           "redis": "lurcher.bench.drivers.redis"}
+           "redis": "lurcher.bench.drivers.redis", "iggy-py": "lurcher.bench.drivers.iggy_py"}
 # target -> pip package needed by its driver
-PIP_PACKAGES = {"lurcher": None, "nats": "nats-py", "redis": "redis"}
+PIP_PACKAGES = {"lurcher": None, "nats": "nats-py", "redis": "redis",
+                "iggy-py": "apache-iggy==0.8.0"}
 
 
 class DriverUnavailable(RuntimeError):
