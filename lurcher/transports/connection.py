@@ -49,6 +49,7 @@ class StreamConnection(asyncio.BufferedProtocol):
         self.sendfile_fd: int | None = None
         self.current: Frame | None = None
         self.streak: tuple[int, int] = (-1, 0)  # (foreign shard, consecutive requests)
+        self.migrate_after: int | None = None  # move to this shard once the reply is out
 
     # -- asyncio protocol -------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -71,6 +72,9 @@ class StreamConnection(asyncio.BufferedProtocol):
     def can_migrate(self) -> bool:
         """Plain TCP, nothing in flight: the socket can change process."""
         return self.sendfile_fd is not None and not self.busy and not self.closing
+
+    def current_frame_size(self) -> int:
+        return len(self.current.payload) + REQUEST_HEADER.size + len(self.reader.unhandled)
 
     def current_frame_bytes(self) -> bytes:
         """The request being handled, as it arrived (carried along when migrating)."""
@@ -154,6 +158,8 @@ class StreamConnection(asyncio.BufferedProtocol):
             await pending
         finally:
             self.busy = False
+            if self.migrate_after is not None and not self.closing:
+                self.shard.cluster.migrate_after_reply(self)
             if not self.closing:
                 self.transport.resume_reading()
                 self.process()

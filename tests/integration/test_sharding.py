@@ -179,3 +179,16 @@ def test_killed_shard_is_restarted_and_nothing_acknowledged_is_lost(server_facto
         assert not missing, f"partition {w.partition}: {len(missing)} acknowledged messages lost"
         assert len(w.acked) > 20, "the writer made too little progress to prove anything"
     assert "restarting it" in server.log_tail(500_000)
+
+
+def test_a_connection_sending_large_batches_migrates_after_its_reply(server_factory):
+    server = sharded(server_factory)
+    client = client_on(server, 0)
+    client_id = struct.unpack_from("<I", client.call(GET_ME))[0]
+    setup_topic(client)
+    foreign = partition_owned_by(1)
+    big = [raw.message(bytes([i % 251]) * 1000) for i in range(200)]  # a 200 KB frame
+    for _ in range(4):
+        client.send(STREAM, TOPIC, raw.partition_id(foreign), big)
+    assert f"client {client_id} migrated to shard 1" in server.log_tail(200_000)
+    assert len(client.poll_all(STREAM, TOPIC, foreign)) == 800

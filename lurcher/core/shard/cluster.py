@@ -161,8 +161,9 @@ class Cluster:
             return here(route, session, placement.request)
         if placement.pinned and connection is not None and \
                 self.should_migrate(connection, target):
-            frame = connection.current_frame_bytes()
-            if self.migrate(connection, target, frame):
+            if connection.current_frame_size() > MAX_CARRIED_BYTES:
+                connection.migrate_after = target  # too big to carry: forward, then move
+            elif self.migrate(connection, target, connection.current_frame_bytes()):
                 return MIGRATED
         same = placement.request is request
         return self.forward(target, session, route.spec.code,
@@ -276,6 +277,12 @@ class Cluster:
         last, count = connection.streak
         connection.streak = (target, count + 1 if last == target else 1)
         return connection.streak[1] >= MIGRATE_AFTER_REQUESTS
+
+    def migrate_after_reply(self, connection: Any) -> bool:
+        """Move a connection whose last request was forwarded (too big to carry) now that
+        its answer is written. False when it stays (it will try again)."""
+        target, connection.migrate_after = connection.migrate_after, None
+        return target is not None and self.migrate(connection, target, b"")
 
     def migrate(self, connection: Any, target: int, frame_bytes: bytes) -> bool:
         """Hand ``connection`` to ``target`` with ``frame_bytes`` (the current request) and
