@@ -58,9 +58,6 @@ class Cluster:
         self.subscribers: set[Link] = set()
         self.remote_partitions: dict[tuple[int, int, int], PartitionStats] = {}
         self.remote_sessions: list[SessionInfo] = []
-        self.migrations_out = 0
-        self.migrations_in = 0
-        self.forwarded = 0
 
     @property
     def peers(self) -> list[int]:
@@ -258,7 +255,6 @@ class Cluster:
 
     async def forward(self, shard_id: int, session: Any, code: int, payload: bytes) -> bytes:
         """Run a command on another shard for this client. Raises IggyError."""
-        self.forwarded += 1
         try:
             reply = await self.bus.request(shard_id, lambda rid: Forward(
                 rid=rid, client_id=session.client_id, user_id=session.user_id,
@@ -302,13 +298,11 @@ class Cluster:
             return False
         finally:
             os.close(fd)
-        self.migrations_out += 1
         connection.detach()
         log.info("client %d migrated to shard %d", session.client_id, target)
         return True
 
     def _adopt(self, sock: socket.socket, handoff: Handoff) -> None:
-        self.migrations_in += 1
         asyncio.ensure_future(self.shard.adopt_connection(sock, handoff))
 
     async def close(self) -> None:

@@ -56,8 +56,6 @@ class Migrator:
         self.sock.setblocking(False)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * MAX_DATAGRAM_BYTES)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * MAX_DATAGRAM_BYTES)
-        self.sent = 0
-        self.received = 0
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         loop.add_reader(self.sock.fileno(), self._drain)
@@ -72,7 +70,6 @@ class Migrator:
                                0, bus_address(self.namespace, peer, "migrate"))
         except OSError as exc:
             raise MigrationError(f"handoff to shard {peer} failed: {exc}") from exc
-        self.sent += 1
 
     def _drain(self) -> None:
         while True:
@@ -89,7 +86,6 @@ class Migrator:
                 for fd in fds:
                     socket.close(fd)
                 continue
-            self.received += 1
             self.on_receive(socket.socket(fileno=fds[0]), handoff)
 
     def close(self) -> None:
