@@ -8,6 +8,8 @@ call ``read()`` to materialise them. The file descriptors are the partition's ow
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from lurcher.core.log.io import IoBackend, PosixIo
@@ -31,16 +33,18 @@ class PolledSlice(msgspec.Struct, frozen=True):
     count: int = 0
     last_offset: int = 0
     ranges: tuple[ByteRange, ...] = ()
+    io: Any = None  # the partition's I/O backend (posix when None)
 
     @property
     def total_bytes(self) -> int:
         return sum(r.length for r in self.ranges)
 
-    def read_into(self, into: memoryview, io: IoBackend = _POSIX) -> int:
+    def read_into(self, into: memoryview, io: IoBackend | None = None) -> int:
         """Copy the bytes into ``into`` (at least ``total_bytes`` long); returns the count.
 
         Raises OSError, or EOFError when a file is shorter than its range.
         """
+        io = io or self.io or _POSIX
         done = 0
         for r in self.ranges:
             got = io.preadinto(r.fd, into[done:done + r.length], r.position)
@@ -49,13 +53,13 @@ class PolledSlice(msgspec.Struct, frozen=True):
             done += got
         return done
 
-    def read(self, io: IoBackend = _POSIX) -> memoryview:
+    def read(self, io: IoBackend | None = None) -> memoryview:
         """All the messages' bytes, back to back (one buffer, filled with pread)."""
         buf = memoryview(bytearray(self.total_bytes))
         self.read_into(buf, io)
         return buf
 
-    def to_bytes(self, io: IoBackend = _POSIX) -> bytes:
+    def to_bytes(self, io: IoBackend | None = None) -> bytes:
         return bytes(self.read(io))
 
 

@@ -2,7 +2,8 @@
 
 ``append_pair`` queues the log write, the index write and, when asked, an fsync of each,
 linked so the fsyncs run only after both writes succeeded, and submits them with one
-system call. Other operations are single submissions. Every call waits for its
+system call. Reads (``preadinto``/``pread``), single writes and fsyncs are single
+submissions. Every call waits for its
 completions before returning, so the durability contract is the posix one (data is in the
 kernel when the call returns). A short write is finished with ``pwrite``.
 
@@ -86,6 +87,25 @@ class UringIo(PosixIo):
         for result in results[2:]:
             if result < 0:
                 raise OSError(-result, os.strerror(-result))
+
+    def preadinto(self, fd: int, into: memoryview, position: int) -> int:
+        """Fill ``into`` from ``position`` with io_uring reads; short only at end of file."""
+        done = 0
+        while done < len(into):
+            sqe = self._lib.io_uring_get_sqe(self._ring)
+            self._lib.io_uring_prep_read(sqe, fd, into[done:], len(into) - done, position + done)
+            result = self._complete(1)[0]
+            if result < 0:
+                raise OSError(-result, os.strerror(-result))
+            if result == 0:
+                break
+            done += result
+        return done
+
+    def pread(self, fd: int, length: int, position: int) -> bytes:
+        buf = bytearray(length)
+        got = self.preadinto(fd, memoryview(buf), position)
+        return bytes(buf[:got])
 
     def fsync(self, fd: int) -> None:
         self._queue_fsync(fd, link=False)

@@ -31,7 +31,8 @@ def test_append_and_read_back_identical_bytes(tmp_path, io, fsync):
         part.append(batch(50, bytes([round_])))
     polled = part.read_offset(0, 10_000)
     assert polled.count == 500 and part.segments_count > 1
-    data = polled.to_bytes()
+    data = polled.to_bytes()  # read through the backend under test
+    assert data == polled.to_bytes(PosixIo())
     part.close()
     reopened = Partition.open(str(tmp_path / "p"), 0, config, io=PosixIo())
     assert reopened.read_offset(0, 10_000).to_bytes() == data
@@ -46,6 +47,8 @@ def test_append_pair_writes_both_files(tmp_path, io):
     io.append_pair(log_fd, bytearray(b"z" * 10), 5000, index_fd, memoryview(b"w" * 16), 16,
                    fsync=False)
     assert io.pread(log_fd, 6000, 0) == b"x" * 5000 + b"z" * 10
+    window = memoryview(bytearray(7))
+    assert io.preadinto(log_fd, window, 4998) == 7 and bytes(window) == b"xxzzzzz"
     assert io.pread(index_fd, 100, 0) == b"y" * 16 + b"w" * 16
     io.close(log_fd)
     io.close(index_fd)
