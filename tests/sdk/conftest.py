@@ -3,24 +3,18 @@
 
 ``sdk_client``: connected, logged in, heartbeat off (tests stay deterministic).
 ``connstring``: the root connection string of the ``server`` fixture.
-``expect_command``: runs a coroutine; if the server answers InvalidCommand (3) for that
-code — a command the server does not implement yet — the test is marked xfail with the
-command's name, so the gap is reported instead of hidden.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from lurcher.sdk import Client, ErrorCode, IggyError
+from lurcher.sdk import Client
 from tests.support.server import LurcherServer
-
-T = TypeVar("T")
-
 
 def root_connstring(server: LurcherServer, **options: str) -> str:
     query = "&".join(f"{k}={v}" for k, v in options.items())
@@ -38,16 +32,6 @@ async def sdk_client(server: LurcherServer) -> AsyncIterator[Client]:
     await client.connect()
     yield client
     await client.close()
-
-
-async def expect_command(awaitable: Awaitable[T]) -> T:
-    """Await; xfail the test when the server does not implement the command (status 3)."""
-    try:
-        return await awaitable
-    except IggyError as e:
-        if e.code == ErrorCode.INVALID_COMMAND:
-            pytest.xfail(f"server answers InvalidCommand (3): {e}")
-        raise
 
 
 def messages_of(polled: Any) -> list:

@@ -1,33 +1,28 @@
-"""Users, permissions, passwords and personal access tokens through the SDK.
-
-These commands were being finished on the server in parallel; a server that answers
-InvalidCommand (3) for one of them makes the test xfail (see ``expect_command``).
-"""
+"""Users, permissions, passwords and personal access tokens through the SDK."""
 
 from __future__ import annotations
 
 import pytest
 
 from lurcher.sdk import Client, ErrorCode, GlobalPermissions, IggyError, Permissions
-from tests.sdk.conftest import expect_command
 
 
 async def test_user_crud_permissions_and_password(sdk_client: Client, server) -> None:
     perms = Permissions(GlobalPermissions(read_streams=True, read_topics=True))
-    user = await expect_command(sdk_client.create_user("alice", "secret1", "active", perms))
+    user = await sdk_client.create_user("alice", "secret1", "active", perms)
     assert user.header.username == "alice" and user.permissions == perms
     uid = user.header.id
-    assert {u.username for u in await expect_command(sdk_client.get_users())} >= {"iggy", "alice"}
-    got = await expect_command(sdk_client.get_user("alice"))
+    assert {u.username for u in await sdk_client.get_users()} >= {"iggy", "alice"}
+    got = await sdk_client.get_user("alice")
     assert got.header.id == uid
-    assert await expect_command(sdk_client.get_user("nobody")) is None
-    await expect_command(sdk_client.update_user(uid, username="alice2", status="inactive"))
+    assert await sdk_client.get_user("nobody") is None
+    await sdk_client.update_user(uid, username="alice2", status="inactive")
     got = await sdk_client.get_user(uid)
     assert (got.header.username, got.header.status) == ("alice2", 2)
-    await expect_command(sdk_client.update_user(uid, status="active"))
-    await expect_command(sdk_client.update_permissions(uid, Permissions.root()))
+    await sdk_client.update_user(uid, status="active")
+    await sdk_client.update_permissions(uid, Permissions.root())
     assert (await sdk_client.get_user(uid)).permissions == Permissions.root()
-    await expect_command(sdk_client.change_password(uid, "secret1", "secret2"))
+    await sdk_client.change_password(uid, "secret1", "secret2")
     other = Client(server.tcp_address, heartbeat_interval_s=None)
     try:
         with pytest.raises(IggyError) as err:
@@ -36,14 +31,14 @@ async def test_user_crud_permissions_and_password(sdk_client: Client, server) ->
         assert (await other.login_user("alice2", "secret2")).user_id == uid
     finally:
         await other.close()
-    await expect_command(sdk_client.delete_user(uid))
+    await sdk_client.delete_user(uid)
     assert await sdk_client.get_user(uid) is None
 
 
 async def test_personal_access_tokens(sdk_client: Client, server) -> None:
-    token = await expect_command(sdk_client.create_personal_access_token("tok-1"))
+    token = await sdk_client.create_personal_access_token("tok-1")
     assert token
-    names = [t.name for t in await expect_command(sdk_client.get_personal_access_tokens())]
+    names = [t.name for t in await sdk_client.get_personal_access_tokens()]
     assert names == ["tok-1"]
     via_string = Client.from_connection_string(f"iggy+tcp://{token}@{server.tcp_address}",
                                                heartbeat_interval_s=None)
@@ -55,7 +50,7 @@ async def test_personal_access_tokens(sdk_client: Client, server) -> None:
     other = Client(server.tcp_address, heartbeat_interval_s=None)
     try:
         assert (await other.login_with_personal_access_token(token)).user_id == 0
-        await expect_command(sdk_client.delete_personal_access_token("tok-1"))
+        await sdk_client.delete_personal_access_token("tok-1")
         with pytest.raises(IggyError) as err:
             await other.login_with_personal_access_token(token)
         assert err.value.code == ErrorCode.INVALID_PERSONAL_ACCESS_TOKEN
