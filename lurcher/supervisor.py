@@ -20,7 +20,7 @@ from typing import Any
 
 from lurcher.config import Config
 from lurcher.core.shard.bus import reserve_socket
-from lurcher.transports.tcp import split_address
+from lurcher.core.net import split_address
 
 log = logging.getLogger("lurcher.supervisor")
 

@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
+from lurcher.core import net
 from lurcher.mcp_server.config import ConfigError, CorsConfig, HttpConfig
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -43,10 +44,10 @@ class _Uvicorn(uvicorn.Server):
 
 def split_address(address: str) -> tuple[str, int]:
     """``host:port`` (IPv6 hosts in brackets). Raises ConfigError."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"http.address {address!r} is not host:port")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    try:
+        return net.split_address(address)
+    except ValueError:
+        raise ConfigError(f"http.address {address!r} is not host:port") from None
 
 
 def security(host: str, cors: CorsConfig) -> TransportSecuritySettings:
@@ -94,14 +95,8 @@ def cors_options(cors: CorsConfig) -> dict[str, object]:
 
 def bind(address: str) -> socket.socket:
     """A listening socket for ``host:port`` (port 0 picks one). Raises ConfigError/OSError."""
-    host, port = split_address(address)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(LISTEN_BACKLOG)
-    sock.setblocking(False)
-    return sock
+    split_address(address)
+    return net.listening_socket(address, LISTEN_BACKLOG)
 
 
 def endpoint_url(sock: socket.socket, http: HttpConfig) -> str:

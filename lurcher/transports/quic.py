@@ -35,7 +35,7 @@ from lurcher.core.shard.reply import error_frame, ok_frame
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.transports.framing import HEADER_BYTES, REQUEST_HEADER, SEND_MESSAGES_CODE
-from lurcher.transports.tcp import split_address
+from lurcher.core.net import split_address
 from lurcher.transports.tls import ensure_certificate
 
 log = logging.getLogger(__name__)

@@ -7,15 +7,8 @@ import socket
 from typing import Any
 
 from lurcher.auth.session import TRANSPORT_TCP
+from lurcher.core.net import split_address
 from lurcher.transports.connection import StreamConnection
-
-
-def split_address(address: str) -> tuple[str, int]:
-    """"host:port" (IPv6 as "[::1]:port") -> (host, port). Raises ValueError."""
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"address must be host:port, got {address!r}")
-    return host.strip("[]"), int(port)
 
 
 def bound_address(server: asyncio.AbstractServer) -> str:

@@ -25,7 +25,7 @@ from lurcher.core.shard.reply import error_frame, ok_frame
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.transports.framing import BadFrame, Frame, FrameReader
-from lurcher.transports.tcp import split_address
+from lurcher.core.net import split_address
 
 log = logging.getLogger(__name__)
 logging.getLogger("websockets.server").setLevel(logging.WARNING)

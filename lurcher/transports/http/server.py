@@ -19,7 +19,7 @@ from lurcher.config import parse_size
 from lurcher.transports.http.app import HttpApi, build_app
 from lurcher.transports.http.jwt import JwtManager
 from lurcher.transports.http.metrics import Metrics
-from lurcher.transports.tcp import split_address
+from lurcher.core.net import listening_socket
 from lurcher.transports.tls import ensure_certificate
 
 log = logging.getLogger(__name__)
@@ -55,17 +55,6 @@ class HttpServer:
             await self.server.shutdown(sockets=[self.sock])
 
 
-def bind(address: str) -> socket.socket:
-    host, port = split_address(address)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
-    sock.setblocking(False)
-    return sock
-
-
 async def start_http(shard: Any, section: dict[str, Any], data_path: Path,
                      metrics: Metrics | None = None) -> HttpServer:
     """Serve the API on ``section["address"]``. Raises OSError, TlsConfigError."""
@@ -89,7 +78,7 @@ async def start_http(shard: Any, section: dict[str, Any], data_path: Path,
     config.load()
     server = uvicorn.Server(config)
     server.lifespan = config.lifespan_class(config)
-    sock = bind(section["address"])
+    sock = listening_socket(section["address"])
     http = HttpServer(server, sock)
     await http.run()
     return http

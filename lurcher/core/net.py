@@ -1,0 +1,32 @@
+"""Addresses and listening sockets, shared by the server's front ends and ``lurcher-mcp``.
+
+``split_address`` parses ``host:port`` (IPv6 hosts in brackets); ``listening_socket`` binds
+and listens (port 0 picks a free port) and returns a non-blocking socket for an asyncio
+server or uvicorn.
+"""
+
+from __future__ import annotations
+
+import socket
+
+LISTEN_BACKLOG = 1024
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """"host:port" (IPv6 as "[::1]:port") -> (host, port). Raises ValueError."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"address must be host:port, got {address!r}")
+    return host.strip("[]"), int(port)
+
+
+def listening_socket(address: str, backlog: int = LISTEN_BACKLOG) -> socket.socket:
+    """A non-blocking TCP socket listening on ``address``. Raises ValueError or OSError."""
+    host, port = split_address(address)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(backlog)
+    sock.setblocking(False)
+    return sock
