@@ -11,6 +11,7 @@ from lurcher.auth.permissions import may_read
 from lurcher.config import U64_MAX
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
+from lurcher.core.shard.tombstones import record_deletion
 from lurcher.core.shard.views import topic_details, topic_header
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -84,7 +85,7 @@ def update_topic(shard, session, req):
 @handles("delete_topic", "manage_topic")
 def delete_topic(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
-    shard.meta.record(ev.TopicDeleted(topic.stream_id, topic.id))
+    record_deletion(shard, ev.TopicDeleted(topic.stream_id, topic.id))
     return None
 
 
