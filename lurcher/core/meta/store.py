@@ -47,20 +47,21 @@ class MetaLogCorrupt(Exception):
 
 
 def record_at(data: bytes, pos: int) -> bytes | None:
-    """The body of the complete, checksum-valid record at ``pos``, else None."""
+    """The body of the complete, checksum-valid record at ``pos``, else None. No event
+    encodes to nothing, so a zero length (as zero-filled bytes read) is no record."""
     if pos + RECORD_HEADER.size > len(data):
         return None
     length, crc = RECORD_HEADER.unpack_from(data, pos)
     start = pos + RECORD_HEADER.size
     body = data[start:start + length]
-    return body if len(body) == length and zlib.crc32(body) == crc else None
+    return body if 0 < length == len(body) and zlib.crc32(body) == crc else None
 
 
 def next_record(data: bytes, after: int) -> int | None:
     """Position of the first complete record that decodes, starting past ``after``."""
     for pos in range(after + 1, len(data) - RECORD_HEADER.size):
         body = record_at(data, pos)
-        if body:  # an empty body (zero-filled bytes look like one) is no record
+        if body is not None:
             try:
                 _decoder.decode(body)
             except msgspec.DecodeError:
