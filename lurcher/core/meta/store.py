@@ -62,8 +62,10 @@ def record_at(data: bytes, pos: int) -> bytes | None:
         return None
     length, crc = RECORD_HEADER.unpack_from(data, pos)
     start = pos + RECORD_HEADER.size
+    if not 0 < length <= len(data) - start:
+        return None
     body = data[start:start + length]
-    return body if 0 < length == len(body) and zlib.crc32(body) == crc else None
+    return body if zlib.crc32(body) == crc else None
 
 
 def next_record(data: bytes, after: int) -> int | None:
