@@ -33,6 +33,7 @@ from lurcher.core.shard.peers import PartitionStats
 from lurcher.core.shard.lifecycle import PartitionLifecycle
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.validation import stored_problems
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,14 @@ def owner_of(stream_id: int, topic_id: int, partition_id: int, shards_count: int
     topic, one topic per stream, one stream per producer all land on consecutive shards.
     """
     return (stream_id + topic_id + partition_id) % shards_count
+
+
+def warn_stored_problems(state: Any) -> None:
+    """Log metadata stored by an older version that breaks the field rules (it loads, and
+    lists show it cut or as the server default, see ``core.shard.views``)."""
+    for problem in stored_problems(state):
+        log.warning("stored metadata out of range, shown cut or as the default until it is "
+                    "updated: %s", problem)
 
 
 class Shard:
@@ -93,6 +102,8 @@ class Shard:
         self.connection_factory: Callable[[Session, bytes], Any] | None = None
         self.closing = False
         self.dispatcher = Dispatcher(self)
+        if self.is_metadata_owner:
+            warn_stored_problems(self.meta.state)
         self._open_all_partitions()
         self.meta.state.observers.append(PartitionLifecycle(self))
 
