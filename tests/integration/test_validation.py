@@ -7,6 +7,10 @@ an old version did. On restart (1 and 2 shards) the server loads them, logs a wa
 every list answers on TCP for every user: the values show cut to 255 bytes or as the server
 default; a rename repairs a name. Before the fix the encoder raised and the TCP connection
 was dropped on GetStreams/GetTopics.
+
+Point 8: a message with a non-zero reserved field or undecodable user headers is refused at
+send (4101, 4040), so the official client keeps polling the partition (before the fix the
+message was stored and every poll over it raised InvalidReservedField).
 """
 
 from __future__ import annotations
@@ -15,10 +19,15 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from apache_iggy import PollingStrategy
 
 from lurcher.core.meta import events as ev
 from lurcher.core.meta.store import MetaStore
+from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.sdk.client import Client
+from tests.support import raw
+from tests.support.official import connect_client
+from tests.support.raw import RawClient
 from tests.support.server import ServerFactory
 
 U64_MAX = 2 ** 64 - 1
@@ -65,3 +74,31 @@ def test_legacy_out_of_range_metadata_loads_and_lists_answer(
     server.start(data_dir, env)
     asyncio.run(lists_answer(server.endpoints["tcp"]))
     assert "stored metadata out of range" in server.log_tail(20_000)
+
+
+# -- point 8: a bad message is refused, so the official client keeps polling ----------------
+def test_reserved_and_bad_headers_refused_official_client_polls(
+        server_factory: ServerFactory) -> None:
+    server = server_factory()
+    with RawClient(server.endpoints["tcp"]) as c:
+        c.login()
+        c.create_stream("s")
+        c.create_topic("s", "t", 1)
+        good = raw.message(b"good", headers=raw.user_headers([(2, b"k", 2, b"v")]))
+        cases = [([good, raw.message(b"bad", reserved=9)], ErrorCode.INVALID_RESERVED_FIELD),
+                 ([raw.message(b"bad", headers=raw.user_headers([(2, b"k", 77, b"v")]))],
+                  ErrorCode.INVALID_HEADER_KIND)]
+        for messages, code in cases:
+            c.send_frame(raw.SEND_MESSAGES, raw.send_messages_payload(
+                "s", "t", raw.partition_id(0), messages))
+            assert c.read_response().status == code
+        c.send_frame(raw.SEND_MESSAGES, raw.send_messages_payload(
+            "s", "t", raw.partition_id(0), [good]))
+        assert c.read_response().status == 0
+
+    async def poll() -> list[bytes]:
+        client = await connect_client(server)
+        got = await client.poll_messages("s", "t", 0, PollingStrategy.First(), 10, False)
+        return [m.payload() for m in got]
+
+    assert asyncio.run(poll()) == [b"good"]

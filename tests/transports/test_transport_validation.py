@@ -5,6 +5,10 @@ Bad fields sent as JSON are refused with 400 and the Iggy code of their rule, an
 is stored; afterwards GetStreams/GetTopics/GetConsumerGroups keep working over every
 transport (before the fix one stored 300-character name broke every list, and a TCP
 connection was dropped by the encoder). Binary decode applies the same rules.
+
+Point 8: a message whose reserved field is not 0, or whose user headers the official client
+could not decode, is refused at send over every transport with the 0.8 code; polls of the
+partition keep answering only clean messages.
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ import struct
 from typing import Any
 
 import httpx
+import pytest
 
+from lurcher.core.wire.batch import RESERVED_AT, MessageBatch, write_u64_at
 from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
 from lurcher.sdk.client import Client
 from tests.support.raw import RawClient, ident, name
 from tests.support.server import LurcherServer
@@ -116,3 +123,53 @@ def test_binary_decode_path_refuses_the_same_fields(plain_server: LurcherServer)
         c.ping()
         assert c.request(201).status == 0
 
+
+
+# -- point 8: reserved field and user headers at send ---------------------------------------
+def tlv(kind: int, value: bytes, length: int | None = None) -> bytes:
+    return struct.pack("<BI", kind, len(value) if length is None else length) + value
+
+
+GOOD_BLOCK = tlv(2, b"k") + tlv(11, struct.pack("<I", 7))
+BAD_BLOCKS = [  # (block, code the official client's decoder would also refuse)
+    (tlv(2, b"k") + tlv(99, b"v"), ErrorCode.INVALID_HEADER_KIND),
+    (tlv(2, b"k") + tlv(11, b"\x01\x02"), ErrorCode.INVALID_HEADER_VALUE),
+    (tlv(12, b"\x01") + tlv(2, b"v"), ErrorCode.INVALID_HEADER_KEY),
+    (tlv(2, b"k"), ErrorCode.INVALID_FORMAT),
+    (tlv(0, b"k") + tlv(2, b"v"), ErrorCode.INVALID_FORMAT),
+    (tlv(2, b"k") + tlv(2, b"", 0), ErrorCode.INVALID_FORMAT),
+    (tlv(2, b"k") + tlv(2, b"v", 9), ErrorCode.INVALID_COMMAND),
+]
+
+
+def batch_with(headers: list[bytes], reserved_at: int | None = None) -> MessageBatch:
+    batch = MessageBatch.build([b"p%d" % i for i in range(len(headers))],
+                               user_headers=headers).writable()
+    if reserved_at is not None:
+        write_u64_at(batch.blob, batch.starts()[reserved_at:reserved_at + 1], RESERVED_AT, 7)
+    return batch
+
+
+async def test_bad_messages_are_refused_at_send_and_polls_stay_clean(
+        sdk_client: Client, transport_name: str) -> None:
+    stream = f"msgs-{next(_ids)}-{transport_name}"
+    await sdk_client.create_stream(stream)
+    await sdk_client.create_topic(stream, "t", 1)
+    for block, code in BAD_BLOCKS:
+        with pytest.raises(IggyError) as info:
+            await sdk_client.send_messages(stream, "t", batch_with([GOOD_BLOCK, b"", block]), 0)
+        assert info.value.code == code, block
+    reserved = batch_with([b"", GOOD_BLOCK, b""], reserved_at=1)
+    if TRANSPORTS[transport_name][2] == "http":  # JSON has no reserved field: stored as 0
+        await sdk_client.send_messages(stream, "t", reserved, 0)
+        expected = 4
+    else:
+        with pytest.raises(IggyError) as info:
+            await sdk_client.send_messages(stream, "t", reserved, 0)
+        assert info.value.code == ErrorCode.INVALID_RESERVED_FIELD
+        expected = 1
+    await sdk_client.send_messages(stream, "t", batch_with([GOOD_BLOCK]), 0)
+    polled = list((await sdk_client.poll_messages(stream, "t", 0, "first", 100)).messages())
+    assert len(polled) == expected
+    assert all(m.reserved == 0 for m in polled)
+    assert polled[-1].user_headers == GOOD_BLOCK
