@@ -19,6 +19,7 @@ from typing import Any, Callable
 from lurcher.auth.passwords import Passwords
 from lurcher.auth.permissions import authorize
 from lurcher.auth.session import Session
+from lurcher.auth.throttle import BackoffConfig, LoginThrottle
 from lurcher.config import Config
 from lurcher.core.log.config import LogConfig
 from lurcher.core.log.io import select_io
@@ -89,6 +90,7 @@ class Shard:
         self.group_commit = GroupCommit()
         self.io = select_io(config["system.io"])
         self.passwords = Passwords.from_config(config)
+        self.login_throttle = LoginThrottle(BackoffConfig.from_config(config))
         self.partitions: dict[Key, Partition] = {}
         self.sessions: dict[int, Session] = {}
         self.connections: dict[int, Any] = {}
