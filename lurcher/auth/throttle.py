@@ -1,8 +1,11 @@
 """Login back-off: failed logins slow down further attempts, per connection and per user.
 
 Sans-IO: ``reserve(keys, now_s)`` says how long the caller must wait before it checks the
-credentials and books the slot after it; ``failed``/``succeeded`` report the outcome. Keys
-are any hashables, e.g. ``("connection", client_id)`` and ``("user", username)``.
+credentials and books the slot after it, or ``None`` when the wait would exceed ``max_s``
+(the attempt is then refused at once, unchecked and unbooked, so a flood of parallel
+guesses can neither queue a key's slots far into the future nor keep a client waiting more
+than ``max_s``); ``failed``/``succeeded`` report the outcome. Keys are any hashables, e.g.
+``("connection", client_id)`` and ``("user", username)``.
 
 Rules: the first ``free_attempts`` failures of a key cost nothing; after that each attempt
 is spaced by ``base_s * 2**(failures - free_attempts)``, at most ``max_s``. Attempts of one
@@ -71,12 +74,15 @@ class LoginThrottle:
             return None
         return entry
 
-    def reserve(self, keys: Iterable[Hashable], now_s: float) -> float:
-        """Seconds to wait before checking this attempt (0 when no key has failed enough);
-        books the slot after it for every key."""
+    def reserve(self, keys: Iterable[Hashable], now_s: float) -> float | None:
+        """Seconds to wait before checking this attempt (0 when no key has failed enough)
+        and the slot after it booked for every key; None (nothing booked) when the wait
+        would exceed ``max_s``."""
         keys = list(keys)
         entries = [e for e in (self._entry(k, now_s) for k in keys) if e is not None]
         start = max([now_s, *(e.next_at for e in entries)])
+        if start - now_s > self.config.max_s:
+            return None
         for entry in entries:
             entry.next_at = start + self.spacing_s(entry.failures)
         return start - now_s

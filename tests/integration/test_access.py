@@ -3,7 +3,8 @@
 * Per-connection login back-off, with the ``auth.login_*`` keys set through the
   environment: wrong logins on ONE connection, each for a different username (so the
   per-user back-off never applies), take at least the configured back-off, and a second
-  connection keeps being answered meanwhile.
+  connection keeps being answered meanwhile. Parallel guesses of one username cannot queue
+  it out: attempts beyond the maximum wait are refused at once, the owner still logs in.
 * Data files are created 0600 and directories 0700 (``system.umask`` "077"), including
   segments, indexes, the metadata log and ``runtime/endpoints.json``; ``system.umask =
   "022"`` restores world-readable files. An invalid mask is a one-line start-up error.
@@ -108,3 +109,30 @@ def test_umask_is_configurable_and_checked(server_factory: ServerFactory,
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
         "lurcher-server: configuration error: system.umask: not an octal mask: '9z'"]
+
+
+def test_parallel_guesses_cannot_queue_a_user_out(server_factory: ServerFactory) -> None:
+    """After 2 failures, 12 parallel wrong logins for root: each is answered 42 (those
+    beyond the 1 s maximum wait at once and unchecked, logged); afterwards the right
+    password still logs in."""
+    server = server_factory(BACKOFF_ENV)
+    statuses: list[int] = []
+    for _ in range(2):
+        with RawClient(server.endpoints["tcp"], timeout_s=60.0) as c:
+            c.send_frame(raw.LOGIN_USER, raw.login_payload("iggy", "wrong"))
+            assert c.read_response(timeout_s=60.0).status == INVALID_CREDENTIALS
+
+    def guess() -> None:
+        with RawClient(server.endpoints["tcp"], timeout_s=60.0) as c:
+            c.send_frame(raw.LOGIN_USER, raw.login_payload("iggy", "wrong"))
+            statuses.append(c.read_response(timeout_s=60.0).status)
+
+    threads = [threading.Thread(target=guess) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert statuses == [INVALID_CREDENTIALS] * 12
+    assert "login refused unchecked" in server.log_tail(20_000)
+    with RawClient(server.endpoints["tcp"], timeout_s=60.0) as c:
+        assert c.login() == 0

@@ -1,5 +1,5 @@
 """The sans-IO login back-off (``auth.throttle``): free attempts, doubling spacing capped at
-the maximum, attempts of one key serialised, reset by time and by success, bounded keys."""
+the maximum, attempts of one key serialised, no wait above the maximum, reset by time and by success, bounded keys."""
 
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ def test_free_attempts_then_doubling_capped() -> None:
 def test_parallel_attempts_of_one_key_are_serialised() -> None:
     t = LoginThrottle(CONFIG)
     fail(t, 3)  # spacing 2 s
-    waits = [t.reserve([USER], 0.0) for _ in range(3)]
-    assert waits == [2.0, 4.0, 6.0]
+    waits = [t.reserve([USER], 0.0) for _ in range(4)]
+    assert waits == [2.0, 4.0, None, None]  # beyond max_s: refused, nothing booked
+    assert t.reserve([USER], 4.0) == 2.0
 
 
 def test_any_key_delays_and_other_keys_are_free() -> None:

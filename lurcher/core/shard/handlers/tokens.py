@@ -84,7 +84,7 @@ async def login_with_personal_access_token(shard, session, req):
     """Raises IggyError INVALID_PERSONAL_ACCESS_TOKEN (unknown), PERSONAL_ACCESS_TOKEN_EXPIRED,
     USER_INACTIVE. Unknown tokens slow this connection's later attempts down."""
     keys = [("connection", session.client_id)]
-    await wait_login_turn(shard, keys)
+    await wait_login_turn(shard, keys, ErrorCode.INVALID_PERSONAL_ACCESS_TOKEN)
     state = shard.meta.state
     digest = tokens.token_digest(req.token)
     token = state.token_hashes.get(digest)

@@ -86,9 +86,14 @@ def start_session(shard: Any, session: Any, user: Any,
     return IdentityInfo(user.id)
 
 
-async def wait_login_turn(shard: Any, keys: list[Any]) -> None:
-    """Sleep (this connection only) while earlier failures of ``keys`` ask for back-off."""
+async def wait_login_turn(shard: Any, keys: list[Any], code: ErrorCode) -> None:
+    """Sleep (this connection only) while earlier failures of ``keys`` ask for back-off.
+    Raises IggyError(code) at once, without checking anything, when the wait would exceed
+    ``auth.login_backoff_max`` (parallel guesses already fill the slots)."""
     delay = shard.login_throttle.reserve(keys, time.monotonic())
+    if delay is None:
+        log.warning("login refused unchecked: too many failed attempts for %s", keys)
+        raise IggyError(code, "too many failed logins, retry later")
     if delay > 0:
         log.info("login back-off of %.2f s for %s", delay, keys)
         await asyncio.sleep(delay)
@@ -104,7 +109,7 @@ async def verify_login(shard, session, username: str, password: str) -> Identity
     password matched, so an inactive account is not revealed to a guesser). Failures slow
     later attempts of this connection and this username down (``auth.throttle``)."""
     keys = [("connection", session.client_id), ("user", username)]
-    await wait_login_turn(shard, keys)
+    await wait_login_turn(shard, keys, ErrorCode.INVALID_CREDENTIALS)
     state = shard.meta.state
     user_id = state.usernames.get(username)
     stored = state.users[user_id].password_hash if user_id is not None else None
