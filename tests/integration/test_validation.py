@@ -77,28 +77,30 @@ def test_legacy_out_of_range_metadata_loads_and_lists_answer(
 
 
 # -- point 8: a bad message is refused, so the official client keeps polling ----------------
+@pytest.mark.parametrize("shards", [1, 2])
 def test_reserved_and_bad_headers_refused_official_client_polls(
-        server_factory: ServerFactory) -> None:
-    server = server_factory()
+        server_factory: ServerFactory, shards: int) -> None:
+    server = server_factory({"LURCHER_SYSTEM_SHARDING_SHARDS": str(shards)})
     with RawClient(server.endpoints["tcp"]) as c:
         c.login()
         c.create_stream("s")
-        c.create_topic("s", "t", 1)
+        c.create_topic("s", "t", 2)
         good = raw.message(b"good", headers=raw.user_headers([(2, b"k", 2, b"v")]))
         cases = [([good, raw.message(b"bad", reserved=9)], ErrorCode.INVALID_RESERVED_FIELD),
                  ([raw.message(b"bad", headers=raw.user_headers([(2, b"k", 77, b"v")]))],
                   ErrorCode.INVALID_HEADER_KIND)]
-        for messages, code in cases:
+        for partition in (0, 1):  # with 2 shards, partitions spread over both
+            for messages, code in cases:
+                c.send_frame(raw.SEND_MESSAGES, raw.send_messages_payload(
+                    "s", "t", raw.partition_id(partition), messages))
+                assert c.read_response().status == code
             c.send_frame(raw.SEND_MESSAGES, raw.send_messages_payload(
-                "s", "t", raw.partition_id(0), messages))
-            assert c.read_response().status == code
-        c.send_frame(raw.SEND_MESSAGES, raw.send_messages_payload(
-            "s", "t", raw.partition_id(0), [good]))
-        assert c.read_response().status == 0
+                "s", "t", raw.partition_id(partition), [good]))
+            assert c.read_response().status == 0
 
-    async def poll() -> list[bytes]:
+    async def poll() -> list[list[bytes]]:
         client = await connect_client(server)
-        got = await client.poll_messages("s", "t", 0, PollingStrategy.First(), 10, False)
-        return [m.payload() for m in got]
+        return [[m.payload() for m in await client.poll_messages(
+            "s", "t", partition, PollingStrategy.First(), 10, False)] for partition in (0, 1)]
 
-    assert asyncio.run(poll()) == [b"good"]
+    assert asyncio.run(poll()) == [[b"good"], [b"good"]]
