@@ -192,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config)
         check_transports(config)
+        os.umask(file_umask(config))  # inherited by every shard process
     except ConfigError as exc:
         print(f"lurcher-server: configuration error: {exc}", file=sys.stderr)
         return 2
@@ -201,6 +202,19 @@ def main(argv: list[str] | None = None) -> int:
         from lurcher.supervisor import supervise
         return supervise(config, args.with_default_root_credentials, shards)
     return run_shard(config, args.with_default_root_credentials)
+
+
+def file_umask(config: Config) -> int:
+    """``system.umask`` (octal text, default "077": data files 0600, directories 0700).
+    Raises ConfigError."""
+    text = str(config.get("system.umask", "077"))
+    try:
+        mask = int(text, 8)
+    except ValueError:
+        raise ConfigError(f"system.umask: not an octal mask: {text!r}") from None
+    if not 0 <= mask <= 0o777:
+        raise ConfigError(f"system.umask: {text!r} outside 000..777")
+    return mask
 
 
 def shards_count(config: Config) -> int:

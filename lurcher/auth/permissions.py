@@ -6,7 +6,10 @@ may read at least one item, and ``may_read`` filters the answer.
 The dispatcher table names a rule per command; ``authorize`` resolves the request's stream
 and topic identifiers to ids, decodes the user's permissions blob (cached per blob) and
 evaluates the rule, raising ``IggyError(UNAUTHORIZED)``. A stream or topic that does not
-resolve is left to the handler (which answers not-found or an empty result).
+resolve is judged as one the user holds no grant on (the rule sees no id for it): a user
+who may not read it gets 41 exactly as for an existing stream or topic it may not read, so
+an answer never tells such a user what exists; others pass, and the handler answers
+not-found or an empty result.
 
 Two rules depend on whom the request targets (``SELF_RULES``): a user may always read its
 own record and change its own password; for any other target (including one that does not
@@ -177,10 +180,6 @@ def authorize(state: Any, session: Any, rule_name: str, request: Any) -> None:
         _check(SELF_RULES[rule_name], rule_name, user, None, None)
         return
     stream_id, topic_id = _resolve_ids(state, request)
-    if getattr(request, "stream_id", None) is not None and stream_id is None:
-        return  # unknown stream: the handler answers not-found
-    if getattr(request, "topic_id", None) is not None and topic_id is None:
-        return
     _check(RULES[rule_name], rule_name, user, stream_id, topic_id)
 
 

@@ -54,7 +54,8 @@ def test_build_gives_the_captured_send_bytes():
 
 def test_build_places_ids_and_user_headers():
     ids = [0, (1 << 127) | 5, 7]
-    uh = [b"", b"\x02\x01\x00\x00\x00k\x02\x01\x00\x00\x00v", b"x"]
+    uh = [b"", b"\x02\x01\x00\x00\x00k\x02\x01\x00\x00\x00v",
+          b"\x01\x01\x00\x00\x00x\x09\x01\x00\x00\x00\x07"]
     batch = MessageBatch.build([b"a", b"bb", b""], ids=ids, user_headers=uh,
                                origin_timestamp_us=9)
     blob = bytes(batch.blob)
@@ -159,10 +160,11 @@ def test_payload_too_big():
 
 
 def test_user_headers_too_big():
-    b = MessageBatch.build([b"a", b"b"], user_headers=[b"", b"h" * 11], origin_timestamp_us=0)
-    b.validate(max_user_headers_bytes=11)
+    block = b"\x02\x01\x00\x00\x00k\x02\x01\x00\x00\x00v"  # 12 bytes, valid
+    b = MessageBatch.build([b"a", b"b"], user_headers=[b"", block], origin_timestamp_us=0)
+    b.validate(max_user_headers_bytes=12)
     with pytest.raises(IggyError) as info:
-        b.validate(max_user_headers_bytes=10)
+        b.validate(max_user_headers_bytes=11)
     assert info.value.code == ErrorCode.TOO_BIG_USER_HEADERS
 
 

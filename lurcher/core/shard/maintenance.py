@@ -29,6 +29,7 @@ from lurcher.config import U64_MAX
 from lurcher.core.log.partition import Partition
 from lurcher.core.meta.state import TopicMeta
 from lurcher.core.shard.background import register
+from lurcher.core.wire.validation import clamp_uint
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +89,9 @@ def clean_topic(shard: Any, topic: TopicMeta, now_us: int) -> tuple[int, int]:
     """Expiry then size retention for one topic. Returns (segments, messages) deleted."""
     partitions = [p for pid in range(topic.partitions_count)
                   if (p := shard.partitions.get((topic.stream_id, topic.id, pid))) is not None]
-    s1, m1 = expire_topic(partitions, now_us, topic.message_expiry_us)
-    s2, m2 = trim_topic(partitions, topic.max_topic_size)
+    # values stored out of range by an older version mean "never" / "unlimited"
+    s1, m1 = expire_topic(partitions, now_us, clamp_uint(topic.message_expiry_us, 64, U64_MAX))
+    s2, m2 = trim_topic(partitions, clamp_uint(topic.max_topic_size, 64, U64_MAX))
     return s1 + s2, m1 + m2
 
 

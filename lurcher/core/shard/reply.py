@@ -5,14 +5,23 @@ A handler returns ``None`` (empty OK), ``bytes``, a ``WireStruct``, a list of
 joining them, e.g. a poll prefix followed by stored message bytes). A part may be a file
 slice (an object with ``total_bytes`` and ``read()``, e.g. ``PolledSlice``): transports that
 can ``sendfile`` send it from the page cache; ``ok_frame`` materialises it for the others.
+
+Encoding a reply never kills a connection: a value that cannot be encoded (e.g. metadata
+stored out of range by an older version) is logged and answered with the status
+CANNOT_SERIALIZE_RESOURCE instead (``ok_frame_parts``; ``payload_parts`` raises IggyError).
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 from typing import Any
 
 from lurcher.core.wire.codec import WireStruct
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
+log = logging.getLogger(__name__)
 
 RESPONSE_HEADER = struct.Struct("<II")
 assert RESPONSE_HEADER.size == 8
@@ -37,7 +46,16 @@ class Parts:
 
 
 def payload_parts(result: Any) -> list[Any]:
-    """The payload buffers of a handler result (see module docstring)."""
+    """The payload buffers of a handler result (see module docstring). Raises IggyError
+    CANNOT_SERIALIZE_RESOURCE when a value cannot be encoded."""
+    try:
+        return _payload_parts(result)
+    except (struct.error, OverflowError, ValueError, TypeError, UnicodeEncodeError) as exc:
+        log.error("cannot encode a %s reply: %s", type(result).__name__, exc)
+        raise IggyError(ErrorCode.CANNOT_SERIALIZE_RESOURCE, str(exc)) from None
+
+
+def _payload_parts(result: Any) -> list[Any]:
     if result is None:
         return []
     if isinstance(result, Parts):
@@ -52,8 +70,12 @@ def payload_parts(result: Any) -> list[Any]:
 
 
 def ok_frame_parts(result: Any) -> list[Any]:
-    """Response header + payload parts, file slices left as they are."""
-    parts = payload_parts(result)
+    """Response header + payload parts, file slices left as they are; an error frame when
+    the result cannot be encoded."""
+    try:
+        parts = payload_parts(result)
+    except IggyError as exc:
+        return [error_frame(exc.status)]
     length = sum(part_length(p) for p in parts)
     return [RESPONSE_HEADER.pack(0, length), *parts]
 

@@ -19,6 +19,7 @@ from typing import Any, Callable
 from lurcher.auth.passwords import Passwords
 from lurcher.auth.permissions import authorize
 from lurcher.auth.session import Session
+from lurcher.auth.throttle import BackoffConfig, LoginThrottle
 from lurcher.config import Config
 from lurcher.core.log.config import LogConfig
 from lurcher.core.log.io import select_io
@@ -34,6 +35,7 @@ from lurcher.core.shard.lifecycle import PartitionLifecycle
 from lurcher.core.shard.tombstones import Graveyard, entity_path
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.validation import stored_problems
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,14 @@ def owner_of(stream_id: int, topic_id: int, partition_id: int, shards_count: int
     return (stream_id + topic_id + partition_id) % shards_count
 
 
+def warn_stored_problems(state: Any) -> None:
+    """Log metadata stored by an older version that breaks the field rules (it loads, and
+    lists show it cut or as the server default, see ``core.shard.views``)."""
+    for problem in stored_problems(state):
+        log.warning("stored metadata out of range, shown cut or as the default until it is "
+                    "updated: %s", problem)
+
+
 class Shard:
     def __init__(self, config: Config, clock: Callable[[], int] = now_us,
                  shard_id: int = 0, shards_count: int = 1, meta: Any = None) -> None:
@@ -81,6 +91,7 @@ class Shard:
         self.group_commit = GroupCommit()
         self.io = select_io(config["system.io"])
         self.passwords = Passwords.from_config(config)
+        self.login_throttle = LoginThrottle(BackoffConfig.from_config(config))
         self.partitions: dict[Key, Partition] = {}
         self.sessions: dict[int, Session] = {}
         self.connections: dict[int, Any] = {}
@@ -98,6 +109,8 @@ class Shard:
         if not self.meta.is_replica:
             self.graveyard.settle(self.meta.event_at)
             self.graveyard.sweep(self.meta.state)
+        if self.is_metadata_owner:
+            warn_stored_problems(self.meta.state)
         self._open_all_partitions()
         self.meta.state.observers.append(PartitionLifecycle(self))
 

@@ -26,6 +26,7 @@ import xxhash
 from lurcher.core.wire.buffer import Buffer, Reader, Writer
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.header_blocks import validate_header_blocks
 
 INDEX_ENTRY_BYTES = 16
 HEADER_BYTES = 64
@@ -228,8 +229,11 @@ class MessageBatch:
         (decreasing positions, or a header claiming more bytes than its slot: the server cannot
         build that message's view), INVALID_MESSAGES_SIZE (last end != blob length, or a
         header claiming fewer bytes than its slot), TOO_SMALL_MESSAGE (< 64 bytes),
-        TOO_BIG_MESSAGE_PAYLOAD, TOO_BIG_USER_HEADERS. Each check runs over all messages at
-        once, so with several faults the one reported may differ from the server's.
+        TOO_BIG_MESSAGE_PAYLOAD, TOO_BIG_USER_HEADERS, INVALID_RESERVED_FIELD (a header's
+        reserved u64 is not 0: the official client refuses such a message when polling), and
+        the user-headers rules of ``header_blocks`` (only messages that have headers). Each
+        check runs over all messages at once, so with several faults the one reported may
+        differ from the server's.
         """
         if self.count == 0:
             raise IggyError(ErrorCode.INVALID_MESSAGES_COUNT, "batch has no messages")
@@ -248,7 +252,17 @@ class MessageBatch:
         if (sizes < HEADER_BYTES).any():
             raise _fail(ErrorCode.TOO_SMALL_MESSAGE, sizes < HEADER_BYTES,
                         "message shorter than its 64-byte header")
-        self._validate_headers(starts, sizes, max_payload_bytes, max_user_headers_bytes)
+        user_headers = self._validate_headers(starts, sizes, max_payload_bytes,
+                                              max_user_headers_bytes)
+        reserved = read_u64_at(self.blob, starts, RESERVED_AT)
+        if reserved.any():
+            raise _fail(ErrorCode.INVALID_RESERVED_FIELD, reserved != 0,
+                        "reserved header field is not 0")
+        with_headers = np.flatnonzero(user_headers)
+        if with_headers.size:
+            block_ends = ends[with_headers]
+            validate_header_blocks(self.blob, block_ends - user_headers[with_headers],
+                                   block_ends, with_headers)
 
     def _validate_index(self, idx: np.ndarray) -> None:
         rel = idx["offset"]
@@ -259,12 +273,13 @@ class MessageBatch:
             raise _fail(ErrorCode.NON_ZERO_TIMESTAMP, ts != 0, "index timestamp is not 0")
 
     def _validate_headers(self, starts: np.ndarray, sizes: np.ndarray,
-                          max_payload_bytes: int, max_user_headers_bytes: int) -> None:
+                          max_payload_bytes: int, max_user_headers_bytes: int) -> np.ndarray:
+        """The user-headers length of every message, once the declared sizes are valid."""
         payload, user_headers = read_declared_sizes(self.blob, starts)
         declared = HEADER_BYTES + payload + user_headers
         if (np.array_equal(declared, sizes) and int(payload.max()) <= max_payload_bytes
                 and int(user_headers.max()) <= max_user_headers_bytes):
-            return
+            return user_headers
         if (declared > sizes).any():
             raise _fail(ErrorCode.MISSING_INDEX, declared > sizes,
                         "header lengths exceed the message's slot")
@@ -277,6 +292,7 @@ class MessageBatch:
         if (declared < sizes).any():
             raise _fail(ErrorCode.INVALID_MESSAGES_SIZE, declared < sizes,
                         "header lengths smaller than the message's slot")
+        return user_headers
 
     # -- server side: stamping -----------------------------------------------------------
 

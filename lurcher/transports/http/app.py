@@ -7,8 +7,10 @@ the §14.2 JSON shape. No command logic lives here. Authentication: ``Authorizat
 routes; a request's session is transient (opened for the request, closed after it) and
 carries the token's user, which must still exist and be active. Missing or bad tokens get a
 bare 401. Errors are ``{"id","code","reason","field"}`` with the §14 status mapping;
-malformed JSON and shape errors are 400 INVALID_FORMAT, a body that is not
-``application/json`` is 415, a body above ``max_request_size`` is 413.
+malformed JSON and shape errors are 400 INVALID_FORMAT, invalid UTF-8 is 400 INVALID_UTF8, a
+body that is not ``application/json`` is 415, a body above ``max_request_size`` is 413. A
+built request must have a binary form (``validation.check_encodable``: integers in their
+wire ranges) and passes the same ``validate()`` as a binary one, in the dispatcher.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ from lurcher.core.wire.requests.users.login_user import LoginUser
 from lurcher.core.wire.requests.users.update_permissions import UpdatePermissions
 from lurcher.core.wire.requests.users.update_user import UpdateUser
 from lurcher.core.wire.responses.identity import IdentityInfo
+from lurcher.core.wire.validation import check_encodable
 from lurcher.core.wire.values.consumer import Consumer
 from lurcher.core.wire.values.partitioning import Partitioning
 from lurcher.core.wire.values.polling import PollingKind, PollingStrategy
@@ -312,7 +315,11 @@ class HttpApi:
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != JSON_TYPE:
             raise UnsupportedMediaType(content_type or "none")
-        return msgspec.json.decode(await request.body(), type=kind)
+        raw = await request.body()
+        try:
+            return msgspec.json.decode(raw, type=kind)
+        except UnicodeDecodeError as exc:
+            raise IggyError(ErrorCode.INVALID_UTF8, f"JSON body: {exc.reason}") from None
 
     async def execute(self, session: Any, req: Any) -> Any:
         """Run ``req``; the typed reply value (None for empty). Raises IggyError."""
@@ -364,6 +371,9 @@ class HttpApi:
             token = self.bearer(request)
             body = await self.body(request, body_type) if body_type else None
             req = build(Call(dict(request.path_params), request.query_params, body))
+            req.validate()  # as Iggy's HTTP API: field rules before permissions
+            if not isinstance(req, SendMessages):  # build_send checks its own fields
+                check_encodable(req)
             session = self.open(request, token.user_id)
             try:
                 value = await self.execute(session, req)

@@ -11,11 +11,12 @@ from lurcher.core.shard.handlers.registry import handles
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.responses.consumer_groups import GroupDetails, GroupHeader, GroupMember
+from lurcher.core.wire.validation import wire_name
 
 
 def group_header(shard, topic, group) -> GroupHeader:
     return GroupHeader(group.id, topic.partitions_count,
-                       len(shard.groups.members(topic, group.id)), group.name)
+                       len(shard.groups.members(topic, group.id)), wire_name(group.name))
 
 
 def group_details(shard, topic, group) -> GroupDetails:

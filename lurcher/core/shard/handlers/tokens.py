@@ -19,7 +19,13 @@ from lurcher.config import U64_MAX, parse_duration_us
 from lurcher.core.meta import events as ev
 from lurcher.core.shard import background
 from lurcher.core.shard.handlers.registry import handles
-from lurcher.core.shard.handlers.users import USER_ACTIVE, end_user_sessions, start_session
+from lurcher.core.shard.handlers.users import (
+    USER_ACTIVE,
+    end_user_sessions,
+    login_failed,
+    start_session,
+    wait_login_turn,
+)
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.responses.personal_access_tokens import PatInfo, RawToken
@@ -74,14 +80,18 @@ def delete_personal_access_token(shard, session, req):
 
 
 @handles("login_with_personal_access_token", login_required=False)
-def login_with_personal_access_token(shard, session, req):
+async def login_with_personal_access_token(shard, session, req):
     """Raises IggyError INVALID_PERSONAL_ACCESS_TOKEN (unknown), PERSONAL_ACCESS_TOKEN_EXPIRED,
-    USER_INACTIVE."""
+    USER_INACTIVE. Unknown tokens slow this connection's later attempts down."""
+    keys = [("connection", session.client_id)]
+    await wait_login_turn(shard, keys, ErrorCode.INVALID_PERSONAL_ACCESS_TOKEN)
     state = shard.meta.state
     digest = tokens.token_digest(req.token)
     token = state.token_hashes.get(digest)
     if token is None or not tokens.digests_equal(token.token_hash, digest):
-        raise IggyError(ErrorCode.INVALID_PERSONAL_ACCESS_TOKEN, "unknown token")
+        raise login_failed(shard, keys, ErrorCode.INVALID_PERSONAL_ACCESS_TOKEN,
+                           "unknown token")
+    shard.login_throttle.succeeded(keys)
     if tokens.is_expired(token.expiry_at, shard.clock()):
         raise IggyError(ErrorCode.PERSONAL_ACCESS_TOKEN_EXPIRED, token.name)
     user = state.users[token.user_id]

@@ -16,6 +16,8 @@ always change its own password, proving the current one, as everyone must).
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from typing import Any
 
 from lurcher.auth.root import ROOT_USER_ID
@@ -26,6 +28,8 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.responses.identity import IdentityInfo
 from lurcher.core.wire.responses.users import UserDetails, UserHeader
 from lurcher.core.wire.values.permissions import Permissions
+
+log = logging.getLogger(__name__)
 
 USER_ACTIVE = 1
 USER_INACTIVE = 2
@@ -82,16 +86,39 @@ def start_session(shard: Any, session: Any, user: Any,
     return IdentityInfo(user.id)
 
 
+async def wait_login_turn(shard: Any, keys: list[Any], code: ErrorCode) -> None:
+    """Sleep (this connection only) while earlier failures of ``keys`` ask for back-off.
+    Raises IggyError(code) at once, without checking anything, when the wait would exceed
+    ``auth.login_backoff_max`` (parallel guesses already fill the slots)."""
+    delay = shard.login_throttle.reserve(keys, time.monotonic())
+    if delay is None:
+        log.warning("login refused unchecked: too many failed attempts for %s", keys)
+        raise IggyError(code, "too many failed logins, retry later")
+    if delay > 0:
+        log.info("login back-off of %.2f s for %s", delay, keys)
+        await asyncio.sleep(delay)
+
+
+def login_failed(shard: Any, keys: list[Any], code: ErrorCode, detail: str) -> IggyError:
+    shard.login_throttle.failed(keys, time.monotonic())
+    return IggyError(code, detail)
+
+
 async def verify_login(shard, session, username: str, password: str) -> IdentityInfo:
     """Raises IggyError INVALID_CREDENTIALS or USER_INACTIVE (the latter only after the
-    password matched, so an inactive account is not revealed to a guesser)."""
+    password matched, so an inactive account is not revealed to a guesser). Failures slow
+    later attempts of this connection and this username down (``auth.throttle``)."""
+    keys = [("connection", session.client_id), ("user", username)]
+    await wait_login_turn(shard, keys, ErrorCode.INVALID_CREDENTIALS)
     state = shard.meta.state
     user_id = state.usernames.get(username)
     stored = state.users[user_id].password_hash if user_id is not None else None
     ok = await asyncio.to_thread(shard.passwords.verify, stored, password)
     user = state.users.get(user_id) if ok else None
     if user is None or user.password_hash != stored:
-        raise IggyError(ErrorCode.INVALID_CREDENTIALS, "invalid username or password")
+        raise login_failed(shard, keys, ErrorCode.INVALID_CREDENTIALS,
+                           "invalid username or password")
+    shard.login_throttle.succeeded(keys)
     if user.status != USER_ACTIVE:
         raise IggyError(ErrorCode.USER_INACTIVE, username)
     return start_session(shard, session, user)

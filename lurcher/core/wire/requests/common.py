@@ -3,7 +3,7 @@
 ``StreamRequest`` (stream Id), ``StreamTopicRequest`` (stream Id, topic Id), ``GroupRequest``
 (stream Id, topic Id, group Id) and ``UserRequest`` (user Id). A command module subclasses
 one of them, sets ``CODE`` and, when the payload continues, extends ``write``/``read``.
-Also ``check_length``: the handler-side length rules (username, password, PAT name).
+The length rules (username, password, PAT name) live in ``core.wire.validation``.
 """
 
 from __future__ import annotations
@@ -12,20 +12,13 @@ from typing import Self
 
 from lurcher.core.wire.buffer import Reader, Writer
 from lurcher.core.wire.codec import Request
-from lurcher.core.wire.error_codes import ErrorCode
-from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.identifier import Identifier
-
-USERNAME_BYTES = (3, 50)
-PASSWORD_BYTES = (3, 100)
-PAT_NAME_BYTES = (3, 30)
-
-
-def check_length(value: str, bounds: tuple[int, int], code: ErrorCode) -> None:
-    """Raise IggyError(code) unless the UTF-8 length of ``value`` is within ``bounds``."""
-    n = len(value.encode())
-    if not bounds[0] <= n <= bounds[1]:
-        raise IggyError(code, f"length {n} outside {bounds[0]}..{bounds[1]}")
+from lurcher.core.wire.validation import (  # noqa: F401  (re-exported for command modules)
+    PASSWORD_BYTES,
+    PAT_NAME_BYTES,
+    USERNAME_BYTES,
+    check_length,
+)
 
 
 def read_password(r: Reader, what: str = "password") -> str:

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import ClassVar, Self
 
 from lurcher.core.wire.buffer import Reader, Writer
+from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.identifier import Identifier
 from lurcher.core.wire.requests.common import StreamTopicRequest
+from lurcher.core.wire.validation import check_name
 
 
 class CreateConsumerGroup(StreamTopicRequest, frozen=True):
@@ -22,3 +24,7 @@ class CreateConsumerGroup(StreamTopicRequest, frozen=True):
     def read(cls, r: Reader) -> Self:
         return cls(Identifier.read(r, "stream id"), Identifier.read(r, "topic id"),
                    r.name("group name"))
+
+    def validate(self) -> None:
+        """Raises IggyError INVALID_CONSUMER_GROUP_NAME: the name must have 1..255 UTF-8 bytes."""
+        check_name(self.name, ErrorCode.INVALID_CONSUMER_GROUP_NAME)

@@ -9,6 +9,8 @@ from typing import ClassVar, Self
 
 from lurcher.core.wire.buffer import Reader, Writer
 from lurcher.core.wire.codec import Request
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.validation import check_name
 
 
 class CreateStream(Request, frozen=True):
@@ -21,3 +23,7 @@ class CreateStream(Request, frozen=True):
     @classmethod
     def read(cls, r: Reader) -> Self:
         return cls(r.name("stream name"))
+
+    def validate(self) -> None:
+        """Raises IggyError INVALID_STREAM_NAME: the name must have 1..255 UTF-8 bytes."""
+        check_name(self.name, ErrorCode.INVALID_STREAM_NAME)

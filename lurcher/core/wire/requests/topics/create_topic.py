@@ -4,7 +4,8 @@
 name(u8). Answered with ``TopicDetails``.
 
 Decode is structural, as the 0.8 server; ``validate`` applies its later checks:
-partitions_count <= 1000 (TOO_MANY_PARTITIONS), compression 1..2 (INVALID_COMMAND).
+partitions_count <= 1000 (TOO_MANY_PARTITIONS) and the settings rules of
+``core.wire.validation.check_topic_settings`` (name, compression, u64/u8 ranges).
 """
 
 from __future__ import annotations
@@ -16,15 +17,9 @@ from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.identifier import Identifier
 from lurcher.core.wire.requests.common import StreamRequest
+from lurcher.core.wire.validation import check_topic_settings, check_uint
 
 MAX_PARTITIONS_PER_REQUEST = 1000
-COMPRESSIONS = {1: "none", 2: "gzip"}
-
-
-def check_compression(code: int) -> None:
-    """Raises IggyError INVALID_COMMAND unless ``code`` is 1 (none) or 2 (gzip)."""
-    if code not in COMPRESSIONS:
-        raise IggyError(ErrorCode.INVALID_COMMAND, f"compression algorithm {code}")
 
 
 def write_settings(w: Writer, t: Any) -> None:
@@ -58,7 +53,8 @@ class CreateTopic(StreamRequest, frozen=True):
         return cls(Identifier.read(r, "stream id"), r.u32("partitions_count"), *read_settings(r))
 
     def validate(self) -> None:
-        """Raises IggyError TOO_MANY_PARTITIONS or INVALID_COMMAND (compression)."""
+        """Raises IggyError TOO_MANY_PARTITIONS or a settings error (see the module doc)."""
+        check_uint(self.partitions_count, 32, "partitions_count", ErrorCode.TOO_MANY_PARTITIONS)
         if self.partitions_count > MAX_PARTITIONS_PER_REQUEST:
             raise IggyError(ErrorCode.TOO_MANY_PARTITIONS, f"{self.partitions_count} partitions")
-        check_compression(self.compression)
+        check_topic_settings(self)

@@ -1,6 +1,6 @@
 """UpdateTopic (304): stream Id, topic Id, ``compression u8``, ``message_expiry u64``,
 ``max_topic_size u64``, ``replication_factor u8``, name(u8) (no partitions count).
-``validate``: compression 1..2 (INVALID_COMMAND). Empty reply."""
+``validate``: ``core.wire.validation.check_topic_settings``. Empty reply."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from typing import ClassVar, Self
 from lurcher.core.wire.buffer import Reader, Writer
 from lurcher.core.wire.identifier import Identifier
 from lurcher.core.wire.requests.common import StreamTopicRequest
-from lurcher.core.wire.requests.topics.create_topic import (
-    check_compression, read_settings, write_settings,
-)
+from lurcher.core.wire.requests.topics.create_topic import read_settings, write_settings
+from lurcher.core.wire.validation import check_topic_settings
 
 
 class UpdateTopic(StreamTopicRequest, frozen=True):
@@ -32,5 +31,5 @@ class UpdateTopic(StreamTopicRequest, frozen=True):
                    *read_settings(r))
 
     def validate(self) -> None:
-        """Raises IggyError INVALID_COMMAND for an unknown compression code."""
-        check_compression(self.compression)
+        """Raises IggyError (name, compression, ranges; see check_topic_settings)."""
+        check_topic_settings(self)

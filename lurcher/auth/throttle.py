@@ -1,0 +1,103 @@
+"""Login back-off: failed logins slow down further attempts, per connection and per user.
+
+Sans-IO: ``reserve(keys, now_s)`` says how long the caller must wait before it checks the
+credentials and books the slot after it, or ``None`` when the wait would exceed ``max_s``
+(the attempt is then refused at once, unchecked and unbooked, so a flood of parallel
+guesses can neither queue a key's slots far into the future nor keep a client waiting more
+than ``max_s``); ``failed``/``succeeded`` report the outcome. Keys are any hashables, e.g.
+``("connection", client_id)`` and ``("user", username)``.
+
+Rules: the first ``free_attempts`` failures of a key cost nothing; after that each attempt
+is spaced by ``base_s * 2**(failures - free_attempts)``, at most ``max_s``. Attempts of one
+key are serialised through ``next_at``, so parallel connections guessing one user's
+password get no more tries per second than one connection. A key's failures are forgotten
+``reset_s`` after its last failure, and after a successful login. At most ``max_keys`` keys
+are tracked (the oldest is dropped first), so memory stays bounded.
+
+The caller waits with ``asyncio.sleep`` in the login handler: only that connection's answer
+is delayed (its later requests wait behind it, in order); the event loop and every other
+client keep running.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class BackoffConfig:
+    free_attempts: int = 3
+    base_s: float = 0.1
+    max_s: float = 5.0
+    reset_s: float = 900.0
+    max_keys: int = 100_000
+
+    @classmethod
+    def from_config(cls, config: Any) -> "BackoffConfig":
+        """From ``auth.login_*`` keys (durations as config durations)."""
+        def seconds(key: str, default: float) -> float:
+            return config.duration_us(key) / 1e6 if config.get(key) is not None else default
+        return cls(int(config.get("auth.login_free_attempts", 3)),
+                   seconds("auth.login_backoff_base", 0.1),
+                   seconds("auth.login_backoff_max", 5.0),
+                   seconds("auth.login_backoff_reset", 900.0),
+                   int(config.get("auth.login_backoff_tracked_keys", 100_000)))
+
+
+@dataclass
+class _Entry:
+    failures: int = 0
+    next_at: float = 0.0
+    last_failure: float = 0.0
+
+
+class LoginThrottle:
+    def __init__(self, config: BackoffConfig | None = None) -> None:
+        self.config = config or BackoffConfig()
+        self.entries: OrderedDict[Hashable, _Entry] = OrderedDict()
+
+    def spacing_s(self, failures: int) -> float:
+        """Time between two attempts of a key with ``failures`` recent failures."""
+        c = self.config
+        over = failures - c.free_attempts
+        if over < 0:
+            return 0.0
+        return min(c.max_s, c.base_s * 2.0 ** min(over, 60))
+
+    def _entry(self, key: Hashable, now_s: float) -> _Entry | None:
+        entry = self.entries.get(key)
+        if entry is not None and now_s - entry.last_failure > self.config.reset_s:
+            del self.entries[key]
+            return None
+        return entry
+
+    def reserve(self, keys: Iterable[Hashable], now_s: float) -> float | None:
+        """Seconds to wait before checking this attempt (0 when no key has failed enough)
+        and the slot after it booked for every key; None (nothing booked) when the wait
+        would exceed ``max_s``."""
+        keys = list(keys)
+        entries = [e for e in (self._entry(k, now_s) for k in keys) if e is not None]
+        start = max([now_s, *(e.next_at for e in entries)])
+        if start - now_s > self.config.max_s:
+            return None
+        for entry in entries:
+            entry.next_at = start + self.spacing_s(entry.failures)
+        return start - now_s
+
+    def failed(self, keys: Iterable[Hashable], now_s: float) -> None:
+        for key in keys:
+            entry = self._entry(key, now_s) or _Entry()
+            entry.failures += 1
+            entry.last_failure = now_s
+            entry.next_at = max(entry.next_at, now_s + self.spacing_s(entry.failures))
+            self.entries[key] = entry
+            self.entries.move_to_end(key)
+        while len(self.entries) > self.config.max_keys:
+            self.entries.popitem(last=False)
+
+    def succeeded(self, keys: Iterable[Hashable]) -> None:
+        for key in keys:
+            self.entries.pop(key, None)

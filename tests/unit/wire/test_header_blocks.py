@@ -1,0 +1,78 @@
+"""The vectorised user-headers check of a batch agrees with the per-block reference.
+
+``header_blocks.validate_header_blocks`` (numpy, all messages at once) must accept exactly
+the blocks ``headers.validate_headers`` accepts, with the same code for a single block, and
+name the right message when several blocks are checked together.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.header_blocks import validate_header_blocks
+from lurcher.core.wire.headers import validate_headers
+
+
+def code_of(fn, *args) -> ErrorCode | None:
+    try:
+        fn(*args)
+    except IggyError as exc:
+        return exc.code
+    return None
+
+
+def vectorised(blocks: list[bytes]) -> None:
+    blob = b"".join(blocks)
+    ends = np.cumsum([len(b) for b in blocks], dtype=np.int64)
+    begins = ends - np.array([len(b) for b in blocks], dtype=np.int64)
+    validate_header_blocks(blob, begins, ends, np.arange(len(blocks)))
+
+
+fields = st.tuples(st.sampled_from([0, 1, 2, 3, 5, 9, 11, 12, 15, 16, 200]),
+                   st.binary(min_size=0, max_size=20),
+                   st.sampled_from([None, None, None, 0, 300, 2**32 - 1]))
+
+
+def tlv_block(items: list[tuple[int, bytes, int | None]], cut: int) -> bytes:
+    block = b"".join(struct.pack("<BI", k, len(v) if n is None else n) + v for k, v, n in items)
+    return block[:len(block) - cut] if cut < len(block) else block
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(fields, min_size=1, max_size=6), st.integers(0, 3))
+def test_one_block_same_verdict_and_code_as_reference(items, cut) -> None:
+    block = tlv_block(items, cut)
+    if not block:
+        return
+    assert code_of(vectorised, [block]) == code_of(validate_headers, block)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(fields, min_size=1, max_size=4), min_size=1, max_size=8))
+def test_many_blocks_fail_iff_one_fails(blocks_items) -> None:
+    blocks = [tlv_block(items, 0) for items in blocks_items]
+    blocks = [b for b in blocks if b]
+    if not blocks:
+        return
+    reference = [code_of(validate_headers, b) for b in blocks]
+    got = code_of(vectorised, blocks)
+    assert (got is None) == all(r is None for r in reference)
+    if got is not None:
+        assert got in set(reference)
+
+
+def test_error_names_the_failing_message() -> None:
+    good = struct.pack("<BI", 2, 1) + b"k" + struct.pack("<BI", 2, 1) + b"v"
+    bad = struct.pack("<BI", 2, 1) + b"k" + struct.pack("<BI", 99, 1) + b"v"
+    blob = good + bad
+    with pytest.raises(IggyError) as info:
+        validate_header_blocks(blob, np.array([0, len(good)]), np.array([len(good), len(blob)]),
+                               np.array([3, 8]))
+    assert info.value.code == ErrorCode.INVALID_HEADER_KIND and "message 8" in str(info.value)
