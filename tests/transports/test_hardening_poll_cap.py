@@ -87,3 +87,20 @@ async def test_a_message_larger_than_the_cap_is_answered_alone(capped_server: Lu
         assert [m.payload for m in rest] == [payload(2)]
     finally:
         await client.close()
+
+
+async def test_large_replies_over_tls_are_sent_in_chunks_intact(tls_server: LurcherServer,
+                                                                test_ca) -> None:
+    """Over TLS (no sendfile) stored bytes go out in bounded chunks; the reply is whole."""
+    client = make_client(tls_server, "tcp-tls", test_ca, username="iggy", password="iggy")
+    await client.connect()
+    try:
+        await client.create_stream("tls-chunks")
+        await client.create_topic("tls-chunks", "t", 1)
+        for start in range(0, MESSAGES, 10):
+            await client.send_messages("tls-chunks", "t",
+                                       [payload(i) for i in range(start, start + 10)], 0)
+        got = list((await client.poll_messages("tls-chunks", "t", 0, "first", U32_MAX)).messages())
+        assert [m.payload for m in got] == [payload(i) for i in range(MESSAGES)]
+    finally:
+        await client.close()
