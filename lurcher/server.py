@@ -138,9 +138,10 @@ def open_shard(config: Config, default_root: bool, shard_id: int, shards_count: 
 
 
 async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_count: int = 1,
-                namespace: str = "", ready: Any = None) -> None:
+                namespace: str = "", ready: Any = None, heartbeat: Any = None) -> None:
     """Run one shard until SIGTERM/SIGINT. With several shards ``ready`` (a queue) receives
-    ``(shard_id, endpoints)`` instead of this process writing endpoints.json."""
+    ``(shard_id, endpoints)`` instead of this process writing endpoints.json, and the event
+    loop stamps ``heartbeat`` (a shared value the supervisor watches)."""
     shard = open_shard(config, default_root, shard_id, shards_count)
     if shards_count > 1:
         cluster = Cluster(shard, namespace, config["tcp.socket_migration"])
@@ -148,6 +149,10 @@ async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_co
         await cluster.start()
     listeners = await start_listeners(shard, config)
     jobs = background.start(shard)
+    if heartbeat is not None:
+        from lurcher.supervisor import beat
+        interval = config.duration_us("system.sharding.heartbeat_interval") / 1e6
+        jobs.append(asyncio.ensure_future(beat(heartbeat, interval)))
     write_pid_file(shard.data_path, shard_id)
     if ready is None:
         write_endpoints(shard.data_path, shard.endpoints)
@@ -224,11 +229,12 @@ def shards_count(config: Config) -> int:
 
 
 def run_shard(config: Config, default_root: bool, shard_id: int = 0, shards: int = 1,
-              namespace: str = "", ready: Any = None) -> int:
+              namespace: str = "", ready: Any = None, heartbeat: Any = None) -> int:
     """Run one shard on its own event loop; the process exit code."""
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
-            runner.run(serve(config, default_root, shard_id, shards, namespace, ready))
+            runner.run(serve(config, default_root, shard_id, shards, namespace, ready,
+                             heartbeat))
     except (OSError, TlsConfigError, MetaLogCorrupt, IggyError) as exc:
         log.error("cannot start: %s", exc)
         return 1

@@ -1,5 +1,9 @@
 """The supervisor of a multi-shard server: starts one process per shard, restarts a shard
-that dies, and stops them all on SIGTERM/SIGINT.
+that dies or whose event loop stops answering, and stops them all on SIGTERM/SIGINT.
+
+Liveness: every shard's event loop stamps ``time.monotonic()`` into a shared value of its own
+every ``system.sharding.heartbeat_interval`` (``beat``); a shard whose stamp is older than
+``heartbeat_timeout`` is killed with SIGKILL and restarted like a shard that died.
 
 Before forking it reserves the TCP address (a bound, not listening SO_REUSEPORT socket), so
 a port 0 in the configuration becomes one port every shard listens on and a restarted shard
@@ -9,6 +13,7 @@ it. ``endpoints.json`` is written once every shard is ready.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import multiprocessing
 import os
@@ -31,12 +36,19 @@ STOP_TIMEOUT_S = 20.0
 
 
 def _shard_main(config_data: dict, default_root: bool, shard_id: int, shards: int,
-                namespace: str, ready: Any) -> None:
+                namespace: str, ready: Any, heartbeat: Any) -> None:
     from lurcher.server import configure_logging, run_shard
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when to stop
     config = Config(config_data)
     configure_logging(config.get("system.logging.level", "info"))
-    os._exit(run_shard(config, default_root, shard_id, shards, namespace, ready))
+    os._exit(run_shard(config, default_root, shard_id, shards, namespace, ready, heartbeat))
+
+
+async def beat(heartbeat: Any, interval_s: float) -> None:
+    """Shard side: stamp the heartbeat while the event loop runs (a background task)."""
+    while True:
+        heartbeat.value = time.monotonic()
+        await asyncio.sleep(interval_s)
 
 
 class Supervisor:
@@ -51,6 +63,8 @@ class Supervisor:
         self.endpoints: dict[int, dict[str, str]] = {}
         self.stopping = False
         self.restarts = 0
+        self.heartbeats: dict[int, Any] = {}
+        self.heartbeat_timeout_s = config.duration_us("system.sharding.heartbeat_timeout") / 1e6
 
     def reserve(self, section: str) -> Any:
         """Fix ``<section>.address`` (resolving port 0) for every shard; the reserving socket."""
@@ -62,13 +76,30 @@ class Supervisor:
         return sock
 
     def start_shard(self, shard_id: int) -> None:
+        heartbeat = self.context.RawValue("d", time.monotonic())
         process = self.context.Process(
             target=_shard_main, name=f"lurcher-shard-{shard_id}", daemon=False,
             args=(self.config.data, self.default_root, shard_id, self.shards, self.namespace,
-                  self.ready))
+                  self.ready, heartbeat))
         process.start()
         self.processes[shard_id] = process
+        self.heartbeats[shard_id] = heartbeat
         self.wait_ready({shard_id})
+        heartbeat.value = max(heartbeat.value, time.monotonic())
+
+    def unresponsive(self, shard_id: int) -> float | None:
+        """Seconds since the shard's last heartbeat, when past the timeout; else None."""
+        silent = time.monotonic() - self.heartbeats[shard_id].value
+        return silent if silent > self.heartbeat_timeout_s else None
+
+    def kill_if_frozen(self, shard_id: int, process: Any) -> None:
+        silent = self.unresponsive(shard_id)
+        if silent is None:
+            return
+        log.error("shard %d (pid %d) missed its heartbeat for %.1f s; killing it",
+                  shard_id, process.pid, silent)
+        process.kill()
+        process.join(5.0)
 
     def wait_ready(self, waiting: set[int]) -> None:
         """Block until every shard in ``waiting`` reported ready. Raises RuntimeError."""
@@ -92,6 +123,8 @@ class Supervisor:
         while not self.stopping:
             time.sleep(0.2)
             for shard_id, process in list(self.processes.items()):
+                if not self.stopping and process.is_alive():
+                    self.kill_if_frozen(shard_id, process)
                 if self.stopping or process.is_alive():
                     continue
                 log.error("shard %d exited with %s; restarting it", shard_id, process.exitcode)

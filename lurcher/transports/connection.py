@@ -2,7 +2,10 @@
 
 Requests are handled strictly in order: frames are taken from the ``FrameReader`` and
 dispatched one at a time; a handler that returns an awaitable pauses reading until it
-completes, so a later request never overtakes an earlier one. Failures become error
+completes, so a later request never overtakes an earlier one. Back-pressure: responses go
+through an ``Outbox``; while the transport's write buffer is above its high-water mark
+(``pause_writing`` .. ``resume_writing``) no further request is read or handled, so a client
+that pipelines requests and never reads costs bounded memory. Failures become error
 frames here and nowhere else. The session ends (and is removed from the shard) when the
 connection is lost.
 """
@@ -16,12 +19,12 @@ import socket
 from typing import Any
 
 from lurcher.auth.session import Session
-from lurcher.core.shard.reply import error_frame, materialise, ok_frame_parts
+from lurcher.core.shard.reply import error_frame, ok_frame_parts
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.shard.cluster import MIGRATED
 from lurcher.transports.framing import REQUEST_HEADER, BadFrame, Frame, FrameReader
-from lurcher.transports.sendfile import worth_sendfile, write_parts
+from lurcher.transports.sendfile import WRITE_HIGH_WATER_BYTES, WRITE_LOW_WATER_BYTES, Outbox
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +41,10 @@ class StreamConnection(asyncio.BufferedProtocol):
         """``session`` and ``pending`` restore a connection migrated from another shard."""
         self.shard = shard
         self.transport_kind = transport_kind
-        limits = shard.limits
-        self.reader = FrameReader(limits.max_control_payload_bytes, limits.max_send_payload_bytes)
+        self.reader = FrameReader(shard.limits.frames, self.authenticated)
         self.transport: asyncio.Transport | None = None
+        self.outbox: Outbox | None = None
+        self.write_paused = False
         self.session = session
         self.pending = pending
         self.busy = False
@@ -54,10 +58,12 @@ class StreamConnection(asyncio.BufferedProtocol):
     # -- asyncio protocol -------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        transport.set_write_buffer_limits(WRITE_HIGH_WATER_BYTES, WRITE_LOW_WATER_BYTES)
         sock = transport.get_extra_info("socket")
         if sock is not None and transport.get_extra_info("sslcontext") is None:
             self.sendfile_fd = sock.fileno()
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+        self.outbox = Outbox(transport, self.sendfile_fd)
         if self.session is not None:
             self.shard.resume_session(self.session, self)
             self.reader.feed(self.pending)
@@ -68,10 +74,14 @@ class StreamConnection(asyncio.BufferedProtocol):
         address = f"{peer[0]}:{peer[1]}" if peer else "unknown"
         self.session = self.shard.open_session(address, self.transport_kind, self)
 
+    def authenticated(self) -> bool:
+        return self.session is not None and self.session.authenticated
+
     @property
     def can_migrate(self) -> bool:
         """Plain TCP, nothing in flight: the socket can change process."""
-        return self.sendfile_fd is not None and not self.busy and not self.closing
+        return (self.sendfile_fd is not None and not self.busy and not self.closing
+                and not self.outbox and not self.write_paused)
 
     def current_frame_size(self) -> int:
         return len(self.current.payload) + REQUEST_HEADER.size + len(self.reader.unhandled)
@@ -91,6 +101,8 @@ class StreamConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
+        if self.outbox is not None:
+            self.outbox.clear()
         if self.session is not None and not self.migrated:
             self.shard.close_session(self.session)
 
@@ -105,10 +117,31 @@ class StreamConnection(asyncio.BufferedProtocol):
     def eof_received(self) -> bool | None:
         return None
 
+    def pause_writing(self) -> None:
+        """The client is not reading fast enough: stop reading its requests."""
+        self.write_paused = self.outbox.paused = True
+        self.update_reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = self.outbox.paused = False
+        self.flush_outbox()
+        self.update_reading()
+        if not self.busy and not self.write_paused:
+            self.process()
+
+    def update_reading(self) -> None:
+        """Read requests only while nothing is awaited and the client keeps up."""
+        if self.closing:
+            return
+        if self.busy or self.write_paused:
+            self.transport.pause_reading()
+        else:
+            self.transport.resume_reading()
+
     # -- request loop -----------------------------------------------------------
     def process(self) -> None:
         """Handle every complete frame; stop at the first that must be awaited."""
-        while not self.closing:
+        while not self.closing and not self.write_paused:
             frame = self.reader.next_frame()
             if frame is None:
                 return
@@ -118,7 +151,7 @@ class StreamConnection(asyncio.BufferedProtocol):
             result = self.run(frame)
             if inspect.isawaitable(result):
                 self.busy = True
-                self.transport.pause_reading()
+                self.update_reading()
                 asyncio.ensure_future(self.finish(result))
                 return
 
@@ -161,22 +194,38 @@ class StreamConnection(asyncio.BufferedProtocol):
             if self.migrate_after is not None and not self.closing:
                 self.shard.cluster.migrate_after_reply(self)
             if not self.closing:
-                self.transport.resume_reading()
+                self.update_reading()
                 self.process()
 
     # -- responses --------------------------------------------------------------
     def write_ok(self, result: Any) -> None:
         if self.closing:
             return
-        parts = ok_frame_parts(result)
-        if self.sendfile_fd is not None and worth_sendfile(parts):
-            write_parts(self.transport, self.sendfile_fd, parts)
-        else:
-            self.transport.writelines(materialise(parts))
+        self.send(ok_frame_parts(result))
 
     def write_error(self, status: int) -> None:
         if not self.closing:
-            self.transport.write(error_frame(status))
+            self.send([error_frame(status)])
+
+    def send(self, parts: list[Any]) -> None:
+        try:
+            self.outbox.add(parts)
+        except (OSError, EOFError) as exc:
+            self.abort(exc)
+
+    def flush_outbox(self) -> None:
+        try:
+            self.outbox.pump()
+        except (OSError, EOFError) as exc:
+            self.abort(exc)
+
+    def abort(self, exc: BaseException) -> None:
+        """A response cannot be completed: the framing is lost, drop the connection."""
+        log.warning("dropping connection %s: %s",
+                    self.session.address if self.session else "?", exc)
+        self.closing = True
+        self.outbox.clear()
+        self.transport.abort()
 
     def fail(self, code: int, exc: IggyError) -> None:
         log.debug("command %d -> %s", code, exc)
@@ -193,6 +242,7 @@ class StreamConnection(asyncio.BufferedProtocol):
         """Close after pending writes are flushed."""
         self.closing = True
         if self.transport is not None:
+            self.outbox.clear()
             self.transport.close()
 
     def disconnect(self, status: int = ErrorCode.DISCONNECTED) -> None:

@@ -1,26 +1,41 @@
-"""Request framing shared by the byte-stream transports (TCP, TLS, WebSocket).
+"""Request framing, one implementation for every binary transport (TCP, TLS, WebSocket, QUIC).
 
 ``FrameReader`` is a sans-IO receive buffer: bytes go in through ``get_buffer`` /
-``buffer_updated`` (the ``asyncio.BufferedProtocol`` shape), complete frames come out of
-``next_frame``. Small frames are views into one reusable buffer; a frame larger than the
-buffer is read straight into a dedicated bytearray of its size, so a 1 MB send is never
-copied inside Python. Frame rules (wire §1.1): ``length`` counts the code and the payload;
-``length < 4`` is answered with InvalidCommand and reading goes on; an oversized frame is
-answered with InvalidCommand and the connection is closed (it cannot resynchronise).
+``buffer_updated`` (the ``asyncio.BufferedProtocol`` shape) or ``feed`` (transports that
+deliver messages), complete frames come out of ``next_frame``. Frame rules (wire §1.1):
+``length`` counts the code and the payload; ``length < 4`` is answered with InvalidCommand and
+reading goes on. Limits are applied here and nowhere else (``FrameLimits``, core.wire.frames):
+
+- before login, a frame whose payload exceeds ``max_unauthenticated`` is answered with
+  Unauthenticated and the connection is closed (nothing but a login fits there);
+- after login, a payload above ``max_send`` (SendMessages) or ``max_control`` (any other
+  command) is answered with InvalidCommand and the connection is closed.
+
+A refusal that closes the connection is ``fatal``: the reader then yields nothing more.
+
+Memory invariants: an idle connection holds ``INITIAL_BUFFER_BYTES``; the small-frame buffer
+grows on demand (at most to what the pending bytes need, normally ``MAX_SMALL_BUFFER_BYTES``).
+A frame too large for it is read into a dedicated buffer that grows as its bytes arrive
+(doubling from ``BIG_FIRST_BYTES``), never beyond the announced size, so an announced length
+costs nothing until the bytes are really sent. Small frames are views into the shared buffer,
+valid until the next ``get_buffer``/``feed``; a big frame's payload is its own buffer.
 """
 
 from __future__ import annotations
 
-import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.frames import FRAME_HEADER as REQUEST_HEADER
+from lurcher.core.wire.frames import FRAME_HEADER_BYTES as HEADER_BYTES
+from lurcher.core.wire.frames import FrameLimits
 
-REQUEST_HEADER = struct.Struct("<II")
-HEADER_BYTES = REQUEST_HEADER.size
-SEND_MESSAGES_CODE = 101
-DEFAULT_BUFFER_BYTES = 256 * 1024
-MIN_FREE_BYTES = 16 * 1024
+__all__ = ["REQUEST_HEADER", "HEADER_BYTES", "FrameLimits", "Frame", "BadFrame", "FrameReader"]
+INITIAL_BUFFER_BYTES = 4 * 1024
+MAX_SMALL_BUFFER_BYTES = 256 * 1024
+MIN_ROOM_BYTES = 1024
+BIG_FIRST_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -38,48 +53,77 @@ class BadFrame:
     detail: str
 
 
+def _always() -> bool:
+    return True
+
+
 class FrameReader:
-    def __init__(self, max_control_payload_bytes: int, max_send_payload_bytes: int,
-                 buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
-        self.max_control = max_control_payload_bytes
-        self.max_send = max_send_payload_bytes
-        self.buf = bytearray(buffer_bytes)
+    def __init__(self, limits: FrameLimits, authenticated: Callable[[], bool] = _always,
+                 initial_bytes: int = INITIAL_BUFFER_BYTES) -> None:
+        self.limits = limits
+        self.authenticated = authenticated
+        self.buf = bytearray(initial_bytes)
         self.view = memoryview(self.buf)
         self.start = 0
         self.end = 0
+        self.offered = 0          # size of the last small-buffer view handed out
+        self.filled_all = False   # the last read filled that view: read more next time
         self.big: bytearray | None = None
+        self.big_need = 0         # announced payload size of the big frame
         self.big_code = 0
         self.big_filled = 0
+        self.failed = False       # a fatal refusal was returned: nothing more is read
 
     # -- receiving --------------------------------------------------------------
     def get_buffer(self) -> memoryview:
-        if self.big is not None:
-            return memoryview(self.big)[self.big_filled:]
-        if len(self.buf) - self.end < MIN_FREE_BYTES:
-            self._compact()
+        """Where the next received bytes go (never empty)."""
+        if self.big is not None and self.big_filled < self.big_need:
+            return self._big_room()
+        self._make_room()
+        self.offered = len(self.buf) - self.end
         return self.view[self.end:]
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self.big is not None:
+        if self.failed:
+            return
+        if self.big is not None and self.big_filled < self.big_need:
             self.big_filled += nbytes
         else:
             self.end += nbytes
+            self.filled_all = nbytes == self.offered
 
-    def feed(self, data: bytes) -> None:
-        """Push bytes (for transports that deliver messages, e.g. WebSocket)."""
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Push bytes (for transports that deliver messages, e.g. WebSocket, QUIC)."""
         data = memoryview(data)
-        while data:
+        while data and not self.failed:
             target = self.get_buffer()
             n = min(len(target), len(data))
             target[:n] = data[:n]
             self.buffer_updated(n)
             data = data[n:]
 
-    def _compact(self) -> None:
-        """Move unconsumed bytes to the front; grow the buffer when they fill most of it."""
+    def _big_room(self) -> memoryview:
+        """Free space of the big frame's buffer, grown (doubling) once it is full."""
+        if self.big_filled == len(self.big):
+            grown = bytearray(min(self.big_need, 2 * len(self.big)))
+            grown[:self.big_filled] = self.big
+            self.big = grown
+        return memoryview(self.big)[self.big_filled:]
+
+    def _make_room(self, want: int = MIN_ROOM_BYTES) -> None:
+        """At least ``want`` free bytes after ``end``: compact, then grow when needed.
+        A buffer that the last read filled completely doubles (up to the small maximum)."""
+        size = len(self.buf)
+        grow = self.filled_all and size < MAX_SMALL_BUFFER_BYTES
+        self.filled_all = False
+        if not grow and size - self.end >= want:
+            return
         pending = self.end - self.start
-        if len(self.buf) - pending < MIN_FREE_BYTES:
-            grown = bytearray(2 * len(self.buf))
+        new_size = 2 * size if grow else size
+        while new_size < pending + want:
+            new_size *= 2
+        if new_size > size:
+            grown = bytearray(new_size)
             grown[:pending] = self.buf[self.start:self.end]
             self.buf, self.view = grown, memoryview(grown)
         elif self.start:
@@ -89,10 +133,11 @@ class FrameReader:
     @property
     def unhandled(self) -> bytes:
         """Bytes received but not yet returned as frames (for socket migration)."""
+        small = bytes(self.buf[self.start:self.end])
         if self.big is not None:
-            header = REQUEST_HEADER.pack(len(self.big) + 4, self.big_code)
-            return header + bytes(self.big[:self.big_filled])
-        return bytes(self.buf[self.start:self.end])
+            header = REQUEST_HEADER.pack(self.big_need + 4, self.big_code)
+            return header + bytes(self.big[:self.big_filled]) + small
+        return small
 
     # -- framing ----------------------------------------------------------------
     def next_frame(self) -> Frame | BadFrame | None:
@@ -100,12 +145,10 @@ class FrameReader:
 
         A returned small frame's payload is a view valid until the next ``get_buffer``.
         """
+        if self.failed:
+            return None
         if self.big is not None:
-            if self.big_filled < len(self.big):
-                return None
-            frame = Frame(self.big_code, memoryview(self.big))
-            self.big = None
-            return frame
+            return self._take_big()
         if self.end - self.start < HEADER_BYTES:
             return None
         length, code = REQUEST_HEADER.unpack_from(self.buf, self.start)
@@ -113,9 +156,10 @@ class FrameReader:
             self.start += HEADER_BYTES
             return BadFrame(ErrorCode.INVALID_COMMAND, False, f"frame length {length} < 4")
         payload_bytes = length - 4
-        limit = self.max_send if code == SEND_MESSAGES_CODE else self.max_control
+        limit, status = self.limits.for_code(code, self.authenticated())
         if payload_bytes > limit:
-            return BadFrame(ErrorCode.INVALID_COMMAND, True,
+            self.failed = True
+            return BadFrame(status, True,
                             f"payload of {payload_bytes} bytes exceeds {limit} for code {code}")
         frame_end = self.start + HEADER_BYTES + payload_bytes
         if frame_end <= self.end:
@@ -124,13 +168,26 @@ class FrameReader:
             if self.start == self.end:
                 self.start = self.end = 0
             return Frame(code, payload)
-        if HEADER_BYTES + payload_bytes > len(self.buf) // 2:
+        if HEADER_BYTES + payload_bytes > MAX_SMALL_BUFFER_BYTES // 2:
             self._start_big(code, payload_bytes)
+        else:
+            self._make_room(frame_end - self.end)
         return None
 
+    def _take_big(self) -> Frame | None:
+        if self.big_filled < self.big_need:
+            return None
+        frame = Frame(self.big_code, memoryview(self.big))
+        self.big = None
+        return frame
+
     def _start_big(self, code: int, payload_bytes: int) -> None:
-        have = self.end - self.start - HEADER_BYTES
-        self.big = bytearray(payload_bytes)
-        self.big[:have] = self.buf[self.start + HEADER_BYTES:self.end]
-        self.big_code, self.big_filled = code, have
-        self.start = self.end = 0
+        """Move the started frame's payload into its own buffer; later bytes stay here."""
+        body = self.start + HEADER_BYTES
+        have = min(self.end - body, payload_bytes)
+        self.big = bytearray(min(payload_bytes, max(BIG_FIRST_BYTES, have)))
+        self.big[:have] = self.buf[body:body + have]
+        self.big_code, self.big_need, self.big_filled = code, payload_bytes, have
+        self.start = body + have
+        if self.start == self.end:
+            self.start = self.end = 0

@@ -5,9 +5,12 @@ request frame (``length, code, payload``) and finishes its side; the server answ
 response frame (``status, length, payload``) and finishes. No ALPN is offered or required
 (the Iggy clients send none); TLS is always on, with the ``[quic.certificate]`` pair
 (self-signed for ``localhost`` when missing). Requests of one connection run one at a time,
-in the order their streams finished, so a login is always applied before what follows it.
-A stream reset by the client drops its partial request; a stream whose data exceeds the
-frame limits is answered with InvalidCommand and reset.
+in the order their requests completed, so a login is always applied before what follows it.
+A stream's bytes go through the same ``FrameReader`` as TCP and WebSocket (``StreamRequests``),
+so the limits and refusals are the same: a refused frame is answered on its stream with the
+reader's status (InvalidCommand, or Unauthenticated before login) and the stream is stopped;
+a stream that ends inside a frame is answered with InvalidCommand; bytes after the first
+frame of a stream are ignored. A stream reset by the client drops its partial request.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import asyncio
 import inspect
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from aioquic.asyncio import QuicConnectionProtocol, serve
 from aioquic.asyncio.server import QuicServer
@@ -34,7 +37,7 @@ from lurcher.config import parse_duration_us
 from lurcher.core.shard.reply import error_frame, ok_frame
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
-from lurcher.transports.framing import HEADER_BYTES, REQUEST_HEADER, SEND_MESSAGES_CODE
+from lurcher.transports.framing import BadFrame, Frame, FrameLimits, FrameReader
 from lurcher.core.net import split_address
 from lurcher.transports.tls import ensure_certificate
 
@@ -46,6 +49,39 @@ QUIC_NO_ERROR = 0
 QUIC_APP_REFUSED = 1
 
 
+class StreamRequests:
+    """Sans-IO: the request of each bidirectional stream of one connection."""
+
+    ANSWERED = None  # a stream whose request was taken; later bytes are ignored
+
+    def __init__(self, limits: FrameLimits, authenticated: Callable[[], bool]) -> None:
+        self.limits = limits
+        self.authenticated = authenticated
+        self.readers: dict[int, FrameReader | None] = {}
+
+    def data(self, stream_id: int, data: bytes, end_stream: bool) -> Frame | BadFrame | None:
+        """The stream's request once complete (or its refusal); None while incomplete."""
+        if stream_id in self.readers and self.readers[stream_id] is self.ANSWERED:
+            if end_stream:
+                del self.readers[stream_id]
+            return None
+        reader = self.readers.get(stream_id) or FrameReader(self.limits, self.authenticated)
+        reader.feed(data)
+        item = reader.next_frame()
+        if item is None and end_stream:
+            item = BadFrame(ErrorCode.INVALID_COMMAND, True, "stream ended inside a frame")
+        if item is None:
+            self.readers[stream_id] = reader
+        elif end_stream:
+            self.readers.pop(stream_id, None)
+        else:
+            self.readers[stream_id] = self.ANSWERED
+        return item
+
+    def reset(self, stream_id: int) -> None:
+        self.readers.pop(stream_id, None)
+
+
 class QuicClientProtocol(QuicConnectionProtocol):
     """One QUIC connection to a client (server side)."""
 
@@ -53,18 +89,19 @@ class QuicClientProtocol(QuicConnectionProtocol):
         super().__init__(*args, **kwargs)
         self.shard = shard
         self.session: Any = None
-        self.pending: dict[int, bytearray] = {}
-        self.queue: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue()
+        self.requests = StreamRequests(shard.limits.frames, self.authenticated)
+        self.queue: asyncio.Queue[tuple[int, Frame]] = asyncio.Queue()
         self.worker: asyncio.Task[None] | None = None
-        self.limit = HEADER_BYTES + max(shard.limits.max_send_payload_bytes,
-                                        shard.limits.max_control_payload_bytes)
+
+    def authenticated(self) -> bool:
+        return self.session is not None and self.session.authenticated
 
     # -- events -------------------------------------------------------------------------
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, StreamDataReceived):
             self.on_data(event)
         elif isinstance(event, StreamReset):
-            self.pending.pop(event.stream_id, None)
+            self.requests.reset(event.stream_id)
         elif isinstance(event, HandshakeCompleted):
             self.open_session()
         elif isinstance(event, ConnectionTerminated):
@@ -89,14 +126,11 @@ class QuicClientProtocol(QuicConnectionProtocol):
         super().connection_lost(exc)
 
     def on_data(self, event: StreamDataReceived) -> None:
-        buf = self.pending.setdefault(event.stream_id, bytearray())
-        buf += event.data
-        if len(buf) > self.limit:
-            self.pending.pop(event.stream_id, None)
-            self.refuse(event.stream_id, f"request of more than {self.limit} bytes")
-            return
-        if event.end_stream:
-            self.queue.put_nowait((event.stream_id, bytes(self.pending.pop(event.stream_id))))
+        item = self.requests.data(event.stream_id, event.data, event.end_stream)
+        if isinstance(item, BadFrame):
+            self.refuse(event.stream_id, item)
+        elif item is not None:
+            self.queue.put_nowait((event.stream_id, item))
 
     # -- requests -----------------------------------------------------------------------
     async def work(self) -> None:
@@ -105,17 +139,10 @@ class QuicClientProtocol(QuicConnectionProtocol):
             parts = await self.handle(data)
             self.answer(stream_id, parts)
 
-    async def handle(self, data: bytes) -> list[Any]:
-        if len(data) < HEADER_BYTES:
-            return [error_frame(ErrorCode.INVALID_COMMAND)]
-        length, code = REQUEST_HEADER.unpack_from(data)
-        limit = (self.shard.limits.max_send_payload_bytes if code == SEND_MESSAGES_CODE
-                 else self.shard.limits.max_control_payload_bytes)
-        if length < 4 or length - 4 > limit or HEADER_BYTES + length - 4 > len(data):
-            return [error_frame(ErrorCode.INVALID_COMMAND)]
-        payload = memoryview(bytearray(data))[HEADER_BYTES:HEADER_BYTES + length - 4]
+    async def handle(self, frame: Frame) -> list[Any]:
+        code = frame.code
         try:
-            result = self.shard.dispatcher.dispatch(self.session, code, payload)
+            result = self.shard.dispatcher.dispatch(self.session, code, frame.payload)
             if inspect.isawaitable(result):
                 result = await result
         except IggyError as exc:
@@ -136,12 +163,12 @@ class QuicClientProtocol(QuicConnectionProtocol):
             return
         self.transmit()
 
-    def refuse(self, stream_id: int, detail: str) -> None:
-        log.info("refusing QUIC stream %d: %s", stream_id, detail)
+    def refuse(self, stream_id: int, bad: BadFrame) -> None:
+        log.info("refusing QUIC stream %d: %s", stream_id, bad.detail)
         try:
-            self._quic.send_stream_data(stream_id, error_frame(ErrorCode.INVALID_COMMAND),
-                                        end_stream=True)
-            self._quic.stop_stream(stream_id, QUIC_APP_REFUSED)
+            self._quic.send_stream_data(stream_id, error_frame(bad.status), end_stream=True)
+            if bad.fatal:
+                self._quic.stop_stream(stream_id, QUIC_APP_REFUSED)
         except (AssertionError, ValueError):
             pass
         self.transmit()

@@ -1,29 +1,51 @@
-"""Zero-copy responses on plain TCP: stored message bytes go from the page cache to the
-socket with ``os.sendfile`` instead of being read into Python and written back.
+"""Responses of one stream connection (TCP, TLS), written in order with bounded memory.
 
-Used only when the transport's own write buffer is empty, so bytes cannot be reordered;
-the moment the socket would block, the remainder (rest of the range and later parts) is
-handed to the transport as ordinary buffers, which it sends when the socket drains.
+``Outbox`` holds what a connection still has to send: buffers, and stored message bytes as
+file ranges. On plain TCP a range goes from the page cache to the socket with ``os.sendfile``
+while the transport has nothing queued; when the socket would block (or on TLS, where
+sendfile cannot be used) the range is read in chunks of ``FILE_CHUNK_BYTES`` and handed to
+the transport, and the outbox stops as soon as the transport asks the protocol to pause
+writing (its buffer passed the high-water mark). It continues on ``resume_writing``.
+
+Invariants: bytes leave in the order they were added; at most about one chunk plus the
+transport's high-water mark is held in memory per connection, however large the replies or
+however many are pipelined (the connection stops reading requests while paused); a range
+waiting here holds its own duplicate of the file descriptor, so a segment closed or deleted
+meanwhile is still read consistently and a reused descriptor number is never read.
 """
 
 from __future__ import annotations
 
 import os
+from collections import deque
 from typing import Any
 
 from lurcher.core.shard.reply import is_file_part
 
 # Below this a read into memory and one write beat the extra sendfile system calls.
 SENDFILE_MIN_BYTES = 64 * 1024
+# Bytes read into memory at a time when sendfile cannot go on (socket full, TLS).
+FILE_CHUNK_BYTES = 256 * 1024
+# The transport's buffer above which it pauses us; 0 = resume only once it is empty.
+WRITE_HIGH_WATER_BYTES = 64 * 1024
+WRITE_LOW_WATER_BYTES = 0
 
 
-def worth_sendfile(parts: list[Any]) -> bool:
-    """True when the response carries enough file bytes for sendfile to pay off."""
-    return sum(p.total_bytes for p in parts if is_file_part(p)) >= SENDFILE_MIN_BYTES
+class PendingRange:
+    """``length`` bytes at ``position`` of the file open as ``fd`` (a duplicate we own)."""
+
+    __slots__ = ("fd", "position", "length")
+
+    def __init__(self, fd: int, position: int, length: int) -> None:
+        self.fd, self.position, self.length = fd, position, length
+
+    def advance(self, n: int) -> None:
+        self.position += n
+        self.length -= n
 
 
-def _send_range(sock_fd: int, r: Any) -> int:
-    """Bytes of range ``r`` sent before the socket would block (all of it, usually)."""
+def _sendfile(sock_fd: int, r: PendingRange) -> int:
+    """Bytes of ``r`` sent before the socket would block (all of it, usually)."""
     sent = 0
     while sent < r.length:
         try:
@@ -36,22 +58,58 @@ def _send_range(sock_fd: int, r: Any) -> int:
     return sent
 
 
-def write_parts(transport: Any, sock_fd: int, parts: list[Any]) -> None:
-    """Send ``parts`` in order: buffers through the transport, file slices with sendfile
-    while the transport has nothing queued."""
-    for index, part in enumerate(parts):
-        if not is_file_part(part):
-            transport.write(part)
-            continue
-        for r_index, r in enumerate(part.ranges):
-            if transport.get_write_buffer_size():
-                sent = 0
+class Outbox:
+    """Ordered response parts of one connection (see module docstring)."""
+
+    def __init__(self, transport: Any, sock_fd: int | None) -> None:
+        self.transport = transport
+        self.sock_fd = sock_fd
+        self.items: deque[Any] = deque()
+        self.paused = False
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def add(self, parts: list[Any]) -> None:
+        """Queue a response's parts and send what the socket takes. Raises OSError."""
+        for part in parts:
+            if not is_file_part(part):
+                self.items.append(part)
+            elif part.total_bytes < SENDFILE_MIN_BYTES:
+                self.items.append(part.read())
             else:
-                sent = _send_range(sock_fd, r)
-            if sent < r.length:
-                transport.write(os.pread(r.fd, r.length - sent, r.position + sent))
-                for rest in part.ranges[r_index + 1:]:
-                    transport.write(os.pread(rest.fd, rest.length, rest.position))
-                for later in parts[index + 1:]:
-                    transport.write(later.read() if is_file_part(later) else later)
-                return
+                self.items.extend(PendingRange(os.dup(r.fd), r.position, r.length)
+                                  for r in part.ranges)
+        self.pump()
+
+    def pump(self) -> None:
+        """Send queued items until done or the transport pauses us. Raises OSError,
+        EOFError (a file shorter than its range)."""
+        while self.items and not self.paused:
+            item = self.items[0]
+            if not isinstance(item, PendingRange):
+                self.items.popleft()
+                self.transport.write(item)
+                continue
+            if self.sock_fd is not None and not self.transport.get_write_buffer_size():
+                item.advance(_sendfile(self.sock_fd, item))
+            if item.length:
+                self._write_chunk(item)
+            if not item.length:
+                os.close(item.fd)
+                self.items.popleft()
+
+    def _write_chunk(self, item: PendingRange) -> None:
+        n = min(FILE_CHUNK_BYTES, item.length)
+        data = os.pread(item.fd, n, item.position)
+        if len(data) != n:
+            raise EOFError(f"{n} bytes wanted at {item.position}, {len(data)} read")
+        item.advance(n)
+        self.transport.write(data)
+
+    def clear(self) -> None:
+        """Forget everything queued (the connection is closing)."""
+        for item in self.items:
+            if isinstance(item, PendingRange):
+                os.close(item.fd)
+        self.items.clear()

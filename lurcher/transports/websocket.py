@@ -5,8 +5,12 @@ Each connection is one session. Incoming binary messages are a byte stream fed t
 frame is dispatched in order, and its response (``status, length, payload``) goes back as
 one binary message. Text messages carry nothing Iggy understands: they are ignored (as the
 0.8 server does) and counted. Ping/Pong and Close are handled by the ``websockets`` library.
-An oversized request frame is answered with InvalidCommand and the connection is closed;
-a message above ``max_message_size`` closes it with code 1009 (library behaviour).
+A request frame over the limits (``FrameLimits``) is refused as on TCP and the connection is
+closed; a message above ``max_message_size`` closes it with code 1009 (library behaviour).
+Before login that message limit is lowered to the unauthenticated frame limit, so an
+unauthenticated client cannot make the library buffer a large message. Back-pressure: one
+message is handled at a time and each reply is awaited until the transport drained it;
+the library queues at most ``MAX_QUEUED_FRAMES`` incoming frames meanwhile.
 """
 
 from __future__ import annotations
@@ -31,24 +35,35 @@ log = logging.getLogger(__name__)
 logging.getLogger("websockets.server").setLevel(logging.WARNING)
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_QUEUED_FRAMES = 4
 CLOSE_GOING_AWAY = 1001
 
 
 class WebSocketClient:
     """One WebSocket connection: its session and the request loop."""
 
-    def __init__(self, shard: Any, ws: ServerConnection) -> None:
+    def __init__(self, shard: Any, ws: ServerConnection, max_message: int) -> None:
         self.shard = shard
         self.ws = ws
-        limits = shard.limits
-        self.reader = FrameReader(limits.max_control_payload_bytes, limits.max_send_payload_bytes)
+        self.max_message = max_message
+        self.reader = FrameReader(shard.limits.frames, self.authenticated)
         peer = ws.remote_address
         address = f"{peer[0]}:{peer[1]}" if peer else "unknown"
         self.session = shard.open_session(address, TRANSPORT_WEBSOCKET, self)
         self.text_messages = 0
 
+    def authenticated(self) -> bool:
+        return self.session is not None and self.session.authenticated
+
+    def limit_messages(self) -> None:
+        """The library's message limit: small until the session is logged in."""
+        unauthenticated = self.shard.limits.frames.max_unauthenticated + 8
+        self.ws.protocol.max_message_size = (
+            self.max_message if self.authenticated() else min(self.max_message, unauthenticated))
+
     async def serve(self) -> None:
         try:
+            self.limit_messages()
             async for message in self.ws:
                 if isinstance(message, str):
                     self.text_messages += 1
@@ -75,7 +90,9 @@ class WebSocketClient:
                     await self.ws.close(1008, "frame too large")
                     return False
                 continue
-            await self.send(await self.run(frame))
+            parts = await self.run(frame)
+            self.limit_messages()  # before the reply: a client may send more once it has it
+            await self.send(parts)
 
     async def run(self, frame: Frame) -> list[Any]:
         """The response buffers of one request (an error frame on failure)."""
@@ -116,12 +133,13 @@ async def start_websocket(shard: Any, address: str, section: dict[str, Any] | No
     """Listen on ``address`` (``ws://`` or ``wss://`` with ``ssl_context``). Raises OSError."""
     section = section or {}
     host, port = split_address(address)
+    max_message = max_message_bytes(section)
 
     async def handler(ws: ServerConnection) -> None:
-        await WebSocketClient(shard, ws).serve()
+        await WebSocketClient(shard, ws, max_message).serve()
 
     return await serve(handler, host, port, ssl=ssl_context, compression=None,
-                       max_size=max_message_bytes(section), max_queue=16,
+                       max_size=max_message, max_queue=MAX_QUEUED_FRAMES,
                        ping_interval=None, server_header=None, reuse_port=reuse_port or None)
 
 

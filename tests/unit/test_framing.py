@@ -5,7 +5,7 @@ import struct
 import pytest
 
 from lurcher.core.wire.error_codes import ErrorCode
-from lurcher.transports.framing import BadFrame, Frame, FrameReader
+from lurcher.transports.framing import BadFrame, Frame, FrameLimits, FrameReader
 
 MIB = 1024 * 1024
 
@@ -22,7 +22,7 @@ def drain(reader: FrameReader):
 
 
 def reader(buffer_bytes: int = 64 * 1024) -> FrameReader:
-    return FrameReader(10 * MIB, 64 * MIB, buffer_bytes)
+    return FrameReader(FrameLimits(10 * MIB, 64 * MIB, 64 * 1024), initial_bytes=buffer_bytes)
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 7, 8, 100, 4096])
@@ -41,7 +41,7 @@ def test_large_frame_is_read_into_its_own_buffer():
     r = reader()
     r.feed(frame(101, payload)[:1000])
     assert r.next_frame() is None
-    assert r.big is not None and len(r.big) == len(payload)
+    assert r.big is not None and r.big_need == len(payload)
     r.feed(frame(101, payload)[1000:])
     assert drain(r) == [(101, payload)]
     assert r.big is None
@@ -64,7 +64,7 @@ def test_oversized_control_frame_is_fatal():
 
 
 def test_send_messages_may_exceed_the_control_limit():
-    r = FrameReader(16, 1000, 64 * 1024)
+    r = FrameReader(FrameLimits(16, 1000, 64 * 1024))
     r.feed(frame(101, b"x" * 500))
     assert drain(r) == [(101, b"x" * 500)]
 

@@ -34,6 +34,7 @@ from lurcher.core.shard.peers import PartitionStats
 from lurcher.core.shard.lifecycle import PartitionLifecycle
 from lurcher.core.shard.tombstones import Graveyard, entity_path
 from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.frames import FrameLimits
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.validation import stored_problems
 
@@ -48,8 +49,17 @@ def now_us() -> int:
 
 @dataclass(frozen=True)
 class Limits:
-    max_control_payload_bytes: int
-    max_send_payload_bytes: int
+    """The ``[limits]`` section: request frame sizes (``frames``) and poll reply bytes."""
+
+    frames: FrameLimits
+    max_poll_reply_bytes: int
+
+    @classmethod
+    def from_config(cls, config: Config) -> Limits:
+        return cls(FrameLimits(config.size("limits.max_control_payload_bytes"),
+                               config.size("limits.max_send_payload_bytes"),
+                               config.size("limits.max_unauthenticated_payload_bytes")),
+                   config.size("limits.max_poll_reply_bytes"))
 
 
 def owner_of(stream_id: int, topic_id: int, partition_id: int, shards_count: int) -> int:
@@ -79,8 +89,7 @@ class Shard:
         self.shards_count = shards_count
         self.clock = clock
         self.data_path = Path(config["system.path"]).resolve()
-        self.limits = Limits(config["limits.max_control_payload_bytes"],
-                             config["limits.max_send_payload_bytes"])
+        self.limits = Limits.from_config(config)
         self.meta = meta or MetaStore(self.data_path / "state" / "log",
                                       enforce_fsync=config["system.state.enforce_fsync"])
         self.enforce_fsync = config["system.partition.enforce_fsync"]

@@ -13,6 +13,7 @@ an OK payload of exactly 1 byte is never written, because the 0.8 clients treat 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.error_codes import ErrorCode
@@ -24,6 +25,27 @@ assert FRAME_HEADER_BYTES == 8
 CODE_BYTES = 4
 MAX_CONTROL_PAYLOAD_BYTES = 10 * 1024 * 1024
 SEND_MESSAGES_CODE = 101
+
+
+@dataclass(frozen=True)
+class FrameLimits:
+    """Largest request payloads (bytes) a server accepts (``[limits]`` in server.toml).
+
+    Before login every frame is held to ``max_unauthenticated`` (answered Unauthenticated);
+    after login SendMessages to ``max_send`` and every other command to ``max_control``
+    (answered InvalidCommand). The server closes the connection after either refusal.
+    """
+
+    max_control: int
+    max_send: int
+    max_unauthenticated: int
+
+    def for_code(self, code: int, authenticated: bool) -> tuple[int, int]:
+        """(limit, status answered above it) for a frame of ``code``."""
+        if not authenticated:
+            return self.max_unauthenticated, ErrorCode.UNAUTHENTICATED
+        return (self.max_send if code == SEND_MESSAGES_CODE else self.max_control,
+                ErrorCode.INVALID_COMMAND)
 
 
 def encode_request(code: int, payload: Buffer = b"") -> bytes:

@@ -2,13 +2,17 @@
 
 The send path does per-batch work only: choose the partition, validate and stamp the batch
 vectorised, one write. The poll path answers the 16-byte prefix followed by the stored
-message bytes, never re-encoding a message.
+message bytes, never re-encoding a message. A poll reply holds at most
+``limits.max_poll_reply_bytes`` of messages (but always one message when there is one):
+a poll of more is answered with fewer messages, found by a binary search of the index.
 """
 
 from __future__ import annotations
 
+import bisect
 import struct
 
+import numpy as np
 import xxhash
 
 from lurcher.core.shard.handlers import consumers
@@ -52,6 +56,35 @@ def empty_poll(partition_id: int, current_offset: int) -> bytes:
     return POLL_PREFIX.pack(partition_id, current_offset, 0)
 
 
+def messages_within(partition, polled, max_bytes: int) -> int:
+    """How many of ``polled``'s messages (from its first) fit in ``max_bytes`` (at least 1)."""
+    segments = partition.segments
+    starts = [s.start_offset for s in segments]
+    i = max(bisect.bisect_right(starts, polled.first_offset) - 1, 0)
+    n, budget = 0, max_bytes
+    for segment in segments[i:]:
+        a = max(polled.first_offset, segment.start_offset) - segment.start_offset
+        b = min(polled.last_offset, segment.end_offset) - segment.start_offset
+        if a > b:
+            break
+        base = segment.index.start_of(a)
+        ends = segment.index.ends[a:b + 1]
+        fit = int(np.searchsorted(ends, base + budget, side="right"))
+        n += fit
+        if fit <= b - a:
+            break
+        budget -= int(ends[-1]) - base
+    return max(n, 1)
+
+
+def within_reply_cap(shard, partition, polled):
+    """``polled``, shortened to what fits ``limits.max_poll_reply_bytes``."""
+    cap = shard.limits.max_poll_reply_bytes
+    if polled.total_bytes <= cap:
+        return polled
+    return partition.read_offset(polled.first_offset, messages_within(partition, polled, cap))
+
+
 @handles("poll_messages", "poll_messages")
 def poll_messages(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
@@ -59,8 +92,8 @@ def poll_messages(shard, session, req):
     if target.partition_id is None:
         return empty_poll(0, 0)
     partition = shard.partition(topic, target.partition_id)
-    polled = partition.poll(req.strategy.kind, req.strategy.value, req.count,
-                            (target.kind, target.key))
+    polled = within_reply_cap(shard, partition, partition.poll(
+        req.strategy.kind, req.strategy.value, req.count, (target.kind, target.key)))
     if polled.count == 0:
         return empty_poll(partition.partition_id, partition.current_offset)
     if req.auto_commit:

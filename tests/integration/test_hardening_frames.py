@@ -1,0 +1,164 @@
+"""Issue 14, points 1 and 2, against real ``lurcher-server`` processes.
+
+- A request frame larger than the small-frame buffer (> 128 KiB), sent as two WebSocket
+  messages with the first bytes of the next frame in the second one, is answered, and so is
+  the next frame (it used to spin the event loop forever), with 1 and 2 shards.
+- A shard whose event loop stops (SIGSTOP) is killed and restarted by the supervisor once
+  its heartbeat is older than ``system.sharding.heartbeat_timeout``.
+- An announced frame length costs memory only as its bytes arrive; before login, a frame
+  above ``limits.max_unauthenticated_payload_bytes`` is refused with Unauthenticated (40)
+  and the connection closed; after login SendMessages above ``max_send_payload_bytes`` gets
+  InvalidCommand (3).
+
+Memory is the resident set of the server's whole process tree (psutil).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from websockets.sync.client import connect as ws_connect
+
+from tests.support import raw
+from tests.support.server import LurcherServer, ServerFactory
+
+KIB, MIB = 1024, 1024 * 1024
+UNAUTHENTICATED, INVALID_COMMAND = 40, 3
+WS_ENV = {"LURCHER_WEBSOCKET_ENABLED": "true", "LURCHER_WEBSOCKET_ADDRESS": "127.0.0.1:0"}
+ANSWER_WITHIN_S = 30.0  # generous: the machine is shared
+
+
+def frame(code: int, payload: bytes = b"", length: int | None = None) -> bytes:
+    return struct.pack("<II", len(payload) + 4 if length is None else length, code) + payload
+
+
+def status_of(reply: bytes) -> tuple[int, int]:
+    return struct.unpack_from("<II", reply)
+
+
+def server_rss(server: LurcherServer) -> int:
+    """Resident bytes of the server process and all its children (shards)."""
+    root = psutil.Process(server.proc.pid)
+    total = 0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            total += proc.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+# ---------------------------------------------------------------- point 1: split frames
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_big_frame_split_across_websocket_messages_is_answered(server_factory: ServerFactory,
+                                                               shards: int) -> None:
+    server = server_factory({**WS_ENV, "LURCHER_SYSTEM_SHARDING_SHARDS": str(shards)})
+    big = frame(raw.PING, bytes(200 * KIB))
+    nxt = frame(raw.PING)
+    with ws_connect(f"ws://{server.endpoints['websocket']}", max_size=None,
+                    open_timeout=ANSWER_WITHIN_S) as ws:
+        ws.send(frame(raw.LOGIN_USER, raw.login_payload("iggy", "iggy")))
+        assert status_of(ws.recv(timeout=ANSWER_WITHIN_S))[0] == 0
+        ws.send(big[:1000])
+        ws.send(big[1000:] + nxt[:3])
+        ws.send(nxt[3:])
+        assert status_of(ws.recv(timeout=ANSWER_WITHIN_S)) == (0, 0), "the 200 KiB ping"
+        assert status_of(ws.recv(timeout=ANSWER_WITHIN_S)) == (0, 0), "the ping behind it"
+    for _ in range(4):  # every shard still answers new clients
+        with raw.RawClient(server.tcp_address, timeout_s=ANSWER_WITHIN_S) as client:
+            client.login()
+            client.ping()
+
+
+def shard_pid(server: LurcherServer, shard: int) -> int:
+    return int((Path(server.data_dir) / "runtime" / f"shard-{shard}.pid").read_text())
+
+
+def test_a_stopped_shard_is_restarted(server_factory: ServerFactory) -> None:
+    server = server_factory({"LURCHER_SYSTEM_SHARDING_SHARDS": "2",
+                             "LURCHER_SYSTEM_SHARDING_HEARTBEAT_INTERVAL": "200 ms",
+                             "LURCHER_SYSTEM_SHARDING_HEARTBEAT_TIMEOUT": "3 s"})
+    frozen = shard_pid(server, 1)
+    os.kill(frozen, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 90.0
+        while time.monotonic() < deadline:
+            if not psutil.pid_exists(frozen) or psutil.Process(frozen).status() == "zombie":
+                if shard_pid(server, 1) != frozen:
+                    break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the stopped shard was neither killed nor replaced within 90 s")
+    finally:
+        if psutil.pid_exists(frozen):
+            os.kill(frozen, signal.SIGCONT)
+    assert psutil.Process(shard_pid(server, 1)).is_running()
+    for _ in range(6):  # new connections land on both shards and are answered
+        with raw.RawClient(server.tcp_address, timeout_s=ANSWER_WITHIN_S) as client:
+            client.login()
+            client.ping()
+    assert "missed its heartbeat" in server.output_path.read_text()
+
+
+# ---------------------------------------------------------------- point 2: memory per frame
+
+def test_unauthenticated_big_frame_is_refused_before_any_allocation(server: LurcherServer) -> None:
+    with socket.create_connection(_address(server), timeout=ANSWER_WITHIN_S) as sock:
+        sock.sendall(frame(raw.SEND_MESSAGES, length=2**30 + 4))
+        reply = _recv_exact(sock, 8)
+        assert status_of(reply) == (UNAUTHENTICATED, 0)
+        assert sock.recv(1) == b"", "the connection is closed after the refusal"
+    with raw.RawClient(server.tcp_address) as client:
+        client.login()
+        client.ping()
+
+
+def test_send_above_max_send_payload_is_invalid_command(server: LurcherServer) -> None:
+    with raw.RawClient(server.tcp_address) as client:
+        client.login()
+        client.send_frame(raw.SEND_MESSAGES, length=64 * MIB + 5)
+        assert client.read_response().status == INVALID_COMMAND
+
+
+def test_announced_lengths_cost_memory_only_as_bytes_arrive(server: LurcherServer) -> None:
+    """Eight logged-in connections each announce a 60 MiB SendMessages (under the 64 MiB
+    limit) and send 64 KiB of it: the server grows by far less than 8 x 60 MiB."""
+    before = server_rss(server)
+    clients = []
+    try:
+        for _ in range(8):
+            client = raw.RawClient(server.tcp_address, timeout_s=ANSWER_WITHIN_S)
+            clients.append(client)
+            client.login()
+            client.send_bytes(frame(raw.SEND_MESSAGES, length=60 * MIB + 4) + bytes(64 * KIB))
+        with raw.RawClient(server.tcp_address, timeout_s=ANSWER_WITHIN_S) as other:
+            other.login()
+            other.ping()  # by now the server has read what the eight sent
+        grown = server_rss(server) - before
+        assert grown < 64 * MIB, f"server grew by {grown / MIB:.0f} MiB"
+    finally:
+        for client in clients:
+            client.close()
+
+
+def _address(server: LurcherServer) -> tuple[str, int]:
+    host, port = server.tcp_address.rsplit(":", 1)
+    return host.strip("[]"), int(port)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(data)} of {n} bytes")
+        data += chunk
+    return data
