@@ -51,6 +51,7 @@ class Bug(enum.Enum):
     QUORUM_F = "quorum-f"
     COMMIT_BEFORE_PREPARE_OK = "commit-before-prepare-ok"
     DVC_LOG_SELECTION = "dvc-log-selection"
+    DVC_IGNORE_LOG_VIEW = "dvc-ignore-log-view"
     PREPARE_OK_BEFORE_SYNC = "prepare-ok-before-sync"
     NO_CLIENT_TABLE = "no-client-table"
 
@@ -450,6 +451,8 @@ class Replica:
     def _select_log(self) -> DoViewChange:
         """The paper's rule: the largest log_view, then the largest op."""
         if Bug.DVC_LOG_SELECTION in self.bugs:
+            return self.dvcs[self.index]
+        if Bug.DVC_IGNORE_LOG_VIEW in self.bugs:
             return max(self.dvcs.values(), key=lambda d: d.op)
         return max(self.dvcs.values(), key=lambda d: (d.log_view, d.op))
 

@@ -14,10 +14,10 @@ from lurcher.core.replication.sim.model import Completed
 
 
 class SimClient:
-    def __init__(self, client_id: int, replicas: int, total: int, timeout: int,
+    def __init__(self, client_id: int, replicas: int, total: int, timeout: int, think: int,
                  rng: random.Random) -> None:
-        self.id, self.replicas, self.total, self.timeout, self.rng = (
-            client_id, replicas, total, timeout, rng)
+        self.id, self.replicas, self.total, self.timeout, self.think, self.rng = (
+            client_id, replicas, total, timeout, think, rng)
         self.request_no = 0
         self.view = 0
         self.current: Request | None = None
@@ -50,5 +50,5 @@ class SimClient:
         self.history.append(Completed(current.body, self.invoked, now, reply.result))
         self.current = None
         self.view = max(self.view, reply.view)
-        self.next_start = now + self.rng.randint(0, 5)
+        self.next_start = now + self.rng.randint(0, self.think)
         return True

@@ -56,15 +56,16 @@ class Simulation:
         self.n = n = rng.choice((3, 5))
         self.f = (n - 1) // 2
         self.config = Config(replicas=n, max_batch=rng.choice((1, 2, 4)),
-                             pipeline=rng.choice((1, 2, 8)))
+                             pipeline=rng.choice((1, 8, 32)))
         self.fault_ticks = rng.randint(150, 350)
         self.liveness_ticks = 1500
-        self.p_crash = rng.choice((0.0, 0.004, 0.01))
-        self.p_wipe = rng.choice((0.0, 0.002))
-        self.p_partition = rng.choice((0.0, 0.01, 0.02))
-        self.p_pause = rng.choice((0.0, 0.005))
-        self.net = Network(rng, drop=rng.choice((0.0, 0.02, 0.1)),
-                           duplicate=rng.choice((0.0, 0.02, 0.1)), max_delay=rng.randint(0, 6))
+        self.p_crash = rng.choice((0.003, 0.01, 0.02))
+        self.p_power_loss = rng.choice((0.0005, 0.002))
+        self.p_wipe = rng.choice((0.05, 0.2))
+        self.p_partition = rng.choice((0.005, 0.01, 0.03))
+        self.p_pause = rng.choice((0.002, 0.01))
+        self.net = Network(rng, drop=rng.choice((0.005, 0.02, 0.1)),
+                           duplicate=rng.choice((0.005, 0.02, 0.1)), max_delay=rng.randint(1, 6))
         latency = rng.randint(0, 4)
         fmt = [encode_record(Format(n))]
         self.disks = [Disk(rng, latency, fmt) for _ in range(n)]
@@ -75,9 +76,10 @@ class Simulation:
         self.held: list[list[tuple[int, object]]] = [[] for _ in range(n)]
         self.lost: set[int] = set()
         self.auditor = Auditor(n)
-        total = rng.randint(3, 8)
-        self.clients = [SimClient(CLIENT_BASE + c, n, total, rng.randint(15, 40), rng)
-                        for c in range(rng.randint(2, 4))]
+        total = rng.randint(5, 20)
+        think = rng.randint(0, self.fault_ticks // total)
+        self.clients = [SimClient(CLIENT_BASE + c, n, total, rng.randint(15, 40), think, rng)
+                        for c in range(rng.randint(2, 5))]
         self.now = 0
         self.hash = hashlib.blake2b(digest_size=16)
         self.encode = msgspec.msgpack.encode
@@ -193,22 +195,25 @@ class Simulation:
 
     def _inject_faults(self) -> None:
         rng, n = self.rng, self.n
-        if self.p_crash and rng.random() < self.p_crash:
+        if rng.random() < self.p_crash:
             r = rng.randrange(n)
             if self.replicas[r] is not None:
-                wipe = (self.p_wipe and rng.random() < 0.3 and len(self.lost) < self.f
-                        and r not in self.lost)
-                self._crash(r, bool(wipe))
+                wipe = rng.random() < self.p_wipe and len(self.lost) < self.f and r not in self.lost
+                self._crash(r, wipe)
+        if rng.random() < self.p_power_loss:
+            for r in range(n):
+                if self.replicas[r] is not None:
+                    self._crash(r, wipe=False)
         for r in range(n):
             if self.replicas[r] is None and rng.random() < 0.05:
                 self._boot(r)
-        if self.p_partition and rng.random() < self.p_partition:
+        if rng.random() < self.p_partition:
             if self.net.blocked and rng.random() < 0.5:
                 self.net.heal()
             else:
                 side = {r for r in range(n) if rng.random() < 0.5}
                 self.net.partition((side, set(range(n)) - side), symmetric=rng.random() < 0.5)
-        if self.p_pause and rng.random() < self.p_pause:
+        if rng.random() < self.p_pause:
             r = rng.randrange(n)
             self.paused_until[r] = self.now + rng.randint(5, 60)
         self._resume_paused()
