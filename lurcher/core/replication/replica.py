@@ -144,7 +144,8 @@ class Replica:
             self._tick_primary() if self.is_primary else self._tick_backup()
         elif self.status is Status.VIEW_CHANGE:
             self._tick_view_change()
-        elif self.status is Status.RECOVERING and self.now % self.config.retransmit_ticks == 0:
+        elif (self.status is Status.RECOVERING and self.nonce >= 0
+              and self.now % self.config.retransmit_ticks == 0):
             self._broadcast(Recovery(self.nonce, self.index))
         return self._take()
 
@@ -505,7 +506,7 @@ class Replica:
                 self.view, m.nonce, self.commit, log, self.index))
 
     def _on_recovery_response(self, m: RecoveryResponse) -> None:
-        if self.status is not Status.RECOVERING or m.nonce != self.nonce:
+        if self.status is not Status.RECOVERING or self.nonce < 0 or m.nonce != self.nonce:
             return
         self.recovery[m.replica] = m
         if len(self.recovery) < self.quorum:
@@ -515,12 +516,17 @@ class Replica:
         if primary is None or primary.view != top or primary.log is None:
             return
         self.view = top
-        self.status = Status.NORMAL
-        self._reset_roles()
+        self.nonce = -1
         self._install(primary.log)
         self._journal(Format(self.n))
+        self._after_sync(lambda: self._recovered(primary.commit))
+
+    def _recovered(self, commit: int) -> None:
+        """The recovered state is durable (Format last): rejoin as a normal replica."""
+        self.status = Status.NORMAL
+        self._reset_roles()
         self._send_durable(self.primary_of(self.view), PrepareOk(self.view, self.op, self.index))
-        self._learn_commit(primary.commit)
+        self._learn_commit(commit)
 
     def _on_reply(self, m: Reply) -> None:
         return None
