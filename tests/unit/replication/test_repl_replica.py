@@ -157,9 +157,12 @@ def test_a_lost_disk_recovers_through_the_nonce_protocol() -> None:
     settle(replica, replica.on_message(RecoveryResponse(1, 76, 2, log, 1)))
     settle(replica, replica.on_message(RecoveryResponse(1, 77, 0, None, 0)))
     assert replica.status is Status.RECOVERING, "wrong nonce or no primary yet"
-    fx = settle(replica, replica.on_message(RecoveryResponse(1, 77, 2, log, 1)))
+    fx = replica.on_message(RecoveryResponse(1, 77, 2, log, 1))
+    assert replica.status is Status.RECOVERING, "not normal before the recovered log is durable"
+    assert any(isinstance(i, Write) for i in fx.storage) and sent(fx, PrepareOk) == []
+    fx = settle(replica, fx)
     assert replica.status is Status.NORMAL and tuple(replica.log) == log and replica.commit == 2
-    assert any(isinstance(i, Write) for i in fx.storage)
+    assert sent(fx, PrepareOk) == [(1, PrepareOk(1, 2, 2))]
 
 
 def test_a_normal_replica_answers_recovery_and_only_the_primary_sends_its_log() -> None:

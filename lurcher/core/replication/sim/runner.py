@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from lurcher.core.replication.replica import Bug
 from lurcher.core.replication.sim.simulator import Outcome, run_seed
@@ -38,7 +38,8 @@ def outcomes(seeds: Iterable[int], bugs: frozenset[Bug] = frozenset(),
 
 
 def run_many(seeds: Iterable[int], bugs: frozenset[Bug] = frozenset(), workers: int = 1,
-             stop_at_first_failure: bool = False, until: float | None = None) -> Summary:
+             stop_at_first_failure: bool = False, until: float | None = None,
+             on_outcome: Callable[[Outcome, Summary], None] | None = None) -> Summary:
     summary = Summary()
     started = time.monotonic()
     for outcome in outcomes(seeds, bugs, workers):
@@ -49,6 +50,8 @@ def run_many(seeds: Iterable[int], bugs: frozenset[Bug] = frozenset(), workers: 
             summary.failed.append(outcome)
             if stop_at_first_failure:
                 break
+        if on_outcome is not None:
+            on_outcome(outcome, summary)
         if until is not None and time.monotonic() >= until:
             break
     summary.seconds = time.monotonic() - started
