@@ -50,8 +50,8 @@ class Bug(enum.Enum):
 
     QUORUM_F = "quorum-f"
     COMMIT_BEFORE_PREPARE_OK = "commit-before-prepare-ok"
-    DVC_LOG_SELECTION = "dvc-log-selection"
-    DVC_IGNORE_LOG_VIEW = "dvc-ignore-log-view"
+    DVC_LOG_SELECTION = "dvc-log-selection"  # the new primary keeps its own log
+    DVC_IGNORE_LOG_VIEW = "dvc-ignore-log-view"  # longest log, whatever its view
     PREPARE_OK_BEFORE_SYNC = "prepare-ok-before-sync"
     NO_CLIENT_TABLE = "no-client-table"
 
