@@ -1,0 +1,36 @@
+"""Replication core: Viewstamped Replication Revisited as sans-IO state machines.
+
+Follows Liskov & Cowling, "Viewstamped Replication Revisited" (MIT-CSAIL-TR-2012-021):
+normal operation (Prepare / PrepareOk / Commit, commit after f+1 of 2f+1), view change
+(StartViewChange / DoViewChange / StartView, choosing the log with the largest last-normal
+view, then the largest op-number), recovery (Recovery with a nonce / RecoveryResponse), state
+transfer (GetState / NewState) and a client table (one execution per client request
+number). One log entry (op) carries a batch of client requests.
+
+Modules: ``messages`` (the values), ``codec`` (their binary form), ``journal`` (the
+write-ahead journal and storage intents), ``replica`` (the state machine), ``sim`` (the
+deterministic simulator and auditor), ``bench`` (core throughput).
+
+Fault model claimed (what the simulator injects and the auditor checks against):
+- crash-stop-restart of any number of replicas at any moment, with disks that lose every
+  write not covered by a completed sync and may tear the last write (detected by checksum,
+  the journal is cut there); replicas journal an entry and their view before vouching for
+  them (PrepareOk, DoViewChange, StartView, NewState, RecoveryResponse are sent only once
+  every earlier journal write is synced), so acknowledged state survives any crash;
+- loss of a whole disk on at most f replicas at a time: such a replica rejoins only through
+  the recovery protocol (it must not vote until a quorum and the primary told it the state);
+- an asynchronous network that drops, duplicates, delays and reorders messages and may
+  partition replicas (symmetrically or not); paused processes; skewed timers;
+- not Byzantine faults, not silent corruption of synced data (a checksum failure in the
+  middle of the journal is treated like the torn tail: the journal is cut), and not more
+  than f simultaneous disk losses. Safety never depends on timing; liveness needs a
+  quorum of f+1 replicas up and connected for long enough.
+
+Checkpoints and log trimming are not implemented yet: state transfer sends log suffixes.
+
+Reconfiguration (out of scope here) would fit as epochs, as in the paper's section 7: the
+configuration is an op in the log; committing it ends epoch e, replicas of epoch e+1 are
+brought up to date by state transfer, every message carries its epoch and a replica ignores
+messages of older epochs (answering with the newer configuration), and view numbers restart
+within each epoch. Journaled ``ViewState`` would gain the epoch.
+"""

@@ -1,0 +1,98 @@
+"""Binary form of the replication messages, with the ``core.wire`` discipline.
+
+A frame is one tag byte (index in ``MESSAGE_TYPES`` + 1) and the fields in declaration
+order, each by its ``SCHEMA`` kind: ``u8``, ``u64`` (little endian), ``blob`` (u32 length +
+bytes), ``requests`` / ``log`` (u32 count + items), ``entry``, ``optlog`` (bool + log).
+``decode`` returns the message or raises ``ReplicationWireError`` (a ``WireError``): it
+never reads past the buffer, rejects counts the remaining bytes cannot hold (so a hostile
+count cannot allocate), unknown tags, and trailing bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lurcher.core.wire.buffer import Buffer, Reader, Writer
+from lurcher.core.wire.errors import WireError
+
+from lurcher.core.replication.messages import MESSAGE_TYPES, Entry, Message, Request
+
+TAGS = {cls: i + 1 for i, cls in enumerate(MESSAGE_TYPES)}
+MIN_REQUEST = 8 + 8 + 4
+MIN_ENTRY = 8 + 8 + 4
+
+
+class ReplicationWireError(WireError):
+    """Bytes that are not a replication message."""
+
+
+def encode(msg: Message) -> bytes:
+    w = Writer()
+    w.u8(TAGS[type(msg)])
+    _write_struct(w, msg)
+    return w.done()
+
+
+def decode(buf: Buffer) -> Message:
+    r = Reader(buf)
+    try:
+        tag = r.u8("tag")
+        if not 1 <= tag <= len(MESSAGE_TYPES):
+            raise ReplicationWireError(f"unknown message tag {tag}", offset=0)
+        msg = _read_struct(r, MESSAGE_TYPES[tag - 1])
+    except ReplicationWireError:
+        raise
+    except WireError as e:
+        raise ReplicationWireError(str(e.detail), offset=e.offset, needed=e.needed) from None
+    if r.remaining:
+        raise ReplicationWireError(f"{r.remaining} trailing byte(s)", offset=r.pos)
+    return msg
+
+
+def _write_struct(w: Writer, value: Any) -> None:
+    for name, kind in zip(value.__struct_fields__, value.SCHEMA):
+        _WRITERS[kind](w, getattr(value, name))
+
+
+def _read_struct(r: Reader, cls: type) -> Any:
+    return cls(*(_READERS[kind](r, name) for name, kind in zip(cls.__struct_fields__, cls.SCHEMA)))
+
+
+def _write_items(w: Writer, items: tuple) -> None:
+    w.u32(len(items))
+    for item in items:
+        _write_struct(w, item)
+
+
+def _read_items(r: Reader, cls: type, min_size: int, what: str) -> tuple:
+    count = r.u32(what)
+    if count * min_size > r.remaining:
+        raise ReplicationWireError(f"{what}: {count} items cannot fit in {r.remaining} bytes",
+                                   offset=r.pos - 4)
+    return tuple(_read_struct(r, cls) for _ in range(count))
+
+
+def _write_optlog(w: Writer, log: tuple | None) -> None:
+    w.bool(log is not None)
+    if log is not None:
+        _write_items(w, log)
+
+
+def _read_optlog(r: Reader, what: str) -> tuple | None:
+    return _read_items(r, Entry, MIN_ENTRY, what) if r.bool(what) else None
+
+
+_WRITERS = {
+    "u8": Writer.u8, "u64": Writer.u64, "blob": Writer.str32,
+    "entry": _write_struct, "requests": _write_items, "log": _write_items,
+    "optlog": _write_optlog,
+}
+_READERS = {
+    "u8": lambda r, what: r.u8(what),
+    "u64": lambda r, what: r.u64(what),
+    "blob": lambda r, what: r.bytes(r.u32(what), what),
+    "entry": lambda r, what: _read_struct(r, Entry),
+    "requests": lambda r, what: _read_items(r, Request, MIN_REQUEST, what),
+    "log": lambda r, what: _read_items(r, Entry, MIN_ENTRY, what),
+    "optlog": _read_optlog,
+}
