@@ -1,0 +1,96 @@
+"""Many partitions under a low descriptor limit (issue 14, point 6), on a real server.
+
+The server is started as under ``ulimit -n``: soft 256, hard 1024 open files. It must raise
+the soft limit to the hard one (and log it), keep segment files behind its bounded cache,
+hold a 1,000-partition topic (2,000 segment files), take a send to every partition, come
+back after a restart (clean and SIGKILL) and answer every poll and new connections.
+The partition limit answers TOO_MANY_PARTITIONS (2015).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from tests.support import raw
+from tests.support.server import LurcherServer, ServerFactory
+
+PARTITIONS = 1000
+SOFT, HARD = 256, 1024
+CREATE_PARTITIONS = 402
+TOO_MANY_PARTITIONS = 2015
+
+
+def payload(pid: int, i: int) -> bytes:
+    return f"partition {pid} message {i}".encode()
+
+
+def send_to_every_partition(address: str) -> None:
+    with raw.RawClient(address, timeout_s=30) as c:
+        c.login()
+        for pid in range(PARTITIONS):
+            c.send("many", "t", raw.partition_id(pid), [raw.message(payload(pid, i))
+                                                          for i in range(3)])
+
+
+def check_every_partition(address: str) -> None:
+    with raw.RawClient(address, timeout_s=30) as c:
+        c.login()
+        for pid in range(PARTITIONS):
+            got = [m.payload for m in c.poll("many", "t", pid, count=10).messages]
+            assert got == [payload(pid, i) for i in range(3)], f"partition {pid}"
+
+
+def many_connections_answer(address: str, n: int = 40) -> None:
+    clients = [raw.RawClient(address, timeout_s=30) for _ in range(n)]
+    try:
+        for c in clients:
+            c.ping()
+    finally:
+        for c in clients:
+            c.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shards", [1, 2])
+def test_thousand_partitions_under_a_low_descriptor_limit(tmp_path, shards: int) -> None:
+    server = LurcherServer()
+    server.open_files_limit = (SOFT, HARD)
+    with server:
+        server.start(tmp_path / "data", {"LURCHER_SYSTEM_SHARDING_SHARDS": str(shards)})
+        assert f"open files limit raised from {SOFT} to the hard limit {HARD}" in server.log_tail(
+            10**6)
+        with raw.RawClient(server.tcp_address) as c:
+            c.login()
+            c.create_stream("many")
+            c.create_topic("many", "t", PARTITIONS)
+        send_to_every_partition(server.tcp_address)
+        many_connections_answer(server.tcp_address)
+        server.restart()
+        check_every_partition(server.tcp_address)
+        server.restart(crash=True)
+        check_every_partition(server.tcp_address)
+        many_connections_answer(server.tcp_address)
+
+
+def create_partitions_payload(count: int) -> bytes:
+    return raw.ident("limited") + raw.ident("t") + struct.pack("<I", count)
+
+
+def test_server_partition_limit_answers_too_many_partitions(server_factory: ServerFactory) -> None:
+    server = server_factory({"LURCHER_SYSTEM_PARTITION_MAX_PARTITIONS": "30"})
+    with raw.RawClient(server.tcp_address) as c:
+        c.login()
+        c.create_stream("limited")
+        c.create_topic("limited", "t", 20)
+        assert c.request(CREATE_PARTITIONS, create_partitions_payload(11)).status \
+            == TOO_MANY_PARTITIONS
+        c.call(CREATE_PARTITIONS, create_partitions_payload(10))
+        with pytest.raises(raw.StatusError) as refused:
+            c.create_topic("limited", "u", 1)
+        assert refused.value.status == TOO_MANY_PARTITIONS
+        with pytest.raises(raw.StatusError) as too_big:
+            c.create_topic("limited", "v", 1001)
+        assert too_big.value.status == TOO_MANY_PARTITIONS
+        c.ping()
