@@ -24,10 +24,11 @@ from typing import Any
 from lurcher.auth.root import ensure_root
 from lurcher.config import Config, ConfigError, load_config
 from lurcher.auth.session import number_clients_for_shard
-from lurcher.core.meta.store import MetaReplica
+from lurcher.core.meta.store import MetaLogCorrupt, MetaReplica
 from lurcher.core.shard import background
 from lurcher.core.shard.cluster import Cluster
 from lurcher.core.shard.shard import Shard
+from lurcher.core.wire.errors import IggyError
 from lurcher.transports.connection import StreamConnection
 from lurcher.transports.tcp import bound_address, start_tcp
 from lurcher.transports.tls import TlsConfigError, server_context
@@ -239,7 +240,7 @@ def run_shard(config: Config, default_root: bool, shard_id: int = 0, shards: int
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             runner.run(serve(config, default_root, shard_id, shards, namespace, ready))
-    except (OSError, TlsConfigError) as exc:
+    except (OSError, TlsConfigError, MetaLogCorrupt, IggyError) as exc:
         log.error("cannot start: %s", exc)
         return 1
     return 0

@@ -8,6 +8,7 @@ backend can replace ``PosixIo``. Every write is positional and complete: ``pwrit
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Sequence
 from typing import Protocol
@@ -110,6 +111,14 @@ class PosixIo:
         if fsync:
             self.fsync(log_fd)
             self.fsync(index_fd)
+
+
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def is_no_space(exc: OSError) -> bool:
+    """The write failed for lack of space (full disk, quota, file size limit)."""
+    return exc.errno in NO_SPACE_ERRNOS
 
 
 IO_MODES = ("auto", "uring", "posix")

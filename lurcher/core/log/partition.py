@@ -23,7 +23,7 @@ import numpy as np
 
 from lurcher.core.log.config import Clock, LogConfig, wall_clock_us
 from lurcher.core.log.files import DescriptorCache, FileHandle
-from lurcher.core.log.io import IoBackend, PosixIo
+from lurcher.core.log.io import IoBackend, PosixIo, is_no_space
 from lurcher.core.log.offsets import ConsumerOffsets, OffsetKind
 from lurcher.core.log.recovery import RecoveryReport
 from lurcher.core.log.segment import INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, Segment
@@ -129,8 +129,8 @@ class Partition:
         """Stamp ``batch`` (offsets from ``next_offset``, one timestamp) and store it.
 
         The batch must be valid (``MessageBatch.validate``) with a writable blob.
-        Raises IggyError INVALID_MESSAGES_COUNT (empty batch), CANNOT_SAVE_MESSAGES_TO_SEGMENT
-        (the write failed; the partition is unchanged).
+        Raises IggyError INVALID_MESSAGES_COUNT (empty batch), CANNOT_WRITE_TO_FILE (the
+        write failed, e.g. the disk is full; the partition and its files are unchanged).
         """
         if batch.count == 0:
             raise IggyError(ErrorCode.INVALID_MESSAGES_COUNT, "empty batch")
@@ -143,7 +143,7 @@ class Partition:
             segment.append(batch.blob, entries,
                            fsync=self.config.enforce_fsync and not self.config.group_commit)
         except OSError as e:
-            raise IggyError(ErrorCode.CANNOT_SAVE_MESSAGES_TO_SEGMENT, str(e)) from e
+            raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE, str(e)) from e
         self.next_offset += batch.count
         self.messages_count += batch.count
         self.size_bytes += len(batch.blob)
@@ -158,7 +158,9 @@ class Partition:
             try:
                 self._add_segment(Segment(self.path, self.next_offset, self.files))
             except OSError as e:
-                raise IggyError(ErrorCode.CANNOT_CREATE_SEGMENT_LOG_FILE, str(e)) from e
+                code = (ErrorCode.CANNOT_WRITE_TO_FILE if is_no_space(e)
+                        else ErrorCode.CANNOT_CREATE_SEGMENT_LOG_FILE)
+                raise IggyError(code, str(e)) from e
             segment = self.segments[-1]
         return segment
 

@@ -12,6 +12,7 @@ A segment holds no descriptor: it borrows ``FileHandle``s from the shard's
 
 from __future__ import annotations
 
+import logging
 import os
 
 from lurcher.core.log.files import DescriptorCache, FileHandle
@@ -23,6 +24,8 @@ from lurcher.core.wire.buffer import Buffer
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 OFFSET_DIGITS = 20
+
+log = logging.getLogger(__name__)
 
 
 def segment_file_name(start_offset: int, suffix: str) -> str:
@@ -110,15 +113,29 @@ class Segment:
         """Write the messages and their index entries (positions already absolute), and
         fsync both when ``fsync``.
 
-        Raises OSError; on failure the segment's state is unchanged (the next append
-        overwrites whatever part was written).
+        Raises OSError; on failure the segment's state is unchanged and the files are cut
+        back to it, so no part of a failed batch (whole messages written before the index
+        write failed, e.g. on a full disk) can reappear after a restart.
         """
         log, idx = self.log_file(), self.index_file()
-        self.io.append_pair(log.fd, blob, self.size_bytes, idx.fd, index_entries,
-                            self.index.count * INDEX_ENTRY_BYTES, fsync)
+        index_bytes = self.index.count * INDEX_ENTRY_BYTES
+        try:
+            self.io.append_pair(log.fd, blob, self.size_bytes, idx.fd, index_entries,
+                                index_bytes, fsync)
+        except OSError:
+            self._cut_back(log, idx, index_bytes)
+            raise
         self.index.append(index_entries)
         self.size_bytes += len(blob)
         self.dirty = not fsync
+
+    def _cut_back(self, log: FileHandle, idx: FileHandle, index_bytes: int) -> None:
+        """Truncate both files to the accepted state (shrinking needs no free space)."""
+        try:
+            self.io.truncate(log.fd, self.size_bytes)
+            self.io.truncate(idx.fd, index_bytes)
+        except OSError as exc:  # recovery cuts what the index does not vouch for
+            log.error("segment %s: cannot cut a failed append off: %s", self.log_path, exc)
 
     def fsync(self) -> None:
         for handle in self.handles():

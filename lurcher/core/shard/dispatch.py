@@ -5,6 +5,8 @@ table (``core.wire.commands.COMMANDS``) with the handlers registered by the modu
 ``core.shard.handlers``. ``dispatch`` decodes, checks the session and the permission, and
 calls the handler; it returns the handler's result or an awaitable of it, and raises
 ``IggyError`` (including ``WireError``) for failures, which the transport turns into a status.
+A handler's write that fails for lack of space becomes CANNOT_WRITE_TO_FILE (10006), the code
+0.8 answers for a failed file write, as the metadata log and message appends answer it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from lurcher.core.log.io import is_no_space
 from lurcher.core.shard.handlers import registry
 from lurcher.core.wire.commands import COMMANDS, CommandSpec
 from lurcher.core.wire.error_codes import ErrorCode
@@ -80,4 +83,9 @@ class Dispatcher:
         if route.permission:
             self.shard.authorize(session, route.permission, request)
         request.validate()
-        return route.handler(self.shard, session, request)
+        try:
+            return route.handler(self.shard, session, request)
+        except OSError as exc:
+            if is_no_space(exc):  # e.g. a consumer offset file on a full disk
+                raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE, str(exc)) from exc
+            raise

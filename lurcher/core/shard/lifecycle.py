@@ -3,12 +3,13 @@
 Every shard observes the metadata events it applies (its own, or those published by the
 metadata owner) and opens or drops the partitions it owns. Handlers therefore only record
 events; the same code path serves one shard or many, at run time and never during replay
-(``Shard`` opens what it owns after the replay).
+(``Shard`` opens what it owns after the replay). The metadata owner moves deleted
+directories aside before it records the event (``tombstones``); a shard dropping a
+partition closes it and removes whatever is still at its path.
 """
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 from lurcher.core.meta import events as ev
@@ -52,20 +53,10 @@ def _stream_deleting(shard: Any, e: ev.StreamDeleted, state: Any) -> None:
     shard.groups.drop_topic(e.id)
 
 
-def _stream_deleted(shard: Any, e: ev.StreamDeleted, state: Any) -> None:
-    if shard.is_metadata_owner:
-        shutil.rmtree(shard.data_path / "streams" / str(e.id), ignore_errors=True)
-
-
 def _topic_deleting(shard: Any, e: ev.TopicDeleted, state: Any) -> None:
     topic = _topic(state, e.stream_id, e.id)
     _drop_owned(shard, topic, range(topic.partitions_count))
     shard.groups.drop_topic(e.stream_id, e.id)
-
-
-def _topic_deleted(shard: Any, e: ev.TopicDeleted, state: Any) -> None:
-    if shard.is_metadata_owner:
-        shutil.rmtree(shard.topic_path(e.stream_id, e.id), ignore_errors=True)
 
 
 def _topic_created(shard: Any, e: ev.TopicCreated, state: Any) -> None:
@@ -103,8 +94,6 @@ _BEFORE = {
     ev.PartitionsDeleted: _partitions_deleting,
 }
 _AFTER = {
-    ev.StreamDeleted: _stream_deleted,
-    ev.TopicDeleted: _topic_deleted,
     ev.TopicCreated: _topic_created,
     ev.PartitionsCreated: _partitions_created,
     ev.PartitionsDeleted: _partitions_deleted,

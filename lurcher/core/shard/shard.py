@@ -32,6 +32,7 @@ from lurcher.core.shard.dispatch import Dispatcher
 from lurcher.core.shard.groups import GroupRuntime, Groups, Member
 from lurcher.core.shard.peers import PartitionStats
 from lurcher.core.shard.lifecycle import PartitionLifecycle
+from lurcher.core.shard.tombstones import Graveyard, entity_path
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
@@ -95,6 +96,10 @@ class Shard:
         self.connection_factory: Callable[[Session, bytes], Any] | None = None
         self.closing = False
         self.dispatcher = Dispatcher(self)
+        self.graveyard = Graveyard(self.data_path)
+        if not self.meta.is_replica:
+            self.graveyard.settle(self.meta.event_at)
+            self.graveyard.sweep(self.meta.state)
         self._open_all_partitions()
         self.meta.state.observers.append(PartitionLifecycle(self))
 
@@ -110,11 +115,7 @@ class Shard:
         return owner_of(stream_id, topic_id, partition_id, self.shards_count)
 
     def partition_path(self, stream_id: int, topic_id: int, partition_id: int) -> Path:
-        return (self.data_path / "streams" / str(stream_id) / "topics" / str(topic_id)
-                / "partitions" / str(partition_id))
-
-    def topic_path(self, stream_id: int, topic_id: int) -> Path:
-        return self.data_path / "streams" / str(stream_id) / "topics" / str(topic_id)
+        return entity_path(self.data_path, stream_id, topic_id, partition_id)
 
     def open_partition(self, topic: TopicMeta, partition_id: int) -> Partition:
         key = (topic.stream_id, topic.id, partition_id)

@@ -216,7 +216,7 @@ def test_failed_write_leaves_the_partition_unchanged(open_partition):
     io.fail = True
     with pytest.raises(IggyError) as info:
         p.append(batch(3, tag=50))
-    assert info.value.code == ErrorCode.CANNOT_SAVE_MESSAGES_TO_SEGMENT
+    assert info.value.code == ErrorCode.CANNOT_WRITE_TO_FILE
     io.fail = False
     assert (p.next_offset, p.messages_count) == (2, 2)
     p.append(batch(1, tag=9))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
+from lurcher.core.shard.tombstones import record_deletion
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
@@ -45,7 +46,8 @@ def delete_partitions(shard, session, req):
     if req.partitions_count > topic.partitions_count:
         raise IggyError(ErrorCode.INVALID_PARTITIONS_COUNT,
                         f"cannot delete {req.partitions_count} of {topic.partitions_count}")
-    shard.meta.record(ev.PartitionsDeleted(topic.stream_id, topic.id, req.partitions_count))
+    record_deletion(shard, ev.PartitionsDeleted(topic.stream_id, topic.id,
+                                                     req.partitions_count))
     return None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from lurcher.auth.permissions import may_read
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
+from lurcher.core.shard.tombstones import record_deletion
 from lurcher.core.shard.views import stream_details, stream_header
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -56,7 +57,7 @@ def update_stream(shard, session, req):
 @handles("delete_stream", "manage_stream")
 def delete_stream(shard, session, req):
     stream = shard.meta.state.stream(req.stream_id)
-    shard.meta.record(ev.StreamDeleted(stream.id))
+    record_deletion(shard, ev.StreamDeleted(stream.id))
     return None
 
 

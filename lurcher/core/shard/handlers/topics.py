@@ -12,6 +12,7 @@ from lurcher.config import U64_MAX
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.partitions import check_partition_budget
 from lurcher.core.shard.handlers.registry import handles
+from lurcher.core.shard.tombstones import record_deletion
 from lurcher.core.shard.views import topic_details, topic_header
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -86,7 +87,7 @@ def update_topic(shard, session, req):
 @handles("delete_topic", "manage_topic")
 def delete_topic(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
-    shard.meta.record(ev.TopicDeleted(topic.stream_id, topic.id))
+    record_deletion(shard, ev.TopicDeleted(topic.stream_id, topic.id))
     return None
 
 
