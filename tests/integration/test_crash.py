@@ -29,7 +29,6 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-import xxhash
 
 from tests.support import disk, raw
 from tests.support.server import LurcherServer, ServerFactory
@@ -125,17 +124,10 @@ def damage_newest_segment(server: LurcherServer, how: str, rng: random.Random,
         append_unindexed_prefix(log_path, rng)
 
 
-def whole_messages(log_path) -> tuple[list[raw.PolledMessage], bool]:
-    """The whole records of a segment log, and whether they fill the file (no torn tail)."""
-    data = log_path.read_bytes()
-    messages = raw.parse_messages(data, strict=False)
-    return messages, sum(len(m.raw) for m in messages) == len(data)
-
-
 def tear_index_of_unacked_batch(log_path, index_path, ledger: Ledger,
                                 rng: random.Random) -> None:
     """Cut the index inside the newest batch, if that batch was never acknowledged."""
-    messages, _ = whole_messages(log_path)
+    messages, _ = disk.whole_messages(log_path)
     entries = index_path.read_bytes()
     count = len(entries) // 16
     if not messages or count == 0 or count > len(messages):
@@ -149,24 +141,10 @@ def tear_index_of_unacked_batch(log_path, index_path, ledger: Ledger,
     os.truncate(index_path, keep * 16 + rng.randrange(0, 16))
 
 
-def stored_record(payload: bytes, message_id: int, offset: int, timestamp: int) -> bytes:
-    """A record as the server stores it (offset, timestamp and checksum filled in)."""
-    record = raw.message(payload, message_id=message_id, offset=offset, timestamp=timestamp)
-    return xxhash.xxh3_64_intdigest(record[8:]).to_bytes(8, "little") + record[8:]
-
-
 def append_unindexed_prefix(log_path, rng: random.Random) -> None:
     """Whole records of a batch nobody sent, after the last one, with no index entries."""
-    messages, clean = whole_messages(log_path)
-    if not clean:
-        return
-    start = int(log_path.stem)
-    offset = messages[-1].offset + 1 if messages else start
-    timestamp = (messages[-1].timestamp if messages else 1) + 1
-    with open(log_path, "ab") as f:
-        for i in range(rng.randrange(1, 6)):
-            f.write(stored_record(rng.randbytes(rng.randrange(1, 300)), NEVER_SENT_ID | i,
-                                  offset + i, timestamp))
+    payloads = [rng.randbytes(rng.randrange(1, 300)) for _ in range(rng.randrange(1, 6))]
+    disk.append_unindexed_batch(log_path, payloads, NEVER_SENT_ID)
 
 
 def verify(server: LurcherServer, ledger: Ledger, cycle: int) -> int:
