@@ -9,16 +9,13 @@ The partition limit answers TOO_MANY_PARTITIONS (2015).
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 
-from tests.support import raw
+from tests.support import admin, raw
 from tests.support.server import LurcherServer, ServerFactory
 
 PARTITIONS = 1000
 SOFT, HARD = 256, 1024
-CREATE_PARTITIONS = 402
 TOO_MANY_PARTITIONS = 2015
 
 
@@ -74,19 +71,16 @@ def test_thousand_partitions_under_a_low_descriptor_limit(tmp_path, shards: int)
         many_connections_answer(server.tcp_address)
 
 
-def create_partitions_payload(count: int) -> bytes:
-    return raw.ident("limited") + raw.ident("t") + struct.pack("<I", count)
-
-
 def test_server_partition_limit_answers_too_many_partitions(server_factory: ServerFactory) -> None:
     server = server_factory({"LURCHER_SYSTEM_PARTITION_MAX_PARTITIONS": "30"})
     with raw.RawClient(server.tcp_address) as c:
         c.login()
         c.create_stream("limited")
         c.create_topic("limited", "t", 20)
-        assert c.request(CREATE_PARTITIONS, create_partitions_payload(11)).status \
-            == TOO_MANY_PARTITIONS
-        c.call(CREATE_PARTITIONS, create_partitions_payload(10))
+        with pytest.raises(raw.StatusError) as over:
+            admin.create_partitions(c, "limited", "t", 11)
+        assert over.value.status == TOO_MANY_PARTITIONS
+        admin.create_partitions(c, "limited", "t", 10)
         with pytest.raises(raw.StatusError) as refused:
             c.create_topic("limited", "u", 1)
         assert refused.value.status == TOO_MANY_PARTITIONS
