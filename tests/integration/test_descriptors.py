@@ -88,3 +88,42 @@ def test_server_partition_limit_answers_too_many_partitions(server_factory: Serv
             c.create_topic("limited", "v", 1001)
         assert too_big.value.status == TOO_MANY_PARTITIONS
         c.ping()
+
+
+BIG_PARTITIONS = 12
+BIG_PAYLOAD = 20_000
+
+
+def big_payload(pid: int, i: int) -> bytes:
+    return f"{pid}:{i}:".encode().ljust(BIG_PAYLOAD, bytes([65 + pid]))
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_sendfile_polls_with_a_tiny_descriptor_cache(server_factory: ServerFactory,
+                                                     shards: int) -> None:
+    """Two segment files open per shard at most: every poll (large, so sent with sendfile)
+    of one partition is interleaved with sends and polls of the others, which evict its
+    files; each answer is still exactly the stored messages."""
+    server = server_factory({"LURCHER_SYSTEM_SEGMENT_MAX_OPEN_FILES": "2",
+                             "LURCHER_SYSTEM_SEGMENT_SIZE": "50KiB",
+                             "LURCHER_SYSTEM_SHARDING_SHARDS": str(shards)})
+    with raw.RawClient(server.tcp_address) as reader, \
+            raw.RawClient(server.tcp_address) as writer:
+        reader.login()
+        writer.login()
+        writer.create_stream("tiny")
+        writer.create_topic("tiny", "t", BIG_PARTITIONS)
+        sent: dict[int, list[bytes]] = {pid: [] for pid in range(BIG_PARTITIONS)}
+        for round_ in range(4):
+            for pid in range(BIG_PARTITIONS):
+                batch = [big_payload(pid, len(sent[pid]) + i) for i in range(5)]
+                writer.send("tiny", "t", raw.partition_id(pid), [raw.message(p) for p in batch])
+                sent[pid] += batch
+                other = (pid * 7 + round_) % BIG_PARTITIONS
+                got = [m.payload for m in reader.poll("tiny", "t", other, count=1000).messages]
+                assert got == sent[other], f"partition {other} after round {round_}"
+        server.restart()
+    with raw.RawClient(server.tcp_address) as reader:
+        reader.login()
+        for pid in range(BIG_PARTITIONS):
+            assert [m.payload for m in reader.poll_all("tiny", "t", pid)] == sent[pid]
