@@ -13,6 +13,8 @@ SIGKILLs the whole server after a random delay, whatever it is doing; the op in 
   never reused, so a message of a deleted stream, topic or partition is recognised);
 * every acknowledged batch is there; every batch on disk is whole: each payload carries its
   batch id, index and batch size, and a batch is all of its messages in order or absent;
+  the segment files parse with no torn record, match their indexes and hold exactly what
+  a poll returns;
 * no orphan partition directory and no unfinished tombstone remains on disk.
 
 A SIGKILL rarely tears a write in the kernel, so when a send was in flight at the kill the
@@ -175,10 +177,21 @@ def check_metadata(work: Workload, shown: dict[str, dict[str, int]], where: str)
     work.model = work.pending
 
 
-def check_partition(client: raw.RawClient, work: Workload, s: str, t: str, p: int,
-                    where: str) -> None:
+def partition_dir(server: LurcherServer, work: Workload, s: str, t: str, p: int) -> Path:
+    return (Path(server.data_dir) / "streams" / str(work.ids[s]) / "topics"
+            / str(work.ids[(s, t)]) / "partitions" / str(p))
+
+
+def check_partition(client: raw.RawClient, server: LurcherServer, work: Workload, s: str,
+                    t: str, p: int, where: str) -> None:
     incarnation = work.model[s][t][p]
     stored = client.poll_all(s, t, p)
+    try:
+        on_disk = disk.read_partition(partition_dir(server, work, s, t, p))
+    except ValueError as exc:
+        pytest.fail(f"{where}: {s}/{t}/{p}: {exc}")
+    assert [m.raw for m in on_disk] == [m.raw for m in stored], (
+        f"{where}: {s}/{t}/{p}: the segment files differ from what a poll returns")
     batches: list[tuple[int, list[int], int]] = []
     for m in stored:
         ms, mt, mp, minc, batch, i, n = decode(m.payload)
@@ -207,7 +220,7 @@ def verify(server: LurcherServer, work: Workload, cycle: int) -> None:
         for s, topics in work.model.items():
             for t, parts in topics.items():
                 for p in range(len(parts)):
-                    check_partition(client, work, s, t, p, where)
+                    check_partition(client, server, work, s, t, p, where)
     data = Path(server.data_dir)
     assert admin.partition_keys(data) == keys, (
         f"{where}: partition directories {sorted(admin.partition_keys(data) - keys)} are not "
@@ -237,8 +250,7 @@ def tear_in_flight_send(server: LurcherServer, work: Workload, rng: random.Rando
     if work.pending_batch is None or len(work.pending_payloads) < 2:
         return False
     (s, t, p, _), batch = work.pending_batch
-    directory = (Path(server.data_dir) / "streams" / str(work.ids[s]) / "topics"
-                 / str(work.ids[(s, t)]) / "partitions" / str(p))
+    directory = partition_dir(server, work, s, t, p)
     logs = disk.segments(directory) if directory.is_dir() else []
     if not logs:
         return False
