@@ -91,9 +91,10 @@ class Partition:
         files = DescriptorCache(io or PosixIo()) if files is None else files
         created = clock() if created_at_us is None else created_at_us
         part = cls(path, partition_id, config or LogConfig(), files, clock, created)
-        for start in _segment_starts(path, files.io) or [0]:
+        starts = _segment_starts(path, files.io) or [0]
+        for start in starts:
             segment = Segment(path, start, files)
-            part.recovery[start] = segment.load()
+            part.recovery[start] = segment.load(sealed=start != starts[-1])
             part._add_segment(segment)
         part.offsets.load()
         return part

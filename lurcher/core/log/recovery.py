@@ -14,7 +14,8 @@ is completed from the log); a run of log messages after the index that is the la
 the log has no index entry at all, so it was never acknowledged and may be a prefix: it is
 dropped. Runs followed by another run are whole (only external damage to the index leaves
 those behind) and are kept. A missing index file (never left by a crash: both files are
-created before the first write) rebuilds everything from the log.
+created before the first write) and a sealed segment (its last batch was finished before
+the next segment was created) trust every whole record of the log.
 
 Steps: (1) keep the longest index prefix that is structurally sound (dense relative offsets,
 every message >= 64 bytes, ends within the log), checked with numpy over all entries;

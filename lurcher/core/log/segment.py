@@ -64,13 +64,16 @@ class Segment:
     def index_file(self) -> FileHandle:
         return self.files.get(self.index_path)
 
-    def load(self) -> RecoveryReport:
-        """Read the index file and reconcile it with the log (see ``recovery``)."""
+    def load(self, sealed: bool = False) -> RecoveryReport:
+        """Read the index file and reconcile it with the log (see ``recovery``).
+
+        ``sealed``: a later segment exists, so this one's last batch was finished before
+        it was created: whole records of the log are trusted even without index entries."""
         log, idx = self.log_file(), self.index_file()
         raw = self.io.pread(idx.fd, self.io.size(idx.fd), 0)
         self.index = SegmentIndex.from_bytes(raw)
         report = recover(self.io, log.fd, idx.fd, self.index, self.start_offset,
-                         trust_log=self.index_missing)
+                         trust_log=self.index_missing or sealed)
         self.index_missing = False
         self.size_bytes = self.io.size(log.fd)
         return report

@@ -129,3 +129,21 @@ def test_every_cut_of_log_and_index_keeps_whole_batches(files, tmp_path):
             assert got >= committed, f"log {log_cut}, index {entries}: lost a committed batch"
             assert got == (sum(BATCHES) if entries > BEFORE_LAST else BEFORE_LAST)
             p.close()
+
+
+def test_sealed_segment_keeps_its_last_batch_without_index_entries(tmp_path):
+    """A later segment exists, so the sealed one's last batch was finished: a short index
+    there (external damage, never a crash) is rebuilt, leaving no offset gap."""
+    path = str(tmp_path / "sealed")
+    p = Partition.open(path, 0, LogConfig(segment_size_bytes=4 * MESSAGE_BYTES),
+                       clock=ManualClock(100))
+    for b in range(3):
+        p.append(batch(3, tag=3 * b))
+    before = p.read_first(100).to_bytes()
+    assert [s.start_offset for s in p.segments] == [0, 6]
+    p.close()
+    write(path, INDEX, read(path, INDEX)[:3 * ENTRY])   # entries of the 2nd batch lost
+    again = reopen(path)
+    assert again.read_first(100).to_bytes() == before
+    assert [s.count for s in again.segments] == [6, 3]
+    again.close()
