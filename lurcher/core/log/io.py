@@ -8,6 +8,7 @@ backend can replace ``PosixIo``. Every write is positional and complete: ``pwrit
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 from collections.abc import Sequence
@@ -119,6 +120,32 @@ NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 def is_no_space(exc: OSError) -> bool:
     """The write failed for lack of space (full disk, quota, file size limit)."""
     return exc.errno in NO_SPACE_ERRNOS
+
+
+FALLOC_FL_KEEP_SIZE = 1  # linux/falloc.h
+
+
+def _fallocate():
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+    return fn
+
+
+_FALLOCATE = _fallocate()
+
+
+def reserve_space(fd: int, position: int, length: int) -> bool | None:
+    """Allocate ``length`` bytes at ``position`` without changing the file's size, so later
+    writes there need no free space. True when reserved, False when the disk is full,
+    None when the file system (or platform) cannot do it."""
+    if _FALLOCATE is None:
+        return None
+    if _FALLOCATE(fd, FALLOC_FL_KEEP_SIZE, position, length) == 0:
+        return True
+    return False if ctypes.get_errno() in NO_SPACE_ERRNOS else None
 
 
 IO_MODES = ("auto", "uring", "posix")

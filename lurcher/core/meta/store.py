@@ -13,6 +13,12 @@ a warning). If a complete record follows it, the log is corrupt in the middle: d
 rest would silently lose acknowledged changes, so ``MetaLogCorrupt`` stops the start with a
 one-line message naming the byte position. A record whose checksum matches but which does
 not decode is corruption too.
+
+Full disk: the store keeps ``RESERVE_BYTES`` allocated past the log's end (fallocate,
+file size unchanged) and tops it up as records use it. When it cannot be topped up, a
+record that frees space (a stream, topic or partitions deletion) may use all of it, any
+other record only the first half; so an operator can always free a full disk by deleting
+over the API. Where the file system cannot reserve, records are simply written.
 """
 
 from __future__ import annotations
@@ -26,8 +32,9 @@ from pathlib import Path
 import msgspec
 
 from lurcher.core.faults import crash_point
-from lurcher.core.log.io import PosixIo
-from lurcher.core.meta.events import AnyEvent, Event
+from lurcher.core.log.io import PosixIo, reserve_space
+from lurcher.core.meta.events import (AnyEvent, Event, PartitionsDeleted, StreamDeleted,
+                                      TopicDeleted)
 from lurcher.core.meta.state import MetaState
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -36,6 +43,8 @@ log = logging.getLogger(__name__)
 
 RECORD_HEADER = struct.Struct("<II")
 assert RECORD_HEADER.size == 8
+RESERVE_BYTES = 64 * 1024
+FREES_SPACE = (StreamDeleted, TopicDeleted, PartitionsDeleted)
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(AnyEvent)
@@ -53,8 +62,10 @@ def record_at(data: bytes, pos: int) -> bytes | None:
         return None
     length, crc = RECORD_HEADER.unpack_from(data, pos)
     start = pos + RECORD_HEADER.size
+    if not 0 < length <= len(data) - start:
+        return None
     body = data[start:start + length]
-    return body if 0 < length == len(body) and zlib.crc32(body) == crc else None
+    return body if zlib.crc32(body) == crc else None
 
 
 def next_record(data: bytes, after: int) -> int | None:
@@ -83,7 +94,10 @@ class MetaStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         self._end = 0  # where the next record goes
+        self._reserved_to = 0  # allocated up to here (past the end: the reserve)
+        self._reserving = True  # False where the file system cannot reserve
         self.events_count = self._replay()
+        self._top_up()
 
     def _replay(self) -> int:
         data = _io.pread(self._fd, os.fstat(self._fd).st_size, 0)
@@ -122,14 +136,35 @@ class MetaStore:
         """Persist ``event``, then apply it. Raises IggyError CANNOT_WRITE_TO_FILE when it
         cannot be written (nothing applied, nothing left in the log)."""
         body = _encoder.encode(event)
+        record = RECORD_HEADER.pack(len(body), zlib.crc32(body)) + body
+        self._check_room(event, len(record))
         crash_point(f"meta-recording:{type(event).__name__}")
-        self._append(RECORD_HEADER.pack(len(body), zlib.crc32(body)) + body)
+        self._append(record)
         crash_point(f"meta-recorded:{type(event).__name__}")
         self.state.apply(event)
         self.history.append(body)
         self.events_count += 1
         for listener in self.listeners:
             listener(body)
+
+    def _top_up(self) -> None:
+        """Extend the reserve when a quarter of it is used (one fallocate per 16 KiB)."""
+        if not self._reserving or self._reserved_to - self._end >= RESERVE_BYTES * 3 // 4:
+            return
+        reserved = reserve_space(self._fd, self._end, RESERVE_BYTES)
+        if reserved is None:
+            self._reserving = False
+        elif reserved:
+            self._reserved_to = self._end + RESERVE_BYTES
+
+    def _check_room(self, event: Event, size: int) -> None:
+        """Refuse a record that would eat into the half of the reserve kept for deletions."""
+        self._top_up()
+        if self._reserving and not isinstance(event, FREES_SPACE) \
+                and self._end + size + RESERVE_BYTES // 2 > self._reserved_to:
+            raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE,
+                            "metadata log: no space left on device (the rest of its reserved "
+                            "space is kept for deletions)")
 
     def _append(self, record: bytes) -> None:
         try:
@@ -144,6 +179,7 @@ class MetaStore:
 
     def _cut_back(self) -> None:
         """Drop a partial record (best effort: the next record overwrites it anyway)."""
+        self._reserved_to = self._end  # truncating drops what was allocated past the end
         try:
             os.ftruncate(self._fd, self._end)
         except OSError as exc:

@@ -175,13 +175,28 @@ class Shard:
                 partition.purge()
 
     def catch_up(self, bodies: list[bytes]) -> None:
-        """Apply replicated history like a replay (no observers), then open what we own."""
+        """Apply replicated history like a replay (no observers), close what it deleted,
+        then open what we own."""
         observers, self.meta.state.observers = self.meta.state.observers, []
         try:
             self.meta.apply_encoded(bodies)
         finally:
             self.meta.state.observers = observers
+        self._close_stale_partitions()
         self._open_all_partitions()
+
+    def _close_stale_partitions(self) -> None:
+        """Close open partitions the metadata no longer has, or has again under a re-used id
+        (another creation time): deletions this shard missed while the metadata owner was
+        down. Their directories are the owner's to remove (``tombstones``)."""
+        for key, partition in list(self.partitions.items()):
+            topic = self._topic_by_ids(key[0], key[1])
+            if topic is None or key[2] >= topic.partitions_count \
+                    or topic.partition_created_at[key[2]] != partition.created_at:
+                log.info("closing partition %s: deleted while this shard was catching up", key)
+                del self.partitions[key]
+                self.dedup.drop(key)
+                partition.close()
 
     def drop_partition(self, stream_id: int, topic_id: int, partition_id: int) -> None:
         """Close a partition and delete its files."""

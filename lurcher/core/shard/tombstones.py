@@ -13,6 +13,9 @@ process died before the event was written -> move the directory back. Then ``swe
 removes every stream, topic or partition directory the metadata does not know (left by an
 older version, a failed removal, or a hand-made copy), logging each one.
 
+``deleting/`` must be on the file system of ``streams/`` (a rename cannot cross file
+systems; a deletion that cannot move its directories fails and changes nothing).
+
 Invariant after start: ``deleting/`` is empty and every numbered directory under
 ``streams/`` belongs to a stream, topic or partition of the metadata, so a re-used id
 never opens a deleted entity's segments.
@@ -105,7 +108,7 @@ class Graveyard:
             for stone in stones:
                 source = self.original(stone)
                 if source.exists():
-                    self.root.mkdir(exist_ok=True)
+                    self.root.mkdir(mode=0o700, exist_ok=True)
                     os.rename(source, self.root / stone.name)
                     buried.append(stone)
         except OSError:
@@ -138,7 +141,7 @@ class Graveyard:
         """Finish committed deletions and undo uncommitted ones (start-up, before partitions
         open). ``event_at(seq)`` is the metadata-log record at ``seq`` or None. Creates the
         graveyard now, so a deletion on a full disk needs no new directory."""
-        self.root.mkdir(exist_ok=True)
+        self.root.mkdir(mode=0o700, exist_ok=True)
         for entry in sorted(self.root.iterdir()):
             stone = Tombstone.parse(entry.name)
             if stone is not None and not stone.committed_by(event_at(stone.seq)):
