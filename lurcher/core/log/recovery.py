@@ -138,7 +138,7 @@ def whole_batches(tail: np.ndarray, original: np.ndarray, indexed_timestamp: int
     """How many scanned ``tail`` entries (after the kept index) belong to whole batches: all
     but the last run of equal timestamps, which is kept only when the index file had an
     entry for one of its messages (its commit record; ``indexed_timestamp`` is the last
-    kept one's) or ``trust_log`` (the index file was missing)."""
+    kept one's) or ``trust_log`` (no index file, or a sealed segment)."""
     n = len(tail)
     if n == 0 or trust_log:
         return n
@@ -167,7 +167,8 @@ def drop_unfinished_batch(index: SegmentIndex, original: np.ndarray) -> None:
 def recover(io: IoBackend, log_fd: int, index_fd: int, index: SegmentIndex,
             start_offset: int, trust_log: bool = False) -> RecoveryReport:
     """Make ``index`` (already loaded from the file) and the log files agree, whole batches
-    only; ``trust_log`` when the index file was missing. See the module doc."""
+    only; ``trust_log`` keeps every whole record (no index file, or a sealed segment).
+    See the module doc."""
     log_size = io.size(log_fd)
     original = index.entries.copy()
     keep = sound_prefix(index, log_size)

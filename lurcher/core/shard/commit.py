@@ -44,10 +44,10 @@ class GroupCommit:
         await waiter
 
     def _start_round(self) -> None:
-        fds = [h for partition in self.pending for h in partition.take_unsynced()]
+        handles = [h for partition in self.pending for h in partition.take_unsynced()]
         waiters, self.pending, self.waiters = self.waiters, set(), []
         self.rounds += 1
-        self.running = asyncio.ensure_future(asyncio.to_thread(_fsync_all, fds))
+        self.running = asyncio.ensure_future(asyncio.to_thread(_fsync_all, handles))
         self.running.add_done_callback(lambda done: self._finish_round(done, waiters))
 
     def _finish_round(self, done: asyncio.Future, waiters: list[asyncio.Future]) -> None:
