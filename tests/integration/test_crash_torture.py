@@ -73,6 +73,7 @@ class Workload:
     pending_batch: tuple | None = None  # ((stream, topic, partition, incarnation), batch id)
     pending_payloads: list[bytes] = field(default_factory=list)
     ids: dict = field(default_factory=dict)  # stream name / (stream, topic) names -> id
+    in_flight: str = ""               # the last operation started (for failure messages)
 
     def name(self, prefix: str) -> str:
         self.next_name += 1
@@ -102,26 +103,32 @@ class Workload:
         if not streams or (roll < 0.68 and len(streams) < MAX_STREAMS):
             name = self.name("s")
             after[name] = {}
+            self.in_flight = f"create stream {name}"
             return (lambda c: self.ids.__setitem__(name, c.create_stream(name))), after
         s = rng.choice(streams)
         if roll < 0.73:
             del after[s]
+            self.in_flight = f"delete stream {s}"
             return (lambda c: admin.delete_stream(c, s)), after
         topics = list(m[s])
         if not topics or (roll < 0.82 and len(topics) < MAX_TOPICS):
             t, count = self.name("t"), rng.randint(1, 3)
             after[s][t] = [n] * count
+            self.in_flight = f"create topic {s}/{t} with {count} partitions"
             return (lambda c: self.ids.__setitem__((s, t), c.create_topic(s, t, count))), after
         t = rng.choice(topics)
         if roll < 0.87:
             del after[s][t]
+            self.in_flight = f"delete topic {s}/{t}"
             return (lambda c: admin.delete_topic(c, s, t)), after
         if roll < 0.94 or len(m[s][t]) < 2:
             count = rng.randint(1, 2)
             after[s][t] += [n] * count
+            self.in_flight = f"create {count} partitions in {s}/{t}"
             return (lambda c: admin.create_partitions(c, s, t, count)), after
         count = rng.randint(1, len(m[s][t]) - 1)
         del after[s][t][-count:]
+        self.in_flight = f"delete {count} partitions of {s}/{t}"
         return (lambda c: admin.delete_partitions(c, s, t, count)), after
 
     def send_op(self, s: str, t: str, p: int):
@@ -134,6 +141,7 @@ class Workload:
                                  + self.rng.randbytes(self.rng.randrange(0, padding))
                                  for i in range(n)]
         messages = [raw.message(payload) for payload in self.pending_payloads]
+        self.in_flight = f"send batch {batch} ({n} messages) to {s}/{t}/{p}"
         return lambda c: c.send(s, t, raw.partition_id(p), messages)
 
 
@@ -211,8 +219,9 @@ def check_partition(client: raw.RawClient, server: LurcherServer, work: Workload
     assert present == sorted(present), f"{where}: {s}/{t}/{p} batches out of order"
 
 
-def verify(server: LurcherServer, work: Workload, cycle: int) -> None:
-    where = f"after kill {cycle}"
+def verify(server: LurcherServer, work: Workload, cycle: int, torn: bool) -> None:
+    where = (f"after kill {cycle} during op {work.next_op} ({work.in_flight}"
+             f"{', torn by the test' if torn else ''})")
     with raw.RawClient(server.tcp_address, timeout_s=30.0) as client:
         client.login()
         shown, keys, work.ids = server_metadata(client)
@@ -282,9 +291,10 @@ def test_random_sigkills_keep_metadata_messages_and_batches_whole(
     while kills < MIN_KILLS and time.monotonic() - started < TIME_BUDGET_S:
         run_until_killed(server, work, rng.uniform(*KILL_DELAY_S))
         kills += 1
-        tears += tear_in_flight_send(server, work, rng)
+        torn = tear_in_flight_send(server, work, rng)
+        tears += torn
         server.restart()
-        verify(server, work, kills)
+        verify(server, work, kills, torn)
     assert kills >= MIN_KILLS, f"only {kills} kills within {TIME_BUDGET_S}s"
     assert tears >= 1, "no send was in flight at any kill: nothing tested batch atomicity"
     assert work.next_op > 5 * kills, f"only {work.next_op} operations ran"
