@@ -9,10 +9,14 @@ The partition limit answers TOO_MANY_PARTITIONS (2015).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from tests.support import admin, raw
-from tests.support.server import LurcherServer, ServerFactory
+from tests.support.server import REPO_ROOT, LurcherServer, ServerFactory
 
 PARTITIONS = 1000
 SOFT, HARD = 256, 1024
@@ -127,3 +131,17 @@ def test_sendfile_polls_with_a_tiny_descriptor_cache(server_factory: ServerFacto
         reader.login()
         for pid in range(BIG_PARTITIONS):
             assert [m.payload for m in reader.poll_all("tiny", "t", pid)] == sent[pid]
+
+
+@pytest.mark.parametrize("key,value", [("SEGMENT_MAX_OPEN_FILES", "1"),
+                                       ("PARTITION_MAX_PARTITIONS", "0")])
+def test_unusable_limits_are_refused_at_start_in_one_line(tmp_path, key: str,
+                                                          value: str) -> None:
+    env = {**os.environ, "LURCHER_SYSTEM_PATH": str(tmp_path), f"LURCHER_SYSTEM_{key}": value,
+           "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-m", "lurcher.server"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lurcher-server: configuration error:")
+    assert f"system.{key.lower().replace('_', '.', 1)}" in lines[0]
