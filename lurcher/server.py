@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import os
+import resource
 import signal
 import sys
 from pathlib import Path
@@ -67,6 +68,28 @@ def check_transports(config: Config) -> None:
         if config.get(f"{name}.enabled"):
             raise ConfigError(f"{name}.enabled = true, but the {name} front end is not "
                               f"available in this version; set it to false")
+
+
+def check_storage_limits(config: Config) -> None:
+    """Raises ConfigError for a descriptor cache or partition limit that cannot work."""
+    if int(config["system.segment.max_open_files"]) < 2:
+        raise ConfigError("system.segment.max_open_files must be at least 2")
+    if int(config["system.partition.max_partitions"]) < 1:
+        raise ConfigError("system.partition.max_partitions must be at least 1")
+
+
+def raise_open_files_limit() -> None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (inherited by shard processes)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        log.info("open files limit: %d (soft = hard)", soft)
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:
+        log.warning("open files limit stays %d (raising to %d failed: %s)", soft, hard, exc)
+        return
+    log.info("open files limit raised from %d to the hard limit %d", soft, hard)
 
 
 def _tls(config: Config, section: str, data_path: Path) -> Any:
@@ -197,11 +220,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config)
         check_transports(config)
+        check_storage_limits(config)
         os.umask(file_umask(config))  # inherited by every shard process
     except ConfigError as exc:
         print(f"lurcher-server: configuration error: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.get("system.logging.level", "info"))
+    raise_open_files_limit()
     shards = shards_count(config)
     if shards > 1:
         from lurcher.supervisor import supervise

@@ -6,15 +6,18 @@ process group after seeded random delays, restarts it on the same data directory
 checks, after every restart:
 
 * every acknowledged message is present, in send order, byte for byte (id + payload);
-* a batch in flight at the kill may be present as a prefix (possibly empty), nothing else;
+* a batch in flight at the kill is there whole or not at all (never a prefix);
 * offsets are dense from 0, checksums are XXH3-64 of the stored message, reserved = 0;
 * the segment files parse back to back with no torn record, each index matches its log,
   and the files hold exactly the bytes a poll returns.
 
 A kernel write is rarely torn by SIGKILL, so every ``DAMAGE_EVERY``-th kill also damages
-the newest segment the way a torn write would: a partial record appended to the log
-(never a complete one: it belongs to no acknowledged batch), or index entries cut off or
-the index deleted. Recovery must drop the partial record and rebuild the index.
+the newest segment the way a torn append would (the log bytes of a batch are written before
+its index entries, and the ack follows both): a partial record appended to the log, whole
+records of an unacknowledged batch appended without index entries (a log write torn at a
+record boundary), or the index entries of the newest batch cut short when that batch was
+not acknowledged (a torn index write). Recovery must drop the partial record and the
+unindexed batch, and complete the torn index from the log.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ MAX_BATCH_MESSAGES = 40
 MAX_PAYLOAD_BYTES = 400
 SEGMENT_SIZE = "64KiB"
 DAMAGE_EVERY = 3
-DAMAGES = ("partial header", "partial payload", "short index", "no index")
+DAMAGES = ("partial header", "partial payload", "torn index", "unindexed batch prefix")
+NEVER_SENT_ID = 0xFEED << 32
 
 
 @dataclass
@@ -98,8 +102,9 @@ class Writer(threading.Thread):
                 time.sleep(WRITER_PAUSE_S)
 
 
-def damage_newest_segment(server: LurcherServer, how: str, rng: random.Random) -> None:
-    """Simulate a torn write on the newest segment of the (dead) server's only partition."""
+def damage_newest_segment(server: LurcherServer, how: str, rng: random.Random,
+                          ledger: Ledger) -> None:
+    """Simulate a torn append on the newest segment of the (dead) server's only partition."""
     assert server.data_dir is not None and not server.running
     dirs = disk.partition_dirs(server.data_dir)
     if not dirs:
@@ -113,11 +118,33 @@ def damage_newest_segment(server: LurcherServer, how: str, rng: random.Random) -
         torn = raw.message(rng.randbytes(500), message_id=0xDEAD, offset=1 << 40)
         with open(log_path, "ab") as f:
             f.write(torn[:rng.randrange(64, len(torn))])
-    elif how == "short index" and index_path.exists():
-        size = index_path.stat().st_size
-        os.truncate(index_path, max(0, size - 16 * rng.randrange(1, 20)) // 16 * 16)
-    elif how == "no index":
-        index_path.unlink(missing_ok=True)
+    elif how == "torn index":
+        tear_index_of_unacked_batch(log_path, index_path, ledger, rng)
+    elif how == "unindexed batch prefix":
+        append_unindexed_prefix(log_path, rng)
+
+
+def tear_index_of_unacked_batch(log_path, index_path, ledger: Ledger,
+                                rng: random.Random) -> None:
+    """Cut the index inside the newest batch, if that batch was never acknowledged."""
+    messages, _ = disk.whole_messages(log_path)
+    entries = index_path.read_bytes()
+    count = len(entries) // 16
+    if not messages or count == 0 or count > len(messages):
+        return
+    last = messages[count - 1]
+    seq = (last.message_id >> 32) - 1
+    if not 0 <= seq < len(ledger.batches) or ledger.batches[seq].acked:
+        return
+    run = [m for m in messages[:count] if m.timestamp == last.timestamp]
+    keep = count - len(run) + rng.randrange(0, len(run))
+    os.truncate(index_path, keep * 16 + rng.randrange(0, 16))
+
+
+def append_unindexed_prefix(log_path, rng: random.Random) -> None:
+    """Whole records of a batch nobody sent, after the last one, with no index entries."""
+    payloads = [rng.randbytes(rng.randrange(1, 300)) for _ in range(rng.randrange(1, 6))]
+    disk.append_unindexed_batch(log_path, payloads, NEVER_SENT_ID)
 
 
 def verify(server: LurcherServer, ledger: Ledger, cycle: int) -> int:
@@ -137,10 +164,10 @@ def verify(server: LurcherServer, ledger: Ledger, cycle: int) -> int:
                 break
             assert m.payload == payload, f"{where}: payload of id {mid:#x} (offset {m.offset}) differs"
             n += 1
-        if batch.acked:
+        if batch.acked or n:
             assert n == len(batch.messages), (
-                f"{where}: acknowledged batch {batch.seq} has {n} of {len(batch.messages)} messages "
-                f"at offset {pos}")
+                f"{where}: {'acknowledged' if batch.acked else 'unacknowledged'} batch "
+                f"{batch.seq} has {n} of {len(batch.messages)} messages at offset {pos}")
         pos += n
     assert pos == len(stored), f"{where}: {len(stored) - pos} stored messages were never sent (from offset {pos})"
     for m in stored:
@@ -193,7 +220,8 @@ def test_sigkill_loses_nothing_acknowledged(server_factory: ServerFactory, io: s
         assert not writer.is_alive(), "writer did not notice the kill"
         assert not ledger.failures, ledger.failures
         if kills % DAMAGE_EVERY == 0:
-            damage_newest_segment(server, DAMAGES[kills // DAMAGE_EVERY % len(DAMAGES)], rng)
+            damage_newest_segment(server, DAMAGES[kills // DAMAGE_EVERY % len(DAMAGES)], rng,
+                                  ledger)
         server.restart()
         stored = verify(server, ledger, kills)
     acked = sum(len(b.messages) for b in ledger.batches if b.acked)

@@ -13,7 +13,9 @@ import re
 import struct
 from pathlib import Path
 
-from tests.support.raw import PolledMessage, parse_messages
+import xxhash
+
+from tests.support.raw import PolledMessage, message, parse_messages
 
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 INDEX_ENTRY = struct.Struct("<IIQ")
@@ -73,3 +75,32 @@ def read_partition(partition_dir: Path, *, with_index: bool = True) -> list[Poll
             check_index(log_path, messages, start)
         out.extend(messages)
     return out
+
+
+def whole_messages(log_path: Path) -> tuple[list[PolledMessage], bool]:
+    """The whole records of a segment log, and whether they fill the file (no torn tail)."""
+    data = log_path.read_bytes()
+    messages = parse_messages(data, strict=False)
+    return messages, sum(len(m.raw) for m in messages) == len(data)
+
+
+def stored_record(payload: bytes, message_id: int, offset: int, timestamp: int) -> bytes:
+    """A record as the server stores it (offset, timestamp and checksum filled in)."""
+    record = message(payload, message_id=message_id, offset=offset, timestamp=timestamp)
+    return xxhash.xxh3_64_intdigest(record[8:]).to_bytes(8, "little") + record[8:]
+
+
+def append_unindexed_batch(log_path: Path, payloads: list[bytes], message_id: int) -> bool:
+    """Append ``payloads`` as whole records of one new batch (next offsets, a timestamp past
+    the last one) with no index entries: what a kill tearing a batch's log write at a record
+    boundary leaves. Ids are ``message_id + i``. False (nothing written) when the log
+    already ends in a torn record."""
+    messages, clean = whole_messages(log_path)
+    if not clean:
+        return False
+    offset = messages[-1].offset + 1 if messages else int(log_path.stem)
+    timestamp = (messages[-1].timestamp if messages else 1) + 1
+    with open(log_path, "ab") as f:
+        for i, payload in enumerate(payloads):
+            f.write(stored_record(payload, message_id + i, offset + i, timestamp))
+    return True

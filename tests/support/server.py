@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -51,6 +52,8 @@ class LurcherServer:
         self.args: tuple[str, ...] = ()
         self.endpoints: dict[str, str] = {}
         self.starts = 0
+        # (soft, hard) RLIMIT_NOFILE for the server process (None: inherit the test's)
+        self.open_files_limit: tuple[int, int] | None = None
 
     # -- lifecycle
 
@@ -80,8 +83,13 @@ class LurcherServer:
                 [sys.executable, "-m", "lurcher.server", *self.args],
                 cwd=self.data_dir, env=env, stdin=subprocess.DEVNULL,
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=self._limit_open_files if self.open_files_limit else None,
             )
         self._wait_ready()
+
+    def _limit_open_files(self) -> None:
+        """In the child before exec: apply ``open_files_limit`` (like ``ulimit -n``)."""
+        resource.setrlimit(resource.RLIMIT_NOFILE, self.open_files_limit)
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -6,7 +6,9 @@ calls it; every method is synchronous (the caller decides about threads).
 
 Invariants: offsets are dense and increase by one per message across segments; segment i+1
 starts at segment i's next offset; ``next_offset`` = open segment's next offset; index
-timestamps never decrease (the batch timestamp is max(clock, last timestamp)).
+timestamps increase strictly from batch to batch and are equal within one (the batch
+timestamp is max(clock, last timestamp + 1)): recovery tells batches apart by them.
+Descriptors: segments borrow them from ``files`` (a bounded cache shared by the shard).
 Durability: ``append`` returns once the bytes are in the kernel (positional writes, nothing
 buffered in Python); with ``enforce_fsync`` also after fsync of log and index.
 """
@@ -20,6 +22,7 @@ from enum import IntEnum
 import numpy as np
 
 from lurcher.core.log.config import Clock, LogConfig, wall_clock_us
+from lurcher.core.log.files import DescriptorCache, FileHandle
 from lurcher.core.log.io import IoBackend, PosixIo, is_no_space
 from lurcher.core.log.offsets import ConsumerOffsets, OffsetKind
 from lurcher.core.log.recovery import RecoveryReport
@@ -55,13 +58,14 @@ def _segment_starts(path: str, io: IoBackend) -> list[int]:
 class Partition:
     """Segments and stored offsets of one partition directory."""
 
-    def __init__(self, path: str, partition_id: int, config: LogConfig, io: IoBackend,
+    def __init__(self, path: str, partition_id: int, config: LogConfig, files: DescriptorCache,
                  clock: Clock, created_at_us: int) -> None:
         """Use ``Partition.open``."""
         self.path = path
         self.partition_id = partition_id
         self.config = config
-        self.io = io
+        self.files = files
+        self.io = io = files.io
         self.clock = clock
         self.created_at = created_at_us
         self.segments: list[Segment] = []
@@ -75,19 +79,22 @@ class Partition:
     @classmethod
     def open(cls, path: str, partition_id: int, config: LogConfig | None = None,
              io: IoBackend | None = None, clock: Clock = wall_clock_us,
-             created_at_us: int | None = None) -> Partition:
+             created_at_us: int | None = None,
+             files: DescriptorCache | None = None) -> Partition:
         """Open (creating when absent) and recover the partition in ``path``.
 
-        Recovery per segment: the index is reconciled with the log, a torn tail is cut
-        (``self.recovery`` says what changed). Raises OSError.
+        ``files``: the descriptor cache to borrow from (a private one over ``io`` when
+        None). Recovery per segment: the index is reconciled with the log, a torn tail or
+        unfinished batch is cut (``self.recovery`` says what changed). Raises OSError.
         """
         os.makedirs(path, exist_ok=True)
-        io = io or PosixIo()
+        files = DescriptorCache(io or PosixIo()) if files is None else files
         created = clock() if created_at_us is None else created_at_us
-        part = cls(path, partition_id, config or LogConfig(), io, clock, created)
-        for start in _segment_starts(path, io) or [0]:
-            segment = Segment(path, start, io)
-            part.recovery[start] = segment.load()
+        part = cls(path, partition_id, config or LogConfig(), files, clock, created)
+        starts = _segment_starts(path, files.io) or [0]
+        for start in starts:
+            segment = Segment(path, start, files)
+            part.recovery[start] = segment.load(sealed=start != starts[-1])
             part._add_segment(segment)
         part.offsets.load()
         return part
@@ -129,7 +136,7 @@ class Partition:
         if batch.count == 0:
             raise IggyError(ErrorCode.INVALID_MESSAGES_COUNT, "empty batch")
         segment = self._segment_for(len(batch.blob))
-        timestamp = max(self.clock(), self._last_timestamp)
+        timestamp = max(self.clock(), self._last_timestamp + 1)
         base = self.next_offset
         batch.stamp(base, timestamp)
         entries = batch.index_entries(segment.size_bytes, base - segment.start_offset, timestamp)
@@ -150,7 +157,7 @@ class Partition:
                 or segment.size_bytes + blob_bytes > U32_MAX)
         if segment.count and full:
             try:
-                self._add_segment(Segment(self.path, self.next_offset, self.io))
+                self._add_segment(Segment(self.path, self.next_offset, self.files))
             except OSError as e:
                 code = (ErrorCode.CANNOT_WRITE_TO_FILE if is_no_space(e)
                         else ErrorCode.CANNOT_CREATE_SEGMENT_LOG_FILE)
@@ -165,15 +172,16 @@ class Partition:
                 if segment.dirty:
                     segment.fsync()
 
-    def take_unsynced(self) -> list[int]:
-        """Descriptors written since the last call (log and index of each such segment),
-        marked clean: the caller fsyncs them (group commit)."""
-        fds = []
+    def take_unsynced(self) -> list[FileHandle]:
+        """Handles of the files written since the last call (log and index of each such
+        segment), marked clean: the caller fsyncs their ``fd`` (group commit); holding the
+        handles keeps the descriptors open meanwhile. Raises OSError."""
+        handles = []
         for segment in self.segments:
             if segment.dirty:
-                fds += [segment.log_fd, segment.index_fd]
+                handles += segment.handles()
                 segment.dirty = False
-        return fds
+        return handles
 
     # -- reading -------------------------------------------------------------------------
 
@@ -229,7 +237,8 @@ class Partition:
                 continue
             position, length = segment.byte_range(a - segment.start_offset,
                                                   b - segment.start_offset)
-            ranges.append(ByteRange(segment.log_path, segment.log_fd, position, length))
+            log = segment.log_file()
+            ranges.append(ByteRange(segment.log_path, log.fd, position, length, log))
             got_first = a if got_first < 0 else got_first
             got_last, n = b, n + b - a + 1
         if not n:
@@ -307,7 +316,7 @@ class Partition:
         self.offsets.clear()
         self.next_offset = self.messages_count = self.size_bytes = 0
         self._last_timestamp = 0
-        self._add_segment(Segment(self.path, 0, self.io))
+        self._add_segment(Segment(self.path, 0, self.files))
 
     def close(self) -> None:
         """Close every segment's files (fsync first when ``enforce_fsync``)."""

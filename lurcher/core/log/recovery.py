@@ -1,7 +1,21 @@
-"""Start-up checks of a segment: make the ``.index`` agree with the ``.log``.
+"""Start-up checks of a segment: make the ``.index`` agree with the ``.log``, keeping whole
+batches only.
 
 Invariant restored by ``recover``: the log holds exactly ``count`` whole messages with offsets
-start..start+count-1, and the index holds exactly one entry per message with its END position.
+start..start+count-1, and the index holds exactly one entry per message with its END position;
+every batch is there whole or not at all.
+
+How a batch boundary is known (no format change): every message of a batch carries the same
+server timestamp and consecutive batches get strictly increasing ones, so a batch is a run
+of equal timestamps. An append writes the batch's log bytes first and its index entries
+after them (io_uring links the two writes), and the next append starts only after both.
+So after a kill: a batch with at least one index entry has all its log bytes (a torn index
+is completed from the log); a run of log messages after the index that is the last one in
+the log has no index entry at all, so it was never acknowledged and may be a prefix: it is
+dropped. Runs followed by another run are whole (only external damage to the index leaves
+those behind) and are kept. A missing index file (never left by a crash: both files are
+created before the first write) and a sealed segment (its last batch was finished before
+the next segment was created) trust every whole record of the log.
 
 Steps: (1) keep the longest index prefix that is structurally sound (dense relative offsets,
 every message >= 64 bytes, ends within the log), checked with numpy over all entries;
@@ -9,8 +23,8 @@ every message >= 64 bytes, ends within the log), checked with numpy over all ent
 stepping back while it disagrees; (3) scan the log after that entry message by message
 (start-up only, a Python loop is acceptable) accepting each message whose header is whole,
 whose declared size fits, whose offset is the next one and whose checksum matches;
-(4) truncate the log after the last accepted message (a torn tail) and rewrite the index
-if it changed.
+(4) keep whole batches only (above); (5) truncate the log after the last kept message and
+rewrite the index if it changed.
 """
 
 from __future__ import annotations
@@ -119,24 +133,63 @@ def _scan_chunk(chunk: bytes, base: int, start_offset: int, rel: int,
     return p, rel, HEADER_BYTES if p == 0 else 0
 
 
+def whole_batches(tail: np.ndarray, original: np.ndarray, indexed_timestamp: int | None,
+                  trust_log: bool) -> int:
+    """How many scanned ``tail`` entries (after the kept index) belong to whole batches: all
+    but the last run of equal timestamps, which is kept only when the index file had an
+    entry for one of its messages (its commit record; ``indexed_timestamp`` is the last
+    kept one's) or ``trust_log`` (no index file, or a sealed segment)."""
+    n = len(tail)
+    if n == 0 or trust_log:
+        return n
+    stamps = tail["timestamp"]
+    if indexed_timestamp is not None and int(stamps[-1]) == indexed_timestamp:
+        return n
+    run = int(np.searchsorted(stamps, stamps[-1], side="left"))
+    first = int(tail["offset"][run])
+    known = original[first:first + n - run]
+    if len(known) and (known == tail[run:run + len(known)]).any():
+        return n
+    return run
+
+
+def drop_unfinished_batch(index: SegmentIndex, original: np.ndarray) -> None:
+    """Cut the last batch of ``index`` when the original index names more messages of it
+    than the log holds (entries past the log: the batch is torn in the log)."""
+    n = index.count
+    if n == 0 or n >= len(original) or int(original["offset"][n]) != n:
+        return
+    last = int(index.timestamps[-1])
+    if int(original["timestamp"][n]) == last:
+        index.truncate(int(np.searchsorted(index.timestamps, last, side="left")))
+
+
 def recover(io: IoBackend, log_fd: int, index_fd: int, index: SegmentIndex,
-            start_offset: int) -> RecoveryReport:
-    """Make ``index`` (already loaded from the file) and the log files agree; see module doc."""
+            start_offset: int, trust_log: bool = False) -> RecoveryReport:
+    """Make ``index`` (already loaded from the file) and the log files agree, whole batches
+    only; ``trust_log`` keeps every whole record (no index file, or a sealed segment).
+    See the module doc."""
     log_size = io.size(log_fd)
-    original = index.count
+    original = index.entries.copy()
     keep = sound_prefix(index, log_size)
     while keep > 0 and not header_agrees(io, log_fd, index, keep - 1, start_offset):
         keep -= 1
     index.truncate(keep)
     position = index.start_of(keep) if keep else 0
-    tail, valid_end = scan_log(io, log_fd, position, log_size, start_offset, keep)
+    tail, _ = scan_log(io, log_fd, position, log_size, start_offset, keep)
+    last_indexed = int(index.timestamps[-1]) if keep else None
+    tail = tail[:whole_batches(tail, original, last_indexed, trust_log)]
     index.append(tail)
+    drop_unfinished_batch(index, original)
+    valid_end = index.start_of(index.count)
     if valid_end < log_size:
         io.truncate(log_fd, valid_end)
-    if keep != original or len(tail) or io.size(index_fd) != index.count * INDEX_ENTRY_BYTES:
-        io.truncate(index_fd, keep * INDEX_ENTRY_BYTES)
-        if len(tail):
-            io.pwrite(index_fd, tail.tobytes(), keep * INDEX_ENTRY_BYTES)
-    return RecoveryReport(index_entries_dropped=original - keep,
-                          index_entries_added=len(tail),
+    same = min(keep, index.count)  # entries unchanged from the file
+    if index.count != same or same != len(original) \
+            or io.size(index_fd) != index.count * INDEX_ENTRY_BYTES:
+        io.truncate(index_fd, same * INDEX_ENTRY_BYTES)
+        if index.count > same:
+            io.pwrite(index_fd, index.entries[same:].tobytes(), same * INDEX_ENTRY_BYTES)
+    return RecoveryReport(index_entries_dropped=len(original) - same,
+                          index_entries_added=index.count - same,
                           log_bytes_truncated=log_size - valid_end)

@@ -4,7 +4,10 @@ Files are named by the segment's start offset, 20 digits zero-padded (wire-proto
 Invariants: the log holds ``count`` whole messages with offsets start..start+count-1;
 ``index`` has one entry per message whose END position is where the message ends in the log;
 ``size_bytes`` equals the log's length. Appends write the log bytes with one positional write
-and the index entries with one positional write, then update the in-memory index.
+and then the index entries with one positional write (the index entries are the batch's
+commit record, see ``recovery``), then update the in-memory index.
+A segment holds no descriptor: it borrows ``FileHandle``s from the shard's
+``DescriptorCache`` for each operation, so descriptors stay bounded.
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ from __future__ import annotations
 import logging
 import os
 
+from lurcher.core.log.files import DescriptorCache, FileHandle
 from lurcher.core.log.index import SegmentIndex
-from lurcher.core.log.io import IoBackend
 from lurcher.core.log.recovery import RecoveryReport, recover
 from lurcher.core.wire.batch import INDEX_ENTRY_BYTES
 from lurcher.core.wire.buffer import Buffer
@@ -32,28 +35,47 @@ def segment_file_name(start_offset: int, suffix: str) -> str:
 class Segment:
     """A segment's files and in-memory index."""
 
-    __slots__ = ("start_offset", "log_path", "index_path", "log_fd", "index_fd",
-                 "size_bytes", "index", "io", "sealed", "dirty")
+    __slots__ = ("start_offset", "log_path", "index_path", "files", "size_bytes", "index",
+                 "sealed", "dirty", "index_missing")
 
-    def __init__(self, directory: str, start_offset: int, io: IoBackend) -> None:
-        """Open (creating when absent) the files; the index starts empty: call ``load``."""
+    def __init__(self, directory: str, start_offset: int, files: DescriptorCache) -> None:
+        """Create both files when absent (log first, then index, before any write); the
+        index starts empty: call ``load``. Raises OSError."""
         self.start_offset = start_offset
         self.log_path = os.path.join(directory, segment_file_name(start_offset, LOG_SUFFIX))
         self.index_path = os.path.join(directory, segment_file_name(start_offset, INDEX_SUFFIX))
-        self.io = io
-        self.log_fd = io.open(self.log_path)
-        self.index_fd = io.open(self.index_path)
+        self.files = files
+        self.index_missing = os.path.exists(self.log_path) and not os.path.exists(self.index_path)
+        files.get(self.log_path, create=True)
+        files.get(self.index_path, create=True)
         self.size_bytes = 0
         self.index = SegmentIndex()
         self.sealed = False
         self.dirty = False
 
-    def load(self) -> RecoveryReport:
-        """Read the index file and reconcile it with the log (see ``recovery``)."""
-        raw = self.io.pread(self.index_fd, self.io.size(self.index_fd), 0)
+    @property
+    def io(self):
+        return self.files.io
+
+    def log_file(self) -> FileHandle:
+        """The log's handle: keep it in a local while using its ``fd``. Raises OSError."""
+        return self.files.get(self.log_path)
+
+    def index_file(self) -> FileHandle:
+        return self.files.get(self.index_path)
+
+    def load(self, sealed: bool = False) -> RecoveryReport:
+        """Read the index file and reconcile it with the log (see ``recovery``).
+
+        ``sealed``: a later segment exists, so this one's last batch was finished before
+        it was created: whole records of the log are trusted even without index entries."""
+        log, idx = self.log_file(), self.index_file()
+        raw = self.io.pread(idx.fd, self.io.size(idx.fd), 0)
         self.index = SegmentIndex.from_bytes(raw)
-        report = recover(self.io, self.log_fd, self.index_fd, self.index, self.start_offset)
-        self.size_bytes = self.io.size(self.log_fd)
+        report = recover(self.io, log.fd, idx.fd, self.index, self.start_offset,
+                         trust_log=self.index_missing or sealed)
+        self.index_missing = False
+        self.size_bytes = self.io.size(log.fd)
         return report
 
     # -- state ---------------------------------------------------------------------------
@@ -98,29 +120,34 @@ class Segment:
         back to it, so no part of a failed batch (whole messages written before the index
         write failed, e.g. on a full disk) can reappear after a restart.
         """
+        log, idx = self.log_file(), self.index_file()
         index_bytes = self.index.count * INDEX_ENTRY_BYTES
         try:
-            self.io.append_pair(self.log_fd, blob, self.size_bytes, self.index_fd,
-                                index_entries, index_bytes, fsync)
+            self.io.append_pair(log.fd, blob, self.size_bytes, idx.fd, index_entries,
+                                index_bytes, fsync)
         except OSError:
-            self._cut_back(index_bytes)
+            self._cut_back(log, idx, index_bytes)
             raise
         self.index.append(index_entries)
         self.size_bytes += len(blob)
         self.dirty = not fsync
 
-    def _cut_back(self, index_bytes: int) -> None:
+    def _cut_back(self, log: FileHandle, idx: FileHandle, index_bytes: int) -> None:
         """Truncate both files to the accepted state (shrinking needs no free space)."""
         try:
-            self.io.truncate(self.log_fd, self.size_bytes)
-            self.io.truncate(self.index_fd, index_bytes)
+            self.io.truncate(log.fd, self.size_bytes)
+            self.io.truncate(idx.fd, index_bytes)
         except OSError as exc:  # recovery cuts what the index does not vouch for
             log.error("segment %s: cannot cut a failed append off: %s", self.log_path, exc)
 
     def fsync(self) -> None:
-        self.io.fsync(self.log_fd)
-        self.io.fsync(self.index_fd)
+        for handle in self.handles():
+            self.io.fsync(handle.fd)
         self.dirty = False
+
+    def handles(self) -> list[FileHandle]:
+        """Both files' handles (log, index), e.g. for a caller that fsyncs them later."""
+        return [self.log_file(), self.index_file()]
 
     # -- reading -------------------------------------------------------------------------
 
@@ -132,15 +159,12 @@ class Segment:
     # -- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close both files (idempotent)."""
-        for name in ("log_fd", "index_fd"):
-            fd = getattr(self, name)
-            if fd >= 0:
-                self.io.close(fd)
-                setattr(self, name, -1)
+        """Give both files back to the cache (closed once no reader holds them)."""
+        self.files.forget(self.log_path)
+        self.files.forget(self.index_path)
 
     def delete(self) -> None:
-        """Close and remove both files."""
+        """Close and remove both files (a reply still sending from them keeps its handle)."""
         self.close()
         self.io.remove(self.log_path)
         self.io.remove(self.index_path)

@@ -2,8 +2,10 @@
 
 A ``PolledSlice`` never re-encodes messages: stored messages are already in wire form, so the
 answer is a list of byte ranges of ``.log`` files. The transport may ``sendfile`` the ranges or
-call ``read()`` to materialise them. The file descriptors are the partition's own: materialise
-(or send) before the partition deletes segments or closes.
+call ``read()`` to materialise them. Each range holds the ``FileHandle`` of its file, so its
+``fd`` stays open (and is never reused for another file) while the range is alive, even if
+the descriptor cache evicts the file or the segment is deleted meanwhile: keep the slice
+until its bytes are sent.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ _POSIX = PosixIo()
 
 
 class ByteRange(msgspec.Struct, frozen=True):
-    """``length`` bytes at ``position`` of the segment log ``path`` (open as ``fd``)."""
+    """``length`` bytes at ``position`` of the segment log ``path`` (open as ``fd``, kept
+    open by ``handle`` while this range lives)."""
 
     path: str
     fd: int
     position: int
     length: int
+    handle: Any = None
 
 
 class PolledSlice(msgspec.Struct, frozen=True):

@@ -1,8 +1,10 @@
 """An io_uring ``IoBackend`` (python ``liburing``): one submission per append.
 
 ``append_pair`` queues the log write, the index write and, when asked, an fsync of each,
-linked so the fsyncs run only after both writes succeeded, and submits them with one
-system call. Reads (``preadinto``/``pread``), single writes and fsyncs are single
+linked so the index write starts only after the whole log write (the index entries are the
+batch's commit record, see ``recovery``) and the fsyncs only after both writes, and submits
+them with one system call. A short log write breaks the link (the index write completes
+with ECANCELED): the rest of the log and then the index are written with ``pwrite``. Reads (``preadinto``/``pread``), single writes and fsyncs are single
 submissions. Every call waits for its
 completions before returning, so the durability contract is the posix one (data is in the
 kernel when the call returns). A short write is finished with ``pwrite``.
@@ -13,6 +15,7 @@ kernel when the call returns). A short write is finished with ``pwrite``.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Sequence
@@ -75,14 +78,18 @@ class UringIo(PosixIo):
 
     def append_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, fsync: bool) -> None:
-        """Write blob and index entries (and fsync both, after them) in one submission."""
-        log_view = self._queue_write(log_fd, blob, log_position, link=fsync)
+        """Write blob, then index entries (and fsync both, after them) in one submission."""
+        log_view = self._queue_write(log_fd, blob, log_position, link=True)
         index_view = self._queue_write(index_fd, entries, index_position, link=fsync)
         if fsync:
             self._queue_fsync(log_fd, link=True)
             self._queue_fsync(index_fd, link=False)
         results = self._complete(4 if fsync else 2)
         self._finish_write(log_fd, log_view, log_position, results[0])
+        if results[1] == -errno.ECANCELED:  # the short log write broke the chain
+            super().append_pair(log_fd, b"", log_position, index_fd, index_view,
+                                index_position, fsync)
+            return
         self._finish_write(index_fd, index_view, index_position, results[1])
         for result in results[2:]:
             if result < 0:

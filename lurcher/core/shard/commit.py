@@ -20,13 +20,10 @@ from lurcher.core.wire.errors import IggyError
 log = logging.getLogger(__name__)
 
 
-def _fsync_all(fds: list[int]) -> None:
-    for fd in fds:
-        try:
-            os.fsync(fd)
-        except OSError as exc:
-            if exc.errno != 9:  # EBADF: the segment was deleted meanwhile
-                raise
+def _fsync_all(handles: list[Any]) -> None:
+    """fsync each ``FileHandle`` (held here, so none is closed meanwhile)."""
+    for handle in handles:
+        os.fsync(handle.fd)
 
 
 class GroupCommit:
@@ -47,10 +44,10 @@ class GroupCommit:
         await waiter
 
     def _start_round(self) -> None:
-        fds = [fd for partition in self.pending for fd in partition.take_unsynced()]
+        handles = [h for partition in self.pending for h in partition.take_unsynced()]
         waiters, self.pending, self.waiters = self.waiters, set(), []
         self.rounds += 1
-        self.running = asyncio.ensure_future(asyncio.to_thread(_fsync_all, fds))
+        self.running = asyncio.ensure_future(asyncio.to_thread(_fsync_all, handles))
         self.running.add_done_callback(lambda done: self._finish_round(done, waiters))
 
     def _finish_round(self, done: asyncio.Future, waiters: list[asyncio.Future]) -> None:

@@ -22,6 +22,7 @@ from lurcher.auth.session import Session
 from lurcher.auth.throttle import BackoffConfig, LoginThrottle
 from lurcher.config import Config
 from lurcher.core.log.config import LogConfig
+from lurcher.core.log.files import DescriptorCache
 from lurcher.core.log.io import select_io
 from lurcher.core.log.partition import Partition
 from lurcher.core.meta.state import TopicMeta
@@ -99,6 +100,7 @@ class Shard:
         )
         self.group_commit = GroupCommit()
         self.io = select_io(config["system.io"])
+        self.files = DescriptorCache(self.io, config["system.segment.max_open_files"])
         self.passwords = Passwords.from_config(config)
         self.login_throttle = LoginThrottle(BackoffConfig.from_config(config))
         self.partitions: dict[Key, Partition] = {}
@@ -140,8 +142,9 @@ class Shard:
     def open_partition(self, topic: TopicMeta, partition_id: int) -> Partition:
         key = (topic.stream_id, topic.id, partition_id)
         partition = Partition.open(str(self.partition_path(*key)), partition_id,
-                                   self.log_config, io=self.io, clock=self.clock,
-                                   created_at_us=topic.partition_created_at[partition_id])
+                                   self.log_config, clock=self.clock,
+                                   created_at_us=topic.partition_created_at[partition_id],
+                                   files=self.files)
         self.partitions[key] = partition
         return partition
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from lurcher.core.log import PosixIo
 from lurcher.core.wire.batch import MessageBatch
 
@@ -53,3 +55,13 @@ def batch(n: int, tag: int = 0, size: int = PAYLOAD_BYTES) -> MessageBatch:
     """``n`` messages; message i's payload is ``size`` bytes of (tag + i) % 256."""
     payloads = [bytes([(tag + i) % 256]) * size for i in range(n)]
     return MessageBatch.build(payloads, origin_timestamp_us=42).writable()
+
+
+def read_file(directory: str, name: str) -> bytes:
+    with open(os.path.join(directory, name), "rb") as f:
+        return f.read()
+
+
+def write_file(directory: str, name: str, data: bytes) -> None:
+    with open(os.path.join(directory, name), "wb") as f:
+        f.write(data)

@@ -68,3 +68,21 @@ def test_select_io_modes():
     assert isinstance(auto, UringIo) == (URING is not None)
     with pytest.raises(ValueError, match="system.io"):
         select_io("fast")
+
+
+@pytest.mark.parametrize("io", BACKENDS)
+@pytest.mark.parametrize("fsync", [False, True])
+def test_index_entries_are_not_written_when_the_log_write_fails(tmp_path, io, fsync):
+    """The index entries are a batch's commit record: they go to disk only after the log
+    bytes (io_uring links the two writes), so a failed log write leaves no entries."""
+    log_path, index_path = tmp_path / "x.log", tmp_path / "x.index"
+    log_path.write_bytes(b"")
+    read_only_log = os.open(log_path, os.O_RDONLY)
+    index_fd = io.open(str(index_path))
+    try:
+        with pytest.raises(OSError):
+            io.append_pair(read_only_log, b"m" * 4096, 0, index_fd, b"e" * 16, 0, fsync)
+    finally:
+        os.close(read_only_log)
+        io.close(index_fd)
+    assert index_path.read_bytes() == b""

@@ -5,6 +5,11 @@ partitions removes the last N (their files, offsets and deduplication windows).
 DeleteSegments deletes the oldest N sealed segments of a partition, never the open one nor
 one holding messages past the lowest stored consumer offset (as 0.8 does); offsets are
 kept, so the next message still gets the next offset.
+
+Partition counts are bounded twice: at most 1,000 per request (0.8's
+``MAX_PARTITIONS_COUNT``, checked by the request codecs) and at most
+``system.partition.max_partitions`` in the whole server (``check_partition_budget``); both
+answer TOO_MANY_PARTITIONS (2015).
 """
 
 from __future__ import annotations
@@ -15,14 +20,21 @@ from lurcher.core.shard.tombstones import record_deletion
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
-MAX_PARTITIONS_PER_TOPIC = 1_000_000
+
+def check_partition_budget(shard, more: int) -> None:
+    """Raises IggyError TOO_MANY_PARTITIONS when ``more`` partitions would take the server
+    past ``system.partition.max_partitions``."""
+    limit = shard.config["system.partition.max_partitions"]
+    total = sum(topic.partitions_count for topic in shard.meta.state.topics())
+    if total + more > limit:
+        raise IggyError(ErrorCode.TOO_MANY_PARTITIONS,
+                        f"{more} more partitions would exceed {limit} (server holds {total})")
 
 
 @handles("create_partitions", "manage_topic")
 def create_partitions(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
-    if topic.partitions_count + req.partitions_count > MAX_PARTITIONS_PER_TOPIC:
-        raise IggyError(ErrorCode.TOO_MANY_PARTITIONS, f"{req.partitions_count} more")
+    check_partition_budget(shard, req.partitions_count)
     shard.meta.record(ev.PartitionsCreated(topic.stream_id, topic.id, req.partitions_count,
                                            shard.clock()))
     return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from lurcher.auth.permissions import may_read
 from lurcher.config import U64_MAX
 from lurcher.core.meta import events as ev
+from lurcher.core.shard.handlers.partitions import check_partition_budget
 from lurcher.core.shard.handlers.registry import handles
 from lurcher.core.shard.tombstones import record_deletion
 from lurcher.core.shard.views import topic_details, topic_header
@@ -62,6 +63,7 @@ def create_topic(shard, session, req):
     if req.name in stream.topic_names:
         raise IggyError(ErrorCode.TOPIC_NAME_ALREADY_EXISTS, req.name)
     expiry, max_size = resolve_limits(shard, req.message_expiry_us, req.max_topic_size_bytes)
+    check_partition_budget(shard, req.partitions_count)
     tid = stream.topic_ids.peek()
     shard.meta.record(ev.TopicCreated(stream.id, tid, req.name, shard.clock(),
                                       req.partitions_count, req.compression, expiry, max_size,
