@@ -18,6 +18,7 @@ import signal
 import time
 from typing import Any
 
+from lurcher import datadir
 from lurcher.config import Config
 from lurcher.core.shard.bus import reserve_socket
 from lurcher.core.net import split_address
@@ -35,7 +36,7 @@ def _shard_main(config_data: dict, default_root: bool, shard_id: int, shards: in
     from lurcher.server import configure_logging, run_shard
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when to stop
     config = Config(config_data)
-    configure_logging(config.get("system.logging.level", "info"))
+    configure_logging(config, rotate=False)
     os._exit(run_shard(config, default_root, shard_id, shards, namespace, ready))
 
 
@@ -121,7 +122,6 @@ class Supervisor:
 
 def supervise(config: Config, default_root: bool, shards: int) -> int:
     """Run ``shards`` shard processes until SIGTERM/SIGINT; the exit code."""
-    from lurcher.server import write_endpoints
     supervisor = Supervisor(config, default_root, shards)
     reserved = [supervisor.reserve(section) for section in SHARED_LISTENERS
                 if config.get(f"{section}.enabled")]
@@ -136,8 +136,8 @@ def supervise(config: Config, default_root: bool, shards: int) -> int:
         supervisor.stop()
         return 1
     endpoints = supervisor.merged_endpoints()
-    from pathlib import Path
-    write_endpoints(Path(config["system.path"]).resolve(), endpoints)
+    data_path = datadir.resolve(config["system.path"])
+    datadir.write_endpoints(data_path, endpoints)
     log.info("lurcher-server ready with %d shards: %s", shards,
              " ".join(f"{k}={v}" for k, v in endpoints.items()))
     supervisor.watch()
@@ -145,4 +145,5 @@ def supervise(config: Config, default_root: bool, shards: int) -> int:
     code = supervisor.stop()
     for sock in reserved:
         sock.close()
+    datadir.remove_runtime_file(data_path, datadir.ENDPOINTS_FILE)
     return code

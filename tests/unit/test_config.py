@@ -36,7 +36,7 @@ def test_unknown_environment_key_is_a_clear_error():
 
 
 def test_bad_boolean_is_a_clear_error():
-    with pytest.raises(ConfigError, match="true/false"):
+    with pytest.raises(ConfigError, match="expected true or false"):
         load_config(environ={"LURCHER_TCP_ENABLED": "maybe"})
 
 
