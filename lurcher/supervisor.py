@@ -100,6 +100,8 @@ class Supervisor:
                 time.sleep(RESTART_BACKOFF_S)
                 try:
                     self.start_shard(shard_id)
+                    log.warning("shard %d restarted (pid %d, restart #%d)", shard_id,
+                                self.processes[shard_id].pid, self.restarts)
                 except RuntimeError as exc:
                     log.error("%s", exc)
 

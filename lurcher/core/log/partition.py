@@ -14,6 +14,7 @@ buffered in Python); with ``enforce_fsync`` also after fsync of log and index.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 from enum import IntEnum
 
@@ -29,6 +30,8 @@ from lurcher.core.wire.batch import MessageBatch
 from lurcher.core.wire.buffer import U32_MAX
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
+
+log = logging.getLogger(__name__)
 
 
 class PollKind(IntEnum):
@@ -153,6 +156,8 @@ class Partition:
                 self._add_segment(Segment(self.path, self.next_offset, self.io))
             except OSError as e:
                 raise IggyError(ErrorCode.CANNOT_CREATE_SEGMENT_LOG_FILE, str(e)) from e
+            log.info("segment rotation in %s: sealed at %d bytes, new segment from offset %d",
+                     self.path, segment.size_bytes, self.next_offset)
             segment = self.segments[-1]
         return segment
 
@@ -295,6 +300,9 @@ class Partition:
             self.messages_count -= segment.count
             self.size_bytes -= segment.size_bytes
             segment.delete()
+        if doomed:
+            log.info("deleted %d segment(s) (%d message(s), offsets below %d) in %s",
+                     len(doomed), messages, self.first_offset, self.path)
         return len(doomed), messages
 
     def purge(self) -> None:

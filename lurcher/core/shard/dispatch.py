@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from lurcher.core.shard import audit
 from lurcher.core.shard.handlers import registry
 from lurcher.core.wire.commands import COMMANDS, CommandSpec
 from lurcher.core.wire.error_codes import ErrorCode
@@ -76,8 +77,18 @@ class Dispatcher:
         return self.cluster.run(route, session, request, None, None)
 
     def run_here(self, route: Route, session: Any, request: Any) -> Any:
-        """Check the permission, validate, and run the handler on this shard."""
-        if route.permission:
-            self.shard.authorize(session, route.permission, request)
-        request.validate()
-        return route.handler(self.shard, session, request)
+        """Check the permission, validate, and run the handler on this shard (``shard.actor``
+        names the session meanwhile, for the audit log)."""
+        name = route.spec.name
+        try:
+            if route.permission:
+                self.shard.authorize(session, route.permission, request)
+            request.validate()
+            self.shard.actor = session
+            result = route.handler(self.shard, session, request)
+        except IggyError as exc:
+            audit.command_failed(session, name, request, exc)
+            raise
+        finally:
+            self.shard.actor = None
+        return audit.command_result(self.shard, session, name, request, result)
