@@ -4,12 +4,14 @@ failed logins, metadata changes with who made them, limits hit.
 Invariants: never formats a secret (passwords, password hashes, tokens, token digests): a
 log line names users, clients, addresses, transports and resources only. Metadata changes are
 logged by the shard that owns the metadata (shard 0), once per change, after it applied;
-the actor is the session whose command is running on this shard (``Dispatcher.run_here``
-sets ``shard.actor``), "the server" for background jobs.
+the actor is the session whose command is running (the context variable ``ACTOR``, set by
+``Dispatcher.run_here`` for the command and, for commands that change metadata, for the
+awaitable it returns), "the server" for start-up and background jobs.
 """
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import logging
 from typing import Any
@@ -23,6 +25,8 @@ log = logging.getLogger("lurcher.audit")
 
 TRANSPORT_NAMES = {TRANSPORT_TCP: "tcp", TRANSPORT_QUIC: "quic", TRANSPORT_HTTP: "http",
                    TRANSPORT_WEBSOCKET: "websocket"}
+ACTOR: contextvars.ContextVar[Any] = contextvars.ContextVar("lurcher_actor", default=None)
+CHANGE_PREFIXES = ("create_", "delete_", "update_", "change_", "purge_")
 LOGIN_COMMANDS = frozenset({"login_user", "login_with_personal_access_token"})
 LIMIT_ERRORS = frozenset({
     ErrorCode.PERSONAL_ACCESS_TOKENS_LIMIT_REACHED, ErrorCode.USERS_LIMIT_REACHED,
@@ -57,13 +61,20 @@ def connection_closed(shard: Any, session: Any) -> None:
 
 
 def command_result(shard: Any, session: Any, name: str, request: Any, result: Any) -> Any:
-    """Log the outcome of a login; pass ``result`` (a value or an awaitable) through."""
-    if name not in LOGIN_COMMANDS:
-        return result
-    if inspect.isawaitable(result):
-        return _awaited_login(shard, session, name, request, result)
-    _logged_in(shard, session)
+    """Log the outcome of a login; keep the actor known while a metadata change completes.
+    Passes ``result`` (a value or an awaitable) through."""
+    if name in LOGIN_COMMANDS:
+        if inspect.isawaitable(result):
+            return _awaited_login(shard, session, name, request, result)
+        _logged_in(shard, session)
+    elif name.startswith(CHANGE_PREFIXES) and inspect.isawaitable(result):
+        return _as_actor(session, result)
     return result
+
+
+async def _as_actor(session: Any, result: Any) -> Any:
+    ACTOR.set(session)  # this coroutine's task context only
+    return await result
 
 
 async def _awaited_login(shard: Any, session: Any, name: str, request: Any, result: Any) -> Any:
@@ -106,7 +117,7 @@ class MetadataAudit:
         self.pending = describe(event, state)
 
     def after(self, event: ev.Event, state: Any) -> None:
-        actor = getattr(self.shard, "actor", None)
+        actor = ACTOR.get()
         by = (f"{user_name(self.shard, actor.user_id)}, {client(actor)}" if actor is not None
               else "the server")
         log.info("%s by %s", self.pending, by)

@@ -77,18 +77,18 @@ class Dispatcher:
         return self.cluster.run(route, session, request, None, None)
 
     def run_here(self, route: Route, session: Any, request: Any) -> Any:
-        """Check the permission, validate, and run the handler on this shard (``shard.actor``
-        names the session meanwhile, for the audit log)."""
+        """Check the permission, validate, and run the handler on this shard (the session is
+        ``audit.ACTOR`` meanwhile, for the audit log)."""
         name = route.spec.name
+        actor = audit.ACTOR.set(session)
         try:
             if route.permission:
                 self.shard.authorize(session, route.permission, request)
             request.validate()
-            self.shard.actor = session
             result = route.handler(self.shard, session, request)
         except IggyError as exc:
             audit.command_failed(session, name, request, exc)
             raise
         finally:
-            self.shard.actor = None
+            audit.ACTOR.reset(actor)
         return audit.command_result(self.shard, session, name, request, result)

@@ -94,7 +94,6 @@ class Shard:
         self.connection_factory: Callable[[Session, bytes], Any] | None = None
         self.closing = False
         self.dispatcher = Dispatcher(self)
-        self.actor: Session | None = None  # whose command runs now (audit log)
         self._open_all_partitions()
         self.meta.state.observers.append(PartitionLifecycle(self))
         if shard_id == 0:
