@@ -7,8 +7,8 @@ with the same headers (``-H key:kind:value``) on each, and optional ``--id`` val
 message). Partitioning: ``--partition-id``, ``--message-key`` or balanced (the default).
 
 Poll: one strategy of ``--offset``, ``--timestamp``, ``--first``, ``--last``, ``--next``
-(the default). ``--group NAME`` polls as a member of that consumer group (joined for the
-command, left afterwards). ``--follow`` keeps polling: for a plain consumer it continues
+(the default). ``--group NAME`` polls as a member of that consumer group (created when
+missing, as the SDK's ``Consumer`` does; joined for the command, left afterwards). ``--follow`` keeps polling: for a plain consumer it continues
 from the offset after the last message it printed (on the partition that answered); for a
 group it polls ``next`` with auto-commit so the group makes progress. It waits
 ``--interval`` seconds after an empty poll, and stops on Ctrl-C, SIGTERM or after ``--max``
@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable
 
 from lurcher.core.wire.values.polling import PollingKind, PollingStrategy
+from lurcher.sdk.consumer import join_group
 from lurcher.sdk.cli.commands.base import Sub, group, ident, leaf, topic_args
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode
 from lurcher.sdk.cli.output import iso_time, Output
@@ -230,8 +231,8 @@ async def poll(run: Run) -> None:
     a = run.args
     poller = Poller(run)
     client = await run.client()
-    if poller.is_group:
-        await client.join_consumer_group(poller.stream, poller.topic, poller.consumer)
+    if poller.is_group:  # created when missing, as the SDK's Consumer does
+        await join_group(client, poller.stream, poller.topic, poller.consumer)
     try:
         if a.follow:
             await _follow(poller, a)
@@ -300,7 +301,7 @@ def _poll_parser(actions: Sub) -> None:
     p.add_argument("--consumer", default="0", metavar="ID",
                    help="consumer id or name (default 0)")
     p.add_argument("-g", "--group", metavar="GROUP",
-                   help="poll as a member of this consumer group")
+                   help="poll as a member of this consumer group (created when missing)")
     p.add_argument("-a", "--auto-commit", action="store_true",
                    help="store the consumer offset after polling")
     p.add_argument("-s", "--show-headers", action="store_true", help="print user headers")
