@@ -77,7 +77,7 @@ def missing_message(name: str) -> str | None:
     hint = f"apt-get install -y {tool.package}"
     if name == "java" and os.environ.get("JAVA_HOME"):
         hint += f" (or fix JAVA_HOME={os.environ['JAVA_HOME']}: it has no bin/java)"
-    return f"{name} is not installed ({tool.needed_by} need it): {hint}"
+    return f"{name} is not installed (needed by {tool.needed_by}): {hint}"
 
 
 def missing_packages(names: list[str] | None = None) -> list[str]:

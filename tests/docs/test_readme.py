@@ -106,3 +106,13 @@ def test_readme_blocks_run_against_a_real_server(server_factory, tmp_path: Path)
     server = server_factory(ALL_TRANSPORTS)
     for block in runnable():
         run_block(block, server, tmp_path)
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    from tests.support.server import REPO_ROOT
+    (install,) = [b for b in code_blocks() if "pip install -e ." in b.text]
+    command = [line for line in install.text.splitlines() if line and not line.startswith("#")][-1]
+    assert command == "scripts/test"
+    ci = (REPO_ROOT / ".ci" / "run").read_text().splitlines()
+    assert [line for line in ci if line and not line.startswith(("#", "set ", "cd "))] == [
+        command]
