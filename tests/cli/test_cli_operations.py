@@ -1,4 +1,4 @@
-"""CLI commands for operators: snapshot, cluster metadata, message flush, poll to a file,
+"""CLI commands for operators: snapshot (the server builds the ZIP), cluster metadata, message flush, poll to a file,
 shell completion, ``--group`` creating its group; one-line connection failures (QUIC
 included, without asyncio noise); bench's one-line failures and its --help."""
 
@@ -7,20 +7,38 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from tests.support.server import REPO_ROOT
 
 
-def test_snapshot_against_lurcher_is_a_one_line_refusal_and_writes_nothing(lurcher,
-                                                                            tmp_path: Path):
-    """lurcher's server answers GetSnapshotFile with FeatureUnavailable (Iggy servers send
-    the ZIP, which the command writes to --output-file)."""
+def test_snapshot_writes_a_zip_with_the_requested_parts_and_no_secret(cli, server_factory,
+                                                                      tmp_path: Path):
+    secret = "jwt-Secret-not-for-snapshots"
+    srv = server_factory({"LURCHER_HTTP_JWT_ENCODING_SECRET": secret})
     target = tmp_path / "snap.zip"
-    result = lurcher("snapshot", "--output-file", str(target), "--type", "server_config")
-    assert result.code == 1
-    assert result.err.strip() == "error: feature unavailable (FeatureUnavailable, 5)"
-    assert not target.exists()
+    result = cli("--connection", f"iggy://iggy:iggy@{srv.tcp_address}", "snapshot",
+                 "--output-file", str(target), "--type", "server_config", "--type",
+                 "filesystem_overview", check=0)
+    assert str(target) in result.out
+    with zipfile.ZipFile(target) as archive:
+        assert sorted(archive.namelist()) == ["filesystem_overview.txt", "server_config.json"]
+        config = json.loads(archive.read("server_config.json"))
+        assert config["http"]["jwt"]["encoding_secret"] == "<redacted>"
+        assert secret.encode() not in archive.read("server_config.json")
+        assert b"lurcher.lock" in archive.read("filesystem_overview.txt")
+
+
+def test_snapshot_all_has_every_part(lurcher, tmp_path: Path):
+    target = tmp_path / "all.zip"
+    lurcher("snapshot", "--output-file", str(target), "--compression", "stored", check=0)
+    with zipfile.ZipFile(target) as archive:
+        names = archive.namelist()
+    for part in ("filesystem_overview.txt", "process_list.txt", "resource_usage.txt",
+                 "test.txt", "server_config.json"):
+        assert part in names
+    assert any(n.startswith("server_logs/") for n in names)
 
 
 def test_cluster_metadata_lists_this_node(lurcher, server):
