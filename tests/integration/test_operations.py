@@ -111,3 +111,19 @@ def test_help_lists_config_discovery_env_rule_and_data_location(tmp_path: Path):
     assert "LURCHER_<SECTION>_<KEY>" in text and "system.path" in text
     assert text.index("packaged defaults") < text.index("--config, or") < text.index(
         "environment variables")
+
+
+def test_http_snapshot_answers_a_zip(server_factory):
+    import io
+    import zipfile
+
+    import httpx
+
+    srv = server_factory({"LURCHER_HTTP_ENABLED": "true", "LURCHER_HTTP_ADDRESS": "127.0.0.1:0"})
+    base = f"http://{srv.endpoints['http']}"
+    login = httpx.post(f"{base}/users/login", json={"username": "iggy", "password": "iggy"})
+    token = login.json()["access_token"]["token"]
+    answer = httpx.post(f"{base}/snapshot", json={},
+                        headers={"authorization": f"Bearer {token}"}, timeout=30)
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/zip"
+    assert "server_config.json" in zipfile.ZipFile(io.BytesIO(answer.content)).namelist()

@@ -2,8 +2,8 @@
 
 Entries: ``filesystem_overview.txt`` (every file under ``system.path`` with its size),
 ``process_list.txt`` (this server's processes), ``resource_usage.txt`` (CPU, memory, disk),
-``test.txt``, ``server_logs/`` (the log file and its rotated copies when
-``system.logging.file`` is set) and ``server_config.json`` (the effective configuration).
+``test.txt``, ``server_logs/`` (the last 8 MiB of the log file and of its rotated
+copies when ``system.logging.file`` is set) and ``server_config.json`` (the effective configuration).
 Invariants: no secret leaves the server (configuration keys naming a secret or password are
 redacted); the ZIP is built in a worker thread, never on the event loop.
 """
@@ -28,6 +28,7 @@ ZIP_METHODS = {1: zipfile.ZIP_STORED, 2: zipfile.ZIP_DEFLATED, 3: zipfile.ZIP_BZ
                5: zipfile.ZIP_LZMA, 6: zipfile.ZIP_LZMA}
 SECRET_WORDS = ("secret", "password")
 REDACTED = "<redacted>"
+LOG_TAIL_BYTES = 8 * 1024 * 1024  # per log file: memory stays bounded
 
 
 def zip_method(compression: int) -> int:
@@ -81,8 +82,14 @@ def _logs(data_path: Path, config: Any) -> list[tuple[str, bytes]]:
     if path is None:
         return [("server_logs/README.txt", b"system.logging.file is not set: the server "
                  b"logs to stderr only\n")]
-    return [(f"server_logs/{p.name}", p.read_bytes())
+    return [(f"server_logs/{p.name}", _tail(p))
             for p in sorted(path.parent.glob(path.name + "*")) if p.is_file()]
+
+
+def _tail(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+        return f.read()
 
 
 def _config(data_path: Path, config: Any) -> list[tuple[str, bytes]]:
