@@ -4,7 +4,9 @@ Precedence (last wins): the packaged ``configs/server.toml``, the file given wit
 ``--config`` (or ``LURCHER_CONFIG_PATH``), then ``LURCHER_<SECTION>_<KEY>`` variables. An
 environment variable names a key by its path joined with ``_`` and upper-cased; the path is
 resolved against the keys that exist, so keys containing underscores work
-(``LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC``). Values are coerced to the type of the default.
+(``LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC``). Values are coerced to the type of the default. Every key and value, from the file or the
+environment, is checked against the defaults (``configcheck``): unknown keys and values of
+the wrong kind raise ConfigError with one line naming the key.
 Human sizes ("1 GiB", "500 MB") and durations ("30 s", "1 m", "none") are parsed by
 ``core.wire.units`` (``parse_size`` and ``parse_duration_us`` here raise ConfigError).
 """
@@ -18,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
+from lurcher import configcheck
 from lurcher.core.wire import units
 
 ENV_PREFIX = "LURCHER_"
@@ -64,33 +67,34 @@ def merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _coerce(raw: str, default: Any, name: str) -> Any:
+def _coerce(raw: str, default: Any) -> Any:
+    """An environment string as the type of ``default`` where it reads as one; else ``raw``
+    (``check_value`` then names what was expected)."""
     if isinstance(default, bool):
-        if raw.lower() in ("1", "true", "yes", "on"):
-            return True
-        if raw.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ConfigError(f"{name}: expected true/false, got {raw!r}")
-    if isinstance(default, int):
-        try:
-            return int(raw)
-        except ValueError:
-            raise ConfigError(f"{name}: expected an integer, got {raw!r}") from None
-    if isinstance(default, float):
-        return float(raw)
+        words = {"1": True, "true": True, "yes": True, "on": True,
+                 "0": False, "false": False, "no": False, "off": False}
+        return words.get(raw.strip().lower(), raw)
+    for kind in (int, float):
+        if type(default) is kind:
+            try:
+                return kind(raw)
+            except ValueError:
+                return raw
     if isinstance(default, list):
         return [item.strip() for item in raw.split(",") if item.strip()]
     return raw
 
 
 def _resolve(tree: dict[str, Any], tokens: list[str]) -> list[str] | None:
-    """The key path in ``tree`` spelled by ``tokens`` (lower-case words), or None."""
+    """The path of the leaf key in ``tree`` spelled by ``tokens`` (lower-case words), or None."""
     for cut in range(len(tokens), 0, -1):
         key = "_".join(tokens[:cut])
         if key not in tree:
             continue
         if cut == len(tokens):
-            return [key]
+            if not isinstance(tree[key], dict):
+                return [key]
+            continue
         if isinstance(tree[key], dict):
             rest = _resolve(tree[key], tokens[cut:])
             if rest is not None:
@@ -98,19 +102,32 @@ def _resolve(tree: dict[str, Any], tokens: list[str]) -> list[str] | None:
     return None
 
 
+def env_name(dotted: str) -> str:
+    """The environment variable of a dotted key: ``tcp.address`` -> ``LURCHER_TCP_ADDRESS``."""
+    return ENV_PREFIX + dotted.replace(".", "_").upper()
+
+
 def apply_env(config: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
-    """Apply LURCHER_* overrides. Raises ConfigError for a variable naming no key."""
+    """Apply LURCHER_* overrides. Raises ConfigError for a variable naming no key or a value
+    of the wrong kind."""
     out = copy.deepcopy(config)
     for name, raw in sorted(environ.items()):
         if not name.startswith(ENV_PREFIX) or name in NOT_CONFIG_ENV:
             continue
         path = _resolve(out, name[len(ENV_PREFIX):].lower().split("_"))
         if path is None:
-            raise ConfigError(f"{name} names no configuration key")
+            known = [env_name(p) for p in configcheck.key_paths(config, sections=False)]
+            raise ConfigError(f"{name} names no configuration key"
+                              f"{configcheck.nearest(name, known)}")
         node = out
         for key in path[:-1]:
             node = node[key]
-        node[path[-1]] = _coerce(raw, node[path[-1]], name)
+        value = _coerce(raw, node[path[-1]])
+        try:
+            configcheck.check_value(".".join(path), value, node[path[-1]], f"{name}={raw!r} ({'.'.join(path)})")
+        except configcheck.ConfigKeyError as exc:
+            raise ConfigError(str(exc)) from None
+        node[path[-1]] = value
     return out
 
 
@@ -122,9 +139,14 @@ def load_config(path: str | os.PathLike[str] | None = None,
     path = path or environ.get("LURCHER_CONFIG_PATH")
     if path:
         try:
-            data = merge(data, tomllib.loads(Path(path).read_text()))
+            override = tomllib.loads(Path(path).read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+            raise ConfigError(f"cannot read config file {path}: {exc}") from None
+        try:
+            configcheck.check_file_keys(override, data, str(path))
+        except configcheck.ConfigKeyError as exc:
+            raise ConfigError(str(exc)) from None
+        data = merge(data, override)
     return Config(apply_env(data, environ))
 
 

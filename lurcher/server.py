@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import resource
@@ -21,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lurcher import datadir, logsetup
 from lurcher.auth.root import ensure_root
 from lurcher.config import Config, ConfigError, load_config
 from lurcher.auth.session import number_clients_for_shard
@@ -38,29 +38,33 @@ log = logging.getLogger("lurcher.server")
 UNBUILT_TRANSPORTS: tuple[str, ...] = ()
 
 
+HELP_EPILOG = """\
+configuration (later sources override earlier ones):
+  1. the packaged defaults (lurcher/configs/server.toml, every key with a comment)
+  2. the TOML file given with --config, or else the one named by LURCHER_CONFIG_PATH
+  3. environment variables LURCHER_<SECTION>_<KEY>: the key's dotted path joined with '_'
+     and upper-cased, e.g. LURCHER_TCP_ADDRESS=0.0.0.0:8090 for [tcp] address,
+     LURCHER_SYSTEM_SEGMENT_SIZE="256 MiB" for [system.segment] size
+  Unknown keys and bad values are refused at start (exit status 2).
+  LURCHER_ROOT_USERNAME / LURCHER_ROOT_PASSWORD set the root user on the first start only.
+
+data: everything lives under system.path (default ./local_data, resolved against the
+  working directory and logged at start): state/ (metadata log), streams/ (segments),
+  runtime/ (endpoints.json and pid files while running), certs/, lurcher.lock (one server
+  per directory).
+"""
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="lurcher-server",
-                                     description="Persistent message streaming server (Iggy 0.8 wire protocol)")
+    parser = argparse.ArgumentParser(
+        prog="lurcher-server", epilog=HELP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Persistent message streaming server (Iggy 0.8 wire protocol)")
     parser.add_argument("--config", help="TOML file overriding the packaged defaults "
                         "(also LURCHER_CONFIG_PATH)")
     parser.add_argument("--with-default-root-credentials", action="store_true",
                         help="on first start, create the root user iggy/iggy")
     return parser.parse_args(argv)
-
-
-def write_endpoints(data_path: Path, endpoints: dict[str, str]) -> None:
-    runtime = data_path / "runtime"
-    runtime.mkdir(parents=True, exist_ok=True)
-    tmp = runtime / "endpoints.json.tmp"
-    tmp.write_text(json.dumps(endpoints))
-    os.replace(tmp, runtime / "endpoints.json")
-
-
-def write_pid_file(data_path: Path, shard_id: int) -> None:
-    """``runtime/shard-<id>.pid``: which process serves which shard (operators, tests)."""
-    runtime = data_path / "runtime"
-    runtime.mkdir(parents=True, exist_ok=True)
-    (runtime / f"shard-{shard_id}.pid").write_text(str(os.getpid()))
 
 
 def check_transports(config: Config) -> None:
@@ -176,9 +180,9 @@ async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_co
         from lurcher.supervisor import beat
         interval = config.duration_us("system.sharding.heartbeat_interval") / 1e6
         jobs.append(asyncio.ensure_future(beat(heartbeat, interval)))
-    write_pid_file(shard.data_path, shard_id)
+    datadir.write_pid_file(shard.data_path, shard_id)
     if ready is None:
-        write_endpoints(shard.data_path, shard.endpoints)
+        datadir.write_endpoints(shard.data_path, shard.endpoints)
     else:
         ready.put((shard_id, dict(shard.endpoints)))
     log.info("shard %d ready: %s", shard_id,
@@ -198,11 +202,14 @@ async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_co
         await shard.cluster.close()
     await asyncio.sleep(0.05)
     await close_listeners(listeners)
+    datadir.remove_runtime_file(shard.data_path, datadir.pid_file_name(shard_id))
+    if ready is None:
+        datadir.remove_runtime_file(shard.data_path, datadir.ENDPOINTS_FILE)
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def configure_logging(config: Config, rotate: bool = True) -> None:
+    logsetup.configure(config.get("system.logging") or {}, Path(config["system.path"]),
+                       config.size("system.logging.max_size"), rotate)
 
 
 def loop_factory():
@@ -225,13 +232,24 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"lurcher-server: configuration error: {exc}", file=sys.stderr)
         return 2
-    configure_logging(config.get("system.logging.level", "info"))
+    data_path = datadir.resolve(config["system.path"])
+    config.set("system.path", str(data_path))
+    try:
+        lock_fd = datadir.lock(data_path)
+        configure_logging(config)
+    except (datadir.DataDirInUse, OSError) as exc:
+        print(f"lurcher-server: cannot start: {exc}", file=sys.stderr)
+        return 1
     raise_open_files_limit()
+    log.info("data directory %s (pid %d)", data_path, os.getpid())
     shards = shards_count(config)
-    if shards > 1:
-        from lurcher.supervisor import supervise
-        return supervise(config, args.with_default_root_credentials, shards)
-    return run_shard(config, args.with_default_root_credentials)
+    try:
+        if shards > 1:
+            from lurcher.supervisor import supervise
+            return supervise(config, args.with_default_root_credentials, shards)
+        return run_shard(config, args.with_default_root_credentials)
+    finally:
+        os.close(lock_fd)
 
 
 def file_umask(config: Config) -> int:

@@ -23,6 +23,7 @@ import signal
 import time
 from typing import Any
 
+from lurcher import datadir
 from lurcher.config import Config
 from lurcher.core.shard.bus import reserve_socket
 from lurcher.core.net import split_address
@@ -40,7 +41,7 @@ def _shard_main(config_data: dict, default_root: bool, shard_id: int, shards: in
     from lurcher.server import configure_logging, run_shard
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when to stop
     config = Config(config_data)
-    configure_logging(config.get("system.logging.level", "info"))
+    configure_logging(config, rotate=False)
     os._exit(run_shard(config, default_root, shard_id, shards, namespace, ready, heartbeat))
 
 
@@ -132,6 +133,8 @@ class Supervisor:
                 time.sleep(RESTART_BACKOFF_S)
                 try:
                     self.start_shard(shard_id)
+                    log.warning("shard %d restarted (pid %d, restart #%d)", shard_id,
+                                self.processes[shard_id].pid, self.restarts)
                 except RuntimeError as exc:
                     log.error("%s", exc)
 
@@ -154,7 +157,6 @@ class Supervisor:
 
 def supervise(config: Config, default_root: bool, shards: int) -> int:
     """Run ``shards`` shard processes until SIGTERM/SIGINT; the exit code."""
-    from lurcher.server import write_endpoints
     supervisor = Supervisor(config, default_root, shards)
     reserved = [supervisor.reserve(section) for section in SHARED_LISTENERS
                 if config.get(f"{section}.enabled")]
@@ -169,8 +171,8 @@ def supervise(config: Config, default_root: bool, shards: int) -> int:
         supervisor.stop()
         return 1
     endpoints = supervisor.merged_endpoints()
-    from pathlib import Path
-    write_endpoints(Path(config["system.path"]).resolve(), endpoints)
+    data_path = datadir.resolve(config["system.path"])
+    datadir.write_endpoints(data_path, endpoints)
     log.info("lurcher-server ready with %d shards: %s", shards,
              " ".join(f"{k}={v}" for k, v in endpoints.items()))
     supervisor.watch()
@@ -178,4 +180,5 @@ def supervise(config: Config, default_root: bool, shards: int) -> int:
     code = supervisor.stop()
     for sock in reserved:
         sock.close()
+    datadir.remove_runtime_file(data_path, datadir.ENDPOINTS_FILE)
     return code

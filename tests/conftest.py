@@ -3,7 +3,8 @@
 ``server``: a started server over a fresh data dir, stopped (SIGTERM, exit 0 required) at
 teardown. ``server_factory``: ``server_factory(extra_env=None, args=..., data_dir=None)``
 starts more servers (custom env), all torn down the same way. The ``slow`` marker is
-registered here.
+registered here, and the ``system`` marker: ``@pytest.mark.system("java")`` fails a test in
+one line naming the Debian package when the program is missing.
 """
 
 from __future__ import annotations
@@ -14,11 +15,19 @@ from pathlib import Path
 import pytest
 
 from tests.support.server import DEFAULT_ARGS, LurcherServer, ServerFactory
+from tests.support.system import require_system
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if not any(line.split(":")[0].strip() == "slow" for line in config.getini("markers")):
         config.addinivalue_line("markers", "slow: long-running test (crash loops, big payloads)")
+    config.addinivalue_line("markers", "system(*names): needs these programs "
+                            "(lurcher/devtools/system_deps.py); absent ones fail in one line")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in item.iter_markers("system"):
+        require_system(*marker.args)
 
 
 @pytest.fixture

@@ -30,8 +30,16 @@ def root_permissions() -> bytes:
 
 def ensure_root(meta: MetaStore, hash_password, environ: Mapping[str, str],
                 default_credentials: bool, now_us: int) -> str | None:
-    """Create the root user if no user exists; returns a generated password to show, or None."""
+    """Create the root user if no user exists; returns a generated password to show, or None.
+    When users exist, root credentials in the environment are ignored with a warning."""
     if meta.state.users:
+        given = [n for n in ("LURCHER_ROOT_USERNAME", "LURCHER_ROOT_PASSWORD") if environ.get(n)]
+        if given:
+            root = meta.state.users.get(ROOT_USER_ID)
+            log.warning("the stored root user %r is kept: %s ignored (root credentials are "
+                        "used on the first start only; change the password with the "
+                        "change-password command)", root.username if root else "?",
+                        " and ".join(given))
         return None
     username = environ.get("LURCHER_ROOT_USERNAME") or DEFAULT_ROOT_USERNAME
     password = environ.get("LURCHER_ROOT_PASSWORD")

@@ -2,6 +2,6 @@
 
 import sys
 
-from lurcher.bench.cli import main
+from lurcher.extras import bench
 
-sys.exit(main())
+sys.exit(bench())

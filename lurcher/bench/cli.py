@@ -17,7 +17,17 @@ import threading
 
 from lurcher.bench.options import TARGETS, TRANSPORTS, BenchOptions, BenchOptionsError
 from lurcher.bench.workloads import WORKLOADS, layout, workload
+from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.units import parse_duration
+
+
+COMMANDS_HELP = (
+    "commands:\n"
+    "  lurcher-bench WORKLOAD [options]           one workload on one --target\n"
+    "  lurcher-bench compare WORKLOAD [options]   the workload on lurcher, Redis and NATS "
+    "(needs nats-server and redis-server)\n"
+    "  lurcher-bench list                         the workloads with their aliases\n\n"
+    "workloads:\n" + "\n".join(f"  {w.name} ({w.alias})" for w in WORKLOADS.values()))
 
 
 def _duration(text: str) -> float:
@@ -32,7 +42,7 @@ def build_parser(compare: bool) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog, description="Iggy's benchmark workloads against lurcher"
         + (", Redis and NATS side by side" if compare else " or a peer"),
-        epilog="workloads: " + ", ".join(f"{w.name} ({w.alias})" for w in WORKLOADS.values()))
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=COMMANDS_HELP)
     p.add_argument("workload", help="workload name or alias (see `lurcher-bench list`)")
     if not compare:
         p.add_argument("--target", choices=TARGETS, default="lurcher")
@@ -117,6 +127,9 @@ def _execute(options: BenchOptions, compare: bool) -> int:
             run_benchmark(options)
     except (ServerStartError, DriverUnavailable, ActorFailed, BenchOptionsError) as e:
         print(f"lurcher-bench: {e}", file=sys.stderr)
+        return 1
+    except (IggyError, OSError) as e:  # cannot reach or log in to --server-address
+        print(f"lurcher-bench: {options.server_address or 'server'}: {e}", file=sys.stderr)
         return 1
     return 0
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from lurcher.mcp_server.cli import main
+from lurcher.extras import mcp
 
-sys.exit(main())
+sys.exit(mcp())

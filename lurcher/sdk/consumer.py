@@ -112,16 +112,8 @@ class Consumer:
         return self
 
     async def _join(self) -> None:
-        c, s, t, g = self.client, self.stream, self.topic, self.group
-        if await c.get_consumer_group(s, t, g) is None:
-            if not (self.create_group_if_missing and isinstance(g, str)):
-                raise IggyError(ErrorCode.CONSUMER_GROUP_NAME_NOT_FOUND, str(g))
-            try:
-                await c.create_consumer_group(s, t, g)
-            except IggyError as e:
-                if e.code != ErrorCode.CONSUMER_GROUP_NAME_ALREADY_EXISTS:
-                    raise
-        await c.join_consumer_group(s, t, g)
+        await join_group(self.client, self.stream, self.topic, self.group,
+                         self.create_group_if_missing)
         self._joined = True
 
     async def close(self) -> None:
@@ -261,3 +253,18 @@ class Consumer:
 def _first_offset(polled: PolledMessages) -> int:
     first = next(polled.messages(), None)
     return -1 if first is None else first.offset
+
+
+async def join_group(client: Any, stream: Any, topic: Any, group: int | str,
+                     create_if_missing: bool = True) -> None:
+    """Join ``group``, creating it first when it is missing and named (not a numeric id).
+    Raises IggyError (CONSUMER_GROUP_NAME_NOT_FOUND when missing and not created)."""
+    if await client.get_consumer_group(stream, topic, group) is None:
+        if not (create_if_missing and isinstance(group, str)):
+            raise IggyError(ErrorCode.CONSUMER_GROUP_NAME_NOT_FOUND, str(group))
+        try:
+            await client.create_consumer_group(stream, topic, group)
+        except IggyError as e:
+            if e.code != ErrorCode.CONSUMER_GROUP_NAME_ALREADY_EXISTS:
+                raise
+    await client.join_consumer_group(stream, topic, group)

@@ -64,6 +64,7 @@ def test_workload_runs_against_lurcher(workload: str, tmp_path: Path, capsys) ->
     assert doc["time_series"]["total_megabytes_per_second"]
 
 
+@pytest.mark.system("nats-server", "redis-server")
 @pytest.mark.parametrize("workload", ["end-to-end-producing-consumer",
                                       "balanced-producer-and-consumer-group"])
 def test_compare_runs_lurcher_redis_and_nats(workload: str, tmp_path: Path, capsys) -> None:

@@ -169,7 +169,7 @@ COMMAND: dict[str, Build] = {
 # commands whose successful call needs an earlier call on the same connection
 PRELUDE = {"leave_consumer_group": "join_consumer_group"}
 # the status a permitted call answers when it is not 0
-PERMITTED_STATUS = {"get_snapshot_file": 5}  # FeatureUnavailable: no snapshots, but allowed
+PERMITTED_STATUS: dict[str, int] = {}
 
 # -- the table -----------------------------------------------------------------------------
 G, S, T = "global", "stream", "topic"

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.server import REPO_ROOT, LurcherServer
+from tests.support.system import require_system
 
 import pyspark  # noqa: F401  (the spark extra; part of .[dev])
 
@@ -51,6 +52,7 @@ def spark_env() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """A local[2] SparkSession with the ``lurcher`` format registered (pushdown on)."""
+    require_system("java")
     from pyspark.sql import SparkSession
 
     import lurcher.spark

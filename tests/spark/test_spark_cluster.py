@@ -17,7 +17,7 @@ from tests.spark.lurcher_data import produce
 from tests.spark.standalone import StandaloneCluster
 from tests.support.server import LurcherServer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.system("java")]
 
 STREAM = "spark-cluster"
 TOPIC = "events"

@@ -228,5 +228,16 @@ class LurcherServer:
         return int(self.tcp_address.rpartition(":")[2])
 
 
+def run_server_to_exit(args: Iterable[str], env: Mapping[str, str], cwd: Path,
+                       timeout: float = START_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m lurcher.server ARGS`` expected to exit by itself (refused start)."""
+    full_env = {**os.environ, **DEFAULT_ENV, **env}
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return subprocess.run([sys.executable, "-m", "lurcher.server", *args], cwd=cwd,
+                          env=full_env, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
 ServerFactory = Callable[..., LurcherServer]
 """The ``server_factory`` fixture: ``(extra_env=None, args=DEFAULT_ARGS, data_dir=None) -> LurcherServer``."""

@@ -36,7 +36,7 @@ def test_unknown_environment_key_is_a_clear_error():
 
 
 def test_bad_boolean_is_a_clear_error():
-    with pytest.raises(ConfigError, match="true/false"):
+    with pytest.raises(ConfigError, match="expected true or false"):
         load_config(environ={"LURCHER_TCP_ENABLED": "maybe"})
 
 
@@ -73,3 +73,36 @@ def test_parse_duration(text, expected):
 def test_bad_quantities_are_refused(bad):
     with pytest.raises(ConfigError):
         parse_size(bad)
+
+
+def test_every_packaged_default_passes_its_own_check():
+    """Keys added to configs/server.toml become valid file and env keys by themselves."""
+    from lurcher.config import default_config
+    from lurcher.configcheck import check_file_keys
+
+    check_file_keys(default_config(), default_config(), "the packaged defaults")
+
+
+@pytest.mark.parametrize("key,kind", [
+    ("system.segment.size", "size"), ("system.topic.max_size", "size"),
+    ("system.topic.message_expiry", "duration"), ("heartbeat.interval", "duration"),
+    ("tcp.address", "address"), ("tcp.enabled", "bool"), ("system.sharding.shards", "int"),
+    ("http.cors.allowed_origins", "list"), ("system.io", "choice"), ("system.path", "str"),
+])
+def test_value_kinds_follow_from_the_defaults(key, kind):
+    from lurcher.configcheck import kind_of
+
+    assert kind_of(key, load_config(environ={})[key]) == kind
+
+
+def test_unknown_file_key_names_the_nearest_valid_one(tmp_path):
+    path = tmp_path / "server.toml"
+    path.write_text('[system.segment]\nsise = "1 MiB"\n')
+    with pytest.raises(ConfigError, match="unknown key system.segment.sise in .*; did you "
+                                          "mean system.segment.size\\?"):
+        load_config(path, environ={})
+
+
+def test_environment_variable_naming_a_section_is_refused():
+    with pytest.raises(ConfigError, match="LURCHER_TCP_TLS names no configuration key"):
+        load_config(environ={"LURCHER_TCP_TLS": "true"})

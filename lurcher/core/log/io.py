@@ -161,5 +161,6 @@ def select_io(mode: str) -> IoBackend:
     from lurcher.core.log.uring import open_uring_io
     backend = open_uring_io()
     if backend is None and mode == "uring":
-        raise OSError("system.io = \"uring\" but io_uring is unavailable here")
+        raise OSError("system.io = \"uring\" but io_uring is unavailable here (see the log "
+                      "line above; set system.io = \"auto\" or \"posix\")")
     return backend or PosixIo()

@@ -16,6 +16,7 @@ buffered in Python); with ``enforce_fsync`` also after fsync of log and index.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 from enum import IntEnum
 
@@ -32,6 +33,8 @@ from lurcher.core.wire.batch import MessageBatch
 from lurcher.core.wire.buffer import U32_MAX
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
+
+log = logging.getLogger(__name__)
 
 
 class PollKind(IntEnum):
@@ -162,6 +165,8 @@ class Partition:
                 code = (ErrorCode.CANNOT_WRITE_TO_FILE if is_no_space(e)
                         else ErrorCode.CANNOT_CREATE_SEGMENT_LOG_FILE)
                 raise IggyError(code, str(e)) from e
+            log.info("segment rotation in %s: sealed at %d bytes, new segment from offset %d",
+                     self.path, segment.size_bytes, self.next_offset)
             segment = self.segments[-1]
         return segment
 
@@ -306,6 +311,9 @@ class Partition:
             self.messages_count -= segment.count
             self.size_bytes -= segment.size_bytes
             segment.delete()
+        if doomed:
+            log.info("deleted %d segment(s) (%d message(s), offsets below %d) in %s",
+                     len(doomed), messages, self.first_offset, self.path)
         return len(doomed), messages
 
     def purge(self) -> None:

@@ -129,7 +129,8 @@ def open_uring_io() -> UringIo | None:
     try:
         import liburing
     except Exception as exc:  # missing package or a wheel this CPU cannot run
-        log.info("io_uring unavailable (liburing not importable: %s); using posix I/O", exc)
+        log.info("io_uring unavailable (liburing not importable: %s; it comes with "
+                 "pip install 'lurcher[uring]'); using posix I/O", exc)
         return None
     ring = liburing.io_uring()
     try:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from lurcher.core.log.io import is_no_space
+from lurcher.core.shard import audit
 from lurcher.core.shard.handlers import registry
 from lurcher.core.wire.commands import COMMANDS, CommandSpec
 from lurcher.core.wire.error_codes import ErrorCode
@@ -79,10 +80,23 @@ class Dispatcher:
         return self.cluster.run(route, session, request, None, None)
 
     def run_here(self, route: Route, session: Any, request: Any) -> Any:
-        """Check the permission, validate, and run the handler on this shard."""
-        if route.permission:
-            self.shard.authorize(session, route.permission, request)
-        request.validate()
+        """Check the permission, validate, and run the handler on this shard (the session is
+        ``audit.ACTOR`` meanwhile, for the audit log). A full disk is CannotWriteToFile."""
+        name = route.spec.name
+        actor = audit.ACTOR.set(session)
+        try:
+            if route.permission:
+                self.shard.authorize(session, route.permission, request)
+            request.validate()
+            result = self._call(route, session, request)
+        except IggyError as exc:
+            audit.command_failed(session, name, request, exc)
+            raise
+        finally:
+            audit.ACTOR.reset(actor)
+        return audit.command_result(self.shard, session, name, request, result)
+
+    def _call(self, route: Route, session: Any, request: Any) -> Any:
         try:
             return route.handler(self.shard, session, request)
         except OSError as exc:

@@ -29,6 +29,7 @@ from lurcher.core.meta.state import TopicMeta
 from lurcher.core.meta.store import MetaStore
 from lurcher.core.shard.dedup import Deduplication
 from lurcher.core.shard.commit import GroupCommit
+from lurcher.core.shard import audit
 from lurcher.core.shard.dispatch import Dispatcher
 from lurcher.core.shard.groups import GroupRuntime, Groups, Member
 from lurcher.core.shard.peers import PartitionStats
@@ -124,6 +125,8 @@ class Shard:
             warn_stored_problems(self.meta.state)
         self._open_all_partitions()
         self.meta.state.observers.append(PartitionLifecycle(self))
+        if shard_id == 0:
+            self.meta.state.observers.append(audit.MetadataAudit(self))
 
     # -- partitions ---------------------------------------------------------------
     @property
@@ -242,6 +245,7 @@ class Shard:
         self.sessions[session.client_id] = session
         if connection is not None:
             self.connections[session.client_id] = connection
+        audit.connection_opened(session)
         return session
 
     def resume_session(self, session: Session, connection: Any) -> None:
@@ -263,6 +267,7 @@ class Shard:
     def close_session(self, session: Session, migrated: bool = False) -> None:
         session.closed = True
         if not migrated:
+            audit.connection_closed(self, session)
             if self.cluster is not None:
                 self.cluster.client_gone(session.client_id)
             else:

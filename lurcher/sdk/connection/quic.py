@@ -12,6 +12,7 @@ seconds, default 10 s).
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from typing import Any
 
@@ -48,6 +49,38 @@ def client_configuration(config: ClientConfig) -> QuicConfiguration:
     return quic
 
 
+class _ClientProtocol(QuicConnectionProtocol):
+    """aioquic's client protocol on a *connected* UDP socket, so an ICMP "port unreachable"
+    (nobody listens there) reaches ``error_received`` and fails the handshake at once
+    instead of after the connect timeout. The handshake waiter's exception is always
+    retrieved (no "Future exception was never retrieved" when a connect is abandoned)."""
+
+    def connect(self, addr: Any, transmit: bool = True) -> None:
+        sock = self._transport.get_extra_info("socket")
+        with socket.fromfd(sock.fileno(), sock.family, sock.type) as shared:
+            shared.connect(addr)
+        super().connect(addr, transmit)
+
+    async def wait_connected(self) -> None:
+        if not self._connected and self._connected_waiter is None:
+            self._connected_waiter = self._loop.create_future()
+            self._connected_waiter.add_done_callback(_retrieve)
+        waiter = self._connected_waiter
+        if waiter is not None:
+            await asyncio.shield(waiter)
+
+    def error_received(self, exc: Exception) -> None:
+        waiter = self._connected_waiter
+        if waiter is not None and not waiter.done():
+            self._connected_waiter = None
+            waiter.set_exception(exc)
+
+
+def _retrieve(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class QuicConnection(Connection):
     LOST_ERRORS = (OSError, ConnectionError, asyncio.IncompleteReadError)
 
@@ -73,7 +106,7 @@ class QuicConnection(Connection):
         if self.connected:
             return
         cm = connect(self.host, self.port, configuration=client_configuration(self.config),
-                     wait_connected=True)
+                     create_protocol=_ClientProtocol, wait_connected=True)
         try:
             self._proto = await asyncio.wait_for(cm.__aenter__(), self.config.connect_timeout_s)
         except asyncio.TimeoutError:

@@ -68,7 +68,8 @@ from lurcher.core.wire.requests.streams.update_stream import UpdateStream
 from lurcher.core.wire.requests.system.get_client import GetClient
 from lurcher.core.wire.requests.system.get_clients import GetClients
 from lurcher.core.wire.requests.system.get_cluster_metadata import GetClusterMetadata
-from lurcher.core.wire.requests.system.get_snapshot_file import GetSnapshotFile
+from lurcher.core.wire.requests.system.get_snapshot_file import ALL_TYPES, GetSnapshotFile
+from lurcher.core.wire.responses.snapshot import SnapshotFile
 from lurcher.core.wire.requests.system.get_stats import GetStats
 from lurcher.core.wire.requests.topics.create_topic import CreateTopic
 from lurcher.core.wire.requests.topics.delete_topic import DeleteTopic
@@ -207,7 +208,7 @@ COMMAND_ROUTES: list[tuple[str, str, Builder, type | None, int]] = [
     ("GET", "/clients", lambda c: GetClients(), None, 200),
     ("GET", "/clients/{client_id}",
      lambda c: GetClient(c.int_param("client_id", path=True)), None, 200),
-    ("POST", "/snapshot", lambda c: GetSnapshotFile(1, []), b.SnapshotBody, 200),
+    ("POST", "/snapshot", lambda c: GetSnapshotFile(2, [ALL_TYPES]), b.SnapshotBody, 200),
     ("GET", "/users", lambda c: GetUsers(), None, 200),
     ("POST", "/users", lambda c: CreateUser(
         c.body.username, c.body.password, _status_code(c.body.status),
@@ -338,6 +339,8 @@ class HttpApi:
             return Response(status_code=ok)
         if value is None:
             return JsonResponse(s.RESOURCE_NOT_FOUND_JSON, status_code=404)
+        if isinstance(value, SnapshotFile):
+            return Response(value.data, status_code=ok, media_type="application/zip")
         return JsonResponse(s.to_json(value), status_code=ok)
 
     def guarded(self, fn: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:

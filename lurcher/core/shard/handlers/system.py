@@ -10,6 +10,7 @@ heartbeat (as in 0.8).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import platform
 import shutil
@@ -18,10 +19,12 @@ import socket
 import psutil
 
 from lurcher.core.shard.handlers.registry import handles
+from lurcher.core.shard.snapshot import build_snapshot, zip_method
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.responses.clients import ClientDetails, ClientGroup, ClientHeader
 from lurcher.core.wire.responses.cluster import ClusterMetadata, ClusterNode
+from lurcher.core.wire.responses.snapshot import SnapshotFile
 from lurcher.core.wire.responses.stats import Stats
 
 SERVER_VERSION = "0.8.0"
@@ -50,8 +53,12 @@ def get_cluster_metadata(shard, session, req):
 
 
 @handles("get_snapshot_file", "server_info")
-def get_snapshot_file(shard, session, req):
-    raise IggyError(ErrorCode.FEATURE_UNAVAILABLE, "snapshots are not supported")
+async def get_snapshot_file(shard, session, req):
+    """A ZIP of the requested diagnostics (``core.shard.snapshot``), built off the loop."""
+    zip_method(req.compression)  # zstd: FEATURE_UNAVAILABLE before any work
+    data = await asyncio.to_thread(build_snapshot, shard.data_path, shard.config,
+                                   req.compression, list(req.snapshot_types))
+    return SnapshotFile(data)
 
 
 def client_details(shard, session) -> ClientDetails:

@@ -7,13 +7,14 @@ with the same headers (``-H key:kind:value``) on each, and optional ``--id`` val
 message). Partitioning: ``--partition-id``, ``--message-key`` or balanced (the default).
 
 Poll: one strategy of ``--offset``, ``--timestamp``, ``--first``, ``--last``, ``--next``
-(the default). ``--group NAME`` polls as a member of that consumer group (joined for the
-command, left afterwards). ``--follow`` keeps polling: for a plain consumer it continues
+(the default). ``--group NAME`` polls as a member of that consumer group (created when
+missing, as the SDK's ``Consumer`` does; joined for the command, left afterwards). ``--follow`` keeps polling: for a plain consumer it continues
 from the offset after the last message it printed (on the partition that answered); for a
 group it polls ``next`` with auto-commit so the group makes progress. It waits
 ``--interval`` seconds after an empty poll, and stops on Ctrl-C, SIGTERM or after ``--max``
 messages (exit 0). Output formats: text, json (one object per line), hex, payload (raw
-payload bytes, one per line).
+payload bytes, one per line), to stdout or ``--output-file``. ``flush`` is FlushUnsavedBuffer
+(``--fsync`` also fsyncs).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import sys
 from collections.abc import Callable
 
 from lurcher.core.wire.values.polling import PollingKind, PollingStrategy
+from lurcher.sdk.consumer import join_group
 from lurcher.sdk.cli.commands.base import Sub, group, ident, leaf, topic_args
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode
 from lurcher.sdk.cli.output import iso_time, Output
@@ -171,7 +173,7 @@ def strategy_of(a: argparse.Namespace) -> PollingStrategy:
 class Poller:
     """One poll target (stream, topic, partition, consumer) and its moving strategy."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, out: Output) -> None:
         a = run.args
         self.run = run
         self.stream, self.topic = ident(a.stream), ident(a.topic)
@@ -181,7 +183,7 @@ class Poller:
         self.strategy = strategy_of(a)
         self.auto_commit = a.auto_commit
         self.print = printer(a.format or ("json" if run.out.json else "text"),
-                             a.show_headers, run.out)
+                             a.show_headers, out)
 
     async def poll(self, count: int) -> list[ReceivedMessage]:
         client = await self.run.client()
@@ -226,12 +228,31 @@ async def _follow(poller: Poller, a: argparse.Namespace) -> None:
             loop.remove_signal_handler(sig)
 
 
+@contextlib.contextmanager
+def poll_output(run: Run):
+    """Where polled messages go: ``--output-file`` (created or truncated), else stdout."""
+    path = run.args.output_file
+    if path is None:
+        yield run.out
+        return
+    try:
+        stream = open(path, "w", encoding="utf-8")
+    except OSError as e:
+        raise CliError(f"cannot write {path}: {e.strerror}", ExitCode.USAGE) from None
+    with stream:
+        yield Output(run.out.mode, run.out.quiet, stream)
+
+
 async def poll(run: Run) -> None:
+    with poll_output(run) as out:
+        await _poll(run, Poller(run, out))
+
+
+async def _poll(run: Run, poller: Poller) -> None:
     a = run.args
-    poller = Poller(run)
     client = await run.client()
-    if poller.is_group:
-        await client.join_consumer_group(poller.stream, poller.topic, poller.consumer)
+    if poller.is_group:  # created when missing, as the SDK's Consumer does
+        await join_group(client, poller.stream, poller.topic, poller.consumer)
     try:
         if a.follow:
             await _follow(poller, a)
@@ -246,6 +267,14 @@ async def poll(run: Run) -> None:
         if poller.is_group:
             with contextlib.suppress(Exception):
                 await client.leave_consumer_group(poller.stream, poller.topic, poller.consumer)
+
+
+async def flush(run: Run) -> None:
+    a = run.args
+    await (await run.client()).flush_unsaved_buffer(ident(a.stream), ident(a.topic),
+                                                    a.partition, a.fsync)
+    run.out.note(f"flushed partition {a.partition} of {a.stream}/{a.topic}"
+                 + (" (fsync)" if a.fsync else ""))
 
 
 # -- parsers -----------------------------------------------------------------------------
@@ -300,7 +329,7 @@ def _poll_parser(actions: Sub) -> None:
     p.add_argument("--consumer", default="0", metavar="ID",
                    help="consumer id or name (default 0)")
     p.add_argument("-g", "--group", metavar="GROUP",
-                   help="poll as a member of this consumer group")
+                   help="poll as a member of this consumer group (created when missing)")
     p.add_argument("-a", "--auto-commit", action="store_true",
                    help="store the consumer offset after polling")
     p.add_argument("-s", "--show-headers", action="store_true", help="print user headers")
@@ -311,9 +340,21 @@ def _poll_parser(actions: Sub) -> None:
     p.add_argument("--interval", type=float, default=FOLLOW_INTERVAL_S, metavar="SECONDS",
                    help=f"wait after an empty poll with --follow (default {FOLLOW_INTERVAL_S})")
     p.add_argument("--max", type=positive_int, metavar="N", help="stop after N messages")
+    p.add_argument("--output-file", metavar="PATH",
+                   help="write the messages (in --format) to this file instead of stdout")
+
+
+def _flush_parser(actions: Sub) -> None:
+    p = leaf(actions, "flush", flush, "write a partition's unsaved messages to disk",
+             description="write a partition's unsaved messages to disk (FlushUnsavedBuffer)"
+                         "\n\nexample:\n  lurcher message flush orders eu 0 --fsync")
+    topic_args(p)
+    p.add_argument("partition", type=non_negative_int, help="partition id")
+    p.add_argument("--fsync", action="store_true", help="also fsync the partition's files")
 
 
 def register(sub: Sub) -> None:
     actions = group(sub, "message", "send and poll messages", ("m",))
     _send_parser(actions)
     _poll_parser(actions)
+    _flush_parser(actions)

@@ -1,0 +1,129 @@
+"""Operating a real server: one server per data directory, an absolute data path in the log,
+runtime files only while running, and one-line refusals of bad configuration (exit 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lurcher.sdk.sync import SyncClient
+from tests.support.server import LurcherServer, run_server_to_exit
+
+
+def connect(server: LurcherServer) -> SyncClient:
+    return SyncClient.from_connection_string(f"iggy://iggy:iggy@{server.tcp_address}")
+
+
+def one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in text, text
+    return lines[0]
+
+
+def test_second_server_on_the_same_data_dir_is_refused_and_the_first_is_untouched(server):
+    with connect(server) as client:
+        client.create_stream("kept")
+    refused = run_server_to_exit([], {"LURCHER_SYSTEM_PATH": str(server.data_dir)},
+                                 cwd=server.data_dir)
+    assert refused.returncode == 1
+    line = one_line(refused.stderr)
+    assert f"pid {server.pid}" in line and "in use" in line and str(server.data_dir) in line
+    with connect(server) as client:
+        assert [s.name for s in client.get_streams()] == ["kept"]
+    server.restart()
+    with connect(server) as client:
+        assert [s.name for s in client.get_streams()] == ["kept"]
+
+
+def test_relative_data_path_is_logged_absolute_and_runtime_files_go_on_clean_stop(
+        server_factory, tmp_path: Path):
+    data = tmp_path / "relative-data"
+    srv = server_factory({"LURCHER_SYSTEM_PATH": "."}, data_dir=data)
+    runtime = data / "runtime"
+    assert {p.name for p in runtime.iterdir()} == {"endpoints.json", "shard-0.pid"}
+    srv.stop()
+    assert f"data directory {data.resolve()}" in srv.output_path.read_text()
+    assert list(runtime.iterdir()) == []
+
+
+def test_clean_stop_of_a_sharded_server_removes_runtime_files(server_factory, tmp_path: Path):
+    srv = server_factory({"LURCHER_SYSTEM_SHARDING_SHARDS": "2"})
+    runtime = srv.data_dir / "runtime"
+    assert {p.name for p in runtime.iterdir()} == {"endpoints.json", "shard-0.pid",
+                                                   "shard-1.pid"}
+    srv.stop()
+    assert list(runtime.iterdir()) == []
+
+
+BAD_FILES = [
+    ('[tcp]\nadress = "127.0.0.1:0"\n', "unknown key tcp.adress in {file}; did you mean tcp.address?"),
+    ('[tcpp]\nenabled = true\n', "unknown key tcpp in {file}; did you mean tcp?"),
+    ('[system.segment]\nsize = "huge"\n',
+     "system.segment.size = 'huge' in {file}: expected a size such as 1048576"),
+    ("[tcp]\naddress = 8090\n",
+     'tcp.address = 8090 in {file}: expected an address "host:port"'),
+    ('[system]\nio = "fast"\n', "system.io = 'fast' in {file}: expected one of auto, uring, posix"),
+    ("[tcp]\nenabled = 1\n", "tcp.enabled = 1 in {file}: expected true or false"),
+    ('tcp = "on"\n', "tcp = 'on' in {file}: expected a section [tcp]"),
+    ("[http]\nweb_ui = true\n", "http.web_ui = True in {file}: only false is supported"),
+]
+
+
+@pytest.mark.parametrize("text,message", BAD_FILES)
+def test_bad_config_file_is_refused_in_one_line(tmp_path: Path, text: str, message: str):
+    config = tmp_path / "server.toml"
+    config.write_text(text)
+    result = run_server_to_exit(["--config", str(config)], {"LURCHER_SYSTEM_PATH": "data"},
+                                cwd=tmp_path)
+    assert result.returncode == 2
+    assert message.format(file=config) in one_line(result.stderr)
+    assert not (tmp_path / "data").exists()  # refused before touching the data directory
+
+
+BAD_ENV = [
+    ("LURCHER_TCP_ADRESS", "127.0.0.1:0",
+     "LURCHER_TCP_ADRESS names no configuration key; did you mean LURCHER_TCP_ADDRESS?"),
+    ("LURCHER_TCP_ADDRESS", "notanaddress",
+     "LURCHER_TCP_ADDRESS='notanaddress' (tcp.address): expected an address \"host:port\""),
+    ("LURCHER_SYSTEM_SEGMENT_SIZE", "huge",
+     "LURCHER_SYSTEM_SEGMENT_SIZE='huge' (system.segment.size): expected a size"),
+    ("LURCHER_SYSTEM_SHARDING_SHARDS", "two",
+     "LURCHER_SYSTEM_SHARDING_SHARDS='two' (system.sharding.shards): expected an integer"),
+    ("LURCHER_HEARTBEAT_INTERVAL", "soon",
+     "LURCHER_HEARTBEAT_INTERVAL='soon' (heartbeat.interval): expected a duration"),
+]
+
+
+@pytest.mark.parametrize("name,value,message", BAD_ENV)
+def test_bad_environment_variable_is_refused_in_one_line(tmp_path: Path, name: str, value: str,
+                                                         message: str):
+    result = run_server_to_exit([], {"LURCHER_SYSTEM_PATH": "data", name: value}, cwd=tmp_path)
+    assert result.returncode == 2
+    assert one_line(result.stderr).startswith(f"lurcher-server: configuration error: {message}")
+
+
+def test_help_lists_config_discovery_env_rule_and_data_location(tmp_path: Path):
+    result = run_server_to_exit(["--help"], {}, cwd=tmp_path)
+    assert result.returncode == 0
+    text = result.stdout
+    assert "--config" in text and "LURCHER_CONFIG_PATH" in text
+    assert "LURCHER_<SECTION>_<KEY>" in text and "system.path" in text
+    assert text.index("packaged defaults") < text.index("--config, or") < text.index(
+        "environment variables")
+
+
+def test_http_snapshot_answers_a_zip(server_factory):
+    import io
+    import zipfile
+
+    import httpx
+
+    srv = server_factory({"LURCHER_HTTP_ENABLED": "true", "LURCHER_HTTP_ADDRESS": "127.0.0.1:0"})
+    base = f"http://{srv.endpoints['http']}"
+    login = httpx.post(f"{base}/users/login", json={"username": "iggy", "password": "iggy"})
+    token = login.json()["access_token"]["token"]
+    answer = httpx.post(f"{base}/snapshot", json={},
+                        headers={"authorization": f"Bearer {token}"}, timeout=30)
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/zip"
+    assert "server_config.json" in zipfile.ZipFile(io.BytesIO(answer.content)).namelist()
