@@ -121,8 +121,11 @@ class Page:
         self.d.get(f"{self.base}/ui{route}")
 
     def wait(self, check: Any, what: str, timeout: float = WAIT_S) -> Any:
+        from selenium.common.exceptions import StaleElementReferenceException
         from selenium.webdriver.support.ui import WebDriverWait
-        return WebDriverWait(self.d, timeout, poll_frequency=0.2).until(
+        # a page re-renders after actions: an element read mid-render is simply read again
+        return WebDriverWait(self.d, timeout, poll_frequency=0.2,
+                             ignored_exceptions=(StaleElementReferenceException,)).until(
             lambda d: check(), message=f"timed out waiting for {what}")
 
     def css(self, selector: str) -> list[Any]:
@@ -133,7 +136,10 @@ class Page:
         return self.wait(lambda: (self.css(selector) or [None])[0], selector)
 
     def text(self, selector: str = "#main") -> str:
-        return self.one(selector).text
+        def read() -> tuple[str] | None:
+            found = self.css(selector)
+            return (found[0].text,) if found else None
+        return self.wait(read, f"text of {selector}")[0]
 
     def type(self, selector: str, text: str) -> None:
         el = self.one(selector)

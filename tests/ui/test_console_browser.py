@@ -24,6 +24,7 @@ from tests.support.official import connect_client
 pytestmark = pytest.mark.slow
 
 WEIGHT_LIMIT = 500_000
+BIG_ID = str(2**128 - 12345)
 XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
 
 
@@ -74,10 +75,12 @@ def test_create_send_browse_and_tail_with_official_client(page, rest, loop, cons
 
     page.type("#send-payload", '{"order": 1, "item": "lamp"}')
     page.type("#send-headers", "source=console\nattempt:uint32=3")
+    page.type("#send-id", BIG_ID)
     page.one("#send-submit").click()
     page.wait(lambda: '"item": "lamp"' in page.text("#tail"), "page message in the tail")
     tail = page.text("#tail")
     assert "source (string) = console" in tail and "attempt (uint32) = 3" in tail
+    assert f"id {BIG_ID}" in tail, "128-bit message id not shown exactly"
 
     page.one("#poll-submit").click()
     page.wait(lambda: len(page.css("#messages article")) == 1, "polled message")

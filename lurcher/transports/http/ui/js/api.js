@@ -70,7 +70,7 @@ export class Api {
     }
     if (!response.ok) throw await failure(response);
     const text = await response.text();
-    return text ? JSON.parse(text) : null;
+    return text ? parseJson(text) : null;
   }
 
   // Prometheus text (unauthenticated); null when metrics are off.
@@ -78,6 +78,14 @@ export class Api {
     const response = await fetch('/metrics', { credentials: 'omit', cache: 'no-store' });
     return response.ok ? response.text() : null;
   }
+}
+
+// JSON with integers beyond 2^53 (128-bit message ids, u64::MAX "never") kept exact as
+// their decimal text, where the browser gives the parser the source.
+export function parseJson(text) {
+  return JSON.parse(text, (key, value, context) =>
+    (typeof value === 'number' && !Number.isSafeInteger(value) && Number.isInteger(value) && context && context.source
+      ? context.source : value));
 }
 
 async function failure(response) {
