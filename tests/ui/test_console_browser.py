@@ -266,3 +266,68 @@ def test_message_browser_renders_1000_messages(page, rest):
     print(f"message browser: {rendered} messages rendered in {ms:.1f} ms")
     assert rendered == 1000
     assert '"n": 999' in page.css("#messages article")[-1].text
+
+
+def row_button(page, table: str, name: str, action: str):
+    """The ``action`` button in the row of ``table`` whose name cell is ``name``."""
+    def find():
+        for row in page.css(f"{table} tbody tr"):
+            cells = row.find_elements("css selector", "td")
+            if len(cells) > 1 and cells[1].text == name:
+                found = row.find_elements("css selector", f"[data-action={action}]")
+                return found[0] if found else None
+        return None
+    return page.wait(find, f"{action} button of {name}")
+
+
+def test_edit_purge_delete_ask_for_confirmation(page, rest):
+    sid, tid = make_topic(rest, "manage-s", "manage-t")
+    send(rest, sid, tid, ["one", "two", "three"])
+    topic_path = f"/streams/{sid}/topics/{tid}"
+    page.sign_in()
+    page.go(f"#/streams/{sid}")
+    row_button(page, "#topics-table", "manage-t", "edit").click()
+    page.type("#edit-topic input[name=name]", "manage-renamed")
+    page.type("#edit-topic input[name=expiry]", "60")
+    page.one("#edit-topic button[type=submit]").click()
+    page.wait(lambda: "manage-renamed" in page.text("#topics-table"), "renamed topic")
+    edited = rest.call("GET", topic_path)
+    assert edited["name"] == "manage-renamed" and edited["message_expiry"] == 60_000_000
+
+    row_button(page, "#topics-table", "manage-renamed", "purge").click()
+    page.one("dialog[open] [data-role=cancel]").click()
+    assert rest.call("GET", topic_path)["messages_count"] == 3
+    row_button(page, "#topics-table", "manage-renamed", "purge").click()
+    page.confirm()
+    page.wait(lambda: rest.call("GET", topic_path)["messages_count"] == 0, "purged")
+
+    row_button(page, "#topics-table", "manage-renamed", "delete").click()
+    page.confirm()
+    page.wait(lambda: rest.http.get(topic_path).status_code == 404, "topic deleted")
+    page.go("#/streams")
+    row_button(page, "#streams-table", "manage-s", "delete").click()
+    page.confirm()
+    page.wait(lambda: rest.http.get(f"/streams/{sid}").status_code == 404, "stream deleted")
+    page.wait(lambda: "manage-s" not in page.text("#streams-table"), "list refreshed")
+
+
+def test_users_created_and_permissions_edited_from_the_page(page, rest):
+    rest.call("POST", "/streams", {"name": "perm-s"}, ok=200)
+    sid = stream_id(rest, "perm-s")
+    page.sign_in()
+    page.go("#/users")
+    page.type("#create-user input[name=username]", "operator")
+    page.type("#create-user input[name=password]", "operator-pass")
+    page.one("#create-user input[name=read_streams]").click()
+    page.one("#create-user button[type=submit]").click()
+    row_button(page, "#users-table", "operator", "permissions").click()
+    page.one("#permissions-form input[name=manage_streams]").click()
+    page.one("#permissions-form textarea[name=streams]").clear()
+    page.type("#permissions-form textarea[name=streams]", f'{{"{sid}": {{"read_stream": true}}}}')
+    page.one("#permissions-form button[type=submit]").click()
+    uid = next(u["id"] for u in rest.call("GET", "/users") if u["username"] == "operator")
+    page.wait(lambda: rest.call("GET", f"/users/{uid}")["permissions"]["global"]["manage_streams"],
+              "permissions saved")
+    saved = rest.call("GET", f"/users/{uid}")["permissions"]
+    assert saved["global"]["read_streams"] and not saved["global"]["manage_users"]
+    assert saved["streams"][str(sid)]["read_stream"] is True

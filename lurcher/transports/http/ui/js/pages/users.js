@@ -37,7 +37,7 @@ export async function render(ctx) {
     field('Username', input('username', { required: true })),
     field('Password', input('password', { type: 'password', required: true, autocomplete: 'new-password' })),
     field('Status', select('status', ['active', 'inactive'], 'active')),
-    h('fieldset', null, h('legend', null, 'Global permissions'), GLOBAL.map(flagBox)),
+    h('fieldset', null, h('legend', null, 'Global permissions'), GLOBAL.map(f => flagBox(f, false))),
     h('button', { type: 'submit' }, 'Create user')],
   async v => {
     const global = Object.fromEntries(GLOBAL.map(f => [f, v[f]]));
