@@ -179,6 +179,8 @@ def test_read_only_user_gets_no_delete_and_server_refuses(page, rest):
         "global": {"read_streams": True, "read_topics": True, "poll_messages": True},
         "streams": None}}, ok=200)
     page.sign_in("reader", "reader-pass")
+    page.one("#no-stats")
+    assert "Clients" not in page.text("#nav")
     page.go("#/streams")
     page.wait(lambda: "guarded-s" in page.text("#streams-table"), "stream listed to reader")
     assert not page.css("[data-action=delete]") and not page.css("[data-action=purge]")

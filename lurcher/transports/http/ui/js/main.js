@@ -23,8 +23,10 @@ const ROUTES = [
   [T, partitions], [`${T}/messages`, messages], [`${T}/groups`, groups],
   [`${T}/offsets`, offsets], ['#/clients', clients], ['#/users', users], ['#/tokens', tokens],
 ];
-const NAV = [['#/overview', 'Overview'], ['#/streams', 'Streams'], ['#/clients', 'Clients'],
-  ['#/users', 'Users'], ['#/tokens', 'Access tokens']];
+// [hash, label, shown to whom]
+const NAV = [['#/overview', 'Overview', () => true], ['#/streams', 'Streams', () => true],
+  ['#/clients', 'Clients', caps => caps.readServers], ['#/users', 'Users', () => true],
+  ['#/tokens', 'Access tokens', () => true]];
 
 const ctx = {
   api: new Api(() => { ctx.caps = null; show(); }),
@@ -50,7 +52,7 @@ function renderNav() {
   const nav = clear(document.getElementById('nav'));
   const who = clear(document.getElementById('who'));
   if (!ctx.caps) return;
-  nav.append(...NAV.map(([href, text]) => link(href, text)));
+  nav.append(...NAV.filter(([, , shown]) => shown(ctx.caps)).map(([href, text]) => link(href, text)));
   who.append(h('span', { id: 'username' }, ctx.me.username), ' ',
     button('Sign out', async () => { await ctx.api.signOut(); ctx.caps = null; ctx.go('#/login'); },
       { class: 'secondary', id: 'sign-out' }));

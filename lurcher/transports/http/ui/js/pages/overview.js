@@ -1,12 +1,16 @@
 // Server statistics, live throughput (from successive /stats samples) and cluster nodes.
 
-import { h, table } from '../dom.js';
+import { h, link, table } from '../dom.js';
 import { LineChart } from '../chart.js';
 import { bytes, duration, parseSize, rate } from '../format.js';
 
 const POLL_MS = 2000;
 
 export async function render(ctx) {
+  if (!ctx.caps.readServers) {
+    return h('div', null, h('h1', null, 'Overview'), h('p', { class: 'muted', id: 'no-stats' },
+      'Server statistics need the read_servers permission. ', link('#/streams', 'Browse streams')));
+  }
   const cards = h('div', { class: 'cards', id: 'stats' });
   const canvas = h('canvas', { id: 'throughput', class: 'chart' });
   const legend = h('div', { class: 'legend', id: 'throughput-now' });
