@@ -333,3 +333,41 @@ def test_users_created_and_permissions_edited_from_the_page(page, rest):
     saved = rest.call("GET", f"/users/{uid}")["permissions"]
     assert saved["global"]["read_streams"] and not saved["global"]["manage_users"]
     assert saved["streams"][str(sid)]["read_stream"] is True
+
+
+def test_tail_follows_every_partition_once(page, rest):
+    sid, tid = make_topic(rest, "tail-s", "tail-t", partitions=3)
+    send(rest, sid, tid, ["before"], partition=1)
+    page.sign_in()
+    page.go(f"#/streams/{sid}/topics/{tid}/messages")
+    page.one("#tail-toggle").click()
+    page.wait(lambda: page.text("#tail-state") == "following all partitions", "tail running")
+    for partition in (2, 0, 1):
+        send(rest, sid, tid, [f"to-{partition}-a", f"to-{partition}-b"], partition=partition)
+    page.wait(lambda: len(page.css("#tail article")) >= 6, "six tailed messages")
+    page.wait(lambda: page.text("#tail-state") == "following all partitions", "a settled round")
+    seen = sorted((a.get_attribute("data-partition"), a.find_element("css selector", ".payload").text)
+                  for a in page.css("#tail article"))
+    assert seen == sorted((str(p), f"to-{p}-{x}") for p in (0, 1, 2) for x in "ab")
+
+
+def test_consumer_offsets_and_clients_pages(page, rest, loop, console_server):
+    sid, tid = make_topic(rest, "offs-s", "offs-t")
+    send(rest, sid, tid, [f"m{i}" for i in range(5)])
+
+    async def connect_official() -> None:
+        await connect_client(console_server)
+
+    loop.run(connect_official())
+    page.sign_in()
+    page.go(f"#/streams/{sid}/topics/{tid}/offsets")
+    page.type("#store-offset input[name=consumer]", "worker-7")
+    page.type("#store-offset input[name=offset]", "2")
+    page.one("#store-offset button[type=submit]").click()
+    page.wait(lambda: "2" in [c.text for c in page.css("#offsets td")], "stored offset listed")
+    got = rest.call("GET", f"/streams/{sid}/topics/{tid}/consumer-offsets"
+                    "?consumer_id=worker-7&partition_id=0", ok=200)
+    assert got["stored_offset"] == 2
+    page.go("#/clients")
+    table = page.text("#clients-table")
+    assert "tcp" in table and "http" in table and "iggy" in table

@@ -6,7 +6,7 @@ import { topicPath, seg } from '../api.js';
 import { encodeText, headerLines, micros, parseHeaderLines, payloadView, fromBase64, toBase64 } from '../format.js';
 
 const TAIL_MS = 1000;
-const TAIL_BATCH = 100;
+const TAIL_BATCH = 200;
 const MAX_COUNT = 1000;
 const TAIL_KEEP = 500;
 
@@ -47,7 +47,7 @@ function browser(page) {
     page.view = v.view;
     const polled = await poll(page, v.partition, v.kind, pollValue(v.kind, v.value), Math.min(Number(v.count) || 1, MAX_COUNT));
     const started = performance.now();
-    list.replaceChildren(renderMessages(polled.messages, page.view));
+    list.replaceChildren(renderMessages(polled.messages, page.view, polled.partition_id));
     void list.offsetHeight; // include layout in the measurement
     const ms = performance.now() - started;
     status.dataset.renderMs = ms.toFixed(1);
@@ -65,17 +65,17 @@ function pollValue(kind, text) {
   return String(ms * 1000);
 }
 
-export function renderMessages(messages, view) {
+export function renderMessages(messages, view, partition) {
   const fragment = document.createDocumentFragment();
-  for (const m of messages) fragment.append(messageNode(m, view));
+  for (const m of messages) fragment.append(messageNode(m, view, partition));
   return fragment;
 }
 
-function messageNode(m, view) {
+function messageNode(m, view, partition) {
   const head = m.header;
   const headers = headerLines(m.user_headers);
-  return h('article', { class: 'msg', dataset: { offset: String(head.offset) } },
-    h('div', { class: 'meta' }, h('b', null, `#${head.offset}`), ` ${micros(head.timestamp)} · id ${head.id} · ${head.payload_length} B`),
+  return h('article', { class: 'msg', dataset: { offset: String(head.offset), partition: String(partition) } },
+    h('div', { class: 'meta' }, h('b', null, `#${head.offset}`), ` partition ${partition} · ${micros(head.timestamp)} · id ${head.id} · ${head.payload_length} B`),
     headers.length ? h('ul', { class: 'headers' }, headers.map(line => h('li', null, line))) : null,
     h('pre', { class: 'payload' }, payloadView(fromBase64(m.payload), view)));
 }
@@ -83,21 +83,28 @@ function messageNode(m, view) {
 function tail(page) {
   const list = h('div', { id: 'tail', class: 'messages tail' });
   const state = h('span', { id: 'tail-state', class: 'muted' }, 'off');
-  const partition = select('partition', partitionIds(page.topic), partitionIds(page.topic)[0]);
-  let next = null;
+  const partition = select('partition', ['all', ...partitionIds(page.topic)], 'all');
+  let next = null; // partition id -> next offset to read
   let timer = null;
+  let busy = false;
   const step = async () => {
+    if (busy) return; // a slow round must not overlap the next (messages would repeat)
+    busy = true;
     try {
-      if (next === null) next = await startOffset(page, partition.value);
-      const polled = await poll(page, partition.value, 'offset', next, TAIL_BATCH);
-      if (polled.messages.length) {
-        next = polled.messages[polled.messages.length - 1].header.offset + 1;
-        list.append(renderMessages(polled.messages, page.view));
+      if (next === null) next = await startOffsets(page);
+      const pids = partition.value === 'all' ? partitionIds(page.topic) : [partition.value];
+      for (const pid of pids) {
+        const polled = await poll(page, pid, 'offset', next.get(pid) || 0, TAIL_BATCH);
+        if (!polled.messages.length) continue;
+        next.set(pid, polled.messages[polled.messages.length - 1].header.offset + 1);
+        list.append(renderMessages(polled.messages, page.view, pid));
         while (list.childElementCount > TAIL_KEEP) list.firstElementChild.remove();
       }
-      state.textContent = `following partition ${partition.value} from offset ${next}`;
+      state.textContent = `following ${partition.value === 'all' ? 'all partitions' : `partition ${partition.value}`}`;
     } catch (err) {
       state.textContent = err.message;
+    } finally {
+      busy = false;
     }
   };
   const toggle = h('input', { type: 'checkbox', id: 'tail-toggle', onchange: () => {
@@ -117,11 +124,10 @@ function tail(page) {
     list);
 }
 
-// The tail starts after the newest message present when it is switched on.
-async function startOffset(page, partition) {
+// The tail starts after the newest message of each partition when it is switched on.
+async function startOffsets(page) {
   const topic = await page.ctx.api.get(topicPath(page.sid, page.tid));
-  const p = topic.partitions.find(x => String(x.id) === String(partition));
-  return p && p.messages_count ? p.current_offset + 1 : 0;
+  return new Map(topic.partitions.map(p => [String(p.id), p.messages_count ? p.current_offset + 1 : 0]));
 }
 
 function sendForm(page) {
