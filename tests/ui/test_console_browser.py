@@ -121,6 +121,13 @@ def test_overview_chart_follows_traffic(page, rest):
         return rate_in() > 0
 
     page.wait(traffic_seen, "a non-zero messages/s in the live chart", timeout=60)
+    samples = int(page.one("#throughput").get_attribute("data-samples"))
+
+    def more_samples() -> bool:  # a few more points of traffic, for the screenshot
+        send(rest, sid, tid, [f"m{i}" for i in range(20)])
+        return int(page.one("#throughput").get_attribute("data-samples")) >= samples + 5
+
+    page.wait(more_samples, "five more chart samples", timeout=90)
     page.screenshot(artifact("overview.png"))
 
 

@@ -15,6 +15,7 @@ export class LineChart {
       s.points.push(values[i]);
       if (s.points.length > this.windowSize) s.points.shift();
     });
+    this.canvas.dataset.samples = String(this.series[0].points.length);
     this.draw();
   }
 

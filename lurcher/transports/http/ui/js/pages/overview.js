@@ -55,7 +55,7 @@ function statCards(s) {
     card('Clients', s.clients_count), card('Consumer groups', s.consumer_groups_count),
     card('CPU', `${Number(s.cpu_usage).toFixed(1)} %`),
     card('Memory', `${bytes(parseSize(s.memory_usage))} of ${bytes(parseSize(s.total_memory))}`),
-    card('Threads', s.threads_count), card('Host', s.hostname), card('OS', `${s.os_name} ${s.os_version}`),
+    card('Threads', s.threads_count), card('Host', s.hostname), card('OS', s.os_version || s.os_name),
     card('Kernel', s.kernel_version),
   ];
 }
