@@ -27,7 +27,6 @@ CHOICES: dict[str, tuple[str, ...]] = {
 FIXED: dict[str, tuple[Any, str]] = {
     "tcp.socket.nodelay": (True, "asyncio sets TCP_NODELAY on every connection"),
     "http.jwt.algorithm": ("HS256", "the only JWT algorithm implemented"),
-    "http.web_ui": (False, "the web console is not in this version"),
 }
 DURATION_WORDS = ("expiry", "interval", "timeout", "skew", "before")
 EXPECTED = {

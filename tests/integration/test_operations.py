@@ -66,7 +66,8 @@ BAD_FILES = [
     ('[system]\nio = "fast"\n', "system.io = 'fast' in {file}: expected one of auto, uring, posix"),
     ("[tcp]\nenabled = 1\n", "tcp.enabled = 1 in {file}: expected true or false"),
     ('tcp = "on"\n', "tcp = 'on' in {file}: expected a section [tcp]"),
-    ("[http]\nweb_ui = true\n", "http.web_ui = True in {file}: only false is supported"),
+    ('[http.jwt]\nalgorithm = "RS256"\n',
+     "http.jwt.algorithm = 'RS256' in {file}: only 'HS256' is supported"),
 ]
 
 

@@ -101,6 +101,7 @@ USER_ACTIVE = 1
 POLL_KINDS = {k.name.lower(): int(k) for k in PollingKind}
 PARTITIONING_KINDS = {"balanced": 1, "partition_id": 2, "messages_key": 3}
 DEFAULT_POLL_COUNT = 10
+CONSUMER_KINDS = {"consumer": "consumer", "consumer_group": "consumer_group"}
 
 
 class JsonResponse(Response):
@@ -154,6 +155,15 @@ def _topic_fields(body: b.TopicBody) -> tuple[int, int, int, int]:
 
 def _consumer(raw: Any) -> Consumer:
     return Consumer.of(raw if raw is not None else 1)
+
+
+def _offset_owner(c: Call) -> Consumer:
+    """The consumer of a consumer-offset query. Iggy's REST API names only plain consumers;
+    lurcher also accepts ``consumer_kind=consumer_group`` (the web console reads a group's
+    stored offsets with it to show lag). Raises IggyError INVALID_FORMAT."""
+    kind = s.lookup(CONSUMER_KINDS, c.query.get("consumer_kind", "consumer"), "consumer_kind")
+    raw = c.query.get("consumer_id")
+    return Consumer.of(raw if raw is not None else 1, group=kind == "consumer_group")
 
 
 def build_create_topic(c: Call) -> CreateTopic:
@@ -258,8 +268,8 @@ COMMAND_ROUTES: list[tuple[str, str, Builder, type | None, int]] = [
     ("DELETE", "/streams/{stream_id}/topics/{topic_id}/consumer-groups/{group_id}",
      lambda c: DeleteConsumerGroup(*c.st(), c.ident("group_id")), None, 204),
     ("GET", "/streams/{stream_id}/topics/{topic_id}/consumer-offsets",
-     lambda c: GetConsumerOffset(_consumer(c.query.get("consumer_id")), *c.st(),
-                                 c.int_param("partition_id")), None, 200),
+     lambda c: GetConsumerOffset(_offset_owner(c), *c.st(), c.int_param("partition_id")),
+     None, 200),
     ("PUT", "/streams/{stream_id}/topics/{topic_id}/consumer-offsets", build_store_offset,
      b.StoreOffsetBody, 204),
     ("DELETE", "/streams/{stream_id}/topics/{topic_id}/consumer-offsets/{consumer_id}",
@@ -510,9 +520,14 @@ async def _too_large(send: Callable, limit: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def build_app(api: HttpApi, limit_bytes: int, cors: dict[str, Any] | None) -> Any:
-    """The ASGI application: routes, CORS (when enabled), body limit."""
-    app: Any = Starlette(routes=api.routes())
+def build_app(api: HttpApi, limit_bytes: int, cors: dict[str, Any] | None,
+              console: Any = None) -> Any:
+    """The ASGI application: routes (and the web console's, when given), CORS (when
+    enabled), body limit."""
+    routes: list[Any] = list(api.routes())
+    if console is not None:
+        routes.extend(console.routes())
+    app: Any = Starlette(routes=routes)
     if cors and cors.get("enabled"):
         from starlette.middleware.cors import CORSMiddleware
         app = CORSMiddleware(

@@ -17,6 +17,7 @@ import uvicorn
 
 from lurcher.config import parse_size
 from lurcher.transports.http.app import HttpApi, build_app
+from lurcher.transports.http.console import Console
 from lurcher.transports.http.jwt import JwtManager
 from lurcher.transports.http.metrics import Metrics
 from lurcher.core.net import listening_socket
@@ -65,8 +66,9 @@ async def start_http(shard: Any, section: dict[str, Any], data_path: Path,
         metrics.instrument(shard.dispatcher)
     api = HttpApi(shard, jwt, metrics, metrics_cfg.get("endpoint", "/metrics"))
     limit = section.get("max_request_size")
+    console = Console() if section.get("web_ui", True) else None
     app = build_app(api, parse_size(limit) if limit else DEFAULT_MAX_REQUEST_BYTES,
-                    section.get("cors"))
+                    section.get("cors"), console)
     tls: dict[str, Any] = {}
     tls_section = section.get("tls", {})
     if tls_section.get("enabled"):

@@ -1,0 +1,119 @@
+// DOM building without HTML strings: every piece of data becomes a text node or a
+// property, never markup. Attribute names come from code only.
+
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) setAttr(el, key, value);
+  add(el, children);
+  return el;
+}
+
+function setAttr(el, key, value) {
+  if (value === undefined || value === null || value === false) return;
+  if (key.startsWith('on')) el.addEventListener(key.slice(2), value);
+  else if (key === 'class') el.className = value;
+  else if (key === 'dataset') Object.assign(el.dataset, value);
+  else if (key === 'value' || key === 'checked' || key === 'disabled') el[key] = value;
+  else el.setAttribute(key, value === true ? '' : String(value));
+}
+
+export function add(el, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+export function clear(el) {
+  el.replaceChildren();
+  return el;
+}
+
+// A table from column specs [{title, cell: row => node|string}] and rows.
+export function table(columns, rows, attrs) {
+  const head = h('thead', null, h('tr', null, columns.map(c => h('th', null, c.title))));
+  const body = h('tbody');
+  for (const row of rows) body.append(h('tr', null, columns.map(c => h('td', null, c.cell(row)))));
+  const empty = rows.length ? null : h('p', { class: 'muted' }, 'Nothing here yet.');
+  return h('div', { class: 'table-wrap' }, h('table', attrs, head, body), empty);
+}
+
+export function link(href, text) {
+  return h('a', { href }, text);
+}
+
+export function button(text, onclick, attrs) {
+  return h('button', { type: 'button', onclick, ...(attrs || {}) }, text);
+}
+
+export function field(label, input) {
+  return h('label', { class: 'field' }, h('span', null, label), input);
+}
+
+export function input(name, attrs) {
+  return h('input', { name, ...(attrs || {}) });
+}
+
+export function select(name, options, value) {
+  return h('select', { name }, options.map(o => h('option', { value: o, selected: o === value }, o)));
+}
+
+// A form whose submit handler gets the named values; errors are shown next to it.
+export function form(attrs, children, onSubmit) {
+  const status = h('span', { class: 'form-status' });
+  const el = h('form', { class: 'form', ...(attrs || {}) }, children, status);
+  el.addEventListener('submit', async event => {
+    event.preventDefault();
+    status.textContent = '';
+    try {
+      await onSubmit(values(el), el);
+    } catch (err) {
+      status.textContent = err.message;
+      status.className = 'form-status error';
+    }
+  });
+  return el;
+}
+
+export function values(formEl) {
+  const out = {};
+  for (const el of formEl.elements) {
+    if (!el.name) continue;
+    out[el.name] = el.type === 'checkbox' ? el.checked : el.value;
+  }
+  return out;
+}
+
+export function toast(text, kind) {
+  const el = h('div', { class: `toast ${kind || ''}` }, text);
+  document.getElementById('toasts').append(el);
+  setTimeout(() => el.remove(), 5000);
+}
+
+// A modal confirmation; resolves true only when the user presses the named action.
+export function confirmAction(question, action) {
+  return new Promise(resolve => {
+    const done = answer => { dialog.close(); dialog.remove(); resolve(answer); };
+    const dialog = h('dialog', { class: 'confirm' },
+      h('p', null, question),
+      h('div', { class: 'actions' },
+        button('Cancel', () => done(false), { class: 'secondary', 'data-role': 'cancel' }),
+        button(action, () => done(true), { class: 'danger', 'data-role': 'confirm' })));
+    dialog.addEventListener('cancel', () => done(false));
+    document.body.append(dialog);
+    dialog.showModal();
+  });
+}
+
+// Runs an action from a button; reports failures as a toast.
+export async function attempt(fn, okText) {
+  try {
+    const result = await fn();
+    if (okText) toast(okText, 'ok');
+    return result;
+  } catch (err) {
+    toast(err.message, 'error');
+    return undefined;
+  }
+}

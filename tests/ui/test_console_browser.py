@@ -1,0 +1,380 @@
+"""The web console in a real headless Chromium against a real lurcher-server.
+
+Scenarios: sign in, create a stream and a topic, send from the page and see the message in
+the browser and the live tail, then a message from the official client arrives in the tail
+without a reload; the overview's live chart; personal-access-token sign-in (token shown
+once); consumer-group lag; a read-only user gets no delete buttons and the server refuses the
+forged request; stored HTML/script in names and payloads renders as text and runs nothing;
+page weight of the first load; rendering 1,000 messages (time reported, not asserted).
+Screenshots and measurements are written to ``test-artifacts/ui``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from apache_iggy import SendMessage
+
+from lurcher.sdk.client import Client
+from tests.support.browser import artifact
+from tests.support.official import connect_client
+
+pytestmark = pytest.mark.slow
+
+WEIGHT_LIMIT = 500_000
+BIG_ID = str(2**128 - 12345)
+XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def stream_id(rest, name: str) -> int:
+    return next(s["id"] for s in rest.call("GET", "/streams") if s["name"] == name)
+
+
+def make_topic(rest, stream: str, topic: str, partitions: int = 1) -> tuple[int, int]:
+    rest.call("POST", "/streams", {"name": stream}, ok=200)
+    sid = stream_id(rest, stream)
+    created = rest.call("POST", f"/streams/{sid}/topics",
+                        {"name": topic, "partitions_count": partitions}, ok=200)
+    return sid, created["id"]
+
+
+def send(rest, sid: int, tid: int, payloads: list[str], partition: int = 0) -> None:
+    rest.call("POST", f"/streams/{sid}/topics/{tid}/messages", {
+        "partitioning": {"kind": "partition_id", "value": b64_u32(partition)},
+        "messages": [{"payload": b64(p)} for p in payloads]}, ok=201)
+
+
+def b64_u32(n: int) -> str:
+    return base64.b64encode(n.to_bytes(4, "little")).decode()
+
+
+def click_link(page, container: str, text: str) -> None:
+    page.wait(lambda: any(a.text == text for a in page.css(f"{container} a")), f"link {text}")
+    next(a for a in page.css(f"{container} a") if a.text == text).click()
+
+
+def test_create_send_browse_and_tail_with_official_client(page, rest, loop, console_server):
+    page.sign_in()
+    page.go("#/streams")
+    page.type("#stream-name", "orders")
+    page.one("#create-stream button[type=submit]").click()
+    click_link(page, "#streams-table", "orders")
+    page.type("#topic-name", "events")
+    page.one("#create-topic button[type=submit]").click()
+    click_link(page, "#topics-table", "events")
+    click_link(page, ".tabs", "Messages")
+    page.script("window.__sameDocument = 42")
+    page.one("#tail-toggle").click()
+    page.wait(lambda: page.text("#tail-state").startswith("following"), "tail running")
+
+    page.type("#send-payload", '{"order": 1, "item": "lamp"}')
+    page.type("#send-headers", "source=console\nattempt:uint32=3")
+    page.type("#send-id", BIG_ID)
+    page.one("#send-submit").click()
+    page.wait(lambda: '"item": "lamp"' in page.text("#tail"), "page message in the tail")
+    tail = page.text("#tail")
+    assert "source (string) = console" in tail and "attempt (uint32) = 3" in tail
+    assert f"id {BIG_ID}" in tail, "128-bit message id not shown exactly"
+
+    page.one("#poll-submit").click()
+    page.wait(lambda: len(page.css("#messages article")) == 1, "polled message")
+    assert '"order": 1' in page.text("#messages")
+
+    async def official_send() -> None:
+        client = await connect_client(console_server)
+        await client.send_messages("orders", "events", 0, [SendMessage("from the official client")])
+
+    loop.run(official_send())
+    page.wait(lambda: "from the official client" in page.text("#tail"), "official message in tail")
+    assert len(page.css("#tail article")) == 2
+    assert page.script("return window.__sameDocument") == 42, "the page was reloaded"
+    page.one("#poll-submit").click()
+    page.wait(lambda: len(page.css("#messages article")) == 2, "both messages polled")
+    page.screenshot(artifact("message-browser.png"))
+
+    sid = stream_id(rest, "orders")
+    stored = rest.call("GET", f"/streams/{sid}/topics/0/messages?partition_id=0&kind=first&count=10")
+    payloads = [base64.b64decode(m["payload"]).decode() for m in stored["messages"]]
+    assert payloads == ['{"order": 1, "item": "lamp"}', "from the official client"]
+
+
+def test_overview_chart_follows_traffic(page, rest):
+    sid, tid = make_topic(rest, "overview-s", "overview-t")
+    page.sign_in()
+    page.wait(lambda: "messages/s in" in page.text("#throughput-now"), "first throughput sample")
+    stats = rest.call("GET", "/stats")
+    assert stats["iggy_server_version"] in page.text("#stats")
+
+    def rate_in() -> float:
+        legend = page.text("#throughput-now")
+        part = legend.split("messages/s in:")[1].split()[0]
+        return float(part[:-1]) * 1000 if part.endswith("k") else float(part)
+
+    def traffic_seen() -> bool:
+        send(rest, sid, tid, [f"m{i}" for i in range(20)])
+        return rate_in() > 0
+
+    page.wait(traffic_seen, "a non-zero messages/s in the live chart", timeout=60)
+    samples = int(page.one("#throughput").get_attribute("data-samples"))
+
+    def more_samples() -> bool:  # a few more points of traffic, for the screenshot
+        send(rest, sid, tid, [f"m{i}" for i in range(20)])
+        return int(page.one("#throughput").get_attribute("data-samples")) >= samples + 5
+
+    page.wait(more_samples, "five more chart samples", timeout=90)
+    page.screenshot(artifact("overview.png"))
+
+
+def test_personal_access_token_sign_in_shows_token_once(page):
+    page.sign_in()
+    page.go("#/tokens")
+    page.type("#create-token input[name=name]", "console-test")
+    page.one("#create-token button[type=submit]").click()
+    token = page.text("#new-token")
+    assert len(token) > 20
+    page.wait(lambda: "console-test" in page.text("#tokens-table"), "token listed")
+    assert token not in page.text("#tokens-table")
+    page.go("#/streams")
+    page.one("#streams-table")
+    page.go("#/tokens")
+    page.one("#tokens-table")
+    assert not page.css("#new-token"), "the token must be shown only once"
+    page.one("#sign-out").click()
+    page.one("#login-toggle").click()
+    page.type("#login-token", token)
+    page.one("#login-submit").click()
+    page.wait(lambda: page.css("#username") and page.css("#username")[0].text == "iggy",
+              "signed in with the token")
+
+
+def test_consumer_group_lag(page, rest, loop, console_server):
+    sid, tid = make_topic(rest, "lag-s", "lag-t", partitions=2)
+    send(rest, sid, tid, [f"p0-{i}" for i in range(10)], partition=0)
+    send(rest, sid, tid, [f"p1-{i}" for i in range(5)], partition=1)
+    member = Client(console_server.tcp_address, username="iggy", password="iggy")
+
+    async def join_and_store() -> None:
+        await member.connect()
+        await member.create_consumer_group("lag-s", "lag-t", "lag-g")
+        await member.join_consumer_group("lag-s", "lag-t", "lag-g")
+        await member.store_consumer_offset("lag-g", "lag-s", "lag-t", 3, partition_id=0,
+                                           group=True)
+
+    loop.run(join_and_store())
+    try:
+        page.sign_in()
+        page.go(f"#/streams/{sid}/topics/{tid}/groups")
+        lag = {el.get_attribute("data-partition"): el.text
+               for el in page.wait(lambda: page.css(".lag-table .lag"), "lag cells")}
+        # partition 0: current offset 9, stored 3 -> 6; partition 1: nothing stored, 5 waiting
+        assert lag == {"0": "6", "1": "5"}
+        assert "Members (1)" in page.text(".group")
+        page.screenshot(artifact("consumer-groups.png"))
+    finally:
+        loop.run(member.close())
+
+
+def test_read_only_user_gets_no_delete_and_server_refuses(page, rest):
+    sid, tid = make_topic(rest, "guarded-s", "guarded-t")
+    rest.call("POST", "/users", {"username": "reader", "password": "reader-pass", "permissions": {
+        "global": {"read_streams": True, "read_topics": True, "poll_messages": True},
+        "streams": None}}, ok=200)
+    page.sign_in("reader", "reader-pass")
+    page.one("#no-stats")
+    assert "Clients" not in page.text("#nav")
+    page.go("#/streams")
+    page.wait(lambda: "guarded-s" in page.text("#streams-table"), "stream listed to reader")
+    assert not page.css("[data-action=delete]") and not page.css("[data-action=purge]")
+    assert not page.css("#create-stream")
+    page.go(f"#/streams/{sid}")
+    page.wait(lambda: "guarded-t" in page.text("#topics-table"), "topic listed to reader")
+    assert not page.css("[data-action=delete]") and not page.css("#create-topic")
+    page.go(f"#/streams/{sid}/topics/{tid}/messages")
+    page.one("#poll-form")
+    assert not page.css("#send-form")
+
+    status = page.d.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        const token = sessionStorage.getItem('lurcher.console.token');
+        fetch('/streams/' + arguments[0], {method: 'DELETE', headers: {Authorization: 'Bearer ' + token}})
+          .then(r => done(r.status), e => done(String(e)));
+    """, sid)
+    assert status == 403
+    assert any(s["name"] == "guarded-s" for s in rest.call("GET", "/streams"))
+
+
+def test_html_in_names_and_payloads_renders_as_text(page, rest):
+    page.sign_in()
+    page.go("#/streams")
+    page.type("#stream-name", XSS)
+    page.one("#create-stream button[type=submit]").click()
+    page.wait(lambda: XSS in page.text("#streams-table"), "stream name shown as text")
+    sid = stream_id(rest, XSS)
+    created = rest.call("POST", f"/streams/{sid}/topics", {"name": XSS, "partitions_count": 1},
+                        ok=200)
+    tid = created["id"]
+    page.go(f"#/streams/{sid}")
+    page.wait(lambda: XSS in page.text("#topics-table") and XSS in page.text("#stream-title"),
+              "topic name as text")
+    page.go(f"#/streams/{sid}/topics/{tid}/messages")
+    page.one("#tail-toggle").click()
+    page.wait(lambda: page.text("#tail-state").startswith("following"), "tail running")
+    rest.call("POST", f"/streams/{sid}/topics/{tid}/messages", {
+        "partitioning": {"kind": "balanced", "value": ""},
+        "messages": [{"payload": b64(XSS), "user_headers": [
+            {"key": {"kind": "string", "value": b64(XSS)},
+             "value": {"kind": "string", "value": b64(XSS)}}]}]}, ok=201)
+    for view in ("json", "text"):
+        page.choose("#poll-form select[name=view]", view)
+        page.one("#poll-submit").click()
+        page.wait(lambda: XSS in page.text("#messages"), f"payload as text ({view})")
+    page.wait(lambda: XSS in page.text("#tail"), "payload as text in the tail")
+    assert f"{XSS} (string) = {XSS}" in page.text("#messages")
+    assert page.script("return document.querySelectorAll('#main img, #main script').length") == 0
+    assert page.script("return window.__xss") is None
+
+
+def test_first_load_weight(page):
+    page.d.execute_cdp_cmd("Network.enable", {})
+    page.d.execute_cdp_cmd("Network.clearBrowserCache", {})
+    page.open()
+    page.one("#login-form")
+    entries = page.script("""
+        const nav = performance.getEntriesByType('navigation')[0];
+        const res = performance.getEntriesByType('resource');
+        return [nav, ...res].map(e => ({name: e.name, transfer: e.transferSize, body: e.encodedBodySize}));
+    """)
+    total = sum(e["transfer"] for e in entries)
+    artifact("page-weight.json").write_text(json.dumps({"total_transfer_bytes": total,
+                                                        "entries": entries}, indent=1))
+    print(f"first load of /ui: {total} bytes transferred in {len(entries)} requests")
+    assert all(e["transfer"] > 0 for e in entries), "a resource came from cache: not a first load"
+    assert total < WEIGHT_LIMIT
+
+
+def test_message_browser_renders_1000_messages(page, rest):
+    sid, tid = make_topic(rest, "bulk-s", "bulk-t")
+    body = json.dumps({"user": "someone", "action": "click", "tags": ["a", "b", "c"], "n": 0})
+    for start in range(0, 1000, 250):
+        send(rest, sid, tid, [body.replace('"n": 0', f'"n": {i}') for i in range(start, start + 250)])
+    page.sign_in()
+    page.go(f"#/streams/{sid}/topics/{tid}/messages")
+    page.type("#poll-count", "1000")
+    page.one("#poll-submit").click()
+    status = page.wait(lambda: (page.css("#poll-status[data-render-ms]") or [None])[0],
+                       "render time", timeout=120)
+    rendered = len(page.css("#messages article"))
+    ms = float(status.get_attribute("data-render-ms"))
+    artifact("render-1000.json").write_text(json.dumps({"messages": rendered, "render_ms": ms}))
+    print(f"message browser: {rendered} messages rendered in {ms:.1f} ms")
+    assert rendered == 1000
+    assert '"n": 999' in page.css("#messages article")[-1].text
+
+
+def row_button(page, table: str, name: str, action: str):
+    """The ``action`` button in the row of ``table`` whose name cell is ``name``."""
+    def find():
+        for row in page.css(f"{table} tbody tr"):
+            cells = row.find_elements("css selector", "td")
+            if len(cells) > 1 and cells[1].text == name:
+                found = row.find_elements("css selector", f"[data-action={action}]")
+                return found[0] if found else None
+        return None
+    return page.wait(find, f"{action} button of {name}")
+
+
+def test_edit_purge_delete_ask_for_confirmation(page, rest):
+    sid, tid = make_topic(rest, "manage-s", "manage-t")
+    send(rest, sid, tid, ["one", "two", "three"])
+    topic_path = f"/streams/{sid}/topics/{tid}"
+    page.sign_in()
+    page.go(f"#/streams/{sid}")
+    row_button(page, "#topics-table", "manage-t", "edit").click()
+    page.type("#edit-topic input[name=name]", "manage-renamed")
+    page.type("#edit-topic input[name=expiry]", "60")
+    page.one("#edit-topic button[type=submit]").click()
+    page.wait(lambda: "manage-renamed" in page.text("#topics-table"), "renamed topic")
+    edited = rest.call("GET", topic_path)
+    assert edited["name"] == "manage-renamed" and edited["message_expiry"] == 60_000_000
+
+    row_button(page, "#topics-table", "manage-renamed", "purge").click()
+    page.one("dialog[open] [data-role=cancel]").click()
+    assert rest.call("GET", topic_path)["messages_count"] == 3
+    row_button(page, "#topics-table", "manage-renamed", "purge").click()
+    page.confirm()
+    page.wait(lambda: rest.call("GET", topic_path)["messages_count"] == 0, "purged")
+
+    row_button(page, "#topics-table", "manage-renamed", "delete").click()
+    page.confirm()
+    page.wait(lambda: rest.http.get(topic_path).status_code == 404, "topic deleted")
+    page.go("#/streams")
+    row_button(page, "#streams-table", "manage-s", "delete").click()
+    page.confirm()
+    page.wait(lambda: rest.http.get(f"/streams/{sid}").status_code == 404, "stream deleted")
+    page.wait(lambda: "manage-s" not in page.text("#streams-table"), "list refreshed")
+
+
+def test_users_created_and_permissions_edited_from_the_page(page, rest):
+    rest.call("POST", "/streams", {"name": "perm-s"}, ok=200)
+    sid = stream_id(rest, "perm-s")
+    page.sign_in()
+    page.go("#/users")
+    page.type("#create-user input[name=username]", "operator")
+    page.type("#create-user input[name=password]", "operator-pass")
+    page.one("#create-user input[name=read_streams]").click()
+    page.one("#create-user button[type=submit]").click()
+    row_button(page, "#users-table", "operator", "permissions").click()
+    page.one("#permissions-form input[name=manage_streams]").click()
+    page.one("#permissions-form textarea[name=streams]").clear()
+    page.type("#permissions-form textarea[name=streams]", f'{{"{sid}": {{"read_stream": true}}}}')
+    page.one("#permissions-form button[type=submit]").click()
+    uid = next(u["id"] for u in rest.call("GET", "/users") if u["username"] == "operator")
+    page.wait(lambda: rest.call("GET", f"/users/{uid}")["permissions"]["global"]["manage_streams"],
+              "permissions saved")
+    saved = rest.call("GET", f"/users/{uid}")["permissions"]
+    assert saved["global"]["read_streams"] and not saved["global"]["manage_users"]
+    assert saved["streams"][str(sid)]["read_stream"] is True
+
+
+def test_tail_follows_every_partition_once(page, rest):
+    sid, tid = make_topic(rest, "tail-s", "tail-t", partitions=3)
+    send(rest, sid, tid, ["before"], partition=1)
+    page.sign_in()
+    page.go(f"#/streams/{sid}/topics/{tid}/messages")
+    page.one("#tail-toggle").click()
+    page.wait(lambda: page.text("#tail-state") == "following all partitions", "tail running")
+    for partition in (2, 0, 1):
+        send(rest, sid, tid, [f"to-{partition}-a", f"to-{partition}-b"], partition=partition)
+    page.wait(lambda: len(page.css("#tail article")) >= 6, "six tailed messages")
+    page.wait(lambda: page.text("#tail-state") == "following all partitions", "a settled round")
+    seen = sorted((a.get_attribute("data-partition"), a.find_element("css selector", ".payload").text)
+                  for a in page.css("#tail article"))
+    assert seen == sorted((str(p), f"to-{p}-{x}") for p in (0, 1, 2) for x in "ab")
+
+
+def test_consumer_offsets_and_clients_pages(page, rest, loop, console_server):
+    sid, tid = make_topic(rest, "offs-s", "offs-t")
+    send(rest, sid, tid, [f"m{i}" for i in range(5)])
+
+    async def connect_official() -> None:
+        await connect_client(console_server)
+
+    loop.run(connect_official())
+    page.sign_in()
+    page.go(f"#/streams/{sid}/topics/{tid}/offsets")
+    page.type("#store-offset input[name=consumer]", "worker-7")
+    page.type("#store-offset input[name=offset]", "2")
+    page.one("#store-offset button[type=submit]").click()
+    page.wait(lambda: "2" in [c.text for c in page.css("#offsets td")], "stored offset listed")
+    got = rest.call("GET", f"/streams/{sid}/topics/{tid}/consumer-offsets"
+                    "?consumer_id=worker-7&partition_id=0", ok=200)
+    assert got["stored_offset"] == 2
+    page.go("#/clients")
+    table = page.text("#clients-table")
+    assert "tcp" in table and "http" in table and "iggy" in table
