@@ -113,7 +113,7 @@ class SourceOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_messages_per_trigger: int | None = None
     poll_messages: int = DEFAULT_POLL_MESSAGES
     send_messages: int = DEFAULT_SEND_MESSAGES
-    filter_pushdown: bool = True
+    filter_pushdown: bool = False
     fail_on_data_loss: bool = True
 
 
