@@ -22,7 +22,9 @@ Spark. A micro-batch reads ``[start, end)`` per partition, planned deterministic
 the two offsets alone, so a batch replayed after a restart reads the same messages: with
 an idempotent sink (file sinks) every message lands exactly once. ``maxMessagesPerTrigger``
 caps a micro-batch (Spark's ``ReadMaxRows``, PySpark >= 4.2). Partitions added to the
-topic later are read from their first offset.
+topic later are read from their first offset. ``commitConsumer`` / ``commitConsumerGroup``
+also store each committed micro-batch's end in lurcher as consumer offsets (display only:
+the checkpoint stays the source of truth, and a restart never reads them).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
+from lurcher.spark.client import connected, store_progress
 from lurcher.spark.filters import RowBounds, push
 from lurcher.spark.offsets import StreamOffset, cap_offsets, split_range
 from lurcher.spark.options import LurcherSparkError, SourceOptions
@@ -138,4 +141,16 @@ class LurcherStreamReader(DataSourceStreamReader):
         return _read(self.options, RowBounds(), partition)
 
     def commit(self, end: StreamOffset) -> None:
-        """Nothing to do: progress lives in Spark's checkpoint, not in lurcher."""
+        """Progress lives in Spark's checkpoint. With ``commitConsumer`` (or
+        ``commitConsumerGroup``) it is also stored in lurcher as that consumer's (group's)
+        offsets, the last offset read per partition, for other tools to see; nothing reads
+        them back. Raises LurcherSparkError when storing fails (the query stops; a restart
+        resumes from the checkpoint)."""
+        consumer = self.options.commit_consumer or self.options.commit_consumer_group
+        if consumer is None:
+            return
+        ends = {int(p): offset for p, offset in end.items()}
+        with connected(self.options.config, f"commit of progress to consumer {consumer!r}, "
+                                            f"stream {self.options.stream!r}") as client:
+            store_progress(client, self.options.stream, self.options.topic, consumer,
+                           self.options.commit_consumer is None, ends)
