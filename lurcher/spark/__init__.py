@@ -29,9 +29,32 @@ with ``register(spark, filter_pushdown=True)`` (the Spark setting
 the per-DataFrame options ``partitions``, ``startingOffsets``/``endingOffsets`` and
 ``startingTimestamp``/``endingTimestamp``.
 
+Streaming read options: ``commitConsumer`` (a consumer name or id) or
+``commitConsumerGroup`` (a group name, created when missing): after each micro-batch the
+last offset read per partition is stored as that consumer's offsets, so ``lurcher
+consumer-offset get <consumer> <stream> <topic> <partition>`` (``-k consumer-group`` for
+a group) and the MCP tools show how far the job has read. Display only: Spark's
+checkpoint stays the source of truth and a restart never reads them.
+
 Write options: ``stream``, ``topic``, ``sendMessages`` (messages per batch, default 1,000);
-columns are described in ``lurcher.spark.writer``. Row schema: ``lurcher.spark.arrow``.
-Failures are ``LurcherSparkError`` naming the Iggy error where there is one.
+``exactlyOnce`` (writeStream only, default true). Columns are described in
+``lurcher.spark.writer``. Row schema: ``lurcher.spark.arrow``. Failures are
+``LurcherSparkError`` naming the Iggy error where there is one.
+
+Delivery: ``writeStream`` is exactly-once when the server deduplicates message ids:
+start it with ``system.message_deduplication.enabled = true``
+(``LURCHER_SYSTEM_MESSAGE_DEDUPLICATION_ENABLED=true``), an ``expiry`` longer than the
+longest time between a micro-batch's first attempt and its replay (driver restart time
+plus trigger interval plus batch duration; the default "1 m" is too short for most
+restarts) and ``max_entries`` at least the messages one partition receives in that time
+(0 = unlimited). Rows without an ``id`` get ids derived from (query id, batch id, Spark
+partition, row position) and rows without ``partition``/``key`` a partition derived from
+those, so a replayed micro-batch resends identical messages that the server drops. This
+needs a deterministic plan (per Spark partition the same rows in the same order on a
+replay: a lurcher or other replayable source and row-wise transforms; sort within
+partitions after a shuffle). Without deduplication on the server it is at-least-once.
+``df.write`` (batch) is at-least-once: a retried task resends its rows; give rows an
+``id`` (and a server with deduplication) to drop the resent ones.
 """
 
 from __future__ import annotations

@@ -9,19 +9,11 @@ from __future__ import annotations
 import pytest
 
 from tests.spark.conftest import spark_env
-from tests.spark.pipeline import DEDUP_ENV, describe, run_with_kills
-from tests.support.server import LurcherServer
+from tests.spark.pipeline import describe, run_with_kills
 
 pytestmark = pytest.mark.slow
 
 KILLS = 5
-
-
-@pytest.fixture()
-def dedup_server(tmp_path_factory: pytest.TempPathFactory):
-    srv = LurcherServer().start(tmp_path_factory.mktemp("lurcher-dedup"), extra_env=DEDUP_ENV)
-    with srv:
-        yield srv
 
 
 def test_killed_driver_restarts_without_losing_or_duplicating(dedup_server, tmp_path):
