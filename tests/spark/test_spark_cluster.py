@@ -52,6 +52,7 @@ def test_batch_read_through_standalone_cluster(module_server: LurcherServer, tmp
     assert result["worker_python_pids"] and result["driver_pid"] not in result["worker_python_pids"]
 
 
+@pytest.mark.timeout(3600)  # a cluster and four driver starts
 def test_exactly_once_pipeline_through_standalone_cluster(dedup_server, tmp_path):
     env = spark_env()
     with StandaloneCluster(tmp_path / "cluster", env) as cluster:

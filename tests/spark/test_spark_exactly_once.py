@@ -16,6 +16,7 @@ pytestmark = pytest.mark.slow
 KILLS = 5
 
 
+@pytest.mark.timeout(3600)  # six driver starts
 def test_killed_driver_restarts_without_losing_or_duplicating(dedup_server, tmp_path):
     outcome = run_with_kills("local[2]", dedup_server, "exactly-once", tmp_path, spark_env(),
                              KILLS, seed=16)

@@ -299,6 +299,7 @@ def _limit_rows(query: Query, rows: list[Row]) -> Query:
     return Query(query.kind, query.p, query.q, query.n, matching)
 
 
+@pytest.mark.timeout(3600)  # 200 sequences of Spark jobs
 def test_random_query_sequences_match_the_model(spark_pushdown, module_server, stored):
     """Each sequence loads two DataFrames (default options, and ``filterPushdown=false``)
     and runs every step on both: the leak this guards against is state one query leaves
