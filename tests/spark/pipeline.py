@@ -75,12 +75,12 @@ class Driver:
     """One run of ``pipeline_driver.py`` in its own process group."""
 
     def __init__(self, master: str, server: LurcherServer, stream: str, work: Path,
-                 env: dict[str, str]) -> None:
+                 env: dict[str, str], exactly_once: bool = True) -> None:
         connection = f"iggy://iggy:iggy@{server.tcp_address}"
         self.out = open(work / "driver.out", "ab")
         self.proc = subprocess.Popen(
             [sys.executable, str(DRIVER), master, connection, stream, "A", "B",
-             str(work / "checkpoint"), CONSUMER],
+             str(work / "checkpoint"), CONSUMER, str(exactly_once).lower()],
             env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=self.out,
             stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -109,7 +109,10 @@ def _wait(predicate, what: str, driver: Driver, work: Path) -> None:
 
 
 def run_with_kills(master: str, server: LurcherServer, stream: str, work: Path,
-                   env: dict[str, str], kills: int, seed: int) -> Outcome:
+                   env: dict[str, str], kills: int, seed: int,
+                   exactly_once: bool = True) -> Outcome:
+    """(``exactly_once=False`` runs the sink at-least-once: the check that the kills do
+    cause replays that would duplicate messages.)"""
     rng = random.Random(seed)
     checkpoint = work / "checkpoint"
     outcome = Outcome({}, {}, {})
@@ -121,7 +124,7 @@ def run_with_kills(master: str, server: LurcherServer, stream: str, work: Path,
         per_partition = FIRST
         for kill in range(kills + 1):
             before = _stored(client, stream, "B")
-            driver = Driver(master, server, stream, work, env)
+            driver = Driver(master, server, stream, work, env, exactly_once)
             try:
                 if kill == kills:
                     total = per_partition * PARTITIONS
