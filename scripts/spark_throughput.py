@@ -6,6 +6,7 @@
 Without ``--connection`` it starts a lurcher server (TCP on loopback, data in a temporary
 directory). Steps, each timed alone (wall clock, including Spark's job overhead):
 
+0. warm-up (untimed): a few rows through both formats;
 1. write: ``spark.range(N)`` -> ``partition``, ``payload`` (``size`` bytes) -> lurcher;
 2. the same DataFrame -> Parquet files on disk;
 3. read lurcher: every message, summing payload lengths (so every payload is read);
@@ -62,6 +63,19 @@ def timed(label: str, rows: int, payload_bytes: int, run: Callable[[], object]) 
           f"{payload_bytes / seconds / 1e6:8.1f} MB/s   ({result})", flush=True)
 
 
+def warm_up(spark, rows, conn: str, stream: str, topic: str, tmp: Path) -> None:
+    """Untimed: the JVM and both formats' code paths run once before anything is timed."""
+    from lurcher.sdk.sync import SyncClient
+
+    with SyncClient.from_connection_string(conn) as client:
+        client.create_topic(stream, topic + "-warm-up", partitions_count=1)
+    options = {"connection": conn, "stream": stream, "topic": topic + "-warm-up"}
+    rows.select("payload").write.format("lurcher").mode("append").options(**options).save()
+    spark.read.format("lurcher").options(**options).load().count()
+    rows.write.parquet(str(tmp / "warm-up"))
+    spark.read.parquet(str(tmp / "warm-up")).count()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
@@ -90,6 +104,7 @@ def main() -> None:
             F.concat(F.lpad(F.col("id").cast("string"), 16, "0"),
                      F.lit("x" * (size - 16))).cast("binary").alias("payload"))
         options = {"connection": conn, "stream": stream, "topic": topic}
+        warm_up(spark, source.limit(1000), conn, stream, topic, Path(tmp))
         parquet = str(Path(tmp) / "parquet")
         total = n * size
         print(f"{n:,} messages x {size} B, {args.partitions} partitions, local[2]")
