@@ -33,8 +33,9 @@ Streaming read options: ``commitConsumer`` (a consumer name or id) or
 ``commitConsumerGroup`` (a group name, created when missing): after each micro-batch the
 last offset read per partition is stored as that consumer's offsets, so ``lurcher
 consumer-offset get <consumer> <stream> <topic> <partition>`` (``-k consumer-group`` for
-a group) and the MCP tools show how far the job has read. Display only: Spark's
-checkpoint stays the source of truth and a restart never reads them.
+a group) and the MCP tools show how far the job has read. They trail by one micro-batch
+(Spark commits a batch's progress to the source when it plans the next batch). Display
+only: Spark's checkpoint stays the source of truth and a restart never reads them.
 
 Write options: ``stream``, ``topic``, ``sendMessages`` (messages per batch, default 1,000);
 ``exactlyOnce`` (writeStream only, default true). Columns are described in
