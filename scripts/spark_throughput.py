@@ -7,7 +7,8 @@ Without ``--connection`` it starts a lurcher server (TCP on loopback, data in a 
 directory). Steps, each timed alone (wall clock, including Spark's job overhead):
 
 0. warm-up (untimed): a few rows through both formats;
-1. write: ``spark.range(N)`` -> ``partition``, ``payload`` (``size`` bytes) -> lurcher;
+1. write: ``N`` cached rows (``partition``, an incompressible ``size``-byte ``payload``)
+   -> lurcher;
 2. the same DataFrame -> Parquet files on disk;
 3. read lurcher: every message, summing payload lengths (so every payload is read);
 4. read Parquet: the same aggregation over the same rows.
@@ -63,6 +64,21 @@ def timed(label: str, rows: int, payload_bytes: int, run: Callable[[], object]) 
           f"{payload_bytes / seconds / 1e6:8.1f} MB/s   ({result})", flush=True)
 
 
+def payloads(spark, n: int, size: int, partitions: int):
+    """``n`` rows (``partition``, ``payload``): incompressible payloads of ``size`` bytes
+    (SHA-256 blocks of the row number), cached in memory so generating them is timed in
+    neither write."""
+    from pyspark.sql import functions as F
+
+    blocks = [F.unhex(F.sha2(F.concat(F.col("id").cast("string"), F.lit(f"/{i}")), 256))
+              for i in range(-(-size // 32))]
+    rows = spark.range(0, n, numPartitions=partitions).select(
+        (F.col("id") % partitions).cast("int").alias("partition"),
+        F.substring(F.concat(*blocks), 1, size).alias("payload")).cache()
+    rows.count()
+    return rows
+
+
 def warm_up(spark, rows, conn: str, stream: str, topic: str, tmp: Path) -> None:
     """Untimed: the JVM and both formats' code paths run once before anything is timed."""
     from lurcher.sdk.sync import SyncClient
@@ -99,10 +115,7 @@ def main() -> None:
         spark = spark_session()
         spark.sparkContext.setLogLevel("ERROR")
         lurcher.spark.register(spark)
-        source = spark.range(0, n, numPartitions=args.partitions).select(
-            (F.col("id") % args.partitions).cast("int").alias("partition"),
-            F.concat(F.lpad(F.col("id").cast("string"), 16, "0"),
-                     F.lit("x" * (size - 16))).cast("binary").alias("payload"))
+        source = payloads(spark, n, size, args.partitions)
         options = {"connection": conn, "stream": stream, "topic": topic}
         warm_up(spark, source.limit(1000), conn, stream, topic, Path(tmp))
         parquet = str(Path(tmp) / "parquet")
