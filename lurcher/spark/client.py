@@ -4,7 +4,8 @@
 SDK failure into ``LurcherSparkError`` naming what was being done and the Iggy error
 (name and code). ``describe_topic`` answers names and per-partition end offsets;
 ``first_offset`` / ``offset_at_timestamp`` resolve ``earliest`` and timestamps;
-``poll_range`` polls ``[start, end)`` of one partition in bounded chunks.
+``poll_range`` polls ``[start, end)`` of one partition in bounded chunks;
+``store_progress`` stores a streaming read's progress as a consumer's offsets.
 
 Invariant: ``poll_range`` asks for offsets strictly in order and never for more than
 ``end - next`` messages, so it yields each offset at most once and stops at ``end`` (or
@@ -124,3 +125,22 @@ def poll_range(client: SyncClient, stream: str, topic: str, partition_id: int, s
             return
         yield view
         next_offset = int(view.offsets[-1]) + 1
+
+
+def _consumer_id(name: str) -> int | str:
+    return int(name) if name.isdigit() else name
+
+
+def store_progress(client: SyncClient, stream: str, topic: str, consumer: str, group: bool,
+                   ends: dict[int, int]) -> None:
+    """Stores ``end - 1`` (the last offset read) of every partition with ``end > 0`` as the
+    offset of consumer ``consumer`` (a name or id), or of consumer group ``consumer`` when
+    ``group`` (created when missing, joined by this client). Raises IggyError."""
+    who = _consumer_id(consumer)
+    if group:
+        if client.get_consumer_group(stream, topic, who) is None:
+            client.create_consumer_group(stream, topic, consumer)
+        client.join_consumer_group(stream, topic, who)
+    for partition_id, end in sorted(ends.items()):
+        if end > 0:
+            client.store_consumer_offset(who, stream, topic, end - 1, partition_id, group=group)

@@ -113,8 +113,11 @@ class SourceOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_messages_per_trigger: int | None = None
     poll_messages: int = DEFAULT_POLL_MESSAGES
     send_messages: int = DEFAULT_SEND_MESSAGES
-    filter_pushdown: bool = True
+    filter_pushdown: bool = False
     fail_on_data_loss: bool = True
+    exactly_once: bool = True
+    commit_consumer: str | None = None
+    commit_consumer_group: str | None = None
 
 
 def _partitions(value: str) -> tuple[int, ...]:
@@ -137,6 +140,9 @@ _SOURCE_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "sendmessages": ("send_messages", _positive),
     "filterpushdown": ("filter_pushdown", _bool),
     "failondataloss": ("fail_on_data_loss", _bool),
+    "exactlyonce": ("exactly_once", _bool),
+    "commitconsumer": ("commit_consumer", _text),
+    "commitconsumergroup": ("commit_consumer_group", _text),
 }
 
 

@@ -2,16 +2,29 @@
 
 Batch: ``partitions()`` plans one split per Iggy partition (more when a range exceeds
 ``maxMessagesPerPartition``); executors read their split straight from lurcher.
-``LurcherPushdownReader`` adds ``pushFilters`` (PySpark >= 4.1; Spark only calls it when
+``LurcherPushdownReader`` adds ``pushFilters`` (Spark only calls it when
 ``spark.sql.python.filterPushdown.enabled`` is true, and refuses a reader that defines it
 when that setting is off, hence two classes, chosen by the ``filterPushdown`` option).
+
+Filter pushdown is only correct where Spark keeps a pushed-down reader to the one scan it
+was pushed into (``plan_scoped_pushdown``). PySpark 4.1-4.3 store the reader and splits
+of the last pushdown on the DataFrame's relation (``PythonDataSourceV2.setReadInfo``) and
+reuse them for every later scan of that DataFrame that pushes nothing (a plain ``count``)
+and for every other scan of it in the same plan (a union or self-join): a narrowed read
+there returns too few or the wrong rows, and nothing in Python runs for those scans to
+undo it. So on those versions the reader never narrows: ``filterPushdown`` defaults to
+false and asking for it is refused with a ``LurcherSparkError``; Spark evaluates every
+filter over complete reads, and narrow reads are asked for with the per-DataFrame
+options (``partitions``, ``startingOffsets``/``endingOffsets``, timestamps).
 
 Streaming: offsets are ``{"<partition id>": next offset to read}``, checkpointed by
 Spark. A micro-batch reads ``[start, end)`` per partition, planned deterministically from
 the two offsets alone, so a batch replayed after a restart reads the same messages: with
 an idempotent sink (file sinks) every message lands exactly once. ``maxMessagesPerTrigger``
 caps a micro-batch (Spark's ``ReadMaxRows``, PySpark >= 4.2). Partitions added to the
-topic later are read from their first offset.
+topic later are read from their first offset. ``commitConsumer`` / ``commitConsumerGroup``
+also store each committed micro-batch's end in lurcher as consumer offsets (display only:
+the checkpoint stays the source of truth, and a restart never reads them).
 """
 
 from __future__ import annotations
@@ -21,9 +34,10 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
+from lurcher.spark.client import connected, store_progress
 from lurcher.spark.filters import RowBounds, push
 from lurcher.spark.offsets import StreamOffset, cap_offsets, split_range
-from lurcher.spark.options import SourceOptions
+from lurcher.spark.options import LurcherSparkError, SourceOptions
 from lurcher.spark.plan import RangeSplit, end_offsets, plan_batch, read_split, start_offsets
 
 try:  # PySpark >= 4.2: admission control
@@ -37,6 +51,31 @@ def _read(options: SourceOptions, bounds: RowBounds,
     if not isinstance(partition, RangeSplit):  # Spark's placeholder for "no splits"
         return iter(())
     return read_split(options, bounds, partition)
+
+
+def plan_scoped_pushdown() -> bool:
+    """Whether this PySpark keeps pushed-down reader state to the scan it was pushed into.
+
+    Spark carries it in the scan since limit pushdown (``DataSourceReader.pushLimit``,
+    SPARK-58551, after 4.3); every release before shares it between scans of a DataFrame.
+    """
+    return hasattr(DataSourceReader, "pushLimit")
+
+
+def batch_reader(options: SourceOptions) -> "LurcherBatchReader":
+    """The batch reader ``options`` ask for. Raises LurcherSparkError when they ask for
+    filter pushdown on a PySpark where it would return wrong rows."""
+    if not options.filter_pushdown:
+        return LurcherBatchReader(options)
+    if not plan_scoped_pushdown():
+        import pyspark
+
+        raise LurcherSparkError(
+            f"lurcher option 'filterPushdown': PySpark {pyspark.__version__} reuses one "
+            "scan's pushed-down filters for other scans of the same DataFrame (wrong rows), "
+            "so lurcher does not push filters there; narrow a read with the options "
+            "partitions, startingOffsets/endingOffsets or startingTimestamp/endingTimestamp")
+    return LurcherPushdownReader(options)
 
 
 class LurcherBatchReader(DataSourceReader):
@@ -102,4 +141,16 @@ class LurcherStreamReader(DataSourceStreamReader):
         return _read(self.options, RowBounds(), partition)
 
     def commit(self, end: StreamOffset) -> None:
-        """Nothing to do: progress lives in Spark's checkpoint, not in lurcher."""
+        """Progress lives in Spark's checkpoint. With ``commitConsumer`` (or
+        ``commitConsumerGroup``) it is also stored in lurcher as that consumer's (group's)
+        offsets, the last offset read per partition, for other tools to see; nothing reads
+        them back. Raises LurcherSparkError when storing fails (the query stops; a restart
+        resumes from the checkpoint)."""
+        consumer = self.options.commit_consumer or self.options.commit_consumer_group
+        if consumer is None:
+            return
+        ends = {int(p): offset for p, offset in end.items()}
+        with connected(self.options.config, f"commit of progress to consumer {consumer!r}, "
+                                            f"stream {self.options.stream!r}") as client:
+            store_progress(client, self.options.stream, self.options.topic, consumer,
+                           self.options.commit_consumer is None, ends)

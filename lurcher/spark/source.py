@@ -19,7 +19,7 @@ from pyspark.sql.types import StructType
 from lurcher.spark import writer as writers
 from lurcher.spark.arrow import SCHEMA
 from lurcher.spark.options import LurcherSparkError, source_options
-from lurcher.spark.reader import LurcherBatchReader, LurcherPushdownReader, LurcherStreamReader
+from lurcher.spark.reader import LurcherStreamReader, batch_reader
 
 FORMAT = "lurcher"
 
@@ -35,10 +35,8 @@ class LurcherDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        """Raises LurcherSparkError for bad options."""
-        options = source_options(self.options)
-        reader_class = LurcherPushdownReader if options.filter_pushdown else LurcherBatchReader
-        return reader_class(options)
+        """Raises LurcherSparkError for bad options (``reader.batch_reader``)."""
+        return batch_reader(source_options(self.options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return LurcherStreamReader(source_options(self.options))

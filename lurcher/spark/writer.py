@@ -13,7 +13,23 @@ Columns (other columns are ignored):
 Rows without partition and key go balanced. Each Spark task connects once and sends its
 rows in batches of at most ``sendMessages`` messages (``MessageBatch`` via the SDK's
 ``build_batch``), one batch per target (partition id, key or balanced), keeping the order
-of rows within a target. Delivery is at-least-once: a retried task sends its rows again.
+of rows within a target.
+
+Delivery of ``df.write`` (batch) is at-least-once: a retried task or job sends its rows
+again, and only rows with an ``id`` are then dropped by the server's deduplication.
+
+``writeStream`` is exactly-once (``exactlyOnce``, default true) together with the
+server's message deduplication: a row without an ``id`` gets one derived from where it
+comes from, ``(query id, micro-batch id, Spark partition, row position in the task)``
+(``RowOrigin``), and a row without ``partition`` or ``key`` goes to a partition derived
+from that id instead of a balanced one. Spark replays an unfinished micro-batch after a
+failure or restart with the same offsets, so with a deterministic plan (the same rows in
+the same order per Spark partition, e.g. a lurcher source and row-wise transforms) every
+replayed row carries the id and partition it had the first time, and the server drops it
+as a duplicate. The server must run with ``system.message_deduplication.enabled = true``,
+an ``expiry`` longer than the longest time between a micro-batch's first attempt and its
+replay (restart time plus trigger interval plus batch duration), and ``max_entries`` at
+least the messages one partition receives in that time (0 = no limit).
 
 ``check_columns`` refuses a schema without ``payload`` or with a column of the wrong type;
 a stream or topic that does not exist fails on the driver before any task runs; an Iggy
@@ -23,12 +39,14 @@ error inside a task fails the task with a ``LurcherSparkError`` naming the Iggy 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import uuid
 from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import (
     BinaryType,
@@ -87,6 +105,44 @@ def check_target(options: SourceOptions) -> None:
         describe_topic(client, options.stream, options.topic)
 
 
+# -- where a streaming row comes from --------------------------------------------------------
+
+QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's task-local properties of a micro-batch
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+@dataclasses.dataclass(frozen=True)
+class RowOrigin:
+    """A streaming task's rows: query id (kept in the checkpoint), micro-batch id, Spark
+    partition. Row ``i`` of the task gets id ``prefix << 64 | (i + 1)``: never 0, equal
+    on every attempt of the same micro-batch, distinct between tasks unless two 64-bit
+    prefixes collide."""
+
+    query_id: str
+    batch_id: int
+    task_partition: int
+
+    @classmethod
+    def of_task(cls) -> "RowOrigin":
+        """The running task's origin. Raises LurcherSparkError outside a micro-batch."""
+        context = TaskContext.get()
+        query_id = context.getLocalProperty(QUERY_ID_PROPERTY) if context else None
+        batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
+        if query_id is None or batch_id is None:
+            raise LurcherSparkError("lurcher exactly-once writeStream: Spark did not tell the "
+                                    "task its query and batch id")
+        return cls(query_id, int(batch_id), context.partitionId())
+
+    @property
+    def prefix(self) -> int:
+        key = f"{self.query_id}/{self.batch_id}/{self.task_partition}".encode()
+        return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
+
+    def ids(self, first_row: int, count: int) -> list[int]:
+        base = self.prefix << 64
+        return list(range(base + first_row + 1, base + first_row + count + 1))
+
+
 # -- column conversion ----------------------------------------------------------------------
 
 def _binary_list(column: pa.Array) -> list[bytes | None]:
@@ -105,13 +161,17 @@ def _id_value(value: object) -> int:
     return int(value)  # type: ignore[call-overload]
 
 
-def _ids(batch: pa.RecordBatch) -> list[int] | None:
+def _ids(batch: pa.RecordBatch, derived: list[int] | None) -> list[int] | None:
+    """Each row's id: the ``id`` column, else (null or no column) the ``derived`` one, else 0."""
     if "id" not in batch.schema.names:
-        return None
+        return derived
     try:
-        return [_id_value(v) for v in batch.column("id").to_pylist()]
+        given = [_id_value(v) for v in batch.column("id").to_pylist()]
     except ValueError as e:
         raise LurcherSparkError(f"lurcher write: bad value in column 'id': {e}") from None
+    if derived is None:
+        return given
+    return [g or d for g, d in zip(given, derived)]
 
 
 def _headers(batch: pa.RecordBatch) -> list[bytes] | None:
@@ -121,9 +181,12 @@ def _headers(batch: pa.RecordBatch) -> list[bytes] | None:
             for pairs in batch.column("headers").to_pylist()]
 
 
-def _group_codes(batch: pa.RecordBatch) -> tuple[np.ndarray, list[bytes]]:
-    """(per-row group code, keys): a partition id, KEYED_BASE + key index, or BALANCED."""
-    codes = np.full(batch.num_rows, BALANCED, dtype=np.int64)
+def _group_codes(batch: pa.RecordBatch,
+                 balanced: np.ndarray | None = None) -> tuple[np.ndarray, list[bytes]]:
+    """(per-row group code, keys): a partition id, KEYED_BASE + key index, or BALANCED
+    (or the row's entry of ``balanced``, partition ids, when given)."""
+    codes = (np.full(batch.num_rows, BALANCED, dtype=np.int64) if balanced is None
+             else balanced.astype(np.int64))
     keys: list[bytes] = []
     if "key" in batch.schema.names:
         encoded = pc.dictionary_encode(batch.column("key"))
@@ -149,9 +212,10 @@ def _partitioning(code: int, keys: list[bytes]) -> Partitioning:
     return Partitioning.messages_key(keys[code - KEYED_BASE])
 
 
-def groups(batch: pa.RecordBatch) -> Iterator[tuple[Partitioning, np.ndarray]]:
+def groups(batch: pa.RecordBatch, balanced: np.ndarray | None = None
+           ) -> Iterator[tuple[Partitioning, np.ndarray]]:
     """(partitioning, row indices in input order) for every target of ``batch``."""
-    codes, keys = _group_codes(batch)
+    codes, keys = _group_codes(batch, balanced)
     unique, inverse = np.unique(codes, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
     bounds = np.cumsum(np.bincount(inverse, minlength=len(unique)))
@@ -165,13 +229,35 @@ def _pick(values: list | None, rows: list[int]) -> list | None:
     return None if values is None else [values[i] for i in rows]
 
 
-def send_record_batch(client: SyncClient, options: SourceOptions, batch: pa.RecordBatch) -> int:
+@dataclasses.dataclass
+class Placement:
+    """How an exactly-once task places rows: derived ids from ``origin`` for rows
+    ``next_row`` on, and one of ``partition_ids`` (round robin from a place the origin
+    picks) for rows that name no partition or key."""
+
+    origin: RowOrigin
+    partition_ids: np.ndarray
+    next_row: int = 0
+
+    def take(self, count: int) -> tuple[list[int], np.ndarray]:
+        """(ids, partition ids) of the next ``count`` rows."""
+        ids = self.origin.ids(self.next_row, count)
+        n = len(self.partition_ids)
+        first = (self.origin.prefix + self.next_row) % n
+        spread = self.partition_ids[(first + np.arange(count, dtype=np.int64)) % n]
+        self.next_row += count
+        return ids, spread
+
+
+def send_record_batch(client: SyncClient, options: SourceOptions, batch: pa.RecordBatch,
+                      placement: Placement | None = None) -> int:
     """Sends every row of ``batch``; returns how many. Raises IggyError, LurcherSparkError."""
     payloads = _binary_list(batch.column("payload"))
     if any(p is None for p in payloads):
         raise LurcherSparkError("lurcher write: column 'payload' has a null value")
-    ids, headers = _ids(batch), _headers(batch)
-    for partitioning, rows in groups(batch):
+    derived, spread = placement.take(batch.num_rows) if placement else (None, None)
+    ids, headers = _ids(batch, derived), _headers(batch)
+    for partitioning, rows in groups(batch, spread):
         for begin in range(0, len(rows), options.send_messages):
             chunk = rows[begin:begin + options.send_messages].tolist()
             messages = build_batch(_pick(payloads, chunk), _pick(ids, chunk),
@@ -187,14 +273,20 @@ class WriteReport(WriterCommitMessage):
     messages: int
 
 
-def write_batches(options: SourceOptions, batches: Iterator[pa.RecordBatch]) -> WriteReport:
-    """Executor side: one connection, every batch sent. Raises LurcherSparkError."""
+def write_batches(options: SourceOptions, batches: Iterator[pa.RecordBatch],
+                  origin: RowOrigin | None = None) -> WriteReport:
+    """Executor side: one connection, every batch sent; with ``origin``, rows are placed
+    exactly-once (``Placement``). Raises LurcherSparkError."""
     sent = 0
     with connected(options.config, f"write to stream {options.stream!r}, "
                                    f"topic {options.topic!r}") as client:
+        placement = None
+        if origin is not None:
+            layout = describe_topic(client, options.stream, options.topic)
+            placement = Placement(origin, np.array(sorted(layout.ends), dtype=np.int64))
         for batch in batches:
             if batch.num_rows:
-                sent += send_record_batch(client, options, batch)
+                sent += send_record_batch(client, options, batch, placement)
     return WriteReport(sent)
 
 
@@ -218,10 +310,11 @@ if DataSourceStreamArrowWriter is not None:
             self.options = options
 
         def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteReport:
-            return write_batches(self.options, iterator)
+            origin = RowOrigin.of_task() if self.options.exactly_once else None
+            return write_batches(self.options, iterator, origin)
 
         def commit(self, messages: list, batchId: int) -> None:
             """Nothing to do: the micro-batch's messages are already stored."""
 
         def abort(self, messages: list, batchId: int) -> None:
-            """Nothing to undo (at-least-once)."""
+            """Nothing to undo: a replay of the batch resends the same ids."""

@@ -86,3 +86,13 @@ def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LurcherS
 
 def connection(server: LurcherServer) -> str:
     return f"iggy://iggy:iggy@{server.tcp_address}"
+
+
+@pytest.fixture()
+def dedup_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LurcherServer]:
+    """A server with message deduplication on (``pipeline.DEDUP_ENV``), for the sink."""
+    from tests.spark.pipeline import DEDUP_ENV
+
+    srv = LurcherServer().start(tmp_path_factory.mktemp("lurcher-dedup"), extra_env=DEDUP_ENV)
+    with srv:
+        yield srv

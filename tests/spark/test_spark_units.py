@@ -121,3 +121,36 @@ def test_view_below_and_truncated_tail():
     keep = view.select(np.array([True, False, True, False, True]))
     assert [r["payload"] for r in record_batch(keep, "s", "t").to_pylist()] == [b"p0", b"p2",
                                                                                 b"p4"]
+
+
+def test_row_origin_ids_repeat_per_attempt_and_differ_between_tasks():
+    from lurcher.spark.writer import RowOrigin
+
+    origin = RowOrigin("query-1", 7, 0)
+    assert origin.ids(0, 3) == RowOrigin("query-1", 7, 0).ids(0, 3)
+    assert origin.ids(2, 2) == origin.ids(0, 4)[2:]
+    assert 0 not in origin.ids(0, 1000)
+    others = [RowOrigin("query-1", 8, 0), RowOrigin("query-1", 7, 1), RowOrigin("query-2", 7, 0)]
+    mine = set(origin.ids(0, 100))
+    assert all(mine.isdisjoint(o.ids(0, 100)) for o in others)
+
+
+def test_placement_spreads_unplaced_rows_and_keeps_explicit_targets():
+    import pyarrow as pa
+
+    from lurcher.spark.writer import Placement, RowOrigin, groups
+
+    placement = Placement(RowOrigin("q", 1, 0), np.array([0, 1, 2]))
+    ids, spread = placement.take(6)
+    again = Placement(RowOrigin("q", 1, 0), np.array([0, 1, 2]))
+    assert again.take(4)[1].tolist() + again.take(2)[1].tolist() == spread.tolist()
+    assert sorted(spread.tolist()) == [0, 0, 1, 1, 2, 2]
+    batch = pa.record_batch({"payload": [b"a", b"b", b"c", b"d", b"e", b"f"],
+                             "partition": pa.array([None, 2, None, None, 0, None], pa.int32())})
+    targets = {1: 2, 4: 0}  # explicit partitions win over the spread
+    expected: dict[int, list[int]] = {}
+    for i in range(6):
+        expected.setdefault(targets.get(i, int(spread[i])), []).append(i)
+    found = {tuple(rows.tolist()) for _, rows in groups(batch, spread)}
+    assert found == {tuple(rows) for rows in expected.values()}
+    assert len(ids) == 6 and len(set(ids)) == 6

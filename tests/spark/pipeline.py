@@ -1,0 +1,178 @@
+"""The exactly-once pipeline harness (``pipeline_driver.py`` as a killable process).
+
+``run_with_kills`` produces into topic A while the driver runs, SIGKILLs the driver's
+whole process group (Python driver, its JVM, their Python workers) at random points after
+it made progress, restarts it from its checkpoint, and finally lets it finish; it
+returns what a test checks: topic B per partition, the consumer offsets the query
+committed, and how many kills left a micro-batch planned but not committed (Spark replays
+those, so those are the kills that exercise deduplication).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lurcher.sdk.sync import SyncClient
+from tests.spark.lurcher_data import payload
+from tests.support.server import LurcherServer
+
+PARTITIONS = 3
+FIRST = 900  # messages per partition before the first start
+MORE = 300  # messages per partition added after each kill
+WAIT_S = 300.0
+CONSUMER = "spark-pipeline"
+DEDUP_ENV = {
+    "LURCHER_SYSTEM_MESSAGE_DEDUPLICATION_ENABLED": "true",
+    "LURCHER_SYSTEM_MESSAGE_DEDUPLICATION_EXPIRY": "30 m",
+    "LURCHER_SYSTEM_MESSAGE_DEDUPLICATION_MAX_ENTRIES": "0",
+}
+DRIVER = Path(__file__).with_name("pipeline_driver.py")
+
+
+@dataclass
+class Outcome:
+    sink: dict[int, list[bytes]]
+    expected: dict[int, list[bytes]]
+    committed: dict[int, int | None]
+    expected_committed: dict[int, int | None] = field(default_factory=dict)
+    replays: int = 0
+    kills: int = 0
+    log: list[str] = field(default_factory=list)
+
+
+def transformed(partition: int, count: int) -> list[bytes]:
+    return [b"T:" + payload(partition, i) for i in range(count)]
+
+
+def _stored(client: SyncClient, stream: str, topic: str) -> int:
+    return sum(p.messages_count for p in client.get_topic(stream, topic).partitions)
+
+
+def _produce(client: SyncClient, stream: str, first: int, count: int) -> None:
+    for p in range(PARTITIONS):
+        client.send_messages(stream, "A", [payload(p, i) for i in range(first, first + count)],
+                             p)
+
+
+def _last_batch(checkpoint: Path, log: str) -> int:
+    names = [int(n.name) for n in (checkpoint / log).glob("[0-9]*") if n.name.isdigit()]
+    return max(names, default=-1)
+
+
+def _batch_end(checkpoint: Path, batch: int) -> dict[int, int]:
+    """The source end offsets of micro-batch ``batch`` in the checkpoint's offset log
+    (its last line is the lurcher source's offset JSON)."""
+    if batch < 0:
+        return {}
+    last = (checkpoint / "offsets" / str(batch)).read_text().strip().splitlines()[-1]
+    return {int(p): end for p, end in json.loads(last).items()}
+
+
+def expected_commits(checkpoint: Path) -> dict[int, int | None]:
+    """What ``commitConsumer`` must have stored once the query is idle: Spark commits a
+    batch's source progress when it plans the next batch, so the offsets trail by one
+    micro-batch: the last offset of the batch before the last one."""
+    ends = _batch_end(checkpoint, _last_batch(checkpoint, "commits") - 1)
+    return {p: (ends[p] - 1 if ends.get(p) else None) for p in range(PARTITIONS)}
+
+
+class Driver:
+    """One run of ``pipeline_driver.py`` in its own process group."""
+
+    def __init__(self, master: str, server: LurcherServer, stream: str, work: Path,
+                 env: dict[str, str], exactly_once: bool = True) -> None:
+        connection = f"iggy://iggy:iggy@{server.tcp_address}"
+        self.out = open(work / "driver.out", "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(DRIVER), master, connection, stream, "A", "B",
+             str(work / "checkpoint"), CONSUMER, str(exactly_once).lower()],
+            env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=self.out,
+            stderr=subprocess.STDOUT, start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self.out.close()
+
+
+def _wait(predicate, what: str, driver: Driver, work: Path, state=lambda: "") -> None:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if not driver.alive():
+            break
+        time.sleep(0.2)
+    tail = (work / "driver.out").read_text(errors="replace")[-4000:]
+    raise AssertionError(f"pipeline: no {what} (driver alive: {driver.alive()}) "
+                         f"{state()}:\n{tail}")
+
+
+def run_with_kills(master: str, server: LurcherServer, stream: str, work: Path,
+                   env: dict[str, str], kills: int, seed: int,
+                   exactly_once: bool = True) -> Outcome:
+    """(``exactly_once=False`` runs the sink at-least-once: the check that the kills do
+    cause replays that would duplicate messages.)"""
+    rng = random.Random(seed)
+    checkpoint = work / "checkpoint"
+    outcome = Outcome({}, {}, {})
+    with SyncClient.from_connection_string(f"iggy://iggy:iggy@{server.tcp_address}") as client:
+        client.create_stream(stream)
+        for topic in ("A", "B"):
+            client.create_topic(stream, topic, partitions_count=PARTITIONS)
+        _produce(client, stream, 0, FIRST)
+        per_partition = FIRST
+        for kill in range(kills + 1):
+            before = _stored(client, stream, "B")
+            driver = Driver(master, server, stream, work, env, exactly_once)
+            try:
+                if kill == kills:
+                    total = per_partition * PARTITIONS
+                    _wait(lambda: _stored(client, stream, "B") >= total and
+                          _last_batch(checkpoint, "commits") >= _last_batch(checkpoint,
+                                                                            "offsets"),
+                          f"{total} messages in B", driver, work,
+                          lambda: f"B has {_stored(client, stream, 'B')}")
+                    time.sleep(2.0)  # later (empty) triggers must add nothing
+                    break
+                _wait(lambda: _stored(client, stream, "B") > before, "progress", driver, work)
+                time.sleep(rng.uniform(0.0, 1.5))
+            finally:
+                driver.kill()
+            planned = _last_batch(checkpoint, "offsets")
+            done = _last_batch(checkpoint, "commits")
+            outcome.replays += planned > done
+            outcome.kills += 1
+            outcome.log.append(f"kill {kill}: B had {_stored(client, stream, 'B')}, "
+                               f"batch {planned} planned, {done} committed")
+            _produce(client, stream, per_partition, MORE)
+            per_partition += MORE
+        for p in range(PARTITIONS):
+            polled = client.poll_messages(stream, "B", p, "first", per_partition * 2 + 10)
+            outcome.sink[p] = [bytes(m.payload) for m in polled.messages()]
+            outcome.expected[p] = transformed(p, per_partition)
+            info = client.get_consumer_offset(CONSUMER, stream, "A", p)
+            outcome.committed[p] = None if info is None else info.stored_offset
+        outcome.expected_committed = expected_commits(checkpoint)
+    return outcome
+
+
+def describe(outcome: Outcome) -> str:
+    counts = {p: len(v) for p, v in outcome.sink.items()}
+    return json.dumps({"sink": counts, "expected": {p: len(v) for p, v in
+                                                    outcome.expected.items()},
+                       "replays": outcome.replays, "log": outcome.log})
