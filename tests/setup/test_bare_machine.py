@@ -7,8 +7,8 @@ JAVA_HOME.
   ``lurcher-mcp`` names the extra it needs.
 - The test command's dependency step (``lurcher.devtools.system_deps``, run by
   ``scripts/test``) finds every missing program and names the apt packages; without root
-  or apt-get it prints the one ``apt-get`` line to run (running apt itself is not repeated
-  here: it changes the machine).
+  or apt-get it prints the one ``apt-get`` line to run; as root it really installs a missing
+  program (``nats-server`` is removed, the step reinstalls it).
 - A test whose program is missing fails in one line naming the package, no traceback.
 """
 
@@ -132,3 +132,28 @@ def test_a_test_needing_a_missing_program_fails_in_one_line(tmp_path: Path, test
     assert run.returncode == 1
     assert message in run.stdout, run.stdout[-3000:]
     assert "Traceback" not in run.stdout and "JAVA_GATEWAY_EXITED" not in run.stdout
+
+
+@pytest.mark.slow
+def test_dependency_step_installs_a_missing_program_with_apt(tmp_path: Path):
+    """The real thing, once: take ``nats-server`` off the machine, run the dependency step of
+    the test command, and find it installed again. Needs root and apt-get (as CI has); the
+    package is reinstalled even if the step fails, so the machine is left as it was."""
+    import shutil
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip("installing Debian packages needs root and apt-get (CI runs as root)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "PYTHONPATH": str(REPO_ROOT)}
+    subprocess.run(["apt-get", "remove", "-y", "-qq", "nats-server"], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    try:
+        assert shutil.which("nats-server") is None
+        step = subprocess.run([sys.executable, "-m", "lurcher.devtools.system_deps", "install"],
+                              env=env, capture_output=True, text=True, cwd=REPO_ROOT,
+                              timeout=INSTALL_TIMEOUT_S)
+        assert step.returncode == 0, step.stdout + step.stderr
+        assert "installing system packages for the tests: nats-server" in step.stdout
+        assert shutil.which("nats-server") is not None
+    finally:
+        if shutil.which("nats-server") is None:
+            subprocess.run(["apt-get", "install", "-y", "-qq", "nats-server"], env=env,
+                           stdout=subprocess.DEVNULL)
