@@ -11,6 +11,17 @@ so the limits and refusals are the same: a refused frame is answered on its stre
 reader's status (InvalidCommand, or Unauthenticated before login) and the stream is stopped;
 a stream that ends inside a frame is answered with InvalidCommand; bytes after the first
 frame of a stream are ignored. A stream reset by the client drops its partial request.
+
+Memory bounds of one connection (issue 14, point 3):
+
+- replies: aioquic keeps every reply byte until the client acknowledges it. While a
+  connection's queued, unacknowledged reply bytes are at or above ``MAX_QUEUED_REPLY_BYTES``
+  no further request of it is handled; complete requests wait in order. At most one reply
+  (``limits.max_poll_reply_bytes`` for a poll) is handed over beyond the mark.
+- waiting requests: at most ``MAX_PENDING_REQUESTS`` complete requests wait; the next one
+  closes the connection (reason "too many pending requests").
+- partial requests: at most ``MAX_UNFINISHED_STREAMS`` streams may hold an incomplete
+  request; a stream beyond is answered InvalidCommand and stopped (the connection stays).
 """
 
 from __future__ import annotations
@@ -47,6 +58,18 @@ logging.getLogger("quic").setLevel(logging.WARNING)
 DEFAULT_IDLE_TIMEOUT_S = 10.0
 QUIC_NO_ERROR = 0
 QUIC_APP_REFUSED = 1
+MAX_QUEUED_REPLY_BYTES = 16 * 1024 * 1024
+MAX_PENDING_REQUESTS = 32
+MAX_UNFINISHED_STREAMS = 16
+
+
+def queued_reply_bytes(quic: Any) -> int:
+    """Bytes handed to aioquic on any stream and not yet acknowledged by the peer.
+
+    aioquic (1.x) keeps them in each stream sender's buffer until acknowledged; this is the one
+    place that reads that internal state.
+    """
+    return sum(len(stream.sender._buffer) for stream in quic._streams.values())
 
 
 class StreamRequests:
@@ -65,7 +88,14 @@ class StreamRequests:
             if end_stream:
                 del self.readers[stream_id]
             return None
-        reader = self.readers.get(stream_id) or FrameReader(self.limits, self.authenticated)
+        reader = self.readers.get(stream_id)
+        if reader is None and self.unfinished() >= MAX_UNFINISHED_STREAMS:
+            self.readers[stream_id] = self.ANSWERED
+            if end_stream:
+                del self.readers[stream_id]
+            return BadFrame(ErrorCode.INVALID_COMMAND, True,
+                            f"more than {MAX_UNFINISHED_STREAMS} unfinished request streams")
+        reader = reader or FrameReader(self.limits, self.authenticated)
         reader.feed(data)
         item = reader.next_frame()
         if item is None and end_stream:
@@ -81,6 +111,10 @@ class StreamRequests:
     def reset(self, stream_id: int) -> None:
         self.readers.pop(stream_id, None)
 
+    def unfinished(self) -> int:
+        """Streams holding an incomplete request."""
+        return sum(1 for reader in self.readers.values() if reader is not self.ANSWERED)
+
 
 class QuicClientProtocol(QuicConnectionProtocol):
     """One QUIC connection to a client (server side)."""
@@ -92,6 +126,8 @@ class QuicClientProtocol(QuicConnectionProtocol):
         self.requests = StreamRequests(shard.limits.frames, self.authenticated)
         self.queue: asyncio.Queue[tuple[int, Frame]] = asyncio.Queue()
         self.worker: asyncio.Task[None] | None = None
+        self.drained = asyncio.Event()
+        self.drained.set()
 
     def authenticated(self) -> bool:
         return self.session is not None and self.session.authenticated
@@ -106,6 +142,14 @@ class QuicClientProtocol(QuicConnectionProtocol):
             self.open_session()
         elif isinstance(event, ConnectionTerminated):
             self.end_session()
+
+    def datagram_received(self, data: bytes | str, addr: Any) -> None:
+        super().datagram_received(data, addr)
+        if not self.drained.is_set() and not self.replies_backlogged():
+            self.drained.set()
+
+    def replies_backlogged(self) -> bool:
+        return queued_reply_bytes(self._quic) >= MAX_QUEUED_REPLY_BYTES
 
     def open_session(self) -> None:
         if self.session is not None:
@@ -129,6 +173,10 @@ class QuicClientProtocol(QuicConnectionProtocol):
         item = self.requests.data(event.stream_id, event.data, event.end_stream)
         if isinstance(item, BadFrame):
             self.refuse(event.stream_id, item)
+        elif item is not None and self.queue.qsize() >= MAX_PENDING_REQUESTS:
+            log.info("closing QUIC connection: more than %d pending requests",
+                     MAX_PENDING_REQUESTS)
+            self.close_for("too many pending requests")
         elif item is not None:
             self.queue.put_nowait((event.stream_id, item))
 
@@ -136,8 +184,15 @@ class QuicClientProtocol(QuicConnectionProtocol):
     async def work(self) -> None:
         while True:
             stream_id, data = await self.queue.get()
+            await self.until_replies_drain()
             parts = await self.handle(data)
             self.answer(stream_id, parts)
+
+    async def until_replies_drain(self) -> None:
+        """Wait while this connection's unacknowledged replies are above the mark."""
+        while self.replies_backlogged():
+            self.drained.clear()
+            await self.drained.wait()
 
     async def handle(self, frame: Frame) -> list[Any]:
         code = frame.code
@@ -175,8 +230,11 @@ class QuicClientProtocol(QuicConnectionProtocol):
 
     def disconnect(self, status: int = ErrorCode.DISCONNECTED) -> None:
         """Server-initiated close of the whole QUIC connection (idempotent)."""
+        self.close_for(f"disconnected ({status})")
+
+    def close_for(self, reason: str, error_code: int = QUIC_NO_ERROR) -> None:
         try:
-            self._quic.close(error_code=QUIC_NO_ERROR, reason_phrase=f"disconnected ({status})")
+            self._quic.close(error_code=error_code, reason_phrase=reason)
             self.transmit()
         except (AttributeError, OSError, RuntimeError) as exc:  # transport already gone
             log.debug("QUIC disconnect: %s", exc)
