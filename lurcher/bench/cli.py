@@ -1,7 +1,7 @@
 """The ``lurcher-bench`` command line.
 
     lurcher-bench WORKLOAD [options]            one workload on one --target
-    lurcher-bench compare WORKLOAD [options]    the workload on lurcher, redis and nats
+    lurcher-bench compare WORKLOAD [options]    the workload on lurcher, redis, nats, rabbitmq
     lurcher-bench list                          the workloads
 
 Exit status: 0 done, 2 bad options, 1 a run failed (missing peer binary, server did not

@@ -1,4 +1,4 @@
-"""``compare``: one workload on lurcher, Redis and NATS in one go, and a table of ratios.
+"""``compare``: one workload on lurcher, Redis, NATS and RabbitMQ Streams in one go, and a table of ratios.
 
 Every target runs with identical options (each with its own freshly started server unless
 ``--server-address`` is given, which applies to lurcher only). Rows are throughput and the
@@ -18,7 +18,7 @@ from lurcher.bench import charts, report
 from lurcher.bench.options import BenchOptions
 from lurcher.bench.run import run_benchmark
 
-PEERS = ("redis", "nats")
+PEERS = ("redis", "nats", "rabbitmq")
 MIB = 1 << 20
 
 # (label, getter over a result document, better: "higher" | "lower")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgspec
 
 # iggy-py: the official apache-iggy client against a lurcher server (pinned workloads)
-TARGETS = ("lurcher", "nats", "redis", "iggy-py")
+TARGETS = ("lurcher", "nats", "redis", "rabbitmq", "iggy-py")
 TRANSPORTS = ("tcp", "quic", "ws", "http")
 BUILT_TRANSPORTS = TRANSPORTS
 DEFAULT_MESSAGE_BATCHES = 1000

@@ -1,4 +1,5 @@
-"""Servers the bench starts for itself: lurcher, nats-server (JetStream), redis-server.
+"""Servers the bench starts for itself: lurcher, nats-server (JetStream), redis-server,
+rabbitmq-server (Streams plugin).
 
 Each ``start_*`` spawns the server on 127.0.0.1 over a fresh temporary data directory, waits
 until it accepts connections, and returns a ``ManagedServer`` (address, pid, data dir) whose
@@ -16,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -31,7 +33,11 @@ OUTPUT_FILE = "server-output.txt"
 REPO_ROOT = Path(lurcher.__file__).resolve().parents[1]
 
 # target -> (binary, Debian package)
-BINARIES = {"nats": ("nats-server", "nats-server"), "redis": ("redis-server", "redis-server")}
+BINARIES = {"nats": ("nats-server", "nats-server"), "redis": ("redis-server", "redis-server"),
+            "rabbitmq": ("rabbitmq-server", "rabbitmq-server")}
+# Debian installs the real start script here (/usr/sbin/rabbitmq-server is a wrapper that
+# switches to the rabbitmq user)
+RABBITMQ_SCRIPT = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 
 
 class ServerStartError(RuntimeError):
@@ -52,6 +58,7 @@ class ManagedServer:
         self.address = address
         self.data_dir = data_dir
         self.notes: list[str] = []
+        self.after_stop: list[list[str]] = []  # commands run once the server has stopped
 
     @property
     def pid(self) -> int:
@@ -63,9 +70,12 @@ class ManagedServer:
             self.proc.terminate()
             try:
                 self.proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+            except subprocess.TimeoutExpired:  # the whole session: a start script's child too
+                os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+        for argv in self.after_stop:
+            subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True)
+        self.after_stop = []
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def __enter__(self) -> ManagedServer:
@@ -195,6 +205,38 @@ def start_nats(enforce_fsync: bool = False, transport: str = "tcp") -> ManagedSe
     return _wait(server, lambda: _accepts(server.address))
 
 
+def start_rabbitmq(enforce_fsync: bool = False, transport: str = "tcp") -> ManagedServer:
+    """rabbitmq-server with the ``rabbitmq_stream`` plugin, every port on 127.0.0.1 (AMQP,
+    stream, Erlang distribution and a private epmd, stopped with the server), its node name,
+    data, logs, config and plugin list in a temp dir. The address is the stream port. Streams
+    never fsync before confirming: ``enforce_fsync`` adds a note, changes nothing.
+    Raises MissingBinaryError or ServerStartError."""
+    require_binary("rabbitmq")
+    data_dir = Path(tempfile.mkdtemp(prefix="rabbitmq-bench-"))
+    amqp, stream, dist, epmd = (free_port() for _ in range(4))
+    (data_dir / "rabbitmq.conf").write_text(
+        f"listeners.tcp.default = 127.0.0.1:{amqp}\n"
+        f"stream.listeners.tcp.1 = 127.0.0.1:{stream}\n"
+        "stream.frame_max = 16777216\nloopback_users = none\n")
+    (data_dir / "enabled_plugins").write_text("[rabbitmq_stream].\n")
+    env = {**os.environ, "HOME": str(data_dir),  # the Erlang cookie goes there
+           "RABBITMQ_NODENAME": f"lurcher-bench-{stream}@localhost",
+           "RABBITMQ_MNESIA_BASE": str(data_dir / "mnesia"),
+           "RABBITMQ_LOG_BASE": str(data_dir / "log"), "RABBITMQ_LOGS": "-",
+           "RABBITMQ_CONFIG_FILE": str(data_dir / "rabbitmq.conf"),
+           "RABBITMQ_ENABLED_PLUGINS_FILE": str(data_dir / "enabled_plugins"),
+           "RABBITMQ_PID_FILE": str(data_dir / "rabbitmq.pid"),
+           "RABBITMQ_DIST_PORT": str(dist),
+           "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+           "ERL_EPMD_ADDRESS": "127.0.0.1", "ERL_EPMD_PORT": str(epmd)}
+    proc = _spawn("rabbitmq", [RABBITMQ_SCRIPT], data_dir, env)
+    server = ManagedServer("rabbitmq", proc, f"127.0.0.1:{stream}", data_dir)
+    server.after_stop.append(["epmd", "-port", str(epmd), "-kill"])
+    if enforce_fsync:
+        server.notes.append("RabbitMQ Streams confirm before fsync: fsync not enforced")
+    return _wait(server, lambda: _accepts(server.address))
+
+
 def nats_version(binary: str) -> tuple[int, ...]:
     """(major, minor) of ``nats-server --version`` ((0, 0) when unreadable)."""
     out = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
@@ -203,7 +245,7 @@ def nats_version(binary: str) -> tuple[int, ...]:
 
 
 STARTERS = {"lurcher": start_lurcher, "nats": start_nats, "redis": start_redis,
-            "iggy-py": start_lurcher}
+            "rabbitmq": start_rabbitmq, "iggy-py": start_lurcher}
 
 
 def start(target: str, enforce_fsync: bool = False, transport: str = "tcp") -> ManagedServer:

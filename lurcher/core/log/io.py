@@ -2,7 +2,7 @@
 
 ``IoBackend`` is deliberately small (open, positional write/read, fsync, truncate, size,
 close, plus remove/replace for whole files) so an io_uring backend or a fault-injecting test
-backend can replace ``PosixIo``. Every write is positional and complete: ``pwrite`` /
+backend (``faulty_io``, selected by ``TEST_LURCHER_IO_FAULT``) can replace ``PosixIo``. Every write is positional and complete: ``pwrite`` /
 ``pwritev`` loop until every byte is in the kernel or raise OSError.
 """
 
@@ -26,6 +26,7 @@ class IoBackend(Protocol):
     def pread(self, fd: int, length: int, position: int) -> bytes: ...
     def preadinto(self, fd: int, into: memoryview, position: int) -> int: ...
     def fsync(self, fd: int) -> None: ...
+    def fsync_in_worker(self, fd: int) -> None: ...
     def truncate(self, fd: int, length: int) -> None: ...
     def size(self, fd: int) -> int: ...
     def close(self, fd: int) -> None: ...
@@ -83,6 +84,11 @@ class PosixIo:
         return done
 
     def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def fsync_in_worker(self, fd: int) -> None:
+        """fsync from a worker thread (group commit): never touches state the event loop
+        uses, such as an io_uring ring. Raises OSError."""
         os.fsync(fd)
 
     def truncate(self, fd: int, length: int) -> None:
@@ -156,11 +162,12 @@ def select_io(mode: str) -> IoBackend:
     "auto" (io_uring where it works, else posix, with a log line)."""
     if mode not in IO_MODES:
         raise ValueError(f"system.io must be one of {IO_MODES}, got {mode!r}")
+    from lurcher.core.log.faulty_io import wrap_for_faults
     if mode == "posix":
-        return PosixIo()
+        return wrap_for_faults(PosixIo())
     from lurcher.core.log.uring import open_uring_io
     backend = open_uring_io()
     if backend is None and mode == "uring":
         raise OSError("system.io = \"uring\" but io_uring is unavailable here (see the log "
                       "line above; set system.io = \"auto\" or \"posix\")")
-    return backend or PosixIo()
+    return wrap_for_faults(backend or PosixIo())

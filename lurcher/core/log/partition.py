@@ -11,6 +11,12 @@ timestamp is max(clock, last timestamp + 1)): recovery tells batches apart by th
 Descriptors: segments borrow them from ``files`` (a bounded cache shared by the shard).
 Durability: ``append`` returns once the bytes are in the kernel (positional writes, nothing
 buffered in Python); with ``enforce_fsync`` also after fsync of log and index.
+With group commit the caller reports each successful fsync (``synced_to``) and each failed
+one (``fail_storage``). After a failed fsync the page cache is suspect (the kernel may have
+dropped the dirty pages it could not write and report success next time: "fsyncgate"), so the
+partition cuts its log back to the last synced offset (nothing unacknowledged stays) and
+refuses every later append with CANNOT_WRITE_TO_FILE until it is reopened (server restart),
+when recovery reads what is really on the device.
 """
 
 from __future__ import annotations
@@ -78,6 +84,8 @@ class Partition:
         self.messages_count = 0
         self.size_bytes = 0
         self._last_timestamp = 0
+        self.synced_next_offset = 0
+        self.storage_failure: str | None = None
 
     @classmethod
     def open(cls, path: str, partition_id: int, config: LogConfig | None = None,
@@ -100,6 +108,7 @@ class Partition:
             part.recovery[start] = segment.load(sealed=start != starts[-1])
             part._add_segment(segment)
         part.offsets.load()
+        part.synced_next_offset = part.next_offset
         return part
 
     def _add_segment(self, segment: Segment) -> None:
@@ -138,6 +147,10 @@ class Partition:
         """
         if batch.count == 0:
             raise IggyError(ErrorCode.INVALID_MESSAGES_COUNT, "empty batch")
+        if self.storage_failure is not None:
+            raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE,
+                            f"partition {self.partition_id} refuses writes after a failed "
+                            f"fsync ({self.storage_failure}) until the server restarts")
         segment = self._segment_for(len(batch.blob))
         timestamp = max(self.clock(), self._last_timestamp + 1)
         base = self.next_offset
@@ -176,6 +189,33 @@ class Partition:
             for segment in self.segments:
                 if segment.dirty:
                     segment.fsync()
+
+    def synced_to(self, next_offset: int) -> None:
+        """Everything before ``next_offset`` is on the device (a group-commit fsync of the
+        files written up to then succeeded)."""
+        self.synced_next_offset = max(self.synced_next_offset, next_offset)
+
+    def fail_storage(self, error: OSError) -> None:
+        """An fsync failed: cut back to the last synced offset and refuse further appends
+        (see the module docstring). A failed cut is logged; recovery decides at reopen."""
+        self.storage_failure = str(error)
+        log.error("partition %s: fsync failed (%s); cutting back to offset %d and refusing "
+                  "writes until restart", self.path, error, self.synced_next_offset)
+        try:
+            self.truncate_to(self.synced_next_offset)
+        except OSError as exc:
+            log.error("partition %s: cannot cut back after a failed fsync: %s", self.path, exc)
+
+    def truncate_to(self, next_offset: int) -> None:
+        """Drop every message at or after ``next_offset`` (whole later segments are
+        deleted, the first segment is kept). Raises OSError."""
+        while len(self.segments) > 1 and self.segments[-1].start_offset >= next_offset:
+            self.segments.pop().delete()
+        self.segments[-1].sealed = False
+        self.segments[-1].truncate_to(next_offset - self.segments[-1].start_offset)
+        self.next_offset = self.segments[-1].next_offset
+        self.messages_count = sum(segment.count for segment in self.segments)
+        self.size_bytes = sum(segment.size_bytes for segment in self.segments)
 
     def take_unsynced(self) -> list[FileHandle]:
         """Handles of the files written since the last call (log and index of each such

@@ -140,6 +140,17 @@ class Segment:
         except OSError as exc:  # recovery cuts what the index does not vouch for
             log.error("segment %s: cannot cut a failed append off: %s", self.log_path, exc)
 
+    def truncate_to(self, count: int) -> None:
+        """Keep only the first ``count`` messages: cut the log, the index file and the
+        in-memory index (shrinking needs no free space). Raises OSError."""
+        count = min(count, self.index.count)
+        keep_bytes = self.index.end_of(count - 1) if count else 0
+        log, idx = self.log_file(), self.index_file()
+        self.io.truncate(idx.fd, count * INDEX_ENTRY_BYTES)  # the commit records go first
+        self.io.truncate(log.fd, keep_bytes)
+        self.index.truncate(count)
+        self.size_bytes = keep_bytes
+
     def fsync(self) -> None:
         for handle in self.handles():
             self.io.fsync(handle.fd)

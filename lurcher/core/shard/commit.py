@@ -1,17 +1,22 @@
 """Group commit: with ``enforce_fsync`` a send is acknowledged only after an fsync that
-covers it, and one fsync (in a worker thread, off the event loop) covers every batch
-written while the previous one ran.
+covers it, and one round of fsyncs (in a worker thread, off the event loop) covers every
+batch written while the previous round ran.
 
 ``durable(partition)`` is awaited after the batch was written: the partition's unsynced
-descriptors are taken on the event loop (so a write that lands later marks them again for
-the next round) and fsynced together with every other partition's in the same round.
+descriptors and its next offset are taken on the event loop (so a write that lands later
+marks them again for the next round) and fsynced together with every other partition's in
+the same round, each partition on its own: one partition's failure fails only its waiters.
+
+A failed fsync answers CANNOT_SYNC_FILE to every batch of that partition not yet
+acknowledged (those of the round and those written while it ran) and calls
+``partition.fail_storage``, which cuts them out of the log and refuses later writes: a
+batch is never left half-acknowledged (answered as failed but still in the log).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from typing import Any
 
 from lurcher.core.wire.error_codes import ErrorCode
@@ -20,46 +25,73 @@ from lurcher.core.wire.errors import IggyError
 log = logging.getLogger(__name__)
 
 
-def _fsync_all(handles: list[Any]) -> None:
-    """fsync each ``FileHandle`` (held here, so none is closed meanwhile)."""
-    for handle in handles:
-        os.fsync(handle.fd)
+def _fsync_each(items: list[tuple[Any, list[Any]]]) -> list[OSError | None]:
+    """fsync each partition's ``FileHandle``s (held here, so none is closed meanwhile)
+    through its storage backend; per partition, the error or None."""
+    errors: list[OSError | None] = []
+    for partition, handles in items:
+        try:
+            for handle in handles:
+                partition.io.fsync_in_worker(handle.fd)
+        except OSError as exc:
+            errors.append(exc)
+        else:
+            errors.append(None)
+    return errors
+
+
+def _sync_failed(partition: Any) -> IggyError:
+    return IggyError(ErrorCode.CANNOT_SYNC_FILE,
+                     f"fsync failed, messages not stored: {partition.storage_failure}")
 
 
 class GroupCommit:
     def __init__(self) -> None:
-        self.pending: set[Any] = set()
-        self.waiters: list[asyncio.Future] = []
+        self.pending: dict[Any, list[asyncio.Future]] = {}
         self.running: asyncio.Future | None = None
         self.rounds = 0
 
     async def durable(self, partition: Any) -> None:
         """Return once everything ``partition`` has written so far is fsynced.
-        Raises IggyError CANNOT_SAVE_MESSAGES_TO_SEGMENT when fsync fails."""
-        self.pending.add(partition)
+        Raises IggyError CANNOT_SYNC_FILE when fsync fails (the batch is then cut off)."""
         waiter = asyncio.get_running_loop().create_future()
-        self.waiters.append(waiter)
+        self.pending.setdefault(partition, []).append(waiter)
         if self.running is None:
             self._start_round()
         await waiter
 
     def _start_round(self) -> None:
-        handles = [h for partition in self.pending for h in partition.take_unsynced()]
-        waiters, self.pending, self.waiters = self.waiters, set(), []
+        work = [(p, p.take_unsynced(), p.next_offset, waiters)
+                for p, waiters in self.pending.items()]
+        self.pending = {}
         self.rounds += 1
-        self.running = asyncio.ensure_future(asyncio.to_thread(_fsync_all, handles))
-        self.running.add_done_callback(lambda done: self._finish_round(done, waiters))
+        self.running = asyncio.ensure_future(
+            asyncio.to_thread(_fsync_each, [(p, handles) for p, handles, _, _ in work]))
+        self.running.add_done_callback(lambda done: self._finish_round(done, work))
 
-    def _finish_round(self, done: asyncio.Future, waiters: list[asyncio.Future]) -> None:
+    def _finish_round(self, done: asyncio.Future, work: list[tuple]) -> None:
         self.running = None
-        error = done.exception()
-        for waiter in waiters:
-            if waiter.done():
+        failure = done.exception()
+        errors = [failure] * len(work) if failure is not None else done.result()
+        for (partition, _, next_offset, waiters), error in zip(work, errors):
+            if error is None and partition.storage_failure is None:
+                partition.synced_to(next_offset)
+                _settle(waiters, None)
                 continue
-            if error is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(IggyError(ErrorCode.CANNOT_SAVE_MESSAGES_TO_SEGMENT,
-                                               f"fsync failed: {error}"))
-        if self.waiters:
+            if error is not None and partition.storage_failure is None:
+                partition.fail_storage(error)
+            _settle(waiters, _sync_failed(partition))
+        for partition in [p for p in self.pending if p.storage_failure is not None]:
+            _settle(self.pending.pop(partition), _sync_failed(partition))
+        if self.pending:
             self._start_round()
+
+
+def _settle(waiters: list[asyncio.Future], error: IggyError | None) -> None:
+    for waiter in waiters:
+        if waiter.done():
+            continue
+        if error is None:
+            waiter.set_result(None)
+        else:
+            waiter.set_exception(error)

@@ -7,7 +7,7 @@ then the messages blob (each message: 64-byte header, payload, user headers).
 ``MessageBatch`` owns no per-message objects: it is a view over the index block and the blob.
 Every per-message operation (validation, stamping offsets/timestamps/ids, reading header
 fields, building index entries) is a numpy operation over all messages at once. The only
-per-message Python work is the XXH3 checksum (one C call per message).
+per-message Python work is the XXH3 checksum (one C call per message; see ``checksums``).
 
 Invariants after ``validate()``: ``ends()`` is non-decreasing, starts at >= 64, ends at
 ``len(blob)``, and each message's header lengths add up to its slot in the blob.
@@ -133,7 +133,16 @@ def read_declared_sizes(blob: Buffer, starts: np.ndarray) -> tuple[np.ndarray, n
 
 
 def checksums(blob: Buffer, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """XXH3-64 (seed 0) of bytes [start+8, end) of every message, as a u64 array."""
+    """XXH3-64 (seed 0) of bytes [start+8, end) of every message, as a u64 array.
+
+    Exactly what Iggy 0.8 stores (``XxHash3_64::oneshot`` over the message minus its first 8
+    bytes). No registry package hashes many ranges of one buffer in one call: the closest,
+    ``hashcodecs.xxh3_64_batch_into``, takes a list of buffers, so the per-message slicing
+    (the larger half of the cost) stays, and it measured slower than this comprehension
+    (1,000 x 1 KB: ~370 us vs ~270 us, hashing alone ~155 us vs ~80 us for xxhash on a
+    loaded 2-core machine). A C helper would need a compiler at install time. So this stays
+    the one per-message loop on the send path, as small as it can be.
+    """
     view = blob if isinstance(blob, memoryview) else memoryview(blob)
     digest = xxhash.xxh3_64_intdigest
     sums = [digest(view[s:e]) for s, e in zip((starts + 8).tolist(), ends.tolist())]

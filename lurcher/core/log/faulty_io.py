@@ -1,0 +1,90 @@
+"""A fault-injecting ``IoBackend`` wrapper for storage-fault tests, off unless an environment
+variable asks for it.
+
+``TEST_LURCHER_IO_FAULT=<kind>@<n>`` wraps the selected backend (posix or io_uring) so that
+the ``n``-th call (1-based, counted per shard process) of one kind fails once:
+
+- ``write-eio@n``: the n-th batch write (``append_pair``) raises EIO before writing anything.
+- ``short-write@n``: the n-th batch write puts the first half of the messages into the log
+  (through the wrapped backend, so the bytes really are in the file) and then raises EIO, as
+  a device that fails part-way does.
+- ``fsync-eio@n``: the n-th fsync (``fsync`` or ``fsync_in_worker``, any file) raises EIO
+  without syncing. With group commit and one partition a send costs two fsyncs (log, index),
+  so send k's first fsync is number 2k - 1.
+
+Every other call goes to the wrapped backend unchanged. Unset (production), ``select_io``
+returns the backend itself: no wrapper, no cost.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Any
+
+from lurcher.core.wire.buffer import Buffer
+
+IO_FAULT_ENV = "TEST_LURCHER_IO_FAULT"
+FAULT_KINDS = ("write-eio", "short-write", "fsync-eio")
+
+
+def _eio(what: str) -> OSError:
+    return OSError(errno.EIO, f"{os.strerror(errno.EIO)} (injected: {what})")
+
+
+class FaultyIo:
+    """Delegates to ``inner``; fails the ``at``-th write or fsync as ``kind`` says, once."""
+
+    def __init__(self, inner: Any, kind: str, at: int) -> None:
+        if kind not in FAULT_KINDS or at < 1:
+            raise ValueError(f"{IO_FAULT_ENV}: want <{'|'.join(FAULT_KINDS)}>@<n >= 1>, "
+                             f"got {kind}@{at}")
+        self.inner, self.kind, self.at = inner, kind, at
+        self.writes = 0
+        self.fsyncs = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def append_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
+                    entries: Buffer, index_position: int, fsync: bool) -> None:
+        self.writes += 1
+        if self.kind != "fsync-eio" and self.writes == self.at:
+            if self.kind == "short-write":
+                view = memoryview(blob).cast("B")
+                self.inner.pwrite(log_fd, view[:len(view) // 2], log_position)
+            raise _eio(f"{self.kind} #{self.writes}")
+        if fsync:
+            self.inner.append_pair(log_fd, blob, log_position, index_fd, entries,
+                                   index_position, False)
+            self.fsync(log_fd)
+            self.fsync(index_fd)
+            return
+        self.inner.append_pair(log_fd, blob, log_position, index_fd, entries, index_position,
+                               False)
+
+    def _fsync_fault(self) -> None:
+        self.fsyncs += 1
+        if self.kind == "fsync-eio" and self.fsyncs == self.at:
+            raise _eio(f"fsync #{self.fsyncs}")
+
+    def fsync(self, fd: int) -> None:
+        self._fsync_fault()
+        self.inner.fsync(fd)
+
+    def fsync_in_worker(self, fd: int) -> None:
+        self._fsync_fault()
+        self.inner.fsync_in_worker(fd)
+
+
+def wrap_for_faults(backend: Any) -> Any:
+    """``backend`` wrapped per ``TEST_LURCHER_IO_FAULT``, or itself when that is unset."""
+    spec = os.environ.get(IO_FAULT_ENV)
+    if not spec:
+        return backend
+    kind, _, at = spec.partition("@")
+    try:
+        count = int(at)
+    except ValueError:
+        raise ValueError(f"{IO_FAULT_ENV}: want <kind>@<n>, got {spec!r}") from None
+    return FaultyIo(backend, kind, count)
