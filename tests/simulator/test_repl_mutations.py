@@ -15,7 +15,8 @@ from lurcher.core.replication.sim.simulator import run_seed
 
 CI_SEEDS = 10_000
 PLANTED = [Bug.QUORUM_F, Bug.COMMIT_BEFORE_PREPARE_OK, Bug.DVC_LOG_SELECTION,
-           Bug.PREPARE_OK_BEFORE_SYNC, Bug.NO_CLIENT_TABLE]
+           Bug.PREPARE_OK_BEFORE_SYNC, Bug.NO_CLIENT_TABLE, Bug.CHECKPOINT_WITHOUT_TABLE,
+           Bug.TRIM_BEFORE_SYNC]
 SUBTLE = [Bug.DVC_IGNORE_LOG_VIEW]  # first found at seed 801: about a minute, so slow
 
 

@@ -29,6 +29,15 @@ def test_quick_seed_sweep_passes_on_3_and_5_replicas() -> None:
     assert summary.by_size.get(3, 0) > 0 and summary.by_size.get(5, 0) > 0
 
 
+def test_a_sweep_exercises_state_transfer_from_a_checkpoint() -> None:
+    seeds_with_transfers: list[int] = []
+    summary = run_many(range(50), on_outcome=lambda out, _: (
+        seeds_with_transfers.append(out.seed) if out.checkpoint_transfers else None))
+    assert [o.reason for o in summary.failed] == []
+    assert len(seeds_with_transfers) > 5
+    assert summary.checkpoint_transfers >= len(seeds_with_transfers)
+
+
 def test_same_seed_gives_the_same_trace() -> None:
     first, second = run_seed(42), run_seed(42)
     assert first == second
@@ -59,4 +68,5 @@ def test_ci_budget_ten_thousand_seeds_pass() -> None:
     summary = run_many(range(CI_SEEDS), workers=2)
     assert [(o.seed, o.reason) for o in summary.failed] == []
     assert summary.seeds == CI_SEEDS
+    assert summary.checkpoint_transfers > CI_SEEDS // 10
     assert min(summary.by_size[3], summary.by_size[5]) > CI_SEEDS // 3

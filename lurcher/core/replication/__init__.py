@@ -14,7 +14,7 @@ deterministic simulator and auditor), ``bench`` (core throughput).
 Fault model claimed (what the simulator injects and the auditor checks against):
 - crash-stop-restart of any number of replicas at any moment, with disks that lose every
   write not covered by a completed sync and may tear the last write (detected by checksum,
-  the journal is cut there); replicas journal an entry and their view before vouching for
+  the journal is cut there), including in the middle of writing a checkpoint segment; replicas journal an entry and their view before vouching for
   them (PrepareOk, DoViewChange, StartView, NewState, RecoveryResponse are sent only once
   every earlier journal write is synced), so acknowledged state survives any crash;
 - loss of a whole disk on at most f replicas at a time: such a replica rejoins only through
@@ -26,7 +26,22 @@ Fault model claimed (what the simulator injects and the auditor checks against):
   than f simultaneous disk losses. Safety never depends on timing; liveness needs a
   quorum of f+1 replicas up and connected for long enough.
 
-Checkpoints and log trimming are not implemented yet: state transfer sends log suffixes.
+Checkpoints and log trimming (``Config.checkpoint_every``, ``keep_below_checkpoint``): every
+N executed ops a replica snapshots the service (``Service.snapshot``) with its client table
+at that op. What a checkpoint guarantees:
+- it covers only executed, hence committed, ops, which are the same on every replica, so
+  any replica's checkpoint at op k is a valid substitute for ops 1..k anywhere;
+- it is journaled as a self-contained segment and shared, and ops below it are trimmed
+  from memory and storage (``Discard``), only after that segment is synced; a torn or lost
+  segment leaves the previous segment, which still rebuilds the same state;
+- restoring it restores the client table too, so a request executed before the checkpoint
+  is still answered from the table and never executed again.
+Whoever needs ops the sender trimmed gets the sender's checkpoint plus the log above it:
+NewState (a lagging backup), RecoveryResponse (a lost disk), DoViewChange and StartView
+(each carries the sender's log above its checkpoint, the paper's suffix optimisation;
+a receiver that has not committed up to that checkpoint restores it, one that has keeps
+its own prefix, which agrees because it is committed). Checkpoints are carried inline;
+a deployment with large state would send their identity and fetch them in chunks.
 
 Reconfiguration (out of scope here) would fit as epochs, as in the paper's section 7: the
 configuration is an op in the log; committing it ends epoch e, replicas of epoch e+1 are

@@ -2,7 +2,8 @@
 
 A frame is one tag byte (index in ``MESSAGE_TYPES`` + 1) and the fields in declaration
 order, each by its ``SCHEMA`` kind: ``u8``, ``u64`` (little endian), ``blob`` (u32 length +
-bytes), ``requests`` / ``log`` (u32 count + items), ``entry``, ``optlog`` (bool + log).
+bytes), ``requests`` / ``log`` (u32 count + items), ``entry``, ``optlog`` (bool + log), ``table``
+(u32 count + client slots), ``optckpt`` (bool + checkpoint).
 ``decode`` returns the message or raises ``ReplicationWireError`` (a ``WireError``): it
 never reads past the buffer, rejects counts the remaining bytes cannot hold (so a hostile
 count cannot allocate), unknown tags, and trailing bytes.
@@ -15,11 +16,14 @@ from typing import Any
 from lurcher.core.wire.buffer import Buffer, Reader, Writer
 from lurcher.core.wire.errors import WireError
 
-from lurcher.core.replication.messages import MESSAGE_TYPES, Entry, Message, Request
+from lurcher.core.replication.messages import (
+    MESSAGE_TYPES, Checkpoint, ClientSlot, Entry, Message, Request,
+)
 
 TAGS = {cls: i + 1 for i, cls in enumerate(MESSAGE_TYPES)}
 MIN_REQUEST = 8 + 8 + 4
 MIN_ENTRY = 8 + 8 + 4
+MIN_SLOT = 8 + 8 + 4
 
 
 class ReplicationWireError(WireError):
@@ -82,10 +86,20 @@ def _read_optlog(r: Reader, what: str) -> tuple | None:
     return _read_items(r, Entry, MIN_ENTRY, what) if r.bool(what) else None
 
 
+def _write_optckpt(w: Writer, checkpoint: Checkpoint | None) -> None:
+    w.bool(checkpoint is not None)
+    if checkpoint is not None:
+        _write_struct(w, checkpoint)
+
+
+def _read_optckpt(r: Reader, what: str) -> Checkpoint | None:
+    return _read_struct(r, Checkpoint) if r.bool(what) else None
+
+
 _WRITERS = {
     "u8": Writer.u8, "u64": Writer.u64, "blob": Writer.str32,
     "entry": _write_struct, "requests": _write_items, "log": _write_items,
-    "optlog": _write_optlog,
+    "optlog": _write_optlog, "table": _write_items, "optckpt": _write_optckpt,
 }
 _READERS = {
     "u8": lambda r, what: r.u8(what),
@@ -95,4 +109,6 @@ _READERS = {
     "requests": lambda r, what: _read_items(r, Request, MIN_REQUEST, what),
     "log": lambda r, what: _read_items(r, Entry, MIN_ENTRY, what),
     "optlog": _read_optlog,
+    "table": lambda r, what: _read_items(r, ClientSlot, MIN_SLOT, what),
+    "optckpt": _read_optckpt,
 }

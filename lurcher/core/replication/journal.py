@@ -2,13 +2,21 @@
 
 The journal is append-only. Replaying its records in order rebuilds the durable part of a
 replica: ``Format`` (first record; its absence means the disk was lost), ``ViewState``
-(view and log_view), ``Append`` of one log entry, ``Truncate`` (drop ops after ``op``).
+(view and log_view), ``Append`` of one log entry, ``Truncate`` (drop ops after ``op``), ``Snapshot`` (a
+checkpoint: ops up to its op are replaced by its state, later ops are kept).
 Each stored record is ``crc32 (u32 LE) + msgpack``; replay stops at the first record whose
 checksum fails, which is how a torn last write shows up.
 
 Storage is driven by intents the replica emits and completions it receives:
 ``Write(pos, data)`` -> ``Replica.on_written(pos)``; ``Sync(upto)`` -> ``on_synced(upto)``
-(records ``< upto`` are durable); ``Read()`` -> ``on_loaded(records)``.
+(records ``< upto`` are durable); ``Read()`` -> ``on_loaded(records, start)`` (the records
+from position ``start`` on); ``Discard(below)`` lets storage drop records ``< below``.
+
+Trimming: a checkpoint is journaled as a self-contained segment (``Format``, ``Snapshot``,
+``ViewState``, the ``Append`` of every op above the checkpoint) at position p; only once
+every record up to the segment's end is synced does the replica emit ``Discard(p)``. A crash
+that tears the segment therefore leaves the previous segment, and the replay of the old
+segment followed by a partial new one rebuilds the same state.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import zlib
 
 import msgspec
 
-from lurcher.core.replication.messages import Entry
+from lurcher.core.replication.messages import Checkpoint, Entry
 
 
 class Format(msgspec.Struct, frozen=True, tag=True):
@@ -37,7 +45,11 @@ class Truncate(msgspec.Struct, frozen=True, tag=True):
     op: int
 
 
-Record = Format | ViewState | Append | Truncate
+class Snapshot(msgspec.Struct, frozen=True, tag=True):
+    checkpoint: Checkpoint
+
+
+Record = Format | ViewState | Append | Truncate | Snapshot
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Record)
@@ -74,4 +86,10 @@ class Read(msgspec.Struct, frozen=True):
     pass
 
 
-StorageIntent = Write | Sync | Read
+class Discard(msgspec.Struct, frozen=True):
+    """Records before position ``below`` are no longer needed (a durable checkpoint covers them)."""
+
+    below: int
+
+
+StorageIntent = Write | Sync | Read | Discard

@@ -5,6 +5,12 @@ view number, ``op`` an op-number, ``commit`` a commit-number, ``log_view`` the p
 "last normal view" (the view in which the sender's log was last installed). One log
 ``Entry`` is one op-number and may carry many client requests (batching). ``replica`` is
 the sender's index. ``SCHEMA`` lists each field's wire kind for ``codec``.
+
+A ``Checkpoint`` is the service state after executing ops 1..``op`` (all committed) plus
+the client table at that point. Messages that carry a log (DoViewChange, StartView,
+NewState, RecoveryResponse) carry ``checkpoint`` too when the sender trimmed the ops below
+it: ``log`` then starts at op ``checkpoint.op + 1`` (``after``), otherwise at op 1 (or at
+``NewState.after + 1``). ``checkpoint`` is the last field so older positional uses hold.
 """
 
 from __future__ import annotations
@@ -30,6 +36,29 @@ class Entry(msgspec.Struct, frozen=True):
     op: int
     requests: tuple[Request, ...]
     SCHEMA: ClassVar[tuple[str, ...]] = ("u64", "u64", "requests")
+
+
+class ClientSlot(msgspec.Struct, frozen=True):
+    """One client-table row: the client's latest executed request and its result."""
+
+    client: int
+    request: int
+    result: bytes
+    SCHEMA: ClassVar[tuple[str, ...]] = ("u64", "u64", "blob")
+
+
+class Checkpoint(msgspec.Struct, frozen=True):
+    """The service ``state`` after ops 1..``op`` and the client ``table`` at that op."""
+
+    op: int
+    state: bytes
+    table: tuple[ClientSlot, ...]
+    SCHEMA: ClassVar[tuple[str, ...]] = ("u64", "blob", "table")
+
+
+def after_of(checkpoint: Checkpoint | None) -> int:
+    """The op a log carried next to ``checkpoint`` starts after."""
+    return checkpoint.op if checkpoint is not None else 0
 
 
 class Reply(msgspec.Struct, frozen=True):
@@ -74,11 +103,16 @@ class DoViewChange(msgspec.Struct, frozen=True):
     commit: int
     log: tuple[Entry, ...]
     replica: int
-    SCHEMA: ClassVar[tuple[str, ...]] = ("u64", "u64", "u64", "log", "u8")
+    checkpoint: Checkpoint | None = None
+    SCHEMA: ClassVar[tuple[str, ...]] = ("u64", "u64", "u64", "log", "u8", "optckpt")
+
+    @property
+    def after(self) -> int:
+        return after_of(self.checkpoint)
 
     @property
     def op(self) -> int:
-        return len(self.log)
+        return self.after + len(self.log)
 
 
 class StartView(msgspec.Struct, frozen=True):
@@ -86,7 +120,12 @@ class StartView(msgspec.Struct, frozen=True):
     commit: int
     log: tuple[Entry, ...]
     replica: int
-    SCHEMA: ClassVar[tuple[str, ...]] = ("u64", "u64", "log", "u8")
+    checkpoint: Checkpoint | None = None
+    SCHEMA: ClassVar[tuple[str, ...]] = ("u64", "u64", "log", "u8", "optckpt")
+
+    @property
+    def after(self) -> int:
+        return after_of(self.checkpoint)
 
 
 class Recovery(msgspec.Struct, frozen=True):
@@ -103,7 +142,12 @@ class RecoveryResponse(msgspec.Struct, frozen=True):
     commit: int
     log: tuple[Entry, ...] | None
     replica: int
-    SCHEMA: ClassVar[tuple[str, ...]] = ("u64", "u64", "u64", "optlog", "u8")
+    checkpoint: Checkpoint | None = None
+    SCHEMA: ClassVar[tuple[str, ...]] = ("u64", "u64", "u64", "optlog", "u8", "optckpt")
+
+    @property
+    def after(self) -> int:
+        return after_of(self.checkpoint)
 
 
 class GetState(msgspec.Struct, frozen=True):
@@ -116,14 +160,18 @@ class GetState(msgspec.Struct, frozen=True):
 
 
 class NewState(msgspec.Struct, frozen=True):
-    """The log after ``after`` (ops after+1..) and the sender's commit-number."""
+    """The log after ``after`` (ops after+1..) and the sender's commit-number.
+
+    When the asked-for ops were trimmed, ``checkpoint`` is the sender's and ``after`` is
+    ``checkpoint.op``."""
 
     view: int
     after: int
     commit: int
     log: tuple[Entry, ...]
     replica: int
-    SCHEMA: ClassVar[tuple[str, ...]] = ("u64", "u64", "u64", "log", "u8")
+    checkpoint: Checkpoint | None = None
+    SCHEMA: ClassVar[tuple[str, ...]] = ("u64", "u64", "u64", "log", "u8", "optckpt")
 
 
 MESSAGE_TYPES: tuple[type[msgspec.Struct], ...] = (

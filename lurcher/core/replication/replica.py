@@ -16,7 +16,13 @@ Invariants kept here (the simulator's auditor checks them from outside):
   replicas acknowledged, and executes committed ops in order, each client request at most
   once (client table, checked again at execution so duplicates in the log are harmless);
 - a primary that restarts never resumes its old view (it may have lost prepares that
-  backups hold); it starts a view change.
+  backups hold); it starts a view change;
+- checkpoints: the log holds ops ``base+1..op`` (``log[op - base - 1]``); every op up to
+  ``base`` is covered by ``checkpoint`` (``base <= checkpoint.op <= executed``), taken at
+  an executed (so committed) op. A checkpoint is sent to others and memory is trimmed only
+  once its journal segment is synced; storage is told to ``Discard`` the older records
+  only then. A replica that needs ops another one trimmed receives that replica's
+  checkpoint with the log above it and restores it (state, client table, base).
 
 ``bugs`` plants deliberate mistakes (see ``Bug``) so tests can show the simulator finds them.
 """
@@ -29,11 +35,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from lurcher.core.replication.journal import (
-    Append, Format, Read, StorageIntent, Sync, Truncate, ViewState, Write, decode_records,
-    encode_record,
+    Append, Discard, Format, Read, Snapshot, StorageIntent, Sync, Truncate, ViewState, Write,
+    decode_records, encode_record,
 )
 from lurcher.core.replication.messages import (
-    Commit, DoViewChange, Entry, GetState, Message, NewState, Prepare, PrepareOk, Recovery,
+    Checkpoint, ClientSlot, Commit, DoViewChange, Entry, GetState, Message, NewState, Prepare, PrepareOk, Recovery,
     RecoveryResponse, Reply, Request, StartView, StartViewChange,
 )
 
@@ -54,10 +60,16 @@ class Bug(enum.Enum):
     DVC_IGNORE_LOG_VIEW = "dvc-ignore-log-view"  # longest log, whatever its view
     PREPARE_OK_BEFORE_SYNC = "prepare-ok-before-sync"
     NO_CLIENT_TABLE = "no-client-table"
+    CHECKPOINT_WITHOUT_TABLE = "checkpoint-without-table"  # sent checkpoints omit the table
+    TRIM_BEFORE_SYNC = "trim-before-sync"  # discard old records before the checkpoint is durable
 
 
 class Service(Protocol):
     def apply(self, body: bytes) -> bytes: ...
+
+    def snapshot(self) -> bytes: ...
+
+    def restore(self, state: bytes) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,8 @@ class Config:
     view_timeout_ticks: int = 30
     view_change_timeout_ticks: int = 40
     retransmit_ticks: int = 8
+    checkpoint_every: int = 0  # take a checkpoint every N executed ops; 0: never trim
+    keep_below_checkpoint: int = 0  # ops kept in memory below the latest checkpoint
 
 
 @dataclass
@@ -78,6 +92,7 @@ class Effects:
     storage: list[StorageIntent] = field(default_factory=list)
     committed: list[Entry] = field(default_factory=list)
     executed: list[tuple[int, int, int, bytes]] = field(default_factory=list)
+    restored: list[tuple[Checkpoint, bool]] = field(default_factory=list)  # (c, from a message)
 
 
 class Replica:
@@ -91,6 +106,9 @@ class Replica:
         self.status = Status.LOADING
         self.view = self.log_view = self.commit = self.executed = self.now = 0
         self.log: list[Entry] = []
+        self.base = 0
+        self.checkpoint: Checkpoint | None = None
+        self.checkpointing = False
         self.table: dict[int, tuple[int, bytes]] = {}
         self.wal_len = self.written = self.synced = 0
         self.sync_inflight = False
@@ -117,9 +135,9 @@ class Replica:
         self.fx.storage.append(Read())
         return self._take()
 
-    def on_loaded(self, stored: list[bytes]) -> Effects:
+    def on_loaded(self, stored: list[bytes], start: int = 0) -> Effects:
         records = decode_records(stored)
-        self.wal_len = self.written = self.synced = len(records)
+        self.wal_len = self.written = self.synced = start + len(records)
         if not any(isinstance(r, Format) for r in records):
             self.wal_len = self.written = self.synced = 0
             self.status = Status.RECOVERING
@@ -131,7 +149,7 @@ class Replica:
         else:
             self.status = Status.NORMAL
             if self.is_primary:
-                self._become_primary_of(tuple(self.log), self.commit)
+                self._become_primary_of(tuple(self.log), self.commit, self.checkpoint)
         return self._take()
 
     def on_message(self, msg: Message) -> Effects:
@@ -166,7 +184,10 @@ class Replica:
 
     @property
     def op(self) -> int:
-        return len(self.log)
+        return self.base + len(self.log)
+
+    def entry(self, op: int) -> Entry:
+        return self.log[op - self.base - 1]
 
     def primary_of(self, view: int) -> int:
         return view % self.n
@@ -201,7 +222,7 @@ class Replica:
         else:
             self._after_sync(lambda: self._deliver(to, msg))
 
-    def _journal(self, record: Append | Truncate | ViewState | Format) -> None:
+    def _journal(self, record: Append | Truncate | ViewState | Format | Snapshot) -> None:
         self.fx.storage.append(Write(self.wal_len, encode_record(record)))
         self.wal_len += 1
 
@@ -215,29 +236,100 @@ class Replica:
             if isinstance(record, ViewState):
                 self.view, self.log_view = record.view, record.log_view
             elif isinstance(record, Append):
-                del self.log[record.entry.op - 1:]
+                del self.log[max(0, record.entry.op - 1 - self.base):]
                 self.log.append(record.entry)
             elif isinstance(record, Truncate):
-                del self.log[record.op:]
+                del self.log[max(0, record.op - self.base):]
+            elif isinstance(record, Snapshot):
+                self._restore(record.checkpoint, journal=False)
+        if self.checkpoint is not None:
+            self.fx.restored.append((self.checkpoint, False))
 
     def _append(self, entry: Entry) -> None:
         self.log.append(entry)
         self._journal(Append(entry))
 
-    def _install(self, log: tuple[Entry, ...]) -> None:
-        """Make ``log`` ours for the current view, journaling only what differs."""
-        common, limit = 0, min(len(self.log), len(log))
-        while common < limit and (self.log[common] is log[common] or self.log[common] == log[common]):
+    def _install(self, log: tuple[Entry, ...], checkpoint: Checkpoint | None = None,
+                 after: int | None = None) -> bool:
+        """Make ops ``after+1..`` equal ``log`` for the current view, journaling what differs.
+
+        Ops up to ``after`` are committed: we keep our own if we committed that far, else
+        we restore ``checkpoint`` (False, nothing changed, if there is none to restore)."""
+        after = (checkpoint.op if checkpoint is not None else 0) if after is None else after
+        if after > self.commit:
+            if checkpoint is None or checkpoint.op != after:
+                return False
+            self._restore(checkpoint, journal=True)
+        elif after + len(log) < self.base:
+            return False
+        start = max(after, self.base)
+        incoming, ours = log[start - after:], self.log[start - self.base:]
+        common, limit = 0, min(len(ours), len(incoming))
+        while common < limit and (ours[common] is incoming[common] or ours[common] == incoming[common]):
             common += 1
-        if common < len(self.log):
-            del self.log[common:]
-            self._journal(Truncate(common))
-        for entry in log[common:]:
+        if common < len(ours):
+            del self.log[start - self.base + common:]
+            self._journal(Truncate(start + common))
+        for entry in incoming[common:]:
             self._append(entry)
         self.log_view = self.view
         self._journal(ViewState(self.view, self.view))
         self.commit = min(self.commit, self.op)
         self.executed = min(self.executed, self.op)
+        return True
+
+    # ---- checkpoints --------------------------------------------------------------
+
+    def _restore(self, checkpoint: Checkpoint, journal: bool) -> None:
+        """Adopt ``checkpoint``: ops up to its op become its state; later ops stay."""
+        keep = self.log[checkpoint.op - self.base:] if checkpoint.op < self.op else []
+        self.log, self.base, self.checkpoint = keep, checkpoint.op, checkpoint
+        self.service.restore(checkpoint.state)
+        self.table = {s.client: (s.request, s.result) for s in checkpoint.table}
+        self.commit = max(self.commit, checkpoint.op)
+        self.executed = checkpoint.op
+        if journal:
+            self._journal(Snapshot(checkpoint))
+            self.fx.restored.append((checkpoint, True))
+
+    def _maybe_checkpoint(self) -> None:
+        every = self.config.checkpoint_every
+        last = self.checkpoint.op if self.checkpoint is not None else 0
+        if not every or self.checkpointing or self.executed < last + every:
+            return
+        table = tuple(ClientSlot(c, r, result) for c, (r, result) in sorted(self.table.items()))
+        checkpoint = Checkpoint(self.executed, self.service.snapshot(), table)
+        segment = self.wal_len
+        self.checkpointing = True
+        self._journal(Format(self.n))
+        self._journal(Snapshot(checkpoint))
+        self._journal(ViewState(self.view, self.log_view))
+        for entry in self.log[checkpoint.op - self.base:]:
+            self._journal(Append(entry))
+        if Bug.TRIM_BEFORE_SYNC in self.bugs:
+            self._checkpoint_durable(checkpoint, segment)
+        else:
+            self._after_sync(lambda: self._checkpoint_durable(checkpoint, segment))
+
+    def _checkpoint_durable(self, checkpoint: Checkpoint, segment: int) -> None:
+        """The segment is synced: the checkpoint may be shared and older records dropped."""
+        self.checkpointing = False
+        if self.checkpoint is None or checkpoint.op > self.checkpoint.op:
+            self.checkpoint = checkpoint
+        trim_to = max(self.base, self.checkpoint.op - self.config.keep_below_checkpoint)
+        del self.log[:trim_to - self.base]
+        self.base = trim_to
+        self.fx.storage.append(Discard(segment))
+
+    def _state_after(self, after: int) -> tuple[int, Checkpoint | None, tuple[Entry, ...]]:
+        """Our log after op ``after``, or our checkpoint and the log above it if trimmed."""
+        if after >= self.base:
+            return after, None, tuple(self.log[after - self.base:])
+        checkpoint = self.checkpoint
+        assert checkpoint is not None
+        if Bug.CHECKPOINT_WITHOUT_TABLE in self.bugs:
+            checkpoint = Checkpoint(checkpoint.op, checkpoint.state, ())
+        return checkpoint.op, checkpoint, tuple(self.log[checkpoint.op - self.base:])
 
     # ---- execution ----------------------------------------------------------------
 
@@ -253,7 +345,7 @@ class Replica:
         reply = self.status is Status.NORMAL and self.is_primary
         dedup = Bug.NO_CLIENT_TABLE not in self.bugs
         while self.executed < self.commit:
-            entry = self.log[self.executed]
+            entry = self.log[self.executed - self.base]
             self.executed += 1
             self.fx.committed.append(entry)
             for req in entry.requests:
@@ -267,6 +359,7 @@ class Replica:
                     self.inflight.pop(req.client, None)
                 if reply:
                     self.fx.replies.append(Reply(self.view, req.client, req.request, result))
+        self._maybe_checkpoint()
 
     # ---- normal operation: primary ------------------------------------------------
 
@@ -320,7 +413,7 @@ class Replica:
         for op in range(self.commit + 1, self.op + 1):
             if self.now - self.prepared_at.get(op, 0) >= self.config.retransmit_ticks:
                 self.prepared_at[op] = self.now
-                prepare = Prepare(self.view, self.commit, self.log[op - 1], self.index)
+                prepare = Prepare(self.view, self.commit, self.entry(op), self.index)
                 for r in range(self.n):
                     if r != self.index and self.acked.get(r, 0) < op:
                         self.fx.sends.append((r, prepare))
@@ -379,17 +472,24 @@ class Replica:
     def _on_get_state(self, m: GetState) -> None:
         if (self.status is Status.NORMAL and m.view == self.view and self.log_view == self.view
                 and m.op <= self.op):
+            after, checkpoint, log = self._state_after(m.op)
             self._send_durable(m.replica, NewState(
-                self.view, m.op, self.commit, tuple(self.log[m.op:]), self.index))
+                self.view, after, self.commit, log, self.index, checkpoint))
 
     def _on_new_state(self, m: NewState) -> None:
         if self.status is not Status.NORMAL or m.view != self.view or self.is_primary:
             return
+        if m.checkpoint is not None and m.checkpoint.op != m.after:
+            return
         if self.log_view != self.view:
-            if m.after > self.commit:
+            if not self._install(m.log, m.checkpoint, m.after):
                 return
-            self._install(tuple(self.log[:m.after]) + m.log)
         else:
+            if m.after > self.op:
+                if m.checkpoint is None:
+                    return
+                self._restore(m.checkpoint, journal=True)
+                self._journal(Truncate(self.op))
             for entry in m.log:
                 if entry.op == self.op + 1:
                     self._append(entry)
@@ -431,8 +531,9 @@ class Replica:
     def _maybe_send_dvc(self) -> None:
         if not self.dvc_sent and len(self.svc) >= self.quorum:
             self.dvc_sent = True
+            _, checkpoint, log = self._state_after(0)
             self._send_durable(self.primary_of(self.view), DoViewChange(
-                self.view, self.log_view, self.commit, tuple(self.log), self.index))
+                self.view, self.log_view, self.commit, log, self.index, checkpoint))
 
     def _on_do_view_change(self, m: DoViewChange) -> None:
         if self.status in (Status.LOADING, Status.RECOVERING):
@@ -442,8 +543,7 @@ class Replica:
         if m.view != self.view or not self.is_primary:
             return
         if self.status is Status.NORMAL:
-            self._send_durable(m.replica, StartView(
-                self.view, self.commit, tuple(self.log), self.index))
+            self._send_durable(m.replica, self._start_view())
             return
         self.dvcs[m.replica] = m
         if len(self.dvcs) >= self.quorum and self.index in self.dvcs:
@@ -461,17 +561,23 @@ class Replica:
         best = self._select_log()
         commit = max(d.commit for d in self.dvcs.values())
         self.status = Status.NORMAL
-        self._become_primary_of(best.log, commit)
+        self._become_primary_of(best.log, commit, best.checkpoint)
 
-    def _become_primary_of(self, log: tuple[Entry, ...], commit: int) -> None:
-        self._install(log)
+    def _start_view(self, commit: int | None = None) -> StartView:
+        _, checkpoint, log = self._state_after(0)
+        commit = self.commit if commit is None else commit
+        return StartView(self.view, commit, log, self.index, checkpoint)
+
+    def _become_primary_of(self, log: tuple[Entry, ...], commit: int,
+                           checkpoint: Checkpoint | None = None) -> None:
+        self._install(log, checkpoint)
         self._reset_roles()
         self.announcing = True
-        start_view = StartView(self.view, min(commit, self.op), tuple(self.log), self.index)
+        start_view = self._start_view(min(max(commit, self.commit), self.op))
         for r in range(self.n):
             if r != self.index:
                 self._send_durable(r, start_view)
-        for entry in self.log[self.commit:]:
+        for entry in self.log[self.commit - self.base:]:
             self.prepared_at[entry.op] = self.now
             for req in entry.requests:
                 self.inflight[req.client] = max(self.inflight.get(req.client, -1), req.request)
@@ -493,7 +599,7 @@ class Replica:
         self.view = m.view
         self.status = Status.NORMAL
         self._reset_roles()
-        self._install(m.log)
+        self._install(m.log, m.checkpoint)
         self._send_durable(self.primary_of(self.view), PrepareOk(self.view, self.op, self.index))
         self._learn_commit(m.commit)
 
@@ -501,9 +607,11 @@ class Replica:
 
     def _on_recovery(self, m: Recovery) -> None:
         if self.status is Status.NORMAL and self.log_view == self.view:
-            log = tuple(self.log) if self.is_primary else None
+            log, checkpoint = None, None
+            if self.is_primary:
+                _, checkpoint, log = self._state_after(0)
             self._send_durable(m.replica, RecoveryResponse(
-                self.view, m.nonce, self.commit, log, self.index))
+                self.view, m.nonce, self.commit, log, self.index, checkpoint))
 
     def _on_recovery_response(self, m: RecoveryResponse) -> None:
         if self.status is not Status.RECOVERING or self.nonce < 0 or m.nonce != self.nonce:
@@ -517,7 +625,7 @@ class Replica:
             return
         self.view = top
         self.nonce = -1
-        self._install(primary.log)
+        self._install(primary.log, primary.checkpoint)
         self._journal(Format(self.n))
         self._after_sync(lambda: self._recovered(primary.commit))
 

@@ -9,7 +9,7 @@ from lurcher.core.replication.sim.model import AppendLog
 
 
 def merge(into: Effects, fx: Effects) -> Effects:
-    for name in ("sends", "replies", "storage", "committed", "executed"):
+    for name in ("sends", "replies", "storage", "committed", "executed", "restored"):
         getattr(into, name).extend(getattr(fx, name))
     return into
 

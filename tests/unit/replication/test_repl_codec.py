@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from lurcher.core.replication.codec import ReplicationWireError, decode, encode
 from lurcher.core.replication.messages import (
-    MESSAGE_TYPES, Commit, DoViewChange, Entry, GetState, NewState, Prepare, PrepareOk,
+    MESSAGE_TYPES, Checkpoint, ClientSlot, Commit, DoViewChange, Entry, GetState, NewState, Prepare, PrepareOk,
     Recovery, RecoveryResponse, Reply, Request, StartView, StartViewChange,
 )
 
@@ -29,18 +29,29 @@ SAMPLES = [
     GetState(view=5, op=3, replica=1),
     NewState(view=5, after=3, commit=8, log=(ENTRY,), replica=2),
 ]
+CHECKPOINT = Checkpoint(op=8, state=b"\x92\xa1a\xa1b",
+                        table=(ClientSlot(7, 3, b"\x01"), ClientSlot(8, 1, b"")))
+WITH_CHECKPOINT = [
+    DoViewChange(view=5, log_view=4, commit=8, log=(ENTRY,), replica=2, checkpoint=CHECKPOINT),
+    StartView(view=5, commit=9, log=(ENTRY,), replica=2, checkpoint=CHECKPOINT),
+    RecoveryResponse(view=5, nonce=11, commit=9, log=(ENTRY,), replica=2, checkpoint=CHECKPOINT),
+    NewState(view=5, after=8, commit=9, log=(ENTRY,), replica=2, checkpoint=CHECKPOINT),
+    NewState(view=5, after=8, commit=9, log=(), replica=2,
+             checkpoint=Checkpoint(op=8, state=b"", table=())),
+]
+ALL = SAMPLES + WITH_CHECKPOINT
 
 
 def test_every_message_type_has_a_sample() -> None:
     assert {type(m) for m in SAMPLES} == set(MESSAGE_TYPES)
 
 
-@pytest.mark.parametrize("msg", SAMPLES, ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("msg", ALL, ids=lambda m: type(m).__name__)
 def test_round_trip(msg: object) -> None:
     assert decode(encode(msg)) == msg
 
 
-@pytest.mark.parametrize("msg", SAMPLES, ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("msg", ALL, ids=lambda m: type(m).__name__)
 def test_every_truncation_is_a_wire_error(msg: object) -> None:
     data = encode(msg)
     for cut in range(len(data)):
@@ -61,6 +72,24 @@ def test_trailing_bytes_unknown_tag_and_bad_bool_are_rejected() -> None:
         decode(bytes(bad_bool))
 
 
+def test_a_checkpoint_flag_other_than_0_or_1_is_rejected() -> None:
+    data = bytearray(encode(WITH_CHECKPOINT[1]))
+    flag_at = len(encode(StartView(5, 9, (ENTRY,), 2))) - 1
+    assert data[flag_at] == 1
+    data[flag_at] = 2
+    with pytest.raises(ReplicationWireError):
+        decode(bytes(data))
+
+
+def test_a_hostile_client_table_count_is_rejected_without_allocating() -> None:
+    msg = NewState(view=1, after=0, commit=0, log=(), replica=0,
+                   checkpoint=Checkpoint(op=0, state=b"", table=()))
+    data = bytearray(encode(msg))
+    data[-4:] = (0xFFFF_FFFF).to_bytes(4, "little")
+    with pytest.raises(ReplicationWireError, match="cannot fit"):
+        decode(bytes(data))
+
+
 def test_a_hostile_count_is_rejected_without_allocating() -> None:
     data = bytearray(encode(StartView(view=1, commit=0, log=(), replica=0)))
     data[1 + 8 + 8:1 + 8 + 8 + 4] = (0xFFFF_FFFF).to_bytes(4, "little")
@@ -73,6 +102,8 @@ u8 = st.integers(0, 255)
 requests = st.builds(Request, u64, u64, st.binary(max_size=40))
 entries = st.builds(Entry, u64, u64, st.tuples(requests) | st.just(()) | st.tuples(requests, requests))
 logs = st.lists(entries, max_size=4).map(tuple)
+slots = st.lists(st.builds(ClientSlot, u64, u64, st.binary(max_size=20)), max_size=3).map(tuple)
+checkpoints = st.none() | st.builds(Checkpoint, u64, st.binary(max_size=40), slots)
 messages = st.one_of(
     requests,
     st.builds(Reply, u64, u64, u64, st.binary(max_size=40)),
@@ -80,12 +111,12 @@ messages = st.one_of(
     st.builds(PrepareOk, u64, u64, u8),
     st.builds(Commit, u64, u64, u8),
     st.builds(StartViewChange, u64, u8),
-    st.builds(DoViewChange, u64, u64, u64, logs, u8),
-    st.builds(StartView, u64, u64, logs, u8),
+    st.builds(DoViewChange, u64, u64, u64, logs, u8, checkpoints),
+    st.builds(StartView, u64, u64, logs, u8, checkpoints),
     st.builds(Recovery, u64, u8),
-    st.builds(RecoveryResponse, u64, u64, u64, st.none() | logs, u8),
+    st.builds(RecoveryResponse, u64, u64, u64, st.none() | logs, u8, checkpoints),
     st.builds(GetState, u64, u64, u8),
-    st.builds(NewState, u64, u64, u64, logs, u8),
+    st.builds(NewState, u64, u64, u64, logs, u8, checkpoints),
 )
 
 

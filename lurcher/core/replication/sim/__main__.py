@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.seed is not None:
         out = run_seed(args.seed, bugs)
         print(f"seed {out.seed}: {out.replicas} replicas, {out.ticks} ticks, "
-              f"trace {out.trace}: {out.reason}")
+              f"trace {out.trace}, {out.checkpoint_transfers} checkpoint transfer(s): {out.reason}")
         return 0 if out.ok else 1
     if args.seeds is None and args.minutes is None:
         p.error("give --seed, --seeds or --minutes")
@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     rate = summary.seeds / summary.seconds if summary.seconds else 0.0
     sizes = ", ".join(f"{k} replicas: {v}" for k, v in sorted(summary.by_size.items()))
     print(f"{summary.passed}/{summary.seeds} seeds passed ({sizes}) in "
-          f"{summary.seconds:.1f}s, {rate:.1f} seeds/s")
+          f"{summary.seconds:.1f}s, {rate:.1f} seeds/s, "
+          f"{summary.checkpoint_transfers} checkpoint transfers")
     return 0 if not summary.failed else 1
 
 

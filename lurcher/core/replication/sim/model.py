@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
+
 
 class AppendLog:
     def __init__(self) -> None:
@@ -20,6 +22,18 @@ class AppendLog:
         prev = self.values[-1] if self.values else b""
         self.values.append(body)
         return len(self.values).to_bytes(8, "little") + prev
+
+    def snapshot(self) -> bytes:
+        return msgspec.msgpack.encode(self.values)
+
+    def restore(self, state: bytes) -> None:
+        self.values = list(msgspec.msgpack.decode(state, type=list[bytes]))
+
+    @classmethod
+    def from_snapshot(cls, state: bytes) -> "AppendLog":
+        model = cls()
+        model.restore(state)
+        return model
 
 
 @dataclass(frozen=True)

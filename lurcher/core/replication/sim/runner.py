@@ -17,6 +17,7 @@ class Summary:
     failed: list[Outcome] = field(default_factory=list)
     by_size: dict[int, int] = field(default_factory=dict)
     seconds: float = 0.0
+    checkpoint_transfers: int = 0
 
     @property
     def seeds(self) -> int:
@@ -44,6 +45,7 @@ def run_many(seeds: Iterable[int], bugs: frozenset[Bug] = frozenset(), workers: 
     started = time.monotonic()
     for outcome in outcomes(seeds, bugs, workers):
         summary.by_size[outcome.replicas] = summary.by_size.get(outcome.replicas, 0) + 1
+        summary.checkpoint_transfers += outcome.checkpoint_transfers
         if outcome.ok:
             summary.passed += 1
         else:

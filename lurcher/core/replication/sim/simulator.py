@@ -6,7 +6,9 @@ most f replicas at a time, pauses, per-replica timer skew) and then heals: parti
 clear, paused replicas resume, crashed ones restart, drops stop. The auditor checks safety
 after every step; liveness requires that, within ``liveness_ticks`` of healing, every client
 finished its requests and every replica executed every committed op; finally the clients'
-history must be linearizable. Everything random comes from one ``random.Random(seed)``, so a
+history must be linearizable. Each seed also picks a small checkpoint interval (or none) and
+how many ops replicas keep below it, so lagging, restarted and recovering replicas often
+need ops that others trimmed and get a checkpoint instead (``checkpoint_transfers``). Everything random comes from one ``random.Random(seed)``, so a
 seed replays bit for bit; ``trace`` hashes every delivered packet to prove it.
 """
 
@@ -43,6 +45,7 @@ class Outcome:
     reason: str
     ticks: int
     trace: str
+    checkpoint_transfers: int = 0
 
     def replay_command(self, bugs: frozenset[Bug] = frozenset()) -> str:
         flags = "".join(f" --bug {b.value}" for b in sorted(bugs, key=lambda b: b.value))
@@ -56,7 +59,9 @@ class Simulation:
         self.n = n = rng.choice((3, 5))
         self.f = (n - 1) // 2
         self.config = Config(replicas=n, max_batch=rng.choice((1, 2, 4)),
-                             pipeline=rng.choice((1, 8, 32)))
+                             pipeline=rng.choice((1, 8, 32)),
+                             checkpoint_every=rng.choice((0, 1, 2, 3, 5, 8)),
+                             keep_below_checkpoint=rng.choice((0, 0, 1, 4)))
         self.fault_ticks = rng.randint(150, 350)
         self.liveness_ticks = 1500
         self.p_crash = rng.choice((0.003, 0.01, 0.02))
@@ -81,6 +86,7 @@ class Simulation:
         self.clients = [SimClient(CLIENT_BASE + c, n, total, rng.randint(15, 40), think, rng)
                         for c in range(rng.randint(2, 5))]
         self.now = 0
+        self.checkpoint_transfers = 0
         self.hash = hashlib.blake2b(digest_size=16)
         self.encode = msgspec.msgpack.encode
 
@@ -97,7 +103,8 @@ class Simulation:
         except Exception as e:  # a replica crashed: report it as a failing seed
             frame = traceback.extract_tb(e.__traceback__)[-1]
             reason, ok = f"{type(e).__name__}: {e} at {frame.filename}:{frame.lineno}", False
-        return Outcome(self.seed, self.n, ok, reason, self.now, self.hash.hexdigest())
+        return Outcome(self.seed, self.n, ok, reason, self.now, self.hash.hexdigest(),
+                       self.checkpoint_transfers)
 
     def _run(self) -> None:
         deadline = self.fault_ticks + self.liveness_ticks
@@ -130,7 +137,7 @@ class Simulation:
                 elif kind == "synced":
                     self._effects(r, replica.on_synced(arg))
                 else:
-                    self._effects(r, replica.on_loaded(arg))
+                    self._effects(r, replica.on_loaded(*arg))
             self.clock[r] += self.skew[r]
             while self.clock[r] >= 1.0:
                 self.clock[r] -= 1.0
@@ -166,6 +173,9 @@ class Simulation:
         for intent in fx.storage:
             disk.submit(now, intent)
         audit = self.auditor
+        for checkpoint, transferred in fx.restored:
+            self.checkpoint_transfers += transferred
+            audit.on_restored(r, checkpoint, AppendLog.from_snapshot(checkpoint.state).values)
         for entry in fx.committed:
             audit.on_committed(r, entry)
         for op, client, request, result in fx.executed:
