@@ -95,6 +95,8 @@ def kind_of(path: str, default: Any) -> str:
         return "choice"
     if path.rsplit(".", 1)[-1] == "address":
         return "address"
+    if path == "system.umask":  # octal text ("077"), checked by server.file_umask
+        return "str"
     as_size, as_duration = _parses(units.parse_size, default), _parses(units.parse_duration_us,
                                                                         default)
     if as_size and as_duration:  # "none"/"unlimited": decide by the key's name
