@@ -11,7 +11,9 @@ Invariants kept here (the simulator's auditor checks them from outside):
   acknowledgement of op k in view v vouches for the whole view-v log up to k;
 - every message that vouches for state (PrepareOk, DoViewChange, StartView, NewState,
   RecoveryResponse) leaves only after every journal record written before it is synced
-  (``_send_durable``); the view number is journaled before a DoViewChange leaves;
+  (``_send_durable``); the view number is journaled before a DoViewChange leaves; a
+  journal read back at start counts as unsynced until a ``Sync`` of it completes (a crash
+  may have left records readable that never reached the device);
 - the primary counts itself only after its own write is synced, commits when ``quorum``
   replicas acknowledged, and executes committed ops in order, each client request at most
   once (client table, checked again at execution so duplicates in the log are harmless);
@@ -137,12 +139,16 @@ class Replica:
 
     def on_loaded(self, stored: list[bytes], start: int = 0) -> Effects:
         records = decode_records(stored)
-        self.wal_len = self.written = self.synced = start + len(records)
+        # What was read back may never have reached the device (a process crash keeps the
+        # page cache, a power loss would not): sync it before anything vouches for it.
+        self.wal_len = self.written = start + len(records)
+        self.synced = start
         if not any(isinstance(r, Format) for r in records):
             self.wal_len = self.written = self.synced = 0
             self.status = Status.RECOVERING
             self._broadcast(Recovery(self.nonce, self.index))
             return self._take()
+        self._maybe_sync()
         self._replay(records)
         if self.view > self.log_view or (self.is_primary and self.n > 1):
             self._start_view_change(self.view + (self.view == self.log_view))

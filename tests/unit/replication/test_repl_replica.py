@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lurcher.core.replication.journal import Format, Read, Sync, Write, encode_record
+from lurcher.core.replication.journal import Format, Read, Sync, ViewState, Write, encode_record
 from lurcher.core.replication.messages import (
     Commit, DoViewChange, Entry, GetState, NewState, Prepare, PrepareOk, Recovery,
     RecoveryResponse, Reply, Request, StartView, StartViewChange,
@@ -189,3 +189,21 @@ def test_journal_replay_survives_a_torn_last_record() -> None:
 
 def _writes(fx: object) -> list[Write]:
     return [i for i in fx.storage if isinstance(i, Write)]
+
+
+def test_a_reloaded_journal_is_synced_before_anything_vouches_for_it() -> None:
+    """A crash may leave unsynced records readable (page cache); vouching for them before a
+    sync could acknowledge ops a power loss then takes (long-run seed 1008119)."""
+    backup = make(2, view=1)
+    fx = settle(backup, backup.on_message(Prepare(1, 0, entry(1, 1), 1)))
+    stored = [encode_record(Format(3)), encode_record(ViewState(1, 1)),
+              *(w.data for w in _writes(fx))]
+    restarted = type(backup)(2, backup.config, backup.service, nonce=3)
+    restarted.start()
+    fx = restarted.on_loaded(stored)
+    assert [i for i in fx.storage if isinstance(i, Sync)] == [Sync(len(stored))]
+    assert restarted.status is Status.NORMAL
+    fx = restarted.on_message(Prepare(1, 0, entry(1, 1), 1))
+    assert sent(fx, PrepareOk) == [], "a PrepareOk vouched for a reloaded, unsynced journal"
+    fx = restarted.on_synced(len(stored))
+    assert sent(fx, PrepareOk) == [(1, PrepareOk(1, 1, 2))]
