@@ -242,14 +242,23 @@ class Replica:
             if isinstance(record, ViewState):
                 self.view, self.log_view = record.view, record.log_view
             elif isinstance(record, Append):
-                del self.log[max(0, record.entry.op - 1 - self.base):]
-                self.log.append(record.entry)
+                self._replay_append(record.entry)
             elif isinstance(record, Truncate):
                 del self.log[max(0, record.op - self.base):]
             elif isinstance(record, Snapshot):
                 self._restore(record.checkpoint, journal=False)
         if self.checkpoint is not None:
             self.fx.restored.append((self.checkpoint, False))
+
+    def _replay_append(self, entry: Entry) -> None:
+        """An op journaled again unchanged (a checkpoint segment restates the log above
+        its checkpoint) keeps the ops after it: a crash that cut such a segment short must
+        not drop ops the older records hold. A different entry replaces op and all after."""
+        at = entry.op - 1 - self.base
+        if 0 <= at < len(self.log) and self.log[at] == entry:
+            return
+        del self.log[max(0, at):]
+        self.log.append(entry)
 
     def _append(self, entry: Entry) -> None:
         self.log.append(entry)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lurcher.core.replication.journal import (
-    Discard, Format, Snapshot, ViewState, Write, decode_records, encode_record,
+    Append, Discard, Format, Snapshot, ViewState, Write, decode_records, encode_record,
 )
 from lurcher.core.replication.messages import (
     Checkpoint, ClientSlot, DoViewChange, Entry, GetState, NewState, Prepare, PrepareOk,
@@ -134,6 +134,30 @@ def test_a_torn_checkpoint_segment_leaves_the_previous_state() -> None:
     restarted.start()
     fx = restarted.on_loaded(torn)
     assert fx.restored == [] and restarted.base == 0 and [e.op for e in restarted.log] == [1, 2, 3]
+
+
+def test_a_checkpoint_segment_cut_after_its_first_restated_op_keeps_the_later_ops() -> None:
+    """The old records hold ops 1..4; the checkpoint segment restating 3 and 4 above
+    checkpoint 2 was cut after op 3: op 4 must survive the replay (long-run seed 1015974)."""
+    ops = [entry(1, op) for op in range(1, 5)]
+    stored = [encode_record(r) for r in (
+        Format(3), ViewState(1, 1), *(Append(e) for e in ops),
+        Format(3), Snapshot(checkpoint_at(2)), ViewState(1, 1), Append(ops[2]))]
+    restarted = Replica(2, Config(replicas=3), AppendLog(), nonce=5)
+    restarted.start()
+    restarted.on_loaded(stored)
+    assert restarted.base == 2 and restarted.log == ops[2:]
+
+
+def test_a_different_entry_in_the_journal_replaces_that_op_and_those_after() -> None:
+    changed = Entry(2, 2, (Request(101, 1, b"other"),))
+    stored = [encode_record(r) for r in (
+        Format(3), ViewState(1, 1), *(Append(entry(1, op)) for op in (1, 2, 3)),
+        ViewState(2, 2), Append(changed))]
+    restarted = Replica(2, Config(replicas=3), AppendLog(), nonce=5)
+    restarted.start()
+    restarted.on_loaded(stored)
+    assert restarted.log == [entry(1, 1), changed]
 
 
 def test_do_view_change_from_a_trimmed_log_carries_the_checkpoint() -> None:
