@@ -1,7 +1,8 @@
 """Replication core: Viewstamped Replication Revisited as sans-IO state machines.
 
 Follows Liskov & Cowling, "Viewstamped Replication Revisited" (MIT-CSAIL-TR-2012-021):
-normal operation (Prepare / PrepareOk / Commit, commit after f+1 of 2f+1), view change
+normal operation (Prepare / PrepareOk / Commit, commit after f+1 of 2f+1: a majority, so
+of an even number of replicas more than half), view change
 (StartViewChange / DoViewChange / StartView, choosing the log with the largest last-normal
 view, then the largest op-number), recovery (Recovery with a nonce / RecoveryResponse), state
 transfer (GetState / NewState) and a client table (one execution per client request
@@ -9,7 +10,8 @@ number). One log entry (op) carries a batch of client requests.
 
 Modules: ``messages`` (the values), ``codec`` (their binary form), ``journal`` (the
 write-ahead journal and storage intents), ``replica`` (the state machine), ``sim`` (the
-deterministic simulator and auditor), ``bench`` (core throughput).
+deterministic simulator and auditor), ``bench`` (core throughput), ``link`` (the
+authenticated node-to-node link; its asyncio side and the node runtime are ``lurcher.cluster``).
 
 Fault model claimed (what the simulator injects and the auditor checks against):
 - crash-stop-restart of any number of replicas at any moment, with disks that lose every

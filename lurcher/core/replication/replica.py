@@ -103,8 +103,8 @@ class Replica:
         self.index, self.config, self.service, self.nonce, self.bugs = (
             index, config, service, nonce, bugs)
         self.n = config.replicas
-        f = (self.n - 1) // 2
-        self.quorum = f if Bug.QUORUM_F in bugs and f else f + 1
+        majority = self.n // 2 + 1  # f + 1 of 2f + 1; of an even count, more than half
+        self.quorum = majority - 1 if Bug.QUORUM_F in bugs and majority > 1 else majority
         self.status = Status.LOADING
         self.view = self.log_view = self.commit = self.executed = self.now = 0
         self.log: list[Entry] = []

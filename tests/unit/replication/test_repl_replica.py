@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from lurcher.core.replication.journal import Format, Read, Sync, ViewState, Write, encode_record
 from lurcher.core.replication.messages import (
     Commit, DoViewChange, Entry, GetState, NewState, Prepare, PrepareOk, Recovery,
@@ -37,6 +39,19 @@ def test_primary_commits_after_f_plus_one_and_replies_once() -> None:
     fx = settle(primary, primary.on_message(PrepareOk(1, 1, 2)))
     assert primary.commit == 1
     assert fx.replies == [Reply(1, 100, 1, (1).to_bytes(8, "little"))]
+
+
+@pytest.mark.parametrize("n, backups_needed", [(2, 1), (4, 2)])
+def test_an_even_cluster_needs_more_than_half(n: int, backups_needed: int) -> None:
+    """Two or four replicas: a quorum is a majority (2 of 2, 3 of 4), never half, so two
+    halves of a partition can never both commit."""
+    primary = make_primary(n)
+    settle(primary, primary.on_message(Request(100, 1, b"a")))
+    backups = [r for r in range(n) if r != primary.index]
+    for k, backup in enumerate(backups[:backups_needed]):
+        assert primary.commit == 0, f"committed with {k} of {backups_needed} backups"
+        settle(primary, primary.on_message(PrepareOk(1, 1, backup)))
+    assert primary.commit == 1
 
 
 def test_five_replicas_need_three_acknowledgements() -> None:
