@@ -1,0 +1,98 @@
+"""The ``[cluster]`` section, typed: Iggy 0.8's keys with their meaning, plus replication's.
+
+Iggy's keys: ``enabled``, ``name``, ``[cluster.node.current]`` (``name``, ``ip``) and
+``[[cluster.node.others]]`` (``name``, ``ip``, optional ``ports`` with ``tcp``, ``quic``,
+``http``, ``websocket``). lurcher adds what replication needs: ``secret`` (shared by every
+node; a peer that cannot prove it is refused), ``replication_port`` on the current node and
+in each other node's ``ports`` (where nodes talk to each other), and the timing of the
+replication core (``tick``, view timeouts in ticks).
+
+Nodes are numbered by their names in sorted order, so every node derives the same index for
+each member from the same list of names. ``decode_cluster`` refuses unknown keys, missing
+required keys, duplicate names and a missing secret with one line naming the problem.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class ClusterConfigError(ValueError):
+    """The ``[cluster]`` section is unusable; the message is one line for the operator."""
+
+
+class Ports(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    tcp: int | None = None
+    quic: int | None = None
+    http: int | None = None
+    websocket: int | None = None
+    replication: int | None = None
+
+
+class CurrentNode(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    name: str
+    ip: str
+    replication_port: int
+
+
+class OtherNode(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    name: str
+    ip: str
+    ports: Ports = Ports()
+
+
+class Nodes(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    current: CurrentNode
+    others: list[OtherNode] = []
+
+
+class ClusterConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    enabled: bool = False
+    name: str = "lurcher-cluster"
+    secret: str = ""
+    tick_ms: int = 10
+    heartbeat_ticks: int = 10
+    view_timeout_ticks: int = 100
+    view_change_timeout_ticks: int = 150
+    retransmit_ticks: int = 20
+    node: Nodes | None = None
+
+    @property
+    def names(self) -> list[str]:
+        assert self.node is not None
+        return sorted([self.node.current.name, *(o.name for o in self.node.others)])
+
+    @property
+    def index(self) -> int:
+        assert self.node is not None
+        return self.names.index(self.node.current.name)
+
+    def peer_address(self, index: int) -> tuple[str, int]:
+        """Where node ``index`` (another node) listens for replication."""
+        assert self.node is not None
+        other = next(o for o in self.node.others if o.name == self.names[index])
+        assert other.ports.replication is not None  # checked by decode_cluster
+        return other.ip, other.ports.replication
+
+
+def decode_cluster(table: dict[str, Any]) -> ClusterConfig:
+    """The typed section from the parsed TOML table. Raises ClusterConfigError."""
+    try:
+        config = msgspec.convert(table, ClusterConfig)
+    except msgspec.ValidationError as e:
+        raise ClusterConfigError(f"[cluster]: {e}") from None
+    if not config.enabled:
+        return config
+    if config.node is None:
+        raise ClusterConfigError("[cluster] enabled without [cluster.node.current]")
+    if not config.secret:
+        raise ClusterConfigError("[cluster] enabled without a secret: set cluster.secret")
+    names = [config.node.current.name, *(o.name for o in config.node.others)]
+    if len(set(names)) != len(names):
+        raise ClusterConfigError(f"[cluster]: node names must differ, got {names}")
+    for other in config.node.others:
+        if other.ports.replication is None:
+            raise ClusterConfigError(f"cluster.node.others {other.name!r}: no ports.replication")
+    return config

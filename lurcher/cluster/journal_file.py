@@ -1,0 +1,126 @@
+"""A replica's journal in one file: carries out the storage intents of ``core.replication``.
+
+File layout: ``u64 start`` (the position of the first record kept), then one
+``u32 length + bytes`` frame per record, positions counting up from ``start``. The record
+bytes are the replica's (checksummed) records; this layer only frames them.
+
+Intents and their completions (what the replica is told back):
+- ``Write(pos, data)``: drops records from ``pos`` on, appends ``data`` -> ``("written", pos)``;
+- ``Sync(upto)``: ``fdatasync`` -> ``("synced", upto)``;
+- ``Read()``: -> ``("loaded", (records, start))``; a frame cut short by a crash ends the
+  list and is cut off the file;
+- ``Discard(below)``: rewrites the file without the records before ``below`` (temporary
+  file, fsync, rename, fsync of the directory), so a crash leaves the old or the new file.
+  The replica emits it only once the records from ``below`` on are durable.
+
+Blocking: every method does file I/O. The host runs ``execute`` on one worker thread per
+journal, so intents are carried out in the order issued and the event loop never waits.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+from lurcher.core.replication.journal import Discard, Read, StorageIntent, Sync, Write
+
+START = struct.Struct("<Q")
+LENGTH = struct.Struct("<I")
+Completion = tuple[str, object]
+
+
+class FileJournal:
+    """``first_record``: written (and synced) as record 0 when the file is created, e.g.
+    the replica's ``Format`` for a node of a new cluster; without it a new journal is empty,
+    which the replica reads as a lost disk (it then recovers from its peers)."""
+
+    def __init__(self, path: Path, first_record: bytes | None = None) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = not path.exists()
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self.start = 0
+        self.ends: list[int] = []  # file offset just past each record kept
+        if fresh:
+            os.write(self.fd, START.pack(0))
+            if first_record is not None:
+                self.write(0, first_record)
+            os.fsync(self.fd)
+            _fsync_directory(path.parent)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def execute(self, intents: list[StorageIntent]) -> list[Completion]:
+        out: list[Completion] = []
+        for intent in intents:
+            if isinstance(intent, Write):
+                self.write(intent.pos, intent.data)
+                out.append(("written", intent.pos))
+            elif isinstance(intent, Sync):
+                os.fdatasync(self.fd)
+                out.append(("synced", intent.upto))
+            elif isinstance(intent, Read):
+                out.append(("loaded", self.read()))
+            elif isinstance(intent, Discard):
+                self.discard(intent.below)
+        return out
+
+    @property
+    def end_offset(self) -> int:
+        return self.ends[-1] if self.ends else START.size
+
+    def write(self, pos: int, data: bytes) -> None:
+        keep = pos - self.start
+        if keep < 0:
+            raise ValueError(f"write at {pos} below the journal start {self.start}")
+        if keep < len(self.ends):
+            del self.ends[keep:]
+            os.ftruncate(self.fd, self.end_offset)
+        elif keep > len(self.ends):
+            raise ValueError(f"write at {pos} leaves a gap after {self.start + len(self.ends)}")
+        os.pwrite(self.fd, LENGTH.pack(len(data)) + data, self.end_offset)
+        self.ends.append(self.end_offset + LENGTH.size + len(data))
+
+    def read(self) -> tuple[list[bytes], int]:
+        raw = Path(self.path).read_bytes()
+        self.start = START.unpack_from(raw)[0] if len(raw) >= START.size else 0
+        records, self.ends, at = [], [], START.size
+        while at + LENGTH.size <= len(raw):
+            length = LENGTH.unpack_from(raw, at)[0]
+            end = at + LENGTH.size + length
+            if end > len(raw):
+                break
+            records.append(raw[at + LENGTH.size:end])
+            self.ends.append(end)
+            at = end
+        if self.end_offset != len(raw):
+            os.ftruncate(self.fd, self.end_offset)
+        return records, self.start
+
+    def discard(self, below: int) -> None:
+        drop = min(max(0, below - self.start), len(self.ends))
+        if not drop:
+            return
+        records, _ = self.read()
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            f.write(START.pack(self.start + drop))
+            for record in records[drop:]:
+                f.write(LENGTH.pack(len(record)) + record)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        _fsync_directory(self.path.parent)
+        os.close(self.fd)
+        self.fd = os.open(self.path, os.O_RDWR)
+        self.read()
+
+
+def _fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,121 @@
+"""The asyncio side of node-to-node links: one listener, one dialer per other node.
+
+Each node dials every other node and sends only over the connection it dialed; what it
+receives arrives over the connections it accepted. So a pair of nodes has two TCP
+connections, one per direction, and neither end has to decide who dials whom. Every
+connection runs a ``PeerLink`` (handshake with the cluster secret, then frames).
+
+Sending is best effort, as the replication core expects of a network: a message for a node
+whose link is down, or whose socket already holds ``MAX_QUEUED_BYTES`` unsent, is dropped
+(the core retransmits). A dialer reconnects after ``RECONNECT_S``. A refused handshake is
+logged once per connection with its one-line reason and the socket closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+
+from lurcher.core.replication.link import Established, PeerLink, Received, Refused
+from lurcher.core.replication.messages import Message
+
+log = logging.getLogger(__name__)
+
+RECONNECT_S = 0.2
+MAX_QUEUED_BYTES = 32 * 1024 * 1024
+Deliver = Callable[[int, int, Message], None]  # (peer, group, message)
+
+
+class _LinkProtocol(asyncio.Protocol):
+    def __init__(self, links: "Links", dialed: int | None) -> None:
+        self.links, self.dialed = links, dialed
+        self.link = links.new_link()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.links.open.add(self)
+        self.transport.write(self.link.hello())
+
+    def data_received(self, data: bytes) -> None:
+        for event in self.link.receive_data(data):
+            if isinstance(event, Received):
+                self.links.deliver(self.link.peer, event.group, event.message)
+            elif isinstance(event, Established):
+                self._established(event.peer)
+            elif isinstance(event, Refused):
+                log.warning("cluster link refused: %s", event.reason)
+                self.transport.close()
+        proof = self.link.take_output()
+        if proof and not self.transport.is_closing():
+            self.transport.write(proof)
+
+    def _established(self, peer: int) -> None:
+        if self.dialed is not None and peer != self.dialed:
+            log.warning("cluster link to node %d answered as node %d", self.dialed, peer)
+            self.transport.close()
+            return
+        if self.dialed is not None:
+            self.links.outgoing[peer] = self
+            log.info("cluster link to node %d up", peer)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.links.open.discard(self)
+        if self.dialed is not None and self.links.outgoing.get(self.dialed) is self:
+            del self.links.outgoing[self.dialed]
+            log.info("cluster link to node %d down", self.dialed)
+
+
+class Links:
+    def __init__(self, cluster: str, secret: bytes, index: int,
+                 addresses: dict[int, tuple[str, int]], deliver: Deliver) -> None:
+        self.cluster, self.secret, self.index = cluster, secret, index
+        self.addresses, self.deliver = addresses, deliver
+        self.outgoing: dict[int, _LinkProtocol] = {}
+        self.open: set[_LinkProtocol] = set()
+        self.server: asyncio.base_events.Server | None = None
+        self.dialers: list[asyncio.Task] = []
+
+    def new_link(self) -> PeerLink:
+        return PeerLink(self.cluster, self.secret, self.index, os.urandom(16))
+
+    async def start(self, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(lambda: _LinkProtocol(self, None), host, port)
+        self.dialers = [asyncio.create_task(self._dial(peer)) for peer in self.addresses]
+
+    @property
+    def port(self) -> int:
+        return self.server.sockets[0].getsockname()[1]
+
+    async def _dial(self, peer: int) -> None:
+        loop = asyncio.get_running_loop()
+        host, port = self.addresses[peer]
+        while True:
+            try:
+                transport, _ = await loop.create_connection(
+                    lambda: _LinkProtocol(self, peer), host, port)
+                while not transport.is_closing():
+                    await asyncio.sleep(RECONNECT_S)
+            except OSError:
+                pass
+            await asyncio.sleep(RECONNECT_S)
+
+    def send(self, peer: int, group: int, message: Message) -> bool:
+        """Queue ``message`` for ``peer``; False when it was dropped."""
+        protocol = self.outgoing.get(peer)
+        if protocol is None or protocol.transport.get_write_buffer_size() > MAX_QUEUED_BYTES:
+            return False
+        protocol.transport.write(protocol.link.send(group, message))
+        return True
+
+    async def close(self) -> None:
+        for task in self.dialers:
+            task.cancel()
+        for protocol in list(self.open):
+            protocol.transport.abort()
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
