@@ -25,6 +25,7 @@ from lurcher import datadir, logsetup
 from lurcher.auth.root import ensure_root
 from lurcher.config import Config, ConfigError, load_config
 from lurcher.auth.session import number_clients_for_shard
+from lurcher.cluster.config import ClusterConfig, ClusterConfigError, decode_cluster
 from lurcher.core.meta.store import MetaLogCorrupt, MetaReplica
 from lurcher.core.shard import background
 from lurcher.core.shard.cluster import Cluster
@@ -73,6 +74,14 @@ def check_transports(config: Config) -> None:
         if config.get(f"{name}.enabled"):
             raise ConfigError(f"{name}.enabled = true, but the {name} front end is not "
                               f"available in this version; set it to false")
+
+
+def cluster_config(config: Config) -> ClusterConfig:
+    """The typed ``[cluster]`` section. Raises ConfigError (one line)."""
+    try:
+        return decode_cluster(config.get("cluster") or {})
+    except ClusterConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def check_storage_limits(config: Config) -> None:
@@ -193,6 +202,11 @@ async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_co
         shard.cluster = shard.dispatcher.cluster = cluster
         await cluster.start()
     listeners = await start_listeners(shard, config)
+    clustering = cluster_config(config)
+    if shard_id == 0 and clustering.enabled:
+        from lurcher.cluster.metadata import start_node
+        shard.cluster_config = clustering
+        shard.cluster_node = await start_node(clustering, shard.data_path)
     jobs = background.start(shard)
     if heartbeat is not None:
         from lurcher.supervisor import beat
@@ -218,6 +232,8 @@ async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_co
     shard.close()
     if shard.cluster is not None:
         await shard.cluster.close()
+    if shard.cluster_node is not None:
+        await shard.cluster_node.close()
     await asyncio.sleep(0.05)
     await close_listeners(listeners)
     datadir.remove_runtime_file(shard.data_path, datadir.pid_file_name(shard_id))
@@ -246,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
         check_transports(config)
         check_storage_limits(config)
+        cluster_config(config)
         os.umask(file_umask(config))  # inherited by every shard process
     except ConfigError as exc:
         print(f"lurcher-server: configuration error: {exc}", file=sys.stderr)

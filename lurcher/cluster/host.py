@@ -236,6 +236,17 @@ class ClusterNode:
 
     # ---- observing --------------------------------------------------------------------
 
+    def leader(self, group: int) -> int | None:
+        """The node whose replica is primary of ``group``'s current view, as this node
+        sees it; None while this node's replica is not in normal operation."""
+        replica = self.groups[group].replica
+        if replica.status is not Status.NORMAL:
+            return None
+        return replica.primary_of(replica.view)
+
+    def link_up(self, index: int) -> bool:
+        return index == self.index or index in self.links.outgoing
+
     def status(self, group: int) -> dict[str, object]:
         r = self.groups[group].replica
         return {"node": self.index, "status": r.status.value, "view": r.view,

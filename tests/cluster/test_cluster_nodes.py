@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from pathlib import Path
 
 import pytest
@@ -17,19 +16,10 @@ import pytest
 from lurcher.cluster.config import decode_cluster
 from lurcher.cluster.host import ClusterNode
 from lurcher.core.replication.sim.model import AppendLog
+from tests.support.server import free_ports
 
 NAMES = ["n0", "n1", "n2"]
 LIVENESS_S = 20.0  # a bound on waiting for progress, not a performance figure
-
-
-def free_ports(count: int) -> list[int]:
-    socks = [socket.socket() for _ in range(count)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def node_config(me: int, ports: list[int], secret: str = "k") -> object:

@@ -4,24 +4,20 @@ Unauthenticated (40), bounded reconnection attempts, heartbeat pings."""
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 
 from lurcher.sdk import Client, ErrorCode, IggyError
 from lurcher.sdk.connection.base import Connection
+from tests.support.server import free_ports
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
 def fixed_server(server_factory):
     """A server on a fixed port, so a restart comes back at the same address."""
-    return server_factory({"LURCHER_TCP_ADDRESS": f"127.0.0.1:{free_port()}"})
+    return server_factory({"LURCHER_TCP_ADDRESS": f"127.0.0.1:{free_ports(1)[0]}"})
 
 
 def client_for(server, **options: str) -> Client:
@@ -84,7 +80,7 @@ async def test_heartbeat_pings_in_the_background(server, monkeypatch) -> None:
 
 
 async def test_connect_failure_is_an_iggy_error() -> None:
-    client = Client(f"127.0.0.1:{free_port()}", heartbeat_interval_s=None)
+    client = Client(f"127.0.0.1:{free_ports(1)[0]}", heartbeat_interval_s=None)
     with pytest.raises(IggyError) as err:
         await client.connect()
     assert err.value.code == ErrorCode.CANNOT_ESTABLISH_CONNECTION

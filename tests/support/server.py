@@ -17,6 +17,7 @@ import json
 import os
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -226,6 +227,19 @@ class LurcherServer:
     @property
     def tcp_port(self) -> int:
         return int(self.tcp_address.rpartition(":")[2])
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct loopback TCP ports free right now (held together while picked), for
+    servers that must know each other's ports before they start."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def run_server_to_exit(args: Iterable[str], env: Mapping[str, str], cwd: Path,

@@ -144,10 +144,11 @@ class Cluster:
         here = self.shard.dispatcher.run_here
         if kind == routing.LOCAL:
             return here(route, session, request)
-        if kind == routing.META:
-            if self.shard.is_metadata_owner:
-                return self._then_publish(here(route, session, request))
-            return self.forward(0, session, route.spec.code, _encoded(request, payload))
+        if kind in (routing.META, routing.OWNER):
+            if not self.shard.is_metadata_owner:
+                return self.forward(0, session, route.spec.code, _encoded(request, payload))
+            result = here(route, session, request)
+            return self._then_publish(result) if kind == routing.META else result
         if kind == routing.GATHER:
             return self._gathered(route, session, request)
         if kind == routing.BROADCAST:

@@ -6,6 +6,8 @@ One table, ``ROUTES``, gives each command's kind:
   groups — the metadata and group membership are replicated to every shard).
 * ``meta``: metadata changes run on shard 0, the metadata owner; the change reaches every
   shard before the reply does (same ordered link).
+* ``owner``: reads only shard 0 can answer (cluster metadata: shard 0 runs the cluster
+  node); forwarded there, nothing published.
 * ``gather``: answered here after fetching the other shards' partition counters and
   sessions (stream/topic views, stats, clients).
 * ``broadcast``: every shard does its part (purges).
@@ -27,9 +29,10 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.values.partitioning import Partitioning, PartitioningKind
 
 LOCAL, META, GATHER, BROADCAST, PARTITION = "local", "meta", "gather", "broadcast", "partition"
+OWNER = "owner"
 
 ROUTES: dict[str, str] = {
-    "ping": LOCAL, "get_cluster_metadata": LOCAL, "get_me": LOCAL, "get_user": LOCAL,
+    "ping": LOCAL, "get_cluster_metadata": OWNER, "get_me": LOCAL, "get_user": LOCAL,
     "get_users": LOCAL, "login_user": LOCAL, "logout_user": LOCAL,
     "get_personal_access_tokens": LOCAL, "login_with_personal_access_token": LOCAL,
     "get_consumer_group": LOCAL, "get_consumer_groups": LOCAL, "get_snapshot_file": LOCAL,

@@ -113,6 +113,9 @@ class Shard:
         self.started_at_us = clock()
         self.endpoints: dict[str, str] = {}
         self.cluster: Any = None  # a Cluster when several shards run
+        # shard 0 of a node of an enabled [cluster]: its ClusterNode and typed section
+        self.cluster_node: Any = None
+        self.cluster_config: Any = None
         # builds the protocol for a migrated connection: (session, pending bytes) -> protocol
         self.connection_factory: Callable[[Session, bytes], Any] | None = None
         self.closing = False

@@ -18,6 +18,7 @@ import socket
 
 import psutil
 
+from lurcher.cluster.metadata import TRANSPORTS, describe
 from lurcher.core.shard.handlers.registry import handles
 from lurcher.core.shard.snapshot import build_snapshot, zip_method
 from lurcher.core.wire.error_codes import ErrorCode
@@ -46,6 +47,11 @@ def _port(shard, transport: str) -> int:
 
 @handles("get_cluster_metadata")
 def get_cluster_metadata(shard, session, req):
+    """A single node, or the real nodes of an enabled ``[cluster]`` (``cluster.metadata``);
+    routed to shard 0, which runs the cluster node."""
+    if shard.cluster_node is not None:
+        configured = {t: shard.config.get(f"{t}.address") for t in TRANSPORTS}
+        return describe(shard.cluster_config, shard.cluster_node, shard.endpoints, configured)
     host = (shard.endpoints.get("tcp") or "127.0.0.1:0").rpartition(":")[0].strip("[]")
     node = ClusterNode("lurcher-node", host, _port(shard, "tcp"), _port(shard, "quic"),
                        _port(shard, "http"), _port(shard, "websocket"))
