@@ -18,6 +18,7 @@ from lurcher.core.wire.batch import (
     read_offsets,
     read_timestamps,
 )
+from lurcher.core.wire import batch as batch_module
 from lurcher.core.wire.buffer import Reader, Writer
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -263,3 +264,32 @@ def test_checksums_equal_per_message_reference(bodies, prefix):
     got = checksums(bytes(blob), starts, ends)
     want = [xxhash.xxh3_64_intdigest(bytes(blob[s + 8:e])) for s, e in zip(starts.tolist(), ends.tolist())]
     assert got.dtype == np.uint64 and got.tolist() == want
+
+
+def test_the_install_built_the_one_call_checksum_helper():
+    """A machine with a C compiler (every CI and developer machine here) hashes a batch in
+    one call; the Python loop is only the fallback for installs without one."""
+    assert batch_module.NATIVE_CHECKSUMS, "lurcher/core/wire/_batchhash was not built"
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.binary(max_size=200), max_size=20))
+def test_fallback_and_native_checksums_agree(bodies):
+    blob = b"".join(bytes(HEADER_BYTES) + b for b in bodies)
+    sizes = np.asarray([HEADER_BYTES + len(b) for b in bodies], dtype=np.int64)
+    ends = np.cumsum(sizes, dtype=np.int64)
+    native = checksums(memoryview(blob), ends - sizes, ends)
+    saved, batch_module._native = batch_module._native, None
+    try:
+        fallback = checksums(memoryview(blob), ends - sizes, ends)
+    finally:
+        batch_module._native = saved
+    assert native.tolist() == fallback.tolist()
+
+
+def test_native_checksums_refuse_ranges_outside_the_buffer():
+    out = np.empty(1, dtype=np.uint64)
+    for start, end in ((-1, 4), (5, 4), (0, 65)):
+        with pytest.raises(ValueError, match="outside a 64-byte buffer"):
+            batch_module._native.xxh3_ranges(bytes(64), np.array([start], dtype=np.int64),
+                                             np.array([end], dtype=np.int64), out)
