@@ -48,7 +48,7 @@ from lurcher.config import parse_duration_us
 from lurcher.core.shard.reply import error_frame, ok_frame
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
-from lurcher.transports.framing import BadFrame, Frame, FrameLimits, FrameReader
+from lurcher.core.connection.framing import BadFrame, Frame, FrameLimits, FrameReader
 from lurcher.core.net import split_address
 from lurcher.transports.tls import ensure_certificate
 

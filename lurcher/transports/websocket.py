@@ -28,7 +28,7 @@ from lurcher.config import parse_size
 from lurcher.core.shard.reply import error_frame, ok_frame
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
-from lurcher.transports.framing import BadFrame, Frame, FrameReader
+from lurcher.core.connection.framing import BadFrame, Frame, FrameReader
 from lurcher.core.net import split_address
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lurcher.core.wire.error_codes import ErrorCode
-from lurcher.transports.framing import BIG_FIRST_BYTES, BadFrame, Frame, FrameLimits, FrameReader
+from lurcher.core.connection.framing import BIG_FIRST_BYTES, BadFrame, Frame, FrameLimits, FrameReader
 from lurcher.transports.quic import StreamRequests
 
 KIB = 1024

@@ -15,6 +15,7 @@ import socket
 from typing import Any
 
 from lurcher.auth.session import Session
+from lurcher.core.connection.failures import MIGRATED
 from lurcher.core.shard import routing
 from lurcher.core.shard.bus import Bus, BusError, Link, Reply
 from lurcher.core.shard.migration import MAX_CARRIED_BYTES, Handoff, MigrationError, Migrator
@@ -32,7 +33,6 @@ MIGRATE_AFTER_REQUESTS = 2  # consecutive pinned requests to one foreign shard
 FORWARD_TIMEOUT_S = 60.0
 
 
-MIGRATED = object()  # a reply meaning: the connection moved; answer nothing here
 
 
 def payload_of(result: Any) -> bytes:
@@ -283,12 +283,12 @@ class Cluster:
     def migrate(self, connection: Any, target: int, frame_bytes: bytes) -> bool:
         """Hand ``connection`` to ``target`` with ``frame_bytes`` (the current request) and
         whatever it has not handled. False (nothing changed) when it cannot move now."""
-        pending = frame_bytes + connection.reader.unhandled
-        if len(pending) > MAX_CARRIED_BYTES or connection.transport.get_write_buffer_size():
+        pending = frame_bytes + connection.unhandled
+        sock_fd = connection.io.migratable_fd()
+        if len(pending) > MAX_CARRIED_BYTES or sock_fd is None or connection.io.buffered_bytes():
             return False
         session = connection.session
-        sock = connection.transport.get_extra_info("socket")
-        fd = os.dup(sock.fileno())
+        fd = os.dup(sock_fd)
         try:
             self.migrator.send(target, fd, Handoff(
                 session.client_id, session.user_id, session.address, session.transport,

@@ -1,0 +1,253 @@
+"""One client connection of a binary front end, as a sans-IO state machine (h11 style).
+
+Events in (called by the adapter): ``open(address)``, received bytes (``get_buffer`` /
+``buffer_updated`` for zero-copy reads, or ``receive_data``), ``reply_ready`` /
+``reply_failed`` (the outcome of an awaited reply), ``pause_writing`` / ``resume_writing``
+(the adapter's output passed its high-water mark / drained), ``connection_lost``; the shard
+may call ``disconnect(status)``. Intents out: method calls on the adapter (``ConnectionIO``):
+write these response parts (file slices left in, for sendfile), await this reply, pause or
+resume reading, close after flushing, abort, hand the socket to another shard.
+
+Invariants:
+
+- requests are handled strictly in order: while a reply is awaited (``busy``) no further
+  frame is taken, so a later request never overtakes an earlier one;
+- back-pressure: while the adapter's output is paused no frame is taken either, and reading
+  is paused whenever the connection is busy or paused;
+- every failure becomes an error frame here (``failures.failure_status``) and nowhere else;
+  a fatal refusal (``BadFrame.fatal``) is answered, then the connection is closed;
+- the session is opened (or resumed, for a migrated connection, with the bytes it carried)
+  by ``open`` and closed exactly once, by ``connection_lost`` (not when it migrated).
+
+Per request on the synchronous path: one ``next_frame``, one ``dispatch``, one ``write``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any, Protocol
+
+from lurcher.auth.session import Session
+from lurcher.core.connection.failures import MIGRATED, failure_status
+from lurcher.core.connection.framing import REQUEST_HEADER, BadFrame, Frame, FrameReader
+from lurcher.core.shard.reply import error_frame, ok_frame_parts
+from lurcher.core.wire.error_codes import ErrorCode
+
+log = logging.getLogger(__name__)
+
+CLOSE_REFUSED = "refused"        # a fatal frame refusal
+CLOSE_DISCONNECTED = "disconnected"  # server-initiated (shutdown, deleted user, stale)
+
+
+class ConnectionIO(Protocol):
+    """The intents an adapter carries out for its ``ServerConnection``."""
+
+    def write(self, parts: list[Any]) -> None:
+        """Send one response (bytes-likes and file slices), in order after earlier ones."""
+
+    def wait(self, pending: Any) -> None:
+        """Await ``pending``, then call ``reply_ready(result)`` or ``reply_failed(exc)``
+        (``ServerConnection.settle`` does both)."""
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+    def close(self, reason: str) -> None:
+        """Close once what was written is sent (``reason``: a ``CLOSE_*`` constant)."""
+
+    def abort(self) -> None:
+        """Drop the connection now, unsent output included."""
+
+    def migratable_fd(self) -> int | None:
+        """The socket's descriptor when it may change process (no response queued), else
+        None (this transport cannot migrate, or responses wait to be sent)."""
+
+    def buffered_bytes(self) -> int:
+        """Bytes handed to the transport and not yet sent."""
+
+
+class ServerConnection:
+    """The state of one client connection (see module docstring)."""
+
+    def __init__(self, shard: Any, transport_kind: int, io: ConnectionIO,
+                 session: Session | None = None, pending: bytes = b"") -> None:
+        """``session`` and ``pending`` restore a connection migrated from another shard."""
+        self.shard = shard
+        self.transport_kind = transport_kind
+        self.io = io
+        self.reader = FrameReader(shard.limits.frames, self.authenticated)
+        self.dispatch = shard.dispatcher.dispatch
+        self.session = session
+        self.pending = pending
+        self.busy = False          # a reply is awaited
+        self.write_paused = False  # the adapter's output is above its high-water mark
+        self.closing = False
+        self.migrated = False
+        self.current: Frame | None = None
+        self.streak: tuple[int, int] = (-1, 0)  # (foreign shard, consecutive requests)
+        self.migrate_after: int | None = None  # move to this shard once the reply is out
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def open(self, address: str) -> None:
+        """The transport is up: open the session, or resume a migrated one."""
+        if self.session is None:
+            self.session = self.shard.open_session(address, self.transport_kind, self)
+            return
+        self.shard.resume_session(self.session, self)
+        pending, self.pending = self.pending, b""
+        self.receive_data(pending)
+
+    def connection_lost(self) -> None:
+        self.closing = True
+        if self.session is not None and not self.migrated:
+            self.shard.close_session(self.session)
+
+    def authenticated(self) -> bool:
+        return self.session is not None and self.session.authenticated
+
+    def disconnect(self, status: int = ErrorCode.DISCONNECTED) -> None:
+        """Server-initiated close (shutdown, deleted user): one error frame, then close."""
+        self.write_error(status)
+        self.close(CLOSE_DISCONNECTED)
+
+    def close(self, reason: str) -> None:
+        if not self.closing:
+            self.closing = True
+            self.io.close(reason)
+
+    # -- input ---------------------------------------------------------------------------
+    def get_buffer(self) -> memoryview:
+        return self.reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.reader.buffer_updated(nbytes)
+        if not self.busy:
+            self.process()
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        self.reader.feed(data)
+        if not self.busy:
+            self.process()
+
+    # -- back-pressure -------------------------------------------------------------------
+    def pause_writing(self) -> None:
+        """The client is not reading fast enough: stop reading its requests."""
+        self.write_paused = True
+        self.update_reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self.update_reading()
+        if not self.busy:
+            self.process()
+
+    def update_reading(self) -> None:
+        """Read requests only while nothing is awaited and the client keeps up."""
+        if self.closing:
+            return
+        if self.busy or self.write_paused:
+            self.io.pause_reading()
+        else:
+            self.io.resume_reading()
+
+    # -- requests ------------------------------------------------------------------------
+    def process(self) -> None:
+        """Handle every complete frame; stop at the first whose reply must be awaited."""
+        while not self.closing and not self.write_paused:
+            frame = self.reader.next_frame()
+            if frame is None:
+                return
+            if isinstance(frame, BadFrame):
+                self.refuse(frame)
+            elif self.run(frame):
+                return
+
+    def run(self, frame: Frame) -> bool:
+        """Dispatch one frame; True when its reply is awaited (the connection is busy)."""
+        self.current = frame
+        try:
+            result = self.dispatch(self.session, frame.code, frame.payload, self)
+        except Exception as exc:
+            self.write_error(failure_status(frame.code, exc))
+            return False
+        if inspect.isawaitable(result):
+            self.busy = True
+            self.update_reading()
+            self.io.wait(result)
+            return True
+        if result is not MIGRATED:
+            self.write_ok(result)
+        return False
+
+    async def settle(self, pending: Any) -> None:
+        """Await ``pending`` (a ``wait`` intent) and feed its outcome back in; adapters run
+        this on their event loop."""
+        try:
+            result = await pending
+        except Exception as exc:
+            self.reply_failed(exc)
+            return
+        self.reply_ready(result)
+
+    def reply_ready(self, result: Any) -> None:
+        """The awaited reply of the current request."""
+        self.write_ok(result)
+        self.finish()
+
+    def reply_failed(self, exc: BaseException) -> None:
+        self.write_error(failure_status(self.current.code if self.current else "?", exc))
+        self.finish()
+
+    def finish(self) -> None:
+        self.busy = False
+        if self.migrate_after is not None and not self.closing:
+            self.shard.cluster.migrate_after_reply(self)
+        if not self.closing:
+            self.update_reading()
+            self.process()
+
+    def refuse(self, frame: BadFrame) -> None:
+        log.info("refusing frame from %s: %s", self.session.address if self.session else "?",
+                 frame.detail)
+        self.write_error(frame.status)
+        if frame.fatal:
+            self.close(CLOSE_REFUSED)
+
+    # -- output --------------------------------------------------------------------------
+    def write_ok(self, result: Any) -> None:
+        if not self.closing:
+            self.io.write(ok_frame_parts(result))
+
+    def write_error(self, status: int) -> None:
+        if not self.closing:
+            self.io.write([error_frame(status)])
+
+    # -- migration (read by core.shard.cluster) --------------------------------------------
+    @property
+    def can_migrate(self) -> bool:
+        """Nothing in flight and a transport whose socket can change process."""
+        return (not self.busy and not self.closing and not self.write_paused
+                and self.io.migratable_fd() is not None)
+
+    @property
+    def unhandled(self) -> bytes:
+        """Bytes received but not yet taken as frames (carried along when migrating)."""
+        return self.reader.unhandled
+
+    def current_frame_size(self) -> int:
+        return len(self.current.payload) + REQUEST_HEADER.size + len(self.reader.unhandled)
+
+    def current_frame_bytes(self) -> bytes:
+        """The request being handled, as it arrived (carried along when migrating)."""
+        frame = self.current
+        return REQUEST_HEADER.pack(len(frame.payload) + 4, frame.code) + bytes(frame.payload)
+
+    def detach(self) -> None:
+        """The connection now lives in another shard: forget it here without closing the
+        client's socket (the other process holds a duplicate of it)."""
+        self.migrated = True
+        self.closing = True
+        self.shard.close_session(self.session, migrated=True)
+        self.io.abort()
