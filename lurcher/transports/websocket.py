@@ -23,7 +23,7 @@ import logging
 from collections import deque
 from typing import Any
 
-from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from lurcher.auth.session import TRANSPORT_WEBSOCKET
@@ -33,6 +33,7 @@ from lurcher.core.connection.server import ServerConnection as Connection
 from lurcher.core.net import split_address
 from lurcher.core.shard.reply import materialise
 from lurcher.transports.connection import peer_address
+from lurcher.transports.frontend import ListenContext, Listener, ServerListener, tls_context
 from lurcher.transports.sendfile import WRITE_HIGH_WATER_BYTES, WRITE_LOW_WATER_BYTES
 
 log = logging.getLogger(__name__)
@@ -168,21 +169,17 @@ def max_message_bytes(section: dict[str, Any]) -> int:
     return parse_size(value) if value else DEFAULT_MAX_MESSAGE_BYTES
 
 
-async def start_websocket(shard: Any, address: str, section: dict[str, Any] | None = None,
-                          ssl_context: Any = None, reuse_port: bool = False) -> Server:
-    """Listen on ``address`` (``ws://`` or ``wss://`` with ``ssl_context``). Raises OSError."""
-    section = section or {}
-    host, port = split_address(address)
+async def listen(shard: Any, section: dict[str, Any], context: ListenContext) -> Listener:
+    """Listen on ``section["address"]`` (``wss://`` with ``[websocket.tls]``). Raises OSError,
+    TlsConfigError."""
+    host, port = split_address(section["address"])
     max_message = max_message_bytes(section)
 
     async def handler(ws: ServerConnection) -> None:
         await WebSocketClient(shard, ws, max_message).serve()
 
-    return await serve(handler, host, port, ssl=ssl_context, compression=None,
-                       max_size=max_message, max_queue=MAX_QUEUED_FRAMES,
-                       ping_interval=None, server_header=None, reuse_port=reuse_port or None)
-
-
-def websocket_address(server: Server) -> str:
-    host, port = server.sockets[0].getsockname()[:2]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    server = await serve(handler, host, port, ssl=tls_context(section, context.data_path),
+                         compression=None, max_size=max_message, max_queue=MAX_QUEUED_FRAMES,
+                         ping_interval=None, server_header=None,
+                         reuse_port=context.reuse_port or None)
+    return ServerListener(server, server.sockets[0].getsockname())

@@ -8,8 +8,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from lurcher.core.connection.failures import MIGRATED
-from lurcher.core.connection.framing import FrameLimits
-from lurcher.core.connection.server import CLOSE_DISCONNECTED, CLOSE_REFUSED, ServerConnection
+from lurcher.core.connection.framing import Frame, FrameLimits
+from lurcher.core.connection.server import (
+    CLOSE_DISCONNECTED, CLOSE_REFUSED, FrameQueue, ServerConnection,
+)
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
@@ -38,7 +40,8 @@ class FakeShard:
         self.authenticated = authenticated
 
     def open_session(self, address: str, kind: int, connection: Any) -> Any:
-        session = SimpleNamespace(address=address, authenticated=self.authenticated)
+        session = SimpleNamespace(address=address, authenticated=self.authenticated,
+                                  closed=False)
         self.opened.append((session, connection))
         return session
 
@@ -46,6 +49,7 @@ class FakeShard:
         self.resumed.append(session)
 
     def close_session(self, session: Any, migrated: bool = False) -> None:
+        session.closed = True
         self.closed.append((session, migrated))
 
     def dispatch(self, session: Any, code: int, payload: memoryview, connection: Any) -> Any:
@@ -200,6 +204,7 @@ def test_connection_lost_closes_the_session_once_and_nothing_more_is_written():
     conn, io, shard = connection()
     conn.receive_data(frame(SLOW))
     conn.connection_lost()
+    conn.connection_lost()
     conn.reply_ready(b"late")
     assert shard.closed == [(conn.session, False)]
     assert io.writes() == []
@@ -224,7 +229,7 @@ def test_detach_hands_the_session_over_without_closing_it():
 
 def test_a_migrated_connection_resumes_with_its_session_and_pending_bytes():
     shard, io = FakeShard(), RecordingIO()
-    session = SimpleNamespace(address="a:1", authenticated=True)
+    session = SimpleNamespace(address="a:1", authenticated=True, closed=False)
     conn = ServerConnection(shard, 1, io, session, frame(PING, b"p") + frame(PING))
     conn.open("ignored")
     assert shard.resumed == [session] and shard.opened == []
@@ -239,3 +244,22 @@ def test_busy_or_paused_connection_cannot_migrate():
     assert conn.can_migrate
     conn.pause_writing()
     assert not conn.can_migrate
+
+
+def test_stale_session_close_without_reason_closes_quietly():
+    conn, io, _ = connection()
+    conn.close()
+    assert io.writes() == [] and io.intents == [("close", CLOSE_DISCONNECTED)]
+
+
+def test_a_frame_queue_feeds_already_framed_requests_in_order():
+    shard, io = FakeShard(), RecordingIO()
+    queue = FrameQueue()
+    conn = ServerConnection(shard, 1, io, frames=queue)
+    conn.open("q:1")
+    queue.append(Frame(SLOW, memoryview(b"")))
+    queue.append(Frame(PING, memoryview(b"2")))
+    conn.frames_ready()
+    assert io.writes() == [] and len(queue) == 1
+    conn.reply_ready(b"1")
+    assert io.writes() == [ok(b"1"), ok(b"2")] and len(queue) == 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections import deque
 from typing import Any, Protocol
 
 from lurcher.auth.session import Session
@@ -68,16 +69,37 @@ class ConnectionIO(Protocol):
         """Bytes handed to the transport and not yet sent."""
 
 
+class FrameQueue:
+    """Complete request frames handed over one by one (transports that frame per message,
+    e.g. QUIC's one request per stream), taken by ``ServerConnection`` in order."""
+
+    def __init__(self) -> None:
+        self.frames: deque[Frame] = deque()
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def append(self, frame: Frame) -> None:
+        self.frames.append(frame)
+
+    def next_frame(self) -> Frame | None:
+        return self.frames.popleft() if self.frames else None
+
+
 class ServerConnection:
     """The state of one client connection (see module docstring)."""
 
     def __init__(self, shard: Any, transport_kind: int, io: ConnectionIO,
-                 session: Session | None = None, pending: bytes = b"") -> None:
-        """``session`` and ``pending`` restore a connection migrated from another shard."""
+                 session: Session | None = None, pending: bytes = b"",
+                 frames: FrameQueue | None = None) -> None:
+        """``session`` and ``pending`` restore a connection migrated from another shard.
+        ``frames``: requests already framed by the adapter (QUIC: one per stream) instead
+        of a byte stream."""
         self.shard = shard
         self.transport_kind = transport_kind
         self.io = io
-        self.reader = FrameReader(shard.limits.frames, self.authenticated)
+        self.reader: Any = frames if frames is not None else FrameReader(
+            shard.limits.frames, self.authenticated)
         self.dispatch = shard.dispatcher.dispatch
         self.session = session
         self.pending = pending
@@ -100,9 +122,11 @@ class ServerConnection:
         self.receive_data(pending)
 
     def connection_lost(self) -> None:
+        """The transport is gone: close the session (once; not when it migrated)."""
         self.closing = True
-        if self.session is not None and not self.migrated:
-            self.shard.close_session(self.session)
+        session = self.session
+        if session is not None and not self.migrated and not session.closed:
+            self.shard.close_session(session)
 
     def authenticated(self) -> bool:
         return self.session is not None and self.session.authenticated
@@ -112,7 +136,8 @@ class ServerConnection:
         self.write_error(status)
         self.close(CLOSE_DISCONNECTED)
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str = CLOSE_DISCONNECTED) -> None:
+        """Close once what was written is sent (also the stale-session check's call)."""
         if not self.closing:
             self.closing = True
             self.io.close(reason)
@@ -128,6 +153,10 @@ class ServerConnection:
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         self.reader.feed(data)
+        self.frames_ready()
+
+    def frames_ready(self) -> None:
+        """New input is in the reader (or the ``FrameQueue``): handle it unless busy."""
         if not self.busy:
             self.process()
 
