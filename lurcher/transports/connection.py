@@ -106,11 +106,15 @@ class StreamConnection(asyncio.BufferedProtocol):
     def abort(self) -> None:
         self.transport.abort()
 
-    def migratable_fd(self) -> int | None:
-        return None if self.outbox else self.sendfile_fd
+    def can_migrate(self) -> bool:
+        """Plain TCP (not TLS) with no response queued."""
+        return self.sendfile_fd is not None and not self.outbox
 
-    def buffered_bytes(self) -> int:
-        return self.transport.get_write_buffer_size()
+    def migrate(self, shard_id: int, session: Session, pending: bytes) -> bool:
+        if not self.can_migrate() or self.transport.get_write_buffer_size():
+            return False
+        migration = self.core.shard.cluster.migration
+        return migration.hand_over(shard_id, self.sendfile_fd, session, pending)
 
     # -- output -------------------------------------------------------------------------
     def flush_outbox(self) -> None:

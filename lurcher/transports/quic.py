@@ -229,11 +229,11 @@ class QuicClientProtocol(QuicConnectionProtocol):
     def abort(self) -> None:
         self.close_for("aborted")
 
-    def migratable_fd(self) -> int | None:
-        return None
+    def can_migrate(self) -> bool:
+        return False
 
-    def buffered_bytes(self) -> int:
-        return queued_reply_bytes(self._quic)
+    def migrate(self, shard_id: int, session: Any, pending: bytes) -> bool:
+        return False
 
     def close_for(self, reason: str, error_code: int = QUIC_NO_ERROR) -> None:
         try:

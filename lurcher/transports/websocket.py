@@ -143,11 +143,11 @@ class WebSocketClient:
     def abort(self) -> None:
         self.ws.transport.abort()
 
-    def migratable_fd(self) -> int | None:
-        return None
+    def can_migrate(self) -> bool:
+        return False
 
-    def buffered_bytes(self) -> int:
-        return self.outgoing_bytes
+    def migrate(self, shard_id: int, session: Any, pending: bytes) -> bool:
+        return False
 
     def flush_later(self) -> None:
         """Output outside ``serve``'s turn (a server-initiated disconnect): flush it now."""

@@ -7,7 +7,7 @@ import struct
 from types import SimpleNamespace
 from typing import Any
 
-from lurcher.core.connection.failures import MIGRATED
+from lurcher.core.connection.intents import MigrateTo
 from lurcher.core.connection.framing import Frame, FrameLimits
 from lurcher.core.connection.server import (
     CLOSE_DISCONNECTED, CLOSE_REFUSED, FrameQueue, ServerConnection,
@@ -15,7 +15,7 @@ from lurcher.core.connection.server import (
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
-LIMITS = FrameLimits(max_control=1024, max_send=4096, max_unauthenticated=256)
+LIMITS = FrameLimits(max_control=1024, max_send=128 * 1024, max_unauthenticated=256)
 PING, SEND, FAIL, BOOM, SLOW, MOVE = 1, 101, 7, 8, 9, 10
 
 
@@ -59,8 +59,9 @@ class FakeShard:
             raise RuntimeError("bug")
         if code == SLOW:
             return Later()
-        if code == MOVE:
-            return MIGRATED
+        if code in (MOVE, SEND):  # a SEND starting with "s" is forwarded asynchronously
+            slow = code == SEND and payload[:1] == b"s"
+            return MigrateTo(3, Later if slow else lambda: b"forwarded")
         return bytes(payload)
 
 
@@ -70,6 +71,7 @@ class RecordingIO:
     def __init__(self) -> None:
         self.intents: list[tuple] = []
         self.waiting: list[Any] = []
+        self.accept_migration = True
 
     def write(self, parts: list[Any]) -> None:
         self.intents.append(("write", b"".join(bytes(p) for p in parts)))
@@ -90,11 +92,12 @@ class RecordingIO:
     def abort(self) -> None:
         self.intents.append(("abort",))
 
-    def migratable_fd(self) -> int | None:
-        return 5
+    def can_migrate(self) -> bool:
+        return True
 
-    def buffered_bytes(self) -> int:
-        return 0
+    def migrate(self, shard_id: int, session: Any, pending: bytes) -> bool:
+        self.intents.append(("migrate", shard_id, pending))
+        return self.accept_migration
 
     def writes(self) -> list[bytes]:
         return [i[1] for i in self.intents if i[0] == "write"]
@@ -210,16 +213,41 @@ def test_connection_lost_closes_the_session_once_and_nothing_more_is_written():
     assert io.writes() == []
 
 
-def test_a_migrated_result_answers_nothing():
-    conn, io, _ = connection()
+def test_migrate_to_hands_over_the_request_and_unhandled_bytes_and_answers_nothing():
+    conn, io, shard = connection()
+    conn.receive_data(frame(MOVE, b"m") + frame(PING) + b"\x09")
+    assert io.writes() == []
+    assert io.intents == [("migrate", 3, frame(MOVE, b"m") + frame(PING) + b"\x09"),
+                          ("abort",)]
+    assert shard.closed == [(conn.session, True)]
+
+
+def test_migrate_to_that_cannot_move_answers_with_the_fallback():
+    conn, io, shard = connection()
+    io.accept_migration = False
     conn.receive_data(frame(MOVE) + frame(PING))
-    assert io.writes() == [ok()]
+    assert io.writes() == [ok(b"forwarded"), ok()]
+    assert shard.closed == []
+
+
+def test_a_request_too_large_to_carry_is_forwarded_then_the_connection_moves():
+    conn, io, _ = connection()
+    big = b"x" * (70 * 1024)
+    conn.receive_data(frame(SEND, big))
+    assert io.writes() == [ok(b"forwarded")]
+    assert not [i for i in io.intents if i[0] == "migrate"] and conn.migrate_after == 3
+    conn.migrate_after = None
+    conn.receive_data(frame(SEND, b"s" + big) + b"\x01")
+    assert conn.busy and conn.migrate_after == 3
+    conn.reply_ready(b"slow")
+    assert io.writes()[-1] == ok(b"slow")
+    assert io.intents[-2:] == [("migrate", 3, b"\x01"), ("abort",)]
 
 
 def test_detach_hands_the_session_over_without_closing_it():
     conn, io, shard = connection()
     conn.receive_data(frame(PING) + b"\x01\x02")
-    assert conn.can_migrate and conn.unhandled == b"\x01\x02"
+    assert conn.can_migrate and conn.reader.unhandled == b"\x01\x02"
     assert conn.current_frame_bytes() == frame(PING)
     conn.detach()
     conn.connection_lost()

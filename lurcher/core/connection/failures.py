@@ -14,8 +14,6 @@ from lurcher.core.wire.errors import IggyError
 
 log = logging.getLogger(__name__)
 
-MIGRATED = object()  # a command result meaning: the connection moved; answer nothing here
-
 
 def failure_status(what: object, exc: BaseException) -> int:
     """The status that answers ``exc``, raised while running ``what`` (a code or a label)."""

@@ -6,7 +6,8 @@ Events in (called by the adapter): ``open(address)``, received bytes (``get_buff
 (the adapter's output passed its high-water mark / drained), ``connection_lost``; the shard
 may call ``disconnect(status)``. Intents out: method calls on the adapter (``ConnectionIO``):
 write these response parts (file slices left in, for sendfile), await this reply, pause or
-resume reading, close after flushing, abort, hand the socket to another shard.
+resume reading, close after flushing, abort, hand the socket to another shard (when a
+command's result is ``intents.MigrateTo``).
 
 Invariants:
 
@@ -30,8 +31,9 @@ from collections import deque
 from typing import Any, Protocol
 
 from lurcher.auth.session import Session
-from lurcher.core.connection.failures import MIGRATED, failure_status
+from lurcher.core.connection.failures import failure_status
 from lurcher.core.connection.framing import REQUEST_HEADER, BadFrame, Frame, FrameReader
+from lurcher.core.connection.intents import MAX_CARRIED_BYTES, MigrateTo
 from lurcher.core.shard.reply import error_frame, ok_frame_parts
 from lurcher.core.wire.error_codes import ErrorCode
 
@@ -39,6 +41,7 @@ log = logging.getLogger(__name__)
 
 CLOSE_REFUSED = "refused"        # a fatal frame refusal
 CLOSE_DISCONNECTED = "disconnected"  # server-initiated (shutdown, deleted user, stale)
+MOVED = object()  # the connection was handed to another shard: answer nothing here
 
 
 class ConnectionIO(Protocol):
@@ -61,12 +64,12 @@ class ConnectionIO(Protocol):
     def abort(self) -> None:
         """Drop the connection now, unsent output included."""
 
-    def migratable_fd(self) -> int | None:
-        """The socket's descriptor when it may change process (no response queued), else
-        None (this transport cannot migrate, or responses wait to be sent)."""
+    def can_migrate(self) -> bool:
+        """This transport's socket can change process and no response is queued."""
 
-    def buffered_bytes(self) -> int:
-        """Bytes handed to the transport and not yet sent."""
+    def migrate(self, shard_id: int, session: Session, pending: bytes) -> bool:
+        """Hand the socket, the session and ``pending`` (bytes to handle first) to shard
+        ``shard_id``; False (nothing changed) when it cannot now."""
 
 
 class FrameQueue:
@@ -201,13 +204,16 @@ class ServerConnection:
         except Exception as exc:
             self.write_error(failure_status(frame.code, exc))
             return False
+        if result.__class__ is MigrateTo:
+            result = self.migrate_or_fallback(result)
+            if result is MOVED:
+                return False
         if inspect.isawaitable(result):
             self.busy = True
             self.update_reading()
             self.io.wait(result)
             return True
-        if result is not MIGRATED:
-            self.write_ok(result)
+        self.write_ok(result)
         return False
 
     async def settle(self, pending: Any) -> None:
@@ -231,8 +237,9 @@ class ServerConnection:
 
     def finish(self) -> None:
         self.busy = False
-        if self.migrate_after is not None and not self.closing:
-            self.shard.cluster.migrate_after_reply(self)
+        target, self.migrate_after = self.migrate_after, None
+        if target is not None and not self.closing:
+            self.hand_over(target, b"")  # stays (and will try again) when it cannot move
         if not self.closing:
             self.update_reading()
             self.process()
@@ -253,17 +260,32 @@ class ServerConnection:
         if not self.closing:
             self.io.write([error_frame(status)])
 
-    # -- migration (read by core.shard.cluster) --------------------------------------------
+    # -- migration ------------------------------------------------------------------------
     @property
     def can_migrate(self) -> bool:
-        """Nothing in flight and a transport whose socket can change process."""
+        """Nothing in flight and a transport whose socket can change process now (read by
+        the migration policy)."""
         return (not self.busy and not self.closing and not self.write_paused
-                and self.io.migratable_fd() is not None)
+                and self.io.can_migrate())
 
-    @property
-    def unhandled(self) -> bytes:
-        """Bytes received but not yet taken as frames (carried along when migrating)."""
-        return self.reader.unhandled
+    def migrate_or_fallback(self, intent: MigrateTo) -> Any:
+        """Move to ``intent.shard_id`` carrying the current request (``MOVED``), or the
+        result of ``intent.fallback()``; a request too large to carry moves after it."""
+        if self.current_frame_size() > MAX_CARRIED_BYTES:
+            self.migrate_after = intent.shard_id
+        elif self.hand_over(intent.shard_id, self.current_frame_bytes()):
+            return MOVED
+        return intent.fallback()
+
+    def hand_over(self, shard_id: int, frame_bytes: bytes) -> bool:
+        """Give the connection, with ``frame_bytes`` and what it has not handled, to
+        ``shard_id``. False (nothing changed) when it cannot move now."""
+        pending = frame_bytes + self.reader.unhandled
+        if len(pending) > MAX_CARRIED_BYTES or not self.io.migrate(shard_id, self.session,
+                                                                    pending):
+            return False
+        self.detach()
+        return True
 
     def current_frame_size(self) -> int:
         return len(self.current.payload) + REQUEST_HEADER.size + len(self.reader.unhandled)
