@@ -121,6 +121,7 @@ FRONT_ENDS: tuple[FrontEnd, ...] = (
     FrontEnd("websocket", "lurcher.transports.websocket", every_shard=True),
     FrontEnd("quic", "lurcher.transports.quic", every_shard=False),
     FrontEnd("http", "lurcher.transports.http.server", every_shard=False),
+    FrontEnd("unix", "lurcher.transports.unix", every_shard=False),
 )
 
 
