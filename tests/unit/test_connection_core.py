@@ -3,7 +3,10 @@ bytes and events in, the intents it asks of its adapter out (h11-style tests).""
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -291,3 +294,11 @@ def test_a_frame_queue_feeds_already_framed_requests_in_order():
     assert io.writes() == [] and len(queue) == 1
     conn.reply_ready(b"1")
     assert io.writes() == [ok(b"1"), ok(b"2")] and len(queue) == 0
+
+
+def test_the_core_imports_neither_asyncio_nor_sockets():
+    code = ("import sys, lurcher.core.connection.server, lurcher.core.connection.intents; "
+            "print(sorted({'asyncio', 'socket'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.stdout.strip() == "[]"

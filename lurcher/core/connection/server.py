@@ -103,7 +103,6 @@ class ServerConnection:
         self.io = io
         self.reader: Any = frames if frames is not None else FrameReader(
             shard.limits.frames, self.authenticated)
-        self.dispatch = shard.dispatcher.dispatch
         self.session = session
         self.pending = pending
         self.busy = False          # a reply is awaited
@@ -200,7 +199,9 @@ class ServerConnection:
         """Dispatch one frame; True when its reply is awaited (the connection is busy)."""
         self.current = frame
         try:
-            result = self.dispatch(self.session, frame.code, frame.payload, self)
+            # looked up per request: metrics may wrap the dispatcher's method at any time
+            result = self.shard.dispatcher.dispatch(self.session, frame.code, frame.payload,
+                                                    self)
         except Exception as exc:
             self.write_error(failure_status(frame.code, exc))
             return False
