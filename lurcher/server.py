@@ -32,8 +32,8 @@ from lurcher.core.shard.cluster import Cluster
 from lurcher.core.shard.shard import Shard
 from lurcher.core.wire.errors import IggyError
 from lurcher.transports.connection import StreamConnection
-from lurcher.transports.tcp import bound_address, start_tcp
-from lurcher.transports.tls import TlsConfigError, server_context
+from lurcher.transports.frontend import FrontEnd, ListenContext, Listener
+from lurcher.transports.tls import TlsConfigError
 
 log = logging.getLogger("lurcher.server")
 
@@ -123,55 +123,40 @@ def return_large_buffers_to_the_kernel() -> None:
         log.debug("mallopt unavailable; large buffers follow the allocator's defaults")
 
 
-def _tls(config: Config, section: str, data_path: Path) -> Any:
-    """The server SSL context of ``[<section>]`` when enabled, else None."""
-    tls = config.get(section) or {}
-    return server_context(tls, data_path) if tls.get("enabled") else None
+# Every front end, in start order: (name = configuration section and endpoint key, module
+# with ``listen``, whether every shard process listens or shard 0 only).
+FRONT_ENDS: tuple[FrontEnd, ...] = (
+    FrontEnd("tcp", "lurcher.transports.tcp", every_shard=True),
+    FrontEnd("websocket", "lurcher.transports.websocket", every_shard=True),
+    FrontEnd("quic", "lurcher.transports.quic", every_shard=False),
+    FrontEnd("http", "lurcher.transports.http.server", every_shard=False),
+    FrontEnd("unix", "lurcher.transports.unix", every_shard=False),
+)
 
 
-async def start_listeners(shard: Shard, config: Config) -> list[Any]:
+async def start_listeners(shard: Shard, config: Config) -> list[Listener]:
     """Bind every enabled front end and record its address in ``shard.endpoints``.
     With several shards, every shard listens for TCP and WebSocket on the shared addresses
     (SO_REUSEPORT); QUIC and HTTP run on shard 0.
 
     Raises OSError (address in use, ...) or TlsConfigError."""
-    listeners: list[Any] = []
-    data_path = shard.data_path
-    if config["tcp.enabled"]:
-        tcp = await start_tcp(shard, config["tcp.address"], _tls(config, "tcp.tls", data_path),
-                              reuse_port=shard.shards_count > 1)
-        listeners.append(tcp)
-        shard.endpoints["tcp"] = bound_address(tcp)
-    if config.get("websocket.enabled"):
-        from lurcher.transports.websocket import start_websocket, websocket_address
-        ws = await start_websocket(shard, config["websocket.address"], config["websocket"],
-                                   _tls(config, "websocket.tls", data_path),
-                                   reuse_port=shard.shards_count > 1)
-        listeners.append(ws)
-        shard.endpoints["websocket"] = websocket_address(ws)
-    if shard.shard_id != 0:
-        return listeners
-    if config.get("quic.enabled"):
-        from lurcher.transports.quic import quic_address, start_quic
-        quic = await start_quic(shard, config["quic.address"], config["quic"], data_path)
-        listeners.append(quic)
-        shard.endpoints["quic"] = quic_address(quic)
-    if config.get("http.enabled"):
-        from lurcher.transports.http.server import start_http
-        http = await start_http(shard, config["http"], data_path)
-        listeners.append(http)
-        shard.endpoints["http"] = http.address
+    context = ListenContext(shard.data_path, reuse_port=shard.shards_count > 1)
+    listeners: list[Listener] = []
+    for front_end in FRONT_ENDS:
+        section = config.get(front_end.name) or {}
+        if not section.get("enabled") or not (front_end.every_shard or shard.shard_id == 0):
+            continue
+        listener = await front_end.start(shard, section, context)
+        listeners.append(listener)
+        shard.endpoints[front_end.name] = listener.address
     return listeners
 
 
-async def close_listeners(listeners: list[Any]) -> None:
-    """Wait for listeners that shut down asynchronously (WebSocket, HTTP)."""
+async def close_listeners(listeners: list[Listener]) -> None:
+    """Wait until every (closed) listener has shut down, at most 5 s each."""
     for listener in listeners:
-        wait = getattr(listener, "wait_closed", None)
-        if wait is None:
-            continue
         try:
-            await asyncio.wait_for(wait(), 5.0)
+            await asyncio.wait_for(listener.wait_closed(), 5.0)
         except (asyncio.TimeoutError, OSError, RuntimeError) as exc:
             log.warning("listener did not close cleanly: %s", exc)
 

@@ -27,12 +27,12 @@ Memory bounds of one connection (issue 14, point 3):
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
+from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
-from aioquic.asyncio import QuicConnectionProtocol, serve
+from aioquic.asyncio import QuicConnectionProtocol
 from aioquic.asyncio.server import QuicServer
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import (
@@ -45,10 +45,12 @@ from aioquic.quic.events import (
 
 from lurcher.auth.session import TRANSPORT_QUIC
 from lurcher.config import parse_duration_us
-from lurcher.core.shard.reply import error_frame, ok_frame
+from lurcher.core.connection.framing import BadFrame, Frame, FrameLimits, FrameReader
+from lurcher.core.connection.server import FrameQueue, ServerConnection
+from lurcher.core.shard.reply import error_frame, materialise
 from lurcher.core.wire.error_codes import ErrorCode
-from lurcher.core.wire.errors import IggyError
-from lurcher.transports.framing import BadFrame, Frame, FrameLimits, FrameReader
+from lurcher.transports.connection import peer_address
+from lurcher.transports.frontend import ListenContext, Listener, ServerListener
 from lurcher.core.net import split_address
 from lurcher.transports.tls import ensure_certificate
 
@@ -117,20 +119,25 @@ class StreamRequests:
 
 
 class QuicClientProtocol(QuicConnectionProtocol):
-    """One QUIC connection to a client (server side)."""
+    """The adapter of one QUIC connection (server side) around its ``ServerConnection``.
+
+    ``StreamRequests`` frames each stream; complete requests go, in the order they
+    completed, into the core's ``FrameQueue``; the core answers them in that order and each
+    answer goes to the stream of the oldest unanswered request (``answer_to``). Refusals
+    are answered on their own stream here (they never reach the core). The core is paused
+    while the connection's unacknowledged replies are above ``MAX_QUEUED_REPLY_BYTES``.
+    """
 
     def __init__(self, *args: Any, shard: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.shard = shard
-        self.session: Any = None
-        self.requests = StreamRequests(shard.limits.frames, self.authenticated)
-        self.queue: asyncio.Queue[tuple[int, Frame]] = asyncio.Queue()
-        self.worker: asyncio.Task[None] | None = None
-        self.drained = asyncio.Event()
-        self.drained.set()
-
-    def authenticated(self) -> bool:
-        return self.session is not None and self.session.authenticated
+        self.frames = FrameQueue()
+        self.core = ServerConnection(shard, TRANSPORT_QUIC, self, frames=self.frames)
+        self.requests = StreamRequests(shard.limits.frames, self.core.authenticated)
+        self.answer_to: deque[int] = deque()  # streams of requests given to the core
+        self.peer: Any = None
+        self.opened = False
+        self.paused = False
 
     # -- events -------------------------------------------------------------------------
     def quic_event_received(self, event: QuicEvent) -> None:
@@ -141,82 +148,43 @@ class QuicClientProtocol(QuicConnectionProtocol):
         elif isinstance(event, HandshakeCompleted):
             self.open_session()
         elif isinstance(event, ConnectionTerminated):
-            self.end_session()
+            self.core.connection_lost()
 
     def datagram_received(self, data: bytes | str, addr: Any) -> None:
+        if self.peer is None:
+            self.peer = addr
         super().datagram_received(data, addr)
-        if not self.drained.is_set() and not self.replies_backlogged():
-            self.drained.set()
+        if self.paused and not self.replies_backlogged():
+            self.paused = False
+            self.core.resume_writing()
 
     def replies_backlogged(self) -> bool:
         return queued_reply_bytes(self._quic) >= MAX_QUEUED_REPLY_BYTES
 
     def open_session(self) -> None:
-        if self.session is not None:
+        if self.opened:
             return
-        peer = self._quic._network_paths[0].addr if self._quic._network_paths else None
-        address = f"{peer[0]}:{peer[1]}" if peer else "unknown"
-        self.session = self.shard.open_session(address, TRANSPORT_QUIC, self)
-        self.worker = asyncio.ensure_future(self.work())
-
-    def end_session(self) -> None:
-        if self.worker is not None:
-            self.worker.cancel()
-        if self.session is not None and not self.session.closed:
-            self.shard.close_session(self.session)
+        self.opened = True
+        self.core.open(peer_address(self.peer))
+        self.core.frames_ready()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.end_session()
+        self.core.connection_lost()
         super().connection_lost(exc)
 
     def on_data(self, event: StreamDataReceived) -> None:
         item = self.requests.data(event.stream_id, event.data, event.end_stream)
         if isinstance(item, BadFrame):
             self.refuse(event.stream_id, item)
-        elif item is not None and self.queue.qsize() >= MAX_PENDING_REQUESTS:
+        elif item is not None and len(self.frames) >= MAX_PENDING_REQUESTS:
             log.info("closing QUIC connection: more than %d pending requests",
                      MAX_PENDING_REQUESTS)
             self.close_for("too many pending requests")
         elif item is not None:
-            self.queue.put_nowait((event.stream_id, item))
-
-    # -- requests -----------------------------------------------------------------------
-    async def work(self) -> None:
-        while True:
-            stream_id, data = await self.queue.get()
-            await self.until_replies_drain()
-            parts = await self.handle(data)
-            self.answer(stream_id, parts)
-
-    async def until_replies_drain(self) -> None:
-        """Wait while this connection's unacknowledged replies are above the mark."""
-        while self.replies_backlogged():
-            self.drained.clear()
-            await self.drained.wait()
-
-    async def handle(self, frame: Frame) -> list[Any]:
-        code = frame.code
-        try:
-            result = self.shard.dispatcher.dispatch(self.session, code, frame.payload)
-            if inspect.isawaitable(result):
-                result = await result
-        except IggyError as exc:
-            log.debug("command %d -> %s", code, exc)
-            return [error_frame(exc.status)]
-        except Exception:
-            log.exception("command %d failed", code)
-            return [error_frame(ErrorCode.ERROR)]
-        return ok_frame(result)
-
-    def answer(self, stream_id: int, parts: list[Any]) -> None:
-        if self.session is None or self.session.closed:
-            return
-        try:
-            self._quic.send_stream_data(stream_id, b"".join(parts), end_stream=True)
-        except (AssertionError, ValueError) as exc:  # stream reset or closed meanwhile
-            log.debug("cannot answer stream %d: %s", stream_id, exc)
-            return
-        self.transmit()
+            self.frames.append(item)
+            self.answer_to.append(event.stream_id)
+            if self.opened:
+                self.core.frames_ready()
 
     def refuse(self, stream_id: int, bad: BadFrame) -> None:
         log.info("refusing QUIC stream %d: %s", stream_id, bad.detail)
@@ -228,9 +196,44 @@ class QuicClientProtocol(QuicConnectionProtocol):
             pass
         self.transmit()
 
-    def disconnect(self, status: int = ErrorCode.DISCONNECTED) -> None:
-        """Server-initiated close of the whole QUIC connection (idempotent)."""
-        self.close_for(f"disconnected ({status})")
+    # -- intents of the core ------------------------------------------------------------
+    def write(self, parts: list[Any]) -> None:
+        """The answer of the oldest unanswered request, on its stream."""
+        if not self.answer_to:
+            return  # a disconnect with no request in flight: the close says it all
+        stream_id = self.answer_to.popleft()
+        try:
+            self._quic.send_stream_data(stream_id, b"".join(materialise(parts)),
+                                        end_stream=True)
+        except (AssertionError, ValueError) as exc:  # stream reset or closed meanwhile
+            log.debug("cannot answer stream %d: %s", stream_id, exc)
+            return
+        self.transmit()
+        if not self.paused and self.replies_backlogged():
+            self.paused = True
+            self.core.pause_writing()
+
+    def wait(self, pending: Any) -> None:
+        asyncio.ensure_future(self.core.settle(pending))
+
+    def pause_reading(self) -> None:
+        """Nothing to do: requests wait in the ``FrameQueue`` (bounded above)."""
+
+    def resume_reading(self) -> None:
+        """See ``pause_reading``."""
+
+    def close(self, reason: str) -> None:
+        """Server-initiated close of the whole QUIC connection."""
+        self.close_for(reason)
+
+    def abort(self) -> None:
+        self.close_for("aborted")
+
+    def can_migrate(self) -> bool:
+        return False
+
+    def migrate(self, shard_id: int, session: Any, pending: bytes) -> bool:
+        return False
 
     def close_for(self, reason: str, error_code: int = QUIC_NO_ERROR) -> None:
         try:
@@ -252,18 +255,15 @@ def quic_configuration(section: dict[str, Any], data_path: Path) -> QuicConfigur
     return config
 
 
-async def start_quic(shard: Any, address: str, section: dict[str, Any],
-                     data_path: Path) -> QuicServer:
-    """Listen on UDP ``address``. Raises OSError, TlsConfigError."""
-    host, port = split_address(address)
-    configuration = quic_configuration(section, data_path)
+async def listen(shard: Any, section: dict[str, Any], context: ListenContext) -> Listener:
+    """Listen on UDP ``section["address"]``. Raises OSError, TlsConfigError."""
+    host, port = split_address(section["address"])
+    configuration = quic_configuration(section, context.data_path)
 
     def create(*args: Any, **kwargs: Any) -> QuicClientProtocol:
         return QuicClientProtocol(*args, shard=shard, **kwargs)
 
-    return await serve(host, port, configuration=configuration, create_protocol=create)
-
-
-def quic_address(server: QuicServer) -> str:
-    host, port = server._transport.get_extra_info("sockname")[:2]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    transport, server = await asyncio.get_running_loop().create_datagram_endpoint(
+        lambda: QuicServer(configuration=configuration, create_protocol=create),
+        local_addr=(host, port))
+    return ServerListener(server, transport.get_extra_info("sockname"))

@@ -1,26 +1,23 @@
-"""The TCP front end: a listener whose connections are ``StreamConnection`` protocols."""
+"""The TCP front end (TLS with ``[tcp.tls]``): a listener whose connections are
+``StreamConnection`` adapters of the connection core."""
 
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import Any
 
 from lurcher.auth.session import TRANSPORT_TCP
 from lurcher.core.net import split_address
 from lurcher.transports.connection import StreamConnection
+from lurcher.transports.frontend import ListenContext, Listener, ServerListener, tls_context
 
 
-def bound_address(server: asyncio.AbstractServer) -> str:
-    sock = server.sockets[0]
-    host, port = sock.getsockname()[:2]
-    return f"[{host}]:{port}" if sock.family == socket.AF_INET6 else f"{host}:{port}"
-
-
-async def start_tcp(shard: Any, address: str, ssl_context: Any = None,
-                    reuse_port: bool = False) -> asyncio.AbstractServer:
-    """Listen on ``address``; returns the asyncio server (its bound address via bound_address)."""
-    host, port = split_address(address)
+async def listen(shard: Any, section: dict[str, Any], context: ListenContext) -> Listener:
+    """Listen on ``section["address"]``. Raises OSError, TlsConfigError."""
+    host, port = split_address(section["address"])
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: StreamConnection(shard, TRANSPORT_TCP), host, port,
-                                    ssl=ssl_context, reuse_port=reuse_port or None, backlog=1024)
+    server = await loop.create_server(
+        lambda: StreamConnection(shard, TRANSPORT_TCP), host, port,
+        ssl=tls_context(section, context.data_path), reuse_port=context.reuse_port or None,
+        backlog=1024)
+    return ServerListener(server, server.sockets[0].getsockname())

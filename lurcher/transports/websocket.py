@@ -8,28 +8,33 @@ one binary message. Text messages carry nothing Iggy understands: they are ignor
 A request frame over the limits (``FrameLimits``) is refused as on TCP and the connection is
 closed; a message above ``max_message_size`` closes it with code 1009 (library behaviour).
 Before login that message limit is lowered to the unauthenticated frame limit, so an
-unauthenticated client cannot make the library buffer a large message. Back-pressure: one
-message is handled at a time and each reply is awaited until the transport drained it;
-the library queues at most ``MAX_QUEUED_FRAMES`` incoming frames meanwhile.
+unauthenticated client cannot make the library buffer a large message. Framing, order,
+errors and the session are the connection core's (``ServerConnection``); this module is its
+adapter. Back-pressure: one message is handled at a time, its replies are sent (each awaited
+until the transport drained it) before the next message is read, and the core takes no
+request while more than ``WRITE_HIGH_WATER_BYTES`` of replies wait; the library queues at
+most ``MAX_QUEUED_FRAMES`` incoming frames meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
+from collections import deque
 from typing import Any
 
-from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from lurcher.auth.session import TRANSPORT_WEBSOCKET
 from lurcher.config import parse_size
-from lurcher.core.shard.reply import error_frame, ok_frame
-from lurcher.core.wire.error_codes import ErrorCode
-from lurcher.core.wire.errors import IggyError
-from lurcher.transports.framing import BadFrame, Frame, FrameReader
+from lurcher.core.connection.server import CLOSE_REFUSED
+from lurcher.core.connection.server import ServerConnection as Connection
 from lurcher.core.net import split_address
+from lurcher.core.shard.reply import materialise
+from lurcher.transports.connection import peer_address
+from lurcher.transports.frontend import ListenContext, Listener, ServerListener, tls_context
+from lurcher.transports.sendfile import WRITE_HIGH_WATER_BYTES, WRITE_LOW_WATER_BYTES
 
 log = logging.getLogger(__name__)
 logging.getLogger("websockets.server").setLevel(logging.WARNING)
@@ -37,90 +42,126 @@ logging.getLogger("websockets.server").setLevel(logging.WARNING)
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 MAX_QUEUED_FRAMES = 4
 CLOSE_GOING_AWAY = 1001
+CLOSE_POLICY = 1008
+CLOSE_REASONS = {CLOSE_GOING_AWAY: "server closed the session", CLOSE_POLICY: "frame too large"}
 
 
 class WebSocketClient:
-    """One WebSocket connection: its session and the request loop."""
+    """The adapter of one WebSocket connection around its ``ServerConnection``.
+
+    Binary messages go into the core; the replies it writes are queued and sent, in order,
+    by ``flush`` (one message each); an awaited reply is awaited there too. While more than
+    ``WRITE_HIGH_WATER_BYTES`` wait to be sent the core is paused (it takes no request).
+    """
 
     def __init__(self, shard: Any, ws: ServerConnection, max_message: int) -> None:
         self.shard = shard
         self.ws = ws
         self.max_message = max_message
-        self.reader = FrameReader(shard.limits.frames, self.authenticated)
-        peer = ws.remote_address
-        address = f"{peer[0]}:{peer[1]}" if peer else "unknown"
-        self.session = shard.open_session(address, TRANSPORT_WEBSOCKET, self)
+        self.core = Connection(shard, TRANSPORT_WEBSOCKET, self)
+        self.outgoing: deque[bytes] = deque()
+        self.outgoing_bytes = 0
+        self.paused = False
+        self.pending: Any = None
+        self.close_code: int | None = None
+        self.in_turn = False  # serve (or a flush of its own) is handling output now
         self.text_messages = 0
-
-    def authenticated(self) -> bool:
-        return self.session is not None and self.session.authenticated
 
     def limit_messages(self) -> None:
         """The library's message limit: small until the session is logged in."""
         unauthenticated = self.shard.limits.frames.max_unauthenticated + 8
         self.ws.protocol.max_message_size = (
-            self.max_message if self.authenticated() else min(self.max_message, unauthenticated))
+            self.max_message if self.core.authenticated()
+            else min(self.max_message, unauthenticated))
 
     async def serve(self) -> None:
+        self.core.open(peer_address(self.ws.remote_address))
         try:
             self.limit_messages()
             async for message in self.ws:
                 if isinstance(message, str):
                     self.text_messages += 1
-                    log.debug("ignoring a text message from %s", self.session.address)
+                    log.debug("ignoring a text message from %s", self.core.session.address)
                     continue
-                self.reader.feed(message)
-                if not await self.drain_frames():
+                self.in_turn = True
+                try:
+                    self.core.receive_data(message)
+                    await self.flush()
+                finally:
+                    self.in_turn = False
+                if self.close_code is not None:
                     break
         except ConnectionClosed:
             pass
         finally:
-            self.shard.close_session(self.session)
+            self.core.connection_lost()
 
-    async def drain_frames(self) -> bool:
-        """Handle every complete frame; False once the connection must close."""
-        while True:
-            frame = self.reader.next_frame()
-            if frame is None:
-                return True
-            if isinstance(frame, BadFrame):
-                log.info("refusing frame from %s: %s", self.session.address, frame.detail)
-                await self.send([error_frame(frame.status)])
-                if frame.fatal:
-                    await self.ws.close(1008, "frame too large")
-                    return False
-                continue
-            parts = await self.run(frame)
-            self.limit_messages()  # before the reply: a client may send more once it has it
-            await self.send(parts)
+    async def flush(self) -> None:
+        """Send what the core wrote and await what it waits for, until it is idle; then
+        close if it asked to."""
+        while self.outgoing or self.pending is not None:
+            if self.outgoing:
+                self.limit_messages()  # before a reply: the client may send more after it
+                await self.send_next()
+            else:
+                pending, self.pending = self.pending, None
+                await self.core.settle(pending)
+        if self.close_code is not None:
+            await self.ws.close(self.close_code, CLOSE_REASONS[self.close_code])
 
-    async def run(self, frame: Frame) -> list[Any]:
-        """The response buffers of one request (an error frame on failure)."""
+    async def send_next(self) -> None:
+        message = self.outgoing.popleft()
+        self.outgoing_bytes -= len(message)
+        await self.ws.send(message)
+        if self.paused and self.outgoing_bytes <= WRITE_LOW_WATER_BYTES:
+            self.paused = False
+            self.core.resume_writing()
+
+    # -- intents of the core ------------------------------------------------------------
+    def write(self, parts: list[Any]) -> None:
+        message = b"".join(materialise(parts))
+        self.outgoing.append(message)
+        self.outgoing_bytes += len(message)
+        if not self.paused and self.outgoing_bytes > WRITE_HIGH_WATER_BYTES:
+            self.paused = True
+            self.core.pause_writing()
+        self.flush_later()
+
+    def wait(self, pending: Any) -> None:
+        self.pending = pending
+
+    def pause_reading(self) -> None:
+        """Nothing to do: the next message is read only once ``flush`` is done."""
+
+    def resume_reading(self) -> None:
+        """See ``pause_reading``."""
+
+    def close(self, reason: str) -> None:
+        self.close_code = CLOSE_POLICY if reason == CLOSE_REFUSED else CLOSE_GOING_AWAY
+        self.flush_later()
+
+    def abort(self) -> None:
+        self.ws.transport.abort()
+
+    def can_migrate(self) -> bool:
+        return False
+
+    def migrate(self, shard_id: int, session: Any, pending: bytes) -> bool:
+        return False
+
+    def flush_later(self) -> None:
+        """Output outside ``serve``'s turn (a server-initiated disconnect): flush it now."""
+        if not self.in_turn:
+            self.in_turn = True
+            asyncio.ensure_future(self.flush_quietly())
+
+    async def flush_quietly(self) -> None:
         try:
-            result = self.shard.dispatcher.dispatch(self.session, frame.code, frame.payload)
-            if inspect.isawaitable(result):
-                result = await result
-        except IggyError as exc:
-            log.debug("command %d -> %s", frame.code, exc)
-            return [error_frame(exc.status)]
-        except Exception:
-            log.exception("command %d failed", frame.code)
-            return [error_frame(ErrorCode.ERROR)]
-        return ok_frame(result)
-
-    async def send(self, parts: list[Any]) -> None:
-        await self.ws.send(b"".join(parts))
-
-    def disconnect(self, status: int = ErrorCode.DISCONNECTED) -> None:
-        """Server-initiated close: one error frame, then a close handshake."""
-        asyncio.ensure_future(self._disconnect(status))
-
-    async def _disconnect(self, status: int) -> None:
-        try:
-            await self.ws.send(error_frame(status))
-            await self.ws.close(CLOSE_GOING_AWAY, "server closed the session")
+            await self.flush()
         except ConnectionClosed:
             pass
+        finally:
+            self.in_turn = False
 
 
 def max_message_bytes(section: dict[str, Any]) -> int:
@@ -128,21 +169,17 @@ def max_message_bytes(section: dict[str, Any]) -> int:
     return parse_size(value) if value else DEFAULT_MAX_MESSAGE_BYTES
 
 
-async def start_websocket(shard: Any, address: str, section: dict[str, Any] | None = None,
-                          ssl_context: Any = None, reuse_port: bool = False) -> Server:
-    """Listen on ``address`` (``ws://`` or ``wss://`` with ``ssl_context``). Raises OSError."""
-    section = section or {}
-    host, port = split_address(address)
+async def listen(shard: Any, section: dict[str, Any], context: ListenContext) -> Listener:
+    """Listen on ``section["address"]`` (``wss://`` with ``[websocket.tls]``). Raises OSError,
+    TlsConfigError."""
+    host, port = split_address(section["address"])
     max_message = max_message_bytes(section)
 
     async def handler(ws: ServerConnection) -> None:
         await WebSocketClient(shard, ws, max_message).serve()
 
-    return await serve(handler, host, port, ssl=ssl_context, compression=None,
-                       max_size=max_message, max_queue=MAX_QUEUED_FRAMES,
-                       ping_interval=None, server_header=None, reuse_port=reuse_port or None)
-
-
-def websocket_address(server: Server) -> str:
-    host, port = server.sockets[0].getsockname()[:2]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    server = await serve(handler, host, port, ssl=tls_context(section, context.data_path),
+                         compression=None, max_size=max_message, max_queue=MAX_QUEUED_FRAMES,
+                         ping_interval=None, server_header=None,
+                         reuse_port=context.reuse_port or None)
+    return ServerListener(server, server.sockets[0].getsockname())

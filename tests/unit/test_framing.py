@@ -5,7 +5,7 @@ import struct
 import pytest
 
 from lurcher.core.wire.error_codes import ErrorCode
-from lurcher.transports.framing import BadFrame, Frame, FrameLimits, FrameReader
+from lurcher.core.connection.framing import BadFrame, Frame, FrameLimits, FrameReader
 
 MIB = 1024 * 1024
 

@@ -4,23 +4,29 @@ The same byte string, cut into arbitrary chunks, goes through the three ways byt
 shared ``FrameReader``: TCP (``get_buffer``/``buffer_updated``, a chunk larger than the
 offered buffer is delivered over several reads, as a socket would), WebSocket (``feed`` of
 whole messages) and QUIC (``StreamRequests`` of one stream, the end of the stream with the
-last chunk). The oracle is ``reference_parse``, written from the frame rules (wire §1.1 and
+last chunk). The TCP and WebSocket adapters are also driven whole, in-process (fake
+transport / fake WebSocket, an echoing shard): their replies are those of the one-shot
+parse, in order, and nothing is answered after a fatal refusal. The oracle is ``reference_parse``, written from the frame rules (wire §1.1 and
 ``FrameLimits``) independently of the reader. Payloads beyond the small-frame buffer
 (> 128 KiB) are generated often, since that is where the WebSocket freeze of issue 14 was.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import struct
 import threading
+from types import SimpleNamespace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lurcher.core.wire.error_codes import ErrorCode
-from lurcher.transports.framing import BIG_FIRST_BYTES, BadFrame, Frame, FrameLimits, FrameReader
+from lurcher.core.connection.framing import BIG_FIRST_BYTES, BadFrame, Frame, FrameLimits, FrameReader
 from lurcher.transports.quic import StreamRequests
+from lurcher.transports.connection import StreamConnection
+from lurcher.transports.websocket import WebSocketClient
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -164,6 +170,124 @@ def test_quic_stream_yields_the_first_frame_of_the_one_shot_parse(case, authenti
     data, chunks = case
     expected = quic_expectation(reference_parse(data, LIMITS, authenticated))
     assert via_quic(chunks, authenticated) == expected
+
+
+# ---------------------------------------------------------------- the adapters, whole
+
+class EchoShard:
+    """Just enough shard for an adapter: every request is answered with its payload."""
+
+    def __init__(self, authenticated: bool) -> None:
+        self.limits = SimpleNamespace(frames=LIMITS)
+        self.dispatcher = SimpleNamespace(dispatch=lambda session, code, payload, conn:
+                                          bytes(payload))
+        self.authenticated = authenticated
+
+    def open_session(self, address, kind, connection):
+        return SimpleNamespace(address=address, authenticated=self.authenticated, closed=False)
+
+    def close_session(self, session, migrated=False):
+        session.closed = True
+
+
+def replies(expected: list) -> list[bytes]:
+    """The response frames the one-shot parse calls for, up to a fatal refusal."""
+    out = []
+    for item in expected:
+        if item[0] == "bad":
+            out.append(struct.pack("<II", item[1], 0))
+        else:
+            out.append(struct.pack("<II", 0, len(item[1])) + item[1])
+    return out
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.closed = False
+
+    def get_extra_info(self, name, default=None):
+        return default
+
+    def set_write_buffer_limits(self, high, low):
+        pass
+
+    def get_write_buffer_size(self):
+        return 0
+
+    def write(self, data):
+        self.written.append(bytes(data))
+
+    def pause_reading(self):
+        pass
+
+    resume_reading = pause_reading
+
+    def close(self):
+        self.closed = True
+
+    abort = close
+
+
+def via_tcp_adapter(chunks: list[bytes], authenticated: bool) -> tuple[bytes, bool]:
+    conn, transport = StreamConnection(EchoShard(authenticated), 1), FakeTransport()
+    conn.connection_made(transport)
+    for chunk in chunks:
+        view = memoryview(chunk)
+        while view and not transport.closed:
+            target = conn.get_buffer(-1)
+            n = min(len(target), len(view))
+            target[:n] = view[:n]
+            conn.buffer_updated(n)
+            view = view[n:]
+    return b"".join(transport.written), transport.closed
+
+
+class FakeWebSocket:
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.sent: list[bytes] = []
+        self.close_code = None
+        self.protocol = SimpleNamespace(max_message_size=None)
+        self.remote_address = ("127.0.0.1", 1)
+
+    async def __aiter__(self):
+        for chunk in self.chunks:
+            yield chunk
+
+    async def send(self, message):
+        self.sent.append(message)
+
+    async def close(self, code, reason):
+        self.close_code = code
+
+
+def via_websocket_adapter(chunks: list[bytes], authenticated: bool) -> tuple[list, int | None]:
+    ws = FakeWebSocket(chunks)
+    asyncio.run(WebSocketClient(EchoShard(authenticated), ws, 64 * MIB).serve())
+    return ws.sent, ws.close_code
+
+
+def fatal(expected: list) -> bool:
+    return bool(expected) and expected[-1][0] == "bad" and expected[-1][2]
+
+
+@FUZZ
+@given(chunked(), st.booleans())
+def test_tcp_adapter_answers_the_one_shot_parse(case, authenticated):
+    data, chunks = case
+    expected = reference_parse(data, LIMITS, authenticated)
+    assert via_tcp_adapter(chunks, authenticated) == (b"".join(replies(expected)),
+                                                       fatal(expected))
+
+
+@FUZZ
+@given(chunked(), st.booleans())
+def test_websocket_adapter_answers_the_one_shot_parse(case, authenticated):
+    data, chunks = case
+    expected = reference_parse(data, LIMITS, authenticated)
+    assert via_websocket_adapter(chunks, authenticated) == (replies(expected),
+                                                            1008 if fatal(expected) else None)
 
 
 # ---------------------------------------------------------------- the regression itself

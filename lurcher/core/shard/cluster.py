@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import os
-import socket
 from typing import Any
 
 from lurcher.auth.session import Session
+from lurcher.core.connection.intents import MigrateTo
 from lurcher.core.shard import routing
 from lurcher.core.shard.bus import Bus, BusError, Link, Reply
-from lurcher.core.shard.migration import MAX_CARRIED_BYTES, Handoff, MigrationError, Migrator
+from lurcher.core.shard.migration import Migration
 from lurcher.core.shard.peers import (
     MESSAGE_TYPES, Barrier, ClientGone, Forward, GroupsUpdate, MetaEvents, PartitionStats, Purge,
     SessionInfo, StatsQuery, Subscribe,
@@ -28,11 +27,9 @@ from lurcher.core.wire.errors import IggyError
 
 log = logging.getLogger(__name__)
 
-MIGRATE_AFTER_REQUESTS = 2  # consecutive pinned requests to one foreign shard
 FORWARD_TIMEOUT_S = 60.0
 
 
-MIGRATED = object()  # a reply meaning: the connection moved; answer nothing here
 
 
 def payload_of(result: Any) -> bytes:
@@ -54,7 +51,7 @@ class Cluster:
             Barrier: lambda link, msg: Reply(rid=msg.rid),
             ClientGone: self._on_client_gone, Purge: self._on_purge,
         })
-        self.migrator = Migrator(namespace, shard.shard_id, self._adopt)
+        self.migration = Migration(shard, namespace, socket_migration)
         self.subscribers: set[Link] = set()
         self.remote_partitions: dict[tuple[int, int, int], PartitionStats] = {}
         self.remote_sessions: list[SessionInfo] = []
@@ -66,7 +63,7 @@ class Cluster:
     # -- start-up -----------------------------------------------------------------------
     async def start(self) -> None:
         await self.bus.start()
-        self.migrator.start(asyncio.get_running_loop())
+        self.migration.start(asyncio.get_running_loop())
         if self.shard.is_metadata_owner:
             self.shard.meta.listeners.append(self._publish)
         else:
@@ -139,7 +136,8 @@ class Cluster:
     # -- running commands ------------------------------------------------------------------
     def run(self, route: Any, session: Any, request: Any, payload: Any, connection: Any) -> Any:
         """Run a decoded command where ``routing.ROUTES`` says. Returns a reply, an
-        awaitable, or ``MIGRATED`` (the connection now belongs to another shard)."""
+        awaitable, or ``MigrateTo`` (the connection should move to the shard that runs it;
+        its ``fallback`` forwards the request instead)."""
         kind = routing.ROUTES[route.spec.name]
         here = self.shard.dispatcher.run_here
         if kind == routing.LOCAL:
@@ -157,15 +155,16 @@ class Cluster:
         target = placement.shard_id
         if target is None or target == self.shard.shard_id:
             return here(route, session, placement.request)
-        if placement.pinned and connection is not None and \
-                self.should_migrate(connection, target):
-            if connection.current_frame_size() > MAX_CARRIED_BYTES:
-                connection.migrate_after = target  # too big to carry: forward, then move
-            elif self.migrate(connection, target, connection.current_frame_bytes()):
-                return MIGRATED
         same = placement.request is request
-        return self.forward(target, session, route.spec.code,
-                            _encoded(placement.request, payload if same else None))
+
+        def forwarded() -> Any:
+            return self.forward(target, session, route.spec.code,
+                                _encoded(placement.request, payload if same else None))
+
+        if placement.pinned and connection is not None and \
+                self.migration.wanted(connection, target):
+            return MigrateTo(target, forwarded)
+        return forwarded()
 
     async def _then_publish(self, result: Any) -> Any:
         """Finish a metadata command on the owner: publish group membership, then wait
@@ -267,45 +266,6 @@ class Cluster:
             raise IggyError(reply.status, f"from shard {shard_id}")
         return reply.payload
 
-    # -- migration ---------------------------------------------------------------------------
-    def should_migrate(self, connection: Any, target: int) -> bool:
-        if not (self.socket_migration and getattr(connection, "can_migrate", False)):
-            return False
-        last, count = connection.streak
-        connection.streak = (target, count + 1 if last == target else 1)
-        return connection.streak[1] >= MIGRATE_AFTER_REQUESTS
-
-    def migrate_after_reply(self, connection: Any) -> bool:
-        """Move a connection whose last request was forwarded (too big to carry) now that
-        its answer is written. False when it stays (it will try again)."""
-        target, connection.migrate_after = connection.migrate_after, None
-        return target is not None and self.migrate(connection, target, b"")
-
-    def migrate(self, connection: Any, target: int, frame_bytes: bytes) -> bool:
-        """Hand ``connection`` to ``target`` with ``frame_bytes`` (the current request) and
-        whatever it has not handled. False (nothing changed) when it cannot move now."""
-        pending = frame_bytes + connection.reader.unhandled
-        if len(pending) > MAX_CARRIED_BYTES or connection.transport.get_write_buffer_size():
-            return False
-        session = connection.session
-        sock = connection.transport.get_extra_info("socket")
-        fd = os.dup(sock.fileno())
-        try:
-            self.migrator.send(target, fd, Handoff(
-                session.client_id, session.user_id, session.address, session.transport,
-                session.login_time_us, getattr(session, "token_name", None), pending))
-        except MigrationError as exc:
-            log.info("%s; forwarding instead", exc)
-            return False
-        finally:
-            os.close(fd)
-        connection.detach()
-        log.info("client %d migrated to shard %d", session.client_id, target)
-        return True
-
-    def _adopt(self, sock: socket.socket, handoff: Handoff) -> None:
-        asyncio.ensure_future(self.shard.adopt_connection(sock, handoff))
-
     async def close(self) -> None:
         await self.bus.close()
-        self.migrator.close()
+        self.migration.close()

@@ -1,6 +1,11 @@
 """Socket migration: hand a TCP connection, with its session and unread bytes, to another
 shard process.
 
+``Migration`` is this shard's side of it: the policy (a connection moves after
+``MIGRATE_AFTER_REQUESTS`` consecutive pinned requests for one foreign shard, when its
+transport can move), ``hand_over`` (called by a transport adapter carrying out the connection
+core's ``migrate`` intent) and adoption of connections handed to us.
+
 The descriptor travels as SCM_RIGHTS on a Unix datagram socket per shard (abstract
 namespace), together with a small msgpack header: the session and the bytes received but
 not yet handled (at most ``MAX_CARRIED_BYTES``; a connection with more buffered is
@@ -13,16 +18,20 @@ from __future__ import annotations
 import array
 import asyncio
 import logging
+import os
 import socket
-from typing import Callable
+import weakref
+from typing import Any, Callable
 
 import msgspec
 
+from lurcher.auth.session import Session
+from lurcher.core.connection.intents import MAX_CARRIED_BYTES
 from lurcher.core.shard.bus import bus_address
 
 log = logging.getLogger(__name__)
 
-MAX_CARRIED_BYTES = 64 * 1024
+MIGRATE_AFTER_REQUESTS = 2  # consecutive pinned requests to one foreign shard
 MAX_DATAGRAM_BYTES = MAX_CARRIED_BYTES + 4096
 
 
@@ -90,3 +99,50 @@ class Migrator:
 
     def close(self) -> None:
         self.sock.close()
+
+
+class Migration:
+    """Policy, hand-over and adoption of migrating connections for one shard."""
+
+    def __init__(self, shard: Any, namespace: str, enabled: bool) -> None:
+        self.shard = shard
+        self.enabled = enabled
+        self.migrator = Migrator(namespace, shard.shard_id, self._adopt)
+        # per connection: (foreign shard, consecutive pinned requests for it)
+        self.streaks: weakref.WeakKeyDictionary[Any, tuple[int, int]] = (
+            weakref.WeakKeyDictionary())
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.migrator.start(loop)
+
+    def close(self) -> None:
+        self.migrator.close()
+
+    def wanted(self, connection: Any, target: int) -> bool:
+        """Count a pinned request of ``connection`` for shard ``target``; True once the
+        connection should move there."""
+        if not (self.enabled and getattr(connection, "can_migrate", False)):
+            return False
+        last, count = self.streaks.get(connection, (-1, 0))
+        count = count + 1 if last == target else 1
+        self.streaks[connection] = (target, count)
+        return count >= MIGRATE_AFTER_REQUESTS
+
+    def hand_over(self, target: int, sock_fd: int, session: Session, pending: bytes) -> bool:
+        """Send a duplicate of ``sock_fd`` with ``session`` and ``pending`` to ``target``.
+        False (nothing changed) when the handoff could not be sent."""
+        fd = os.dup(sock_fd)
+        try:
+            self.migrator.send(target, fd, Handoff(
+                session.client_id, session.user_id, session.address, session.transport,
+                session.login_time_us, getattr(session, "token_name", None), pending))
+        except MigrationError as exc:
+            log.info("%s; forwarding instead", exc)
+            return False
+        finally:
+            os.close(fd)
+        log.info("client %d migrated to shard %d", session.client_id, target)
+        return True
+
+    def _adopt(self, sock: socket.socket, handoff: Handoff) -> None:
+        asyncio.ensure_future(self.shard.adopt_connection(sock, handoff))

@@ -28,6 +28,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from lurcher.auth.session import TRANSPORT_HTTP
+from lurcher.core.connection.failures import failure_status
 from lurcher.core.shard.reply import materialise, payload_parts
 from lurcher.core.wire.batch import MessageBatch
 from lurcher.core.wire.commands import COMMANDS, decode_response
@@ -371,11 +372,11 @@ class HttpApi:
             except BodyTooLarge as exc:
                 return JsonResponse(s.error_json(ErrorCode.INVALID_FORMAT, str(exc)),
                                     status_code=413)
-            except IggyError as exc:
-                return error_response(exc.status, exc.detail or None)
-            except Exception:
-                log.exception("HTTP %s %s failed", request.method, request.url.path)
-                return JsonResponse(s.error_json(ErrorCode.ERROR), status_code=500)
+            except Exception as exc:  # mapped as on every front end (core.connection)
+                status = failure_status(f"HTTP {request.method} {request.url.path}", exc)
+                if isinstance(exc, IggyError):
+                    return error_response(status, exc.detail or None)
+                return JsonResponse(s.error_json(status), status_code=500)
         return endpoint
 
     # -- generic command route ---------------------------------------------------------------

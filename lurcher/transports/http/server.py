@@ -21,6 +21,7 @@ from lurcher.transports.http.console import Console
 from lurcher.transports.http.jwt import JwtManager
 from lurcher.transports.http.metrics import Metrics
 from lurcher.core.net import listening_socket
+from lurcher.transports.frontend import ListenContext, format_address
 from lurcher.transports.tls import ensure_certificate
 
 log = logging.getLogger(__name__)
@@ -38,8 +39,7 @@ class HttpServer:
 
     @property
     def address(self) -> str:
-        host, port = self.sock.getsockname()[:2]
-        return f"[{host}]:{port}" if self.sock.family == socket.AF_INET6 else f"{host}:{port}"
+        return format_address(self.sock.getsockname())
 
     async def run(self) -> None:
         await self.server.startup(sockets=[self.sock])
@@ -54,6 +54,11 @@ class HttpServer:
             await self.task
         if self.server.started:
             await self.server.shutdown(sockets=[self.sock])
+
+
+async def listen(shard: Any, section: dict[str, Any], context: ListenContext) -> HttpServer:
+    """The front end's entry (``transports.frontend``). Raises OSError, TlsConfigError."""
+    return await start_http(shard, section, context.data_path)
 
 
 async def start_http(shard: Any, section: dict[str, Any], data_path: Path,
