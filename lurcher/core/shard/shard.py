@@ -98,6 +98,7 @@ class Shard:
         self.log_config = LogConfig(
             segment_size_bytes=config.size("system.segment.size"),
             enforce_fsync=self.enforce_fsync, group_commit=True,
+            max_inflight_batches=int(config.get("system.partition.max_inflight_batches", 8)),
         )
         self.group_commit = GroupCommit()
         self.io = select_io(config["system.io"])
@@ -232,12 +233,17 @@ class Shard:
         shutil.rmtree(self.partition_path(stream_id, topic_id, partition_id), ignore_errors=True)
 
     def append(self, partition: Partition, batch: Any) -> Any:
-        """Store a validated batch (the single place sends reach the log). With
-        ``enforce_fsync`` returns an awaitable that completes once it is fsynced."""
-        partition.append(batch)
+        """Store a validated batch (the single place sends reach the log): an awaitable that
+        completes once it is written, with ``enforce_fsync`` once it is also fsynced.
+        The event loop does not wait for the disk meanwhile."""
+        written = partition.append_async(batch)
         if self.enforce_fsync:
-            return self.group_commit.durable(partition)
-        return None
+            return self._durable(partition, written)
+        return written
+
+    async def _durable(self, partition: Partition, written: Any) -> None:
+        await written
+        await self.group_commit.durable(partition)
 
     # -- sessions -----------------------------------------------------------------
     def open_session(self, address: str, transport: int, connection: Any = None) -> Session:

@@ -1,0 +1,167 @@
+"""Asynchronous appends (``Partition.append_async``, ``core.log.appends``): acknowledged in
+order, polls see written batches only, a failed write fails it and every later batch in
+flight and leaves nothing behind, back-pressure, segment rollover, both real backends."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+
+import pytest
+from log_helpers import ManualClock
+
+from lurcher.core.log.config import LogConfig
+from lurcher.core.log.io import PosixIo
+from lurcher.core.log.partition import Partition
+from lurcher.core.log.uring import open_uring_io
+from lurcher.core.wire.batch import MessageBatch
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
+
+class HeldIo(PosixIo):
+    """Writes each submitted pair at once but reports completions only when the test says
+    (``complete(i, error)``), in any order."""
+
+    def __init__(self) -> None:
+        self.submitted: list = []
+
+    def submit_pair(self, log_fd, blob, log_position, index_fd, entries, index_position, done):
+        self.append_pair(log_fd, blob, log_position, index_fd, entries, index_position, False)
+        self.submitted.append(done)
+
+    def complete(self, i: int, error: OSError | None = None) -> None:
+        self.submitted[i](error)
+
+
+def batch(tag: int, n: int = 3) -> MessageBatch:
+    return MessageBatch.build([bytes([tag]) * 50 for _ in range(n)]).writable()
+
+
+def open_part(tmp_path, io, **config) -> Partition:
+    return Partition.open(str(tmp_path / "p"), 0, LogConfig(**config), io=io, clock=ManualClock())
+
+
+async def settle() -> None:
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def test_acks_in_order_and_polls_see_written_batches_only(tmp_path):
+    io = HeldIo()
+    part = open_part(tmp_path, io)
+    futures = [part.append_async(batch(i)) for i in range(3)]
+    io.complete(1)  # the second completes first: nothing is acknowledged or visible yet
+    await settle()
+    assert not any(f.done() for f in futures) and part.read_first(100).count == 0
+    io.complete(0)
+    await settle()
+    assert [f.done() for f in futures] == [True, True, False]
+    assert part.read_first(100).count == 6 and part.next_offset == 6
+    io.complete(2)
+    await asyncio.gather(*futures)
+    assert part.read_first(100).count == 9
+    part.close()
+
+
+async def test_failed_write_fails_it_and_later_ones_and_leaves_nothing(tmp_path):
+    io = HeldIo()
+    part = open_part(tmp_path, io)
+    futures = [part.append_async(batch(i)) for i in range(4)]
+    io.complete(0)
+    io.complete(2)
+    io.complete(1, OSError(errno.EIO, "injected"))
+    later = part.append_async(batch(9))  # waits until the failed ones drained
+    await settle()
+    assert futures[0].result() is None
+    for f in futures[1:3]:
+        assert isinstance(f.exception(), IggyError)
+        assert f.exception().code == ErrorCode.CANNOT_WRITE_TO_FILE
+    assert not futures[3].done() and not later.done() and len(io.submitted) == 4
+    io.complete(3)  # written, but after a failed one: refused too, then the files are cut
+    await settle()
+    assert futures[3].exception().code == ErrorCode.CANNOT_WRITE_TO_FILE
+    assert len(io.submitted) == 5 and part.next_offset == 3
+    io.complete(4)
+    await later
+    part.close()
+    reopened = Partition.open(str(tmp_path / "p"), 0, LogConfig(), clock=ManualClock())
+    polled = reopened.read_first(100).to_bytes()
+    assert reopened.next_offset == 6 and polled.count(bytes([9]) * 50) == 3
+    assert bytes([1]) * 50 not in polled and bytes([3]) * 50 not in polled
+    reopened.close()
+
+
+async def test_in_flight_batches_are_bounded(tmp_path):
+    io = HeldIo()
+    part = open_part(tmp_path, io, max_inflight_batches=2)
+    futures = [part.append_async(batch(i)) for i in range(5)]
+    assert len(io.submitted) == 2
+    for i in range(5):
+        io.complete(i)
+        await settle()
+        assert len(io.submitted) == min(i + 3, 5)
+    await asyncio.gather(*futures)
+    assert part.next_offset == 15
+    part.close()
+
+
+async def test_rollover_waits_for_the_batches_in_flight(tmp_path):
+    io = HeldIo()
+    part = open_part(tmp_path, io, segment_size_bytes=600)
+    futures = [part.append_async(batch(i)) for i in range(3)]
+    assert len(io.submitted) == 2 and part.segments_count == 1  # the 3rd needs a new segment
+    io.complete(0)
+    io.complete(1)
+    await settle()
+    assert len(io.submitted) == 3 and part.segments_count == 2
+    io.complete(2)
+    await asyncio.gather(*futures)
+    assert [s.count for s in part.segments] == [6, 3]
+    part.close()
+
+
+async def test_purge_with_batches_in_flight(tmp_path):
+    io = HeldIo()
+    part = open_part(tmp_path, io)
+    first = part.append_async(batch(1))
+    part.purge()
+    io.complete(0)
+    await first
+    assert part.next_offset == 0
+    second = part.append_async(batch(2))
+    io.complete(1)
+    await second
+    assert part.next_offset == 3
+    part.close()
+
+
+@pytest.mark.parametrize("io", [pytest.param(PosixIo(), id="posix"),
+                                pytest.param(open_uring_io(), id="uring")])
+async def test_real_backends_write_concurrent_batches_in_order(tmp_path, io):
+    part = open_part(tmp_path, io, segment_size_bytes=2000)
+    await asyncio.gather(*(part.append_async(batch(i % 250, 5)) for i in range(40)))
+    assert part.next_offset == 200 and part.segments_count > 1
+    data = part.read_first(1000).to_bytes()
+    part.close()
+    reopened = Partition.open(str(tmp_path / "p"), 0, LogConfig(), clock=ManualClock())
+    assert reopened.read_first(1000).to_bytes() == data
+    assert reopened.next_offset == 200
+    reopened.close()
+
+
+@pytest.mark.parametrize("io", [pytest.param(PosixIo(), id="posix"),
+                                pytest.param(open_uring_io(), id="uring")])
+async def test_submit_pair_reports_a_failed_write_through_done(tmp_path, io):
+    path = tmp_path / "ro.log"
+    path.write_bytes(b"")
+    read_only = os.open(path, os.O_RDONLY)
+    index_fd = io.open(str(tmp_path / "ro.index"))
+    outcome = asyncio.get_running_loop().create_future()
+    io.submit_pair(read_only, b"data", 0, index_fd, b"e" * 16, 0, outcome.set_result)
+    error = await outcome
+    assert isinstance(error, OSError) and error.errno == errno.EBADF
+    assert io.size(index_fd) == 0  # the index entries (the commit record) were not written
+    os.close(read_only)
+    io.close(index_fd)
