@@ -36,7 +36,7 @@ Done = Callable[[OSError | None], None]
 class IoBackend(Protocol):
     """File operations used by segments, partitions and offset files. All raise OSError."""
 
-    def open(self, path: str, create: bool = True) -> int: ...
+    def open(self, path: str, create: bool = True, mode: int = 0o644) -> int: ...
     def pwrite(self, fd: int, data: Buffer, position: int) -> int: ...
     def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int: ...
     def pread(self, fd: int, length: int, position: int) -> bytes: ...
@@ -91,10 +91,10 @@ class PosixIo:
 
     _writer: WriterThread | None = None
 
-    def open(self, path: str, create: bool = True) -> int:
-        """Open read-write (creating the file when ``create``). Raises OSError."""
+    def open(self, path: str, create: bool = True, mode: int = 0o644) -> int:
+        """Open read-write (creating the file with ``mode`` when ``create``). Raises OSError."""
         flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
-        return os.open(path, flags, 0o644)
+        return os.open(path, flags, mode)
 
     def pwrite(self, fd: int, data: Buffer, position: int) -> int:
         """Write all of ``data`` at ``position``; returns its length. Raises OSError."""

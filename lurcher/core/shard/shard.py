@@ -92,16 +92,17 @@ class Shard:
         self.clock = clock
         self.data_path = Path(config["system.path"]).resolve()
         self.limits = Limits.from_config(config)
+        self.io = select_io(config["system.io"])
         self.meta = meta or MetaStore(self.data_path / "state" / "log",
-                                      enforce_fsync=config["system.state.enforce_fsync"])
+                                      enforce_fsync=config["system.state.enforce_fsync"],
+                                      io=self.io)
         self.enforce_fsync = config["system.partition.enforce_fsync"]
         self.log_config = LogConfig(
             segment_size_bytes=config.size("system.segment.size"),
             enforce_fsync=self.enforce_fsync, group_commit=True,
-            max_inflight_batches=int(config.get("system.partition.max_inflight_batches", 8)),
+            max_inflight_batches=config["system.partition.max_inflight_batches"],
         )
         self.group_commit = GroupCommit()
-        self.io = select_io(config["system.io"])
         self.files = DescriptorCache(self.io, config["system.segment.max_open_files"])
         self.passwords = Passwords.from_config(config)
         self.login_throttle = LoginThrottle(BackoffConfig.from_config(config))
