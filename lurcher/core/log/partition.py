@@ -169,10 +169,17 @@ class Partition:
         self._pending_count = self._pending_bytes = 0
         self._count_in(pending)
 
-    def append_async(self, batch: MessageBatch) -> asyncio.Future:
+    def append_async(self, batch: MessageBatch) -> asyncio.Future | None:
         """Stamp and submit ``batch`` without waiting for the disk (see ``appends``): the
         future resolves once it is written (in the kernel), or fails with IggyError
-        CANNOT_WRITE_TO_FILE (nothing of it is kept) or INVALID_MESSAGES_COUNT."""
+        CANNOT_WRITE_TO_FILE (nothing of it is kept) or INVALID_MESSAGES_COUNT.
+
+        A batch of at most ``config.inline_write_max_bytes`` (0, the default: none) finds
+        the partition idle is written at once (``append``): returns None or raises."""
+        if (len(batch.blob) <= self.config.inline_write_max_bytes and self.pipeline.idle
+                and not self.pipeline.waiting):
+            self.append(batch)
+            return None
         return self.pipeline.submit(self, batch)
 
     def stamp(self, batch: MessageBatch) -> PendingAppend:

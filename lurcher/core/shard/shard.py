@@ -101,6 +101,7 @@ class Shard:
             segment_size_bytes=config.size("system.segment.size"),
             enforce_fsync=self.enforce_fsync, group_commit=True,
             max_inflight_batches=config["system.partition.max_inflight_batches"],
+            inline_write_max_bytes=config["system.partition.inline_write_max_bytes"],
         )
         self.group_commit = GroupCommit()
         self.files = DescriptorCache(self.io, config["system.segment.max_open_files"])
@@ -243,7 +244,8 @@ class Shard:
         return written
 
     async def _durable(self, partition: Partition, written: Any) -> None:
-        await written
+        if written is not None:
+            await written
         await self.group_commit.durable(partition)
 
     # -- sessions -----------------------------------------------------------------

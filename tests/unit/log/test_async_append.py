@@ -165,3 +165,17 @@ async def test_submit_pair_reports_a_failed_write_through_done(tmp_path, io):
     assert io.size(index_fd) == 0  # the index entries (the commit record) were not written
     os.close(read_only)
     io.close(index_fd)
+
+
+async def test_small_batch_on_an_idle_partition_is_written_inline(tmp_path):
+    io = HeldIo()
+    part = open_part(tmp_path, io, inline_write_max_bytes=1000)
+    assert part.append_async(batch(1)) is None and part.next_offset == 3
+    big = part.append_async(batch(2, n=20))  # over the threshold: asynchronous
+    small = part.append_async(batch(3))  # something is in flight: queued behind it
+    assert len(io.submitted) == 2
+    io.complete(0)
+    io.complete(1)
+    await asyncio.gather(big, small)
+    assert part.next_offset == 26
+    part.close()
