@@ -62,6 +62,7 @@ class AppendPipeline:
         self.waiting: deque[tuple[Any, asyncio.Future]] = deque()
         self.inflight: deque[PendingAppend] = deque()
         self.failure: OSError | None = None
+        self._pumping = False
 
     @property
     def idle(self) -> bool:
@@ -81,19 +82,34 @@ class AppendPipeline:
         return not (self.inflight and partition.rotation_due(len(batch.blob)))
 
     def _pump(self, partition: Any) -> None:
-        """Stamp and submit waiting batches while the limits allow."""
-        while self.waiting and self._may_stamp(partition, self.waiting[0][0]):
-            batch, future = self.waiting.popleft()
-            if future.done():  # the sender went away before its batch was stamped
-                continue
-            try:
-                pending = partition.stamp(batch)
-            except IggyError as exc:
-                future.set_exception(exc)
-                continue
-            pending.future = future
-            self.inflight.append(pending)
-            partition.submit(pending, lambda error, p=pending: self._completed(partition, p, error))
+        """Stamp and submit waiting batches while the limits allow (not re-entered: a
+        completion reported during a submission leaves the rest to the running loop)."""
+        if self._pumping:
+            return
+        self._pumping = True
+        try:
+            while self.waiting and self._may_stamp(partition, self.waiting[0][0]):
+                self._start(partition, *self.waiting.popleft())
+        finally:
+            self._pumping = False
+
+    def _start(self, partition: Any, batch: Any, future: asyncio.Future) -> None:
+        if future.done():  # the sender went away before its batch was stamped
+            return
+        try:
+            pending = partition.stamp(batch)
+        except IggyError as exc:
+            future.set_exception(exc)
+            return
+        except OSError as exc:  # e.g. the segment file cannot be opened
+            future.set_exception(_write_failed(exc))
+            return
+        pending.future = future
+        self.inflight.append(pending)
+        try:
+            partition.submit(pending, lambda error: self._completed(partition, pending, error))
+        except OSError as exc:  # the backend refused the submission: nothing was written
+            self._completed(partition, pending, exc)
 
     def _completed(self, partition: Any, pending: PendingAppend, error: OSError | None) -> None:
         """A completion (on the event loop): take every finished batch at the head, in order."""

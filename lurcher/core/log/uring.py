@@ -176,6 +176,14 @@ class _PairWrite:
         return None
 
 
+def _report(write: _PairWrite) -> None:
+    """Call ``done``; a failing callback is logged so the other completions still go out."""
+    try:
+        write.done(write.finish())
+    except Exception:
+        log.exception("io_uring completion callback failed")
+
+
 def _finish(fd: int, view: Any, position: int, result: int) -> None:
     if result < 0:
         raise OSError(-result, os.strerror(-result))
@@ -236,7 +244,7 @@ class CompletionRing:
             write.results[token & 1] = result
             if None not in write.results:
                 del self._pending[token >> 1]
-                write.done(write.finish())
+                _report(write)
 
     def close(self) -> None:
         """Stop watching the eventfd and release the ring (pending batches are dropped)."""

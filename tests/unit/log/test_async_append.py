@@ -179,3 +179,34 @@ async def test_small_batch_on_an_idle_partition_is_written_inline(tmp_path):
     await asyncio.gather(big, small)
     assert part.next_offset == 26
     part.close()
+
+
+class RefusingIo(HeldIo):
+    """Refuses the second submission outright (as a ring that cannot be set up would)."""
+
+    def submit_pair(self, log_fd, blob, log_position, index_fd, entries, index_position, done):
+        if len(self.submitted) == 1 and not getattr(self, "refused", False):
+            self.refused = True
+            raise OSError(errno.ENOMEM, "no ring")
+        super().submit_pair(log_fd, blob, log_position, index_fd, entries, index_position, done)
+
+
+async def test_a_refused_submission_fails_like_a_failed_write(tmp_path):
+    io = RefusingIo()
+    part = open_part(tmp_path, io)
+    first = part.append_async(batch(1))
+    refused = part.append_async(batch(2))
+    behind = part.append_async(batch(3))  # stamped after the refused one: fails with it
+    io.complete(0)
+    await first
+    io.complete(1)
+    for future in (refused, behind):
+        with pytest.raises(IggyError):
+            await future
+    fourth = part.append_async(batch(4))
+    io.complete(2)
+    await fourth
+    assert part.next_offset == 6
+    polled = part.read_first(100).to_bytes()
+    assert bytes([2]) * 50 not in polled and bytes([3]) * 50 not in polled
+    part.close()
