@@ -20,6 +20,10 @@ A failed write fails that batch and every batch submitted after it with the same
 CANNOT_WRITE_TO_FILE error (their positions assumed it); once the last of them completed,
 the partition cuts its files back to the written state (``Partition.settle``) and takes the
 waiting batches again. Nothing acknowledged is touched.
+
+Memory: at most ``max_inflight`` batches in flight per partition; each waiting batch is the
+request of a connection that awaits its reply (a connection runs one request at a time), so
+waiting batches are bounded by the connections times the send frame limit.
 """
 
 from __future__ import annotations
@@ -57,7 +61,8 @@ class AppendPipeline:
     def __init__(self, max_inflight: int = DEFAULT_MAX_INFLIGHT) -> None:
         """The partition is passed to each call (no reference cycle with it)."""
         if max_inflight < 1:
-            raise ValueError(f"max in-flight batches must be at least 1, got {max_inflight}")
+            raise ValueError("system.partition.max_inflight_batches must be at least 1, "
+                             f"got {max_inflight}")
         self.max_inflight = max_inflight
         self.waiting: deque[tuple[Any, asyncio.Future]] = deque()
         self.inflight: deque[PendingAppend] = deque()
@@ -100,9 +105,6 @@ class AppendPipeline:
             pending = partition.stamp(batch)
         except IggyError as exc:
             future.set_exception(exc)
-            return
-        except OSError as exc:  # e.g. the segment file cannot be opened
-            future.set_exception(_write_failed(exc))
             return
         pending.future = future
         self.inflight.append(pending)

@@ -184,7 +184,8 @@ class Partition:
 
     def stamp(self, batch: MessageBatch) -> PendingAppend:
         """Assign the batch its offsets and timestamp after everything stamped so far
-        (written or in flight) and say where it goes. Raises IggyError (see ``append``)."""
+        (written or in flight) and say where it goes. Raises IggyError (see ``append``;
+        CANNOT_WRITE_TO_FILE also when a segment file cannot be opened)."""
         if batch.count == 0:
             raise IggyError(ErrorCode.INVALID_MESSAGES_COUNT, "empty batch")
         if self.storage_failure is not None:
@@ -192,6 +193,10 @@ class Partition:
                             f"partition {self.partition_id} refuses writes after a failed "
                             f"fsync ({self.storage_failure}) until the server restarts")
         segment = self._segment_for(len(batch.blob))
+        try:
+            handles = (segment.log_file(), segment.index_file())
+        except OSError as e:
+            raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE, str(e)) from e
         timestamp = max(self.clock(), self._last_timestamp + 1)
         base = self.next_offset + self._pending_count
         batch.stamp(base, timestamp)
@@ -199,7 +204,7 @@ class Partition:
         entries = batch.index_entries(position, base - segment.start_offset, timestamp)
         pending = PendingAppend(segment, batch.blob, entries, batch.count,
                                 (position, (base - segment.start_offset) * INDEX_ENTRY_BYTES),
-                                (segment.log_file(), segment.index_file()))
+                                handles)
         self._pending_count += batch.count
         self._pending_bytes += len(batch.blob)
         self._last_timestamp = timestamp
