@@ -22,8 +22,15 @@ class LogConfig(msgspec.Struct, frozen=True):
     """``segment_size_bytes``: roll to a new segment once the open one reaches it (the
     Iggy default and maximum is 1 GiB). ``enforce_fsync``: ``append`` fsyncs the log and
     index before returning, unless ``group_commit``: then the caller collects the written
-    descriptors with ``Partition.take_unsynced`` and fsyncs many batches at once."""
+    descriptors with ``Partition.take_unsynced`` and fsyncs many batches at once.
+    ``max_inflight_batches``: batches of one partition submitted to the disk and not yet
+    written (``Partition.append_async``); more wait, unstamped, in arrival order.
+    ``inline_write_max_bytes``: a batch this small, arriving while nothing is in flight, is
+    written on the event loop (a page-cache copy of a few KiB costs less than the hand-off);
+    0 = never, every write is asynchronous."""
 
     segment_size_bytes: int = GIB
     enforce_fsync: bool = False
     group_commit: bool = False
+    max_inflight_batches: int = 8
+    inline_write_max_bytes: int = 0

@@ -4,10 +4,12 @@ variable asks for it.
 ``TEST_LURCHER_IO_FAULT=<kind>@<n>`` wraps the selected backend (posix or io_uring) so that
 the ``n``-th call (1-based, counted per shard process) of one kind fails once:
 
-- ``write-eio@n``: the n-th batch write (``append_pair``) raises EIO before writing anything.
+- ``write-eio@n``: the n-th batch write (``append_pair`` or ``submit_pair``) fails with EIO
+  before writing anything.
 - ``short-write@n``: the n-th batch write puts the first half of the messages into the log
   (through the wrapped backend, so the bytes really are in the file) and then raises EIO, as
-  a device that fails part-way does.
+  a device that fails part-way does. ``submit_pair`` reports these errors through ``done``,
+  on a later turn of the event loop, as a real completion would.
 - ``fsync-eio@n``: the n-th fsync (``fsync`` or ``fsync_in_worker``, any file) raises EIO
   without syncing. With group commit and one partition a send costs two fsyncs (log, index),
   so send k's first fsync is number 2k - 1.
@@ -18,6 +20,7 @@ returns the backend itself: no wrapper, no cost.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 from typing import Any
@@ -46,14 +49,22 @@ class FaultyIo:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
+    def _write_fault(self, log_fd: int, blob: Buffer, log_position: int) -> OSError | None:
+        """Count a batch write; the injected error when this one fails (a short write has
+        put the first half of the messages into the log by then)."""
+        self.writes += 1
+        if self.kind == "fsync-eio" or self.writes != self.at:
+            return None
+        if self.kind == "short-write":
+            view = memoryview(blob).cast("B")
+            self.inner.pwrite(log_fd, view[:len(view) // 2], log_position)
+        return _eio(f"{self.kind} #{self.writes}")
+
     def append_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, fsync: bool) -> None:
-        self.writes += 1
-        if self.kind != "fsync-eio" and self.writes == self.at:
-            if self.kind == "short-write":
-                view = memoryview(blob).cast("B")
-                self.inner.pwrite(log_fd, view[:len(view) // 2], log_position)
-            raise _eio(f"{self.kind} #{self.writes}")
+        error = self._write_fault(log_fd, blob, log_position)
+        if error is not None:
+            raise error
         if fsync:
             self.inner.append_pair(log_fd, blob, log_position, index_fd, entries,
                                    index_position, False)
@@ -62,6 +73,15 @@ class FaultyIo:
             return
         self.inner.append_pair(log_fd, blob, log_position, index_fd, entries, index_position,
                                False)
+
+    def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
+                    entries: Buffer, index_position: int, done: Any) -> None:
+        error = self._write_fault(log_fd, blob, log_position)
+        if error is not None:
+            asyncio.get_running_loop().call_soon(done, error)
+            return
+        self.inner.submit_pair(log_fd, blob, log_position, index_fd, entries, index_position,
+                               done)
 
     def _fsync_fault(self) -> None:
         self.fsyncs += 1

@@ -1,26 +1,42 @@
 """The storage I/O backend: the only place the log touches file descriptors.
 
 ``IoBackend`` is deliberately small (open, positional write/read, fsync, truncate, size,
-close, plus remove/replace for whole files) so an io_uring backend or a fault-injecting test
-backend (``faulty_io``, selected by ``TEST_LURCHER_IO_FAULT``) can replace ``PosixIo``. Every write is positional and complete: ``pwrite`` /
-``pwritev`` loop until every byte is in the kernel or raise OSError.
+close, plus remove/replace for whole files, plus a batch's paired log and index write) so an
+io_uring backend or a fault-injecting test backend (``faulty_io``, selected by
+``TEST_LURCHER_IO_FAULT``) can replace ``PosixIo``. Every write is positional and complete:
+``pwrite`` / ``pwritev`` loop until every byte is in the kernel or raise OSError.
+
+``submit_pair`` is the asynchronous form of ``append_pair`` used by the send path: it
+returns at once and later calls ``done(None)`` or ``done(OSError)`` on the event loop that
+submitted it. ``PosixIo`` runs it on one dedicated writer thread per backend (so per shard):
+writes run in submission order and the event loop never waits for the disk. The caller keeps
+the buffers and the descriptors alive until ``done`` runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import errno
+import logging
 import os
-from collections.abc import Sequence
+import queue
+import threading
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from lurcher.core.wire.buffer import Buffer
+
+log = logging.getLogger(__name__)
+
+Done = Callable[[OSError | None], None]
+"""Completion callback of ``submit_pair``: None when every byte is written, else the error."""
 
 
 class IoBackend(Protocol):
     """File operations used by segments, partitions and offset files. All raise OSError."""
 
-    def open(self, path: str, create: bool = True) -> int: ...
+    def open(self, path: str, create: bool = True, mode: int = 0o644) -> int: ...
     def pwrite(self, fd: int, data: Buffer, position: int) -> int: ...
     def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int: ...
     def pread(self, fd: int, length: int, position: int) -> bytes: ...
@@ -32,15 +48,53 @@ class IoBackend(Protocol):
     def close(self, fd: int) -> None: ...
     def remove(self, path: str) -> None: ...
     def replace(self, src: str, dst: str) -> None: ...
+    def append_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
+                    entries: Buffer, index_position: int, fsync: bool) -> None: ...
+    def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
+                    entries: Buffer, index_position: int, done: Done) -> None: ...
+
+
+class WriterThread:
+    """One daemon thread that runs blocking jobs in submission order and hands each result
+    to the submitting event loop (``call_soon_threadsafe``). The queue holds at most what
+    the callers keep in flight (each partition bounds its own in-flight batches)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def run(self, job: Callable[[], None], done: Done) -> None:
+        """Queue ``job``; ``done(None | OSError)`` runs on the current event loop after it."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._main, name=self._name, daemon=True)
+            self._thread.start()
+        self._jobs.put((asyncio.get_running_loop(), job, done))
+
+    def _main(self) -> None:
+        while True:
+            loop, job, done = self._jobs.get()
+            try:
+                job()
+                error = None
+            except OSError as exc:
+                error = exc
+            try:
+                loop.call_soon_threadsafe(done, error)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                log.debug("%s: completion for a closed event loop dropped", self._name)
 
 
 class PosixIo:
-    """``IoBackend`` over os.pwrite/os.pwritev/os.pread/os.preadv."""
+    """``IoBackend`` over os.pwrite/os.pwritev/os.pread/os.preadv; ``submit_pair`` on a
+    writer thread."""
 
-    def open(self, path: str, create: bool = True) -> int:
-        """Open read-write (creating the file when ``create``). Raises OSError."""
+    _writer: WriterThread | None = None
+
+    def open(self, path: str, create: bool = True, mode: int = 0o644) -> int:
+        """Open read-write (creating the file with ``mode`` when ``create``). Raises OSError."""
         flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
-        return os.open(path, flags, 0o644)
+        return os.open(path, flags, mode)
 
     def pwrite(self, fd: int, data: Buffer, position: int) -> int:
         """Write all of ``data`` at ``position``; returns its length. Raises OSError."""
@@ -118,6 +172,15 @@ class PosixIo:
         if fsync:
             self.fsync(log_fd)
             self.fsync(index_fd)
+
+    def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
+                    entries: Buffer, index_position: int, done: Done) -> None:
+        """``append_pair`` (no fsync) on the writer thread; ``done`` on the event loop."""
+        if self._writer is None:
+            self._writer = WriterThread("lurcher-writer")
+        self._writer.run(lambda: PosixIo.append_pair(self, log_fd, blob, log_position,
+                                                     index_fd, entries, index_position, False),
+                         done)
 
 
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})

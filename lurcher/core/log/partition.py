@@ -1,16 +1,22 @@
 """A partition: one directory of segments plus its stored consumer offsets.
 
 Owns: the ordered list of segments (the last one is open for appends, the others sealed),
-the next offset to assign, the counters, and the consumer offsets. Only the owning shard
-calls it; every method is synchronous (the caller decides about threads).
+the next offset to assign, the counters, the consumer offsets, and its ``AppendPipeline``
+(batches stamped and submitted but not yet written). Only the owning shard calls it, on its
+event loop; ``append_async`` returns a future, every other method is synchronous.
 
 Invariants: offsets are dense and increase by one per message across segments; segment i+1
 starts at segment i's next offset; ``next_offset`` = open segment's next offset; index
 timestamps increase strictly from batch to batch and are equal within one (the batch
 timestamp is max(clock, last timestamp + 1)): recovery tells batches apart by them.
 Descriptors: segments borrow them from ``files`` (a bounded cache shared by the shard).
-Durability: ``append`` returns once the bytes are in the kernel (positional writes, nothing
-buffered in Python); with ``enforce_fsync`` also after fsync of log and index.
+Visible state (``next_offset``, counters, segment indexes: what polls, stats and group
+commit see) holds written batches only; batches in flight are counted apart
+(``_pending_count``/``_pending_bytes``) and stamped after them, so polls never return
+unwritten bytes. A segment rolls over only when nothing is in flight.
+Durability: ``append`` returns, and ``append_async``'s future resolves, once the bytes are in
+the kernel (positional writes, nothing buffered in Python); ``append`` with
+``enforce_fsync`` (no group commit) also after fsync of log and index.
 With group commit the caller reports each successful fsync (``synced_to``) and each failed
 one (``fail_storage``). After a failed fsync the page cache is suspect (the kernel may have
 dropped the dirty pages it could not write and report success next time: "fsyncgate"), so the
@@ -21,6 +27,7 @@ when recovery reads what is really on the device.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import logging
 import os
@@ -28,14 +35,15 @@ from enum import IntEnum
 
 import numpy as np
 
+from lurcher.core.log.appends import AppendPipeline, PendingAppend
 from lurcher.core.log.config import Clock, LogConfig, wall_clock_us
 from lurcher.core.log.files import DescriptorCache, FileHandle
-from lurcher.core.log.io import IoBackend, PosixIo, is_no_space
+from lurcher.core.log.io import Done, IoBackend, PosixIo, is_no_space
 from lurcher.core.log.offsets import ConsumerOffsets, OffsetKind
 from lurcher.core.log.recovery import RecoveryReport
 from lurcher.core.log.segment import INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, Segment
 from lurcher.core.log.slice import EMPTY, ByteRange, PolledSlice
-from lurcher.core.wire.batch import MessageBatch
+from lurcher.core.wire.batch import INDEX_ENTRY_BYTES, MessageBatch
 from lurcher.core.wire.buffer import U32_MAX
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -86,6 +94,9 @@ class Partition:
         self._last_timestamp = 0
         self.synced_next_offset = 0
         self.storage_failure: str | None = None
+        self._pending_count = 0  # messages stamped but not yet written (in flight)
+        self._pending_bytes = 0
+        self.pipeline = AppendPipeline(config.max_inflight_batches)
 
     @classmethod
     def open(cls, path: str, partition_id: int, config: LogConfig | None = None,
@@ -139,12 +150,42 @@ class Partition:
     # -- writing -------------------------------------------------------------------------
 
     def append(self, batch: MessageBatch) -> None:
-        """Stamp ``batch`` (offsets from ``next_offset``, one timestamp) and store it.
+        """Stamp ``batch`` (offsets from ``next_offset``, one timestamp) and store it,
+        waiting for the write (tests, tools; the server uses ``append_async``). Only while
+        no asynchronous append is in flight.
 
         The batch must be valid (``MessageBatch.validate``) with a writable blob.
         Raises IggyError INVALID_MESSAGES_COUNT (empty batch), CANNOT_WRITE_TO_FILE (the
         write failed, e.g. the disk is full; the partition and its files are unchanged).
         """
+        assert self.pipeline.idle, "synchronous append while asynchronous ones are in flight"
+        pending = self.stamp(batch)
+        fsync = self.config.enforce_fsync and not self.config.group_commit
+        try:
+            pending.segment.append(pending.blob, pending.entries, fsync=fsync)
+        except OSError as e:
+            self._rewind()
+            raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE, str(e)) from e
+        self._pending_count = self._pending_bytes = 0
+        self._count_in(pending)
+
+    def append_async(self, batch: MessageBatch) -> asyncio.Future | None:
+        """Stamp and submit ``batch`` without waiting for the disk (see ``appends``): the
+        future resolves once it is written (in the kernel), or fails with IggyError
+        CANNOT_WRITE_TO_FILE (nothing of it is kept) or INVALID_MESSAGES_COUNT.
+
+        A batch of at most ``config.inline_write_max_bytes`` (0, the default: none) finds
+        the partition idle is written at once (``append``): returns None or raises."""
+        if (len(batch.blob) <= self.config.inline_write_max_bytes and self.pipeline.idle
+                and not self.pipeline.waiting):
+            self.append(batch)
+            return None
+        return self.pipeline.submit(self, batch)
+
+    def stamp(self, batch: MessageBatch) -> PendingAppend:
+        """Assign the batch its offsets and timestamp after everything stamped so far
+        (written or in flight) and say where it goes. Raises IggyError (see ``append``;
+        CANNOT_WRITE_TO_FILE also when a segment file cannot be opened)."""
         if batch.count == 0:
             raise IggyError(ErrorCode.INVALID_MESSAGES_COUNT, "empty batch")
         if self.storage_failure is not None:
@@ -152,26 +193,65 @@ class Partition:
                             f"partition {self.partition_id} refuses writes after a failed "
                             f"fsync ({self.storage_failure}) until the server restarts")
         segment = self._segment_for(len(batch.blob))
-        timestamp = max(self.clock(), self._last_timestamp + 1)
-        base = self.next_offset
-        batch.stamp(base, timestamp)
-        entries = batch.index_entries(segment.size_bytes, base - segment.start_offset, timestamp)
         try:
-            segment.append(batch.blob, entries,
-                           fsync=self.config.enforce_fsync and not self.config.group_commit)
+            handles = (segment.log_file(), segment.index_file())
         except OSError as e:
             raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE, str(e)) from e
-        self.next_offset += batch.count
-        self.messages_count += batch.count
-        self.size_bytes += len(batch.blob)
+        timestamp = max(self.clock(), self._last_timestamp + 1)
+        base = self.next_offset + self._pending_count
+        batch.stamp(base, timestamp)
+        position = segment.size_bytes + self._pending_bytes
+        entries = batch.index_entries(position, base - segment.start_offset, timestamp)
+        pending = PendingAppend(segment, batch.blob, entries, batch.count,
+                                (position, (base - segment.start_offset) * INDEX_ENTRY_BYTES),
+                                handles)
+        self._pending_count += batch.count
+        self._pending_bytes += len(batch.blob)
         self._last_timestamp = timestamp
+        return pending
+
+    def submit(self, pending: PendingAppend, done: Done) -> None:
+        """Hand a stamped batch's two writes to the backend (``IoBackend.submit_pair``)."""
+        log_file, index_file = pending.handles
+        self.io.submit_pair(log_file.fd, pending.blob, pending.log_position, index_file.fd,
+                            pending.entries, pending.index_position, done)
+
+    def commit(self, pending: PendingAppend) -> None:
+        """A stamped batch is written (and every one before it): readers see it now."""
+        self._pending_count -= pending.count
+        self._pending_bytes -= len(pending.blob)
+        pending.segment.commit(len(pending.blob), pending.entries)
+        self._count_in(pending)
+
+    def _count_in(self, pending: PendingAppend) -> None:
+        self.next_offset += pending.count
+        self.messages_count += pending.count
+        self.size_bytes += len(pending.blob)
+
+    def _rewind(self) -> None:
+        """Forget every stamped, unwritten batch; cut what they left in the open segment."""
+        self._pending_count = self._pending_bytes = 0
+        self.segments[-1].cut_back()
+
+    def settle(self) -> None:
+        """After failed writes drained (``appends``): cut their bytes off, and after a
+        failed fsync cut back to the last synced offset (see ``fail_storage``)."""
+        self._rewind()
+        if self.storage_failure is not None:
+            self._cut_to_synced()
+
+    def rotation_due(self, blob_bytes: int) -> bool:
+        """The next batch of ``blob_bytes`` goes to a new segment."""
+        segment = self.segments[-1]
+        size = segment.size_bytes + self._pending_bytes
+        full = size >= self.config.segment_size_bytes or size + blob_bytes > U32_MAX
+        return bool(segment.count or self._pending_count) and full
 
     def _segment_for(self, blob_bytes: int) -> Segment:
         """The open segment, after rolling to a new one if it is full. Raises IggyError."""
         segment = self.segments[-1]
-        full = (segment.is_full(self.config.segment_size_bytes)
-                or segment.size_bytes + blob_bytes > U32_MAX)
-        if segment.count and full:
+        if self.rotation_due(blob_bytes):
+            assert not self._pending_count, "segment rotation with batches in flight"
             try:
                 self._add_segment(Segment(self.path, self.next_offset, self.files))
             except OSError as e:
@@ -201,10 +281,18 @@ class Partition:
         self.storage_failure = str(error)
         log.error("partition %s: fsync failed (%s); cutting back to offset %d and refusing "
                   "writes until restart", self.path, error, self.synced_next_offset)
+        if self.pipeline.idle:  # else once the writes in flight drained (``settle``)
+            self._cut_to_synced()
+
+    def _cut_to_synced(self) -> None:
         try:
             self.truncate_to(self.synced_next_offset)
         except OSError as exc:
             log.error("partition %s: cannot cut back after a failed fsync: %s", self.path, exc)
+
+    def _abandon_inflight(self) -> None:
+        self.pipeline.abandon()
+        self._pending_count = self._pending_bytes = 0
 
     def truncate_to(self, next_offset: int) -> None:
         """Drop every message at or after ``next_offset`` (whole later segments are
@@ -358,6 +446,7 @@ class Partition:
 
     def purge(self) -> None:
         """Drop every segment and stored offset; restart empty at offset 0 (as 0.8 does)."""
+        self._abandon_inflight()
         for segment in self.segments:
             segment.delete()
         self.segments = []
@@ -368,6 +457,7 @@ class Partition:
 
     def close(self) -> None:
         """Close every segment's files (fsync first when ``enforce_fsync``)."""
+        self._abandon_inflight()
         self.flush(self.config.enforce_fsync)
         for segment in self.segments:
             segment.close()

@@ -8,12 +8,16 @@ every batch is there whole or not at all.
 How a batch boundary is known (no format change): every message of a batch carries the same
 server timestamp and consecutive batches get strictly increasing ones, so a batch is a run
 of equal timestamps. An append writes the batch's log bytes first and its index entries
-after them (io_uring links the two writes), and the next append starts only after both.
-So after a kill: a batch with at least one index entry has all its log bytes (a torn index
-is completed from the log); a run of log messages after the index that is the last one in
-the log has no index entry at all, so it was never acknowledged and may be a prefix: it is
-dropped. Runs followed by another run are whole (only external damage to the index leaves
-those behind) and are kept. A missing index file (never left by a crash: both files are
+after them (io_uring links the two writes). Several batches of a partition may be in flight
+at once (``appends``), each at its own positions, and io_uring may run their writes in any
+order, so a kill can leave a later batch written past an earlier batch that is missing
+(zeros) or torn. The index prefix stops at the first unsound entry and the log scan at the
+first message that is not whole and valid, so nothing past such a hole is kept. So after a
+kill: a batch with at least one index entry in the kept prefix has all its log bytes (a torn
+index is completed from the log); a run of log messages after the index that is the last
+one in the log may be a prefix of an unacknowledged batch: it is dropped. Runs followed by
+another run are whole (all of their bytes were written) and are kept, even when not yet
+acknowledged (a batch is whole or absent, never a part). A missing index file (never left by a crash: both files are
 created before the first write) and a sealed segment (its last batch was finished before
 the next segment was created) trust every whole record of the log.
 

@@ -121,23 +121,29 @@ class Segment:
         write failed, e.g. on a full disk) can reappear after a restart.
         """
         log, idx = self.log_file(), self.index_file()
-        index_bytes = self.index.count * INDEX_ENTRY_BYTES
         try:
             self.io.append_pair(log.fd, blob, self.size_bytes, idx.fd, index_entries,
-                                index_bytes, fsync)
+                                self.index.count * INDEX_ENTRY_BYTES, fsync)
         except OSError:
-            self._cut_back(log, idx, index_bytes)
+            self.cut_back()
             raise
-        self.index.append(index_entries)
-        self.size_bytes += len(blob)
-        self.dirty = not fsync
+        self.commit(len(blob), index_entries, dirty=not fsync)
 
-    def _cut_back(self, log: FileHandle, idx: FileHandle, index_bytes: int) -> None:
-        """Truncate both files to the accepted state (shrinking needs no free space)."""
+    def commit(self, blob_bytes: int, index_entries: Buffer, dirty: bool = True) -> None:
+        """Take a written batch into the in-memory state (index, size): readers see it."""
+        self.index.append(index_entries)
+        self.size_bytes += blob_bytes
+        self.dirty = dirty
+
+    def cut_back(self) -> None:
+        """Truncate both files to the accepted state (shrinking needs no free space): what
+        failed or unfinished appends left past it goes. A failure is logged (recovery cuts
+        what the index does not vouch for)."""
         try:
-            self.io.truncate(log.fd, self.size_bytes)
-            self.io.truncate(idx.fd, index_bytes)
-        except OSError as exc:  # recovery cuts what the index does not vouch for
+            log_file, index_file = self.log_file(), self.index_file()
+            self.io.truncate(log_file.fd, self.size_bytes)
+            self.io.truncate(index_file.fd, self.index.count * INDEX_ENTRY_BYTES)
+        except OSError as exc:
             log.error("segment %s: cannot cut a failed append off: %s", self.log_path, exc)
 
     def truncate_to(self, count: int) -> None:

@@ -9,24 +9,34 @@ submissions. Every call waits for its
 completions before returning, so the durability contract is the posix one (data is in the
 kernel when the call returns). A short write is finished with ``pwrite``.
 
+``submit_pair`` is the completion-based form (the send path): the two linked writes go to a
+second ring whose eventfd is registered with the event loop (``loop.add_reader``), so the
+call returns at once and ``done`` runs from the loop when both completions are in. That ring
+belongs to the event loop thread (it is never waited on); the first ring keeps the
+synchronous calls. A short or failed write is finished or reported there; finishing a short
+write (rare: the kernel writes whole buffers to regular files) uses a blocking ``pwrite``.
+
 ``open_uring_io`` returns None (and logs why) where io_uring is missing or forbidden
 (old kernels, seccomp in containers), so ``system.io = "auto"`` can fall back to posix.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import os
 from collections.abc import Sequence
+from typing import Any
 
-from lurcher.core.log.io import PosixIo
+from lurcher.core.log.io import Done, PosixIo
 from lurcher.core.wire.buffer import Buffer
 
 log = logging.getLogger(__name__)
 
 IOSQE_IO_LINK = 1 << 2  # kernel ABI: link this SQE to the next one
 RING_ENTRIES = 64
+ASYNC_RING_ENTRIES = 256
 
 
 class UringIo(PosixIo):
@@ -36,6 +46,7 @@ class UringIo(PosixIo):
         self._lib = liburing
         self._ring = ring
         self._cqe = liburing.io_uring_cqe()
+        self._async: CompletionRing | None = None
 
     def _queue_write(self, fd: int, data: Buffer, position: int, link: bool):
         sqe = self._lib.io_uring_get_sqe(self._ring)
@@ -95,6 +106,18 @@ class UringIo(PosixIo):
             if result < 0:
                 raise OSError(-result, os.strerror(-result))
 
+    def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
+                    entries: Buffer, index_position: int, done: Done) -> None:
+        """Queue the linked log and index writes on the completion ring and return; ``done``
+        runs on the event loop once both completed. Raises OSError (ring setup)."""
+        loop = asyncio.get_running_loop()
+        if self._async is None or self._async.loop is not loop:
+            if self._async is not None:
+                self._async.close()
+            self._async = CompletionRing(self._lib, loop)
+        self._async.submit_pair(log_fd, blob, log_position, index_fd, entries, index_position,
+                                done)
+
     def preadinto(self, fd: int, into: memoryview, position: int) -> int:
         """Fill ``into`` from ``position`` with io_uring reads; short only at end of file."""
         done = 0
@@ -121,7 +144,119 @@ class UringIo(PosixIo):
             raise OSError(-result, os.strerror(-result))
 
     def close_ring(self) -> None:
+        if self._async is not None:
+            self._async.close()
+            self._async = None
         self._lib.io_uring_queue_exit(self._ring)
+
+
+class _PairWrite:
+    """One submitted batch: its buffers (kept alive until both completions) and results."""
+
+    __slots__ = ("log_fd", "log_view", "log_position", "index_fd", "index_view",
+                 "index_position", "done", "results")
+
+    def __init__(self, log_fd: int, log_view: Any, log_position: int, index_fd: int,
+                 index_view: Any, index_position: int, done: Done) -> None:
+        self.log_fd, self.log_view, self.log_position = log_fd, log_view, log_position
+        self.index_fd, self.index_view, self.index_position = index_fd, index_view, index_position
+        self.done = done
+        self.results: list[int | None] = [None, None]
+
+    def finish(self) -> OSError | None:
+        """The outcome once both results are in; finishes short writes with ``pwrite``."""
+        log_result, index_result = self.results
+        try:
+            _finish(self.log_fd, self.log_view, self.log_position, log_result)
+            if index_result == -errno.ECANCELED:  # a short log write broke the link
+                index_result = 0
+            _finish(self.index_fd, self.index_view, self.index_position, index_result)
+        except OSError as exc:
+            return exc
+        return None
+
+
+def _report(write: _PairWrite) -> None:
+    """Call ``done``; a failing callback is logged so the other completions still go out."""
+    try:
+        write.done(write.finish())
+    except Exception:
+        log.exception("io_uring completion callback failed")
+
+
+def _finish(fd: int, view: Any, position: int, result: int) -> None:
+    if result < 0:
+        raise OSError(-result, os.strerror(-result))
+    if result < len(view):
+        PosixIo().pwrite(fd, memoryview(view)[result:], position + result)
+
+
+class CompletionRing:
+    """An io_uring owned by one event loop: submissions return at once, the ring's eventfd
+    wakes the loop, completions are matched to their batch by ``user_data``."""
+
+    def __init__(self, liburing: Any, loop: asyncio.AbstractEventLoop) -> None:
+        """Raises OSError when the ring or the eventfd cannot be set up."""
+        self._lib = liburing
+        self.loop = loop
+        self._ring = liburing.io_uring()
+        liburing.io_uring_queue_init(ASYNC_RING_ENTRIES, self._ring, 0)
+        self._cqe = liburing.io_uring_cqe()
+        self._eventfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        liburing.io_uring_register_eventfd(self._ring, self._eventfd)
+        self._pending: dict[int, _PairWrite] = {}
+        self._next_id = 0
+        loop.add_reader(self._eventfd, self._reap)
+
+    def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
+                    entries: Buffer, index_position: int, done: Done) -> None:
+        write = _PairWrite(log_fd, _byte_view(blob), log_position, index_fd,
+                           _byte_view(entries), index_position, done)
+        self._next_id += 1
+        self._pending[self._next_id] = write
+        self._queue(log_fd, write.log_view, log_position, self._next_id << 1, IOSQE_IO_LINK)
+        self._queue(index_fd, write.index_view, index_position, self._next_id << 1 | 1, 0)
+        self._lib.io_uring_submit(self._ring)
+
+    def _queue(self, fd: int, view: Any, position: int, token: int, flags: int) -> None:
+        sqe = self._lib.io_uring_get_sqe(self._ring)
+        if sqe is None:  # the submission queue is full: flush it first
+            self._lib.io_uring_submit(self._ring)
+            sqe = self._lib.io_uring_get_sqe(self._ring)
+        self._lib.io_uring_prep_write(sqe, fd, view, len(view), position)
+        self._lib.io_uring_sqe_set_data64(sqe, token)
+        if flags:
+            self._lib.io_uring_sqe_set_flags(sqe, flags)
+
+    def _reap(self) -> None:
+        """Drain every completion; call ``done`` of each batch whose two writes finished."""
+        try:
+            os.eventfd_read(self._eventfd)
+        except BlockingIOError:
+            pass
+        lib, ring, cqe = self._lib, self._ring, self._cqe
+        while lib.io_uring_peek_cqe(ring, cqe) == 0:
+            token, result = lib.io_uring_cqe_get_data64(cqe), cqe.res
+            lib.io_uring_cqe_seen(ring, cqe)
+            write = self._pending.get(token >> 1)
+            if write is None:
+                continue
+            write.results[token & 1] = result
+            if None not in write.results:
+                del self._pending[token >> 1]
+                _report(write)
+
+    def close(self) -> None:
+        """Stop watching the eventfd and release the ring (pending batches are dropped)."""
+        if not self.loop.is_closed():
+            self.loop.remove_reader(self._eventfd)
+        self._lib.io_uring_queue_exit(self._ring)
+        os.close(self._eventfd)
+        self._pending.clear()
+
+
+def _byte_view(data: Buffer) -> Any:
+    return data if isinstance(data, (bytes, bytearray)) else memoryview(data).cast("B")
 
 
 def open_uring_io() -> UringIo | None:

@@ -24,7 +24,6 @@ over the API. Where the file system cannot reserve, records are simply written.
 from __future__ import annotations
 
 import logging
-import os
 import struct
 import zlib
 from pathlib import Path
@@ -32,7 +31,7 @@ from pathlib import Path
 import msgspec
 
 from lurcher.core.faults import crash_point
-from lurcher.core.log.io import PosixIo, reserve_space
+from lurcher.core.log.io import IoBackend, PosixIo, reserve_space
 from lurcher.core.meta.events import (AnyEvent, Event, PartitionsDeleted, StreamDeleted,
                                       TopicDeleted)
 from lurcher.core.meta.state import MetaState
@@ -48,7 +47,6 @@ FREES_SPACE = (StreamDeleted, TopicDeleted, PartitionsDeleted)
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(AnyEvent)
-_io = PosixIo()
 
 
 class MetaLogCorrupt(Exception):
@@ -84,15 +82,18 @@ def next_record(data: bytes, after: int) -> int | None:
 class MetaStore:
     """Owns the event log file and the ``MetaState`` built from it."""
 
-    def __init__(self, path: Path, enforce_fsync: bool = False) -> None:
-        """Open and replay ``path``. Raises MetaLogCorrupt, OSError."""
+    def __init__(self, path: Path, enforce_fsync: bool = False,
+                 io: IoBackend | None = None) -> None:
+        """Open and replay ``path``; file I/O goes through ``io`` (the shard's storage
+        backend; posix when None). Raises MetaLogCorrupt, OSError."""
         self.path = path
+        self.io = io or PosixIo()
         self.enforce_fsync = enforce_fsync
         self.state = MetaState()
         self.history: list[bytes] = []  # every event's encoded body, for replicas
         self.listeners: list = []  # called with each newly recorded body
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._fd = self.io.open(str(path), create=True, mode=0o600)
         self._end = 0  # where the next record goes
         self._reserved_to = 0  # allocated up to here (past the end: the reserve)
         self._reserving = True  # False where the file system cannot reserve
@@ -100,7 +101,7 @@ class MetaStore:
         self._top_up()
 
     def _replay(self) -> int:
-        data = _io.pread(self._fd, os.fstat(self._fd).st_size, 0)
+        data = self.io.pread(self._fd, self.io.size(self._fd), 0)
         pos = 0
         while (body := record_at(data, pos)) is not None:
             try:
@@ -126,7 +127,7 @@ class MetaStore:
                 f"to accept losing everything from there)")
         log.warning("metadata log %s: dropping %d byte(s) of torn tail", self.path,
                     len(data) - pos)
-        os.ftruncate(self._fd, pos)
+        self.io.truncate(self._fd, pos)
 
     def event_at(self, seq: int) -> Event | None:
         """The ``seq``-th recorded event (0-based), or None past the end."""
@@ -168,9 +169,9 @@ class MetaStore:
 
     def _append(self, record: bytes) -> None:
         try:
-            _io.pwrite(self._fd, record, self._end)
+            self.io.pwrite(self._fd, record, self._end)
             if self.enforce_fsync:
-                os.fsync(self._fd)
+                self.io.fsync(self._fd)
         except OSError as exc:
             self._cut_back()
             raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE,
@@ -181,7 +182,7 @@ class MetaStore:
         """Drop a partial record (best effort: the next record overwrites it anyway)."""
         self._reserved_to = self._end  # truncating drops what was allocated past the end
         try:
-            os.ftruncate(self._fd, self._end)
+            self.io.truncate(self._fd, self._end)
         except OSError as exc:
             log.error("metadata log %s: cannot cut a failed record off: %s", self.path, exc)
 
@@ -191,7 +192,7 @@ class MetaStore:
 
     def close(self) -> None:
         if self._fd >= 0:
-            os.close(self._fd)
+            self.io.close(self._fd)
             self._fd = -1
 
 

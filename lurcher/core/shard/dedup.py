@@ -12,8 +12,10 @@ messages are never duplicates and are not remembered.
 Ids are the 16 id bytes of each header, gathered from the blob with numpy and used as
 ``bytes`` keys of a Python set: the common case (no duplicate) is one C-level
 ``isdisjoint`` plus one ``update``; only a batch with duplicates computes a per-message mask,
-and compaction copies one slice per run of kept messages. Ids are remembered only after the
-append succeeded, so a failed send can be retried. ``now_us`` is passed in.
+and compaction copies one slice per run of kept messages. Ids are remembered when the batch
+is handed to the log (so a copy sent while it is still being written is a duplicate too) and
+forgotten again if that append fails, so a failed send can be retried. ``now_us`` is
+passed in.
 """
 
 from __future__ import annotations
@@ -83,6 +85,14 @@ class IdWindow:
             else:
                 self.batches[0] = (stamp, oldest[len(drop):])
 
+    def forget(self, keys: list[bytes]) -> None:
+        """Drop ids remembered for a batch whose append then failed (so it can be retried)."""
+        self.ids.difference_update(keys)
+        for i, (stamp, remembered) in enumerate(self.batches):
+            if remembered is keys:
+                del self.batches[i]
+                return
+
     def duplicates(self, ids: np.ndarray, keys: list[bytes], nonzero: np.ndarray) -> np.ndarray:
         """Mask of messages to drop: a remembered id, or an id seen earlier in the batch."""
         dup = np.zeros(len(ids), dtype=bool)
@@ -140,13 +150,15 @@ class Deduplication:
             batch = compact(batch, keep)
             keys = ids[keep & nonzero].tolist()
         result = store(batch)
-        if inspect.isawaitable(result):
-            return _remember_after(result, window, keys, now_us)
-        window.remember(keys, now_us)
+        window.remember(keys, now_us)  # at once: a copy sent while this one is in flight
+        if inspect.isawaitable(result):  # is a duplicate too
+            return _forget_if_failed(result, window, keys)
         return result
 
 
-async def _remember_after(pending: Any, window: IdWindow, keys: list[bytes], now_us: int) -> Any:
-    result = await pending
-    window.remember(keys, now_us)
-    return result
+async def _forget_if_failed(pending: Any, window: IdWindow, keys: list[bytes]) -> Any:
+    try:
+        return await pending
+    except Exception:  # not on cancellation: the write goes on and may well succeed
+        window.forget(keys)
+        raise

@@ -92,15 +92,18 @@ class Shard:
         self.clock = clock
         self.data_path = Path(config["system.path"]).resolve()
         self.limits = Limits.from_config(config)
+        self.io = select_io(config["system.io"])
         self.meta = meta or MetaStore(self.data_path / "state" / "log",
-                                      enforce_fsync=config["system.state.enforce_fsync"])
+                                      enforce_fsync=config["system.state.enforce_fsync"],
+                                      io=self.io)
         self.enforce_fsync = config["system.partition.enforce_fsync"]
         self.log_config = LogConfig(
             segment_size_bytes=config.size("system.segment.size"),
             enforce_fsync=self.enforce_fsync, group_commit=True,
+            max_inflight_batches=config["system.partition.max_inflight_batches"],
+            inline_write_max_bytes=config["system.partition.inline_write_max_bytes"],
         )
         self.group_commit = GroupCommit()
-        self.io = select_io(config["system.io"])
         self.files = DescriptorCache(self.io, config["system.segment.max_open_files"])
         self.passwords = Passwords.from_config(config)
         self.login_throttle = LoginThrottle(BackoffConfig.from_config(config))
@@ -235,12 +238,18 @@ class Shard:
         shutil.rmtree(self.partition_path(stream_id, topic_id, partition_id), ignore_errors=True)
 
     def append(self, partition: Partition, batch: Any) -> Any:
-        """Store a validated batch (the single place sends reach the log). With
-        ``enforce_fsync`` returns an awaitable that completes once it is fsynced."""
-        partition.append(batch)
+        """Store a validated batch (the single place sends reach the log): an awaitable that
+        completes once it is written, with ``enforce_fsync`` once it is also fsynced.
+        The event loop does not wait for the disk meanwhile."""
+        written = partition.append_async(batch)
         if self.enforce_fsync:
-            return self.group_commit.durable(partition)
-        return None
+            return self._durable(partition, written)
+        return written
+
+    async def _durable(self, partition: Partition, written: Any) -> None:
+        if written is not None:
+            await written
+        await self.group_commit.durable(partition)
 
     # -- sessions -----------------------------------------------------------------
     def open_session(self, address: str, transport: int, connection: Any = None) -> Session:

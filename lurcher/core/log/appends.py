@@ -1,0 +1,162 @@
+"""Asynchronous, ordered appends of one partition: the event loop never waits for the disk.
+
+Owns the partition's batches between "accepted" and "acknowledged":
+
+- ``waiting``: batches not stamped yet, in arrival order. A batch waits while the
+  partition already has ``max_inflight`` batches submitted (back-pressure: its sender's
+  reply waits, and a connection sends its next request only after the reply), while the
+  open segment must roll over and earlier batches are still being written to it, or while
+  the partition settles after a failed write.
+- ``inflight``: batches stamped (offsets and timestamp assigned, in order) and submitted
+  to the storage backend (``IoBackend.submit_pair``), oldest first.
+
+Invariants: stamping happens in arrival order; completions are taken in submission order
+(a completion that arrives early waits for the ones before it), so the partition's visible
+state (``Partition.next_offset``, its segments' indexes) only ever grows by whole written
+batches, in order, and a poll never sees a byte that is not written yet. A batch is
+acknowledged (its future resolved) only when it and every batch before it are written.
+
+A failed write fails that batch and every batch submitted after it with the same
+CANNOT_WRITE_TO_FILE error (their positions assumed it); once the last of them completed,
+the partition cuts its files back to the written state (``Partition.settle``) and takes the
+waiting batches again. Nothing acknowledged is touched.
+
+Memory: at most ``max_inflight`` batches in flight per partition; each waiting batch is the
+request of a connection that awaits its reply (a connection runs one request at a time), so
+waiting batches are bounded by the connections times the send frame limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
+DEFAULT_MAX_INFLIGHT = 8
+
+
+class PendingAppend:
+    """A stamped, submitted batch: where it goes and what keeps its buffers and files alive."""
+
+    __slots__ = ("segment", "blob", "entries", "count", "log_position", "index_position",
+                 "handles", "future", "error", "completed", "orphan")
+
+    def __init__(self, segment: Any, blob: Any, entries: Any, count: int,
+                 positions: tuple[int, int], handles: tuple) -> None:
+        self.segment, self.blob, self.entries, self.count = segment, blob, entries, count
+        self.log_position, self.index_position = positions
+        self.handles = handles
+        self.future: asyncio.Future | None = None
+        self.error: OSError | None = None
+        self.completed = False
+        self.orphan = False  # the partition was purged or closed meanwhile
+
+
+class AppendPipeline:
+    """The ordered asynchronous appends of one ``Partition`` (see the module docstring)."""
+
+    def __init__(self, max_inflight: int = DEFAULT_MAX_INFLIGHT) -> None:
+        """The partition is passed to each call (no reference cycle with it)."""
+        if max_inflight < 1:
+            raise ValueError("system.partition.max_inflight_batches must be at least 1, "
+                             f"got {max_inflight}")
+        self.max_inflight = max_inflight
+        self.waiting: deque[tuple[Any, asyncio.Future]] = deque()
+        self.inflight: deque[PendingAppend] = deque()
+        self.failure: OSError | None = None
+        self._pumping = False
+
+    @property
+    def idle(self) -> bool:
+        return not self.inflight
+
+    def submit(self, partition: Any, batch: Any) -> asyncio.Future:
+        """Queue a validated batch; the future resolves (None) once it is written, or fails
+        with IggyError (see ``Partition.stamp`` and the module docstring)."""
+        future = asyncio.get_running_loop().create_future()
+        self.waiting.append((batch, future))
+        self._pump(partition)
+        return future
+
+    def _may_stamp(self, partition: Any, batch: Any) -> bool:
+        if self.failure is not None or len(self.inflight) >= self.max_inflight:
+            return False
+        return not (self.inflight and partition.rotation_due(len(batch.blob)))
+
+    def _pump(self, partition: Any) -> None:
+        """Stamp and submit waiting batches while the limits allow (not re-entered: a
+        completion reported during a submission leaves the rest to the running loop)."""
+        if self._pumping:
+            return
+        self._pumping = True
+        try:
+            while self.waiting and self._may_stamp(partition, self.waiting[0][0]):
+                self._start(partition, *self.waiting.popleft())
+        finally:
+            self._pumping = False
+
+    def _start(self, partition: Any, batch: Any, future: asyncio.Future) -> None:
+        if future.done():  # the sender went away before its batch was stamped
+            return
+        try:
+            pending = partition.stamp(batch)
+        except IggyError as exc:
+            future.set_exception(exc)
+            return
+        pending.future = future
+        self.inflight.append(pending)
+        try:
+            partition.submit(pending, lambda error: self._completed(partition, pending, error))
+        except OSError as exc:  # the backend refused the submission: nothing was written
+            self._completed(partition, pending, exc)
+
+    def _completed(self, partition: Any, pending: PendingAppend, error: OSError | None) -> None:
+        """A completion (on the event loop): take every finished batch at the head, in order."""
+        pending.error, pending.completed = error, True
+        if pending.orphan:
+            _settle(pending.future, _write_failed(error) if error else None)
+            return
+        while self.inflight and self.inflight[0].completed:
+            self._take(partition, self.inflight.popleft())
+        if self.failure is not None and not self.inflight:
+            self.failure = None
+            partition.settle()
+        self._pump(partition)
+
+    def _take(self, partition: Any, head: PendingAppend) -> None:
+        refused = partition.storage_failure
+        if head.error is None and self.failure is None and refused is None:
+            partition.commit(head)
+            _settle(head.future, None)
+            return
+        self.failure = self.failure or head.error or OSError(refused)
+        _settle(head.future, _write_failed(self.failure))
+
+    def abandon(self) -> None:
+        """The partition is purged or closed: batches in flight are acknowledged when their
+        write completes but no longer change the partition; waiting ones are refused."""
+        for pending in self.inflight:
+            pending.orphan = True
+            if pending.completed:
+                _settle(pending.future, _write_failed(pending.error) if pending.error else None)
+        self.inflight.clear()
+        self.failure = None
+        while self.waiting:
+            _settle(self.waiting.popleft()[1], IggyError(
+                ErrorCode.CANNOT_WRITE_TO_FILE, "the partition was closed or purged"))
+
+
+def _write_failed(error: OSError) -> IggyError:
+    return IggyError(ErrorCode.CANNOT_WRITE_TO_FILE, str(error))
+
+
+def _settle(future: asyncio.Future | None, error: IggyError | None) -> None:
+    if future is None or future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
