@@ -24,7 +24,7 @@ from lurcher import configcheck
 from lurcher.core.wire import units
 
 ENV_PREFIX = "LURCHER_"
-U64_MAX = units.U64_MAX
+U64_MAX = units.U64_MAX  # re-exported for configuration users
 NOT_CONFIG_ENV = {"LURCHER_CONFIG_PATH", "LURCHER_ROOT_USERNAME", "LURCHER_ROOT_PASSWORD"}
 
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-TRANSPORT_TCP = 1
-TRANSPORT_QUIC = 2
-TRANSPORT_HTTP = 3
-TRANSPORT_WEBSOCKET = 4
+from lurcher.core.wire.responses.clients import Transport
+
+# The one transport enum is ``Transport`` (the wire's codes); these names are its members.
+TRANSPORT_TCP = Transport.TCP
+TRANSPORT_QUIC = Transport.QUIC
+TRANSPORT_HTTP = Transport.HTTP
+TRANSPORT_WEBSOCKET = Transport.WEBSOCKET
 
 _client_ids = itertools.count(1)
 

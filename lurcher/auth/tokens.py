@@ -18,9 +18,10 @@ from typing import Any, Iterator
 
 import blake3
 
+from lurcher.core.wire.units import U64_MAX
+
 TOKEN_RANDOM_BYTES = 50
 NEVER = 0
-U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
 NO_EXPIRY_REQUESTS = (0, U64_MAX)
 
 

@@ -31,7 +31,6 @@ import asyncio
 import bisect
 import logging
 import os
-from enum import IntEnum
 
 import numpy as np
 
@@ -44,6 +43,7 @@ from lurcher.core.log.recovery import RecoveryReport
 from lurcher.core.log.segment import INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, Segment
 from lurcher.core.log.slice import EMPTY, ByteRange, PolledSlice
 from lurcher.core.wire.batch import INDEX_ENTRY_BYTES, MessageBatch
+from lurcher.core.wire.values.polling import PollingKind
 from lurcher.core.wire.buffer import U32_MAX
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -51,14 +51,9 @@ from lurcher.core.wire.errors import IggyError
 log = logging.getLogger(__name__)
 
 
-class PollKind(IntEnum):
-    """Polling strategies, numbered as on the wire (§4.6)."""
-
-    OFFSET = 1
-    TIMESTAMP = 2
-    FIRST = 3
-    LAST = 4
-    NEXT = 5
+# The wire's polling strategies (one enum, ``core.wire.values.polling``), by the name the
+# storage layer has always used.
+PollKind = PollingKind
 
 
 def _segment_starts(path: str, io: IoBackend) -> list[int]:

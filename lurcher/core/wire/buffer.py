@@ -12,6 +12,7 @@ import struct
 
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import WireError, truncated
+from lurcher.core.wire.units import U64_MAX
 
 U8 = struct.Struct("<B")
 U16 = struct.Struct("<H")
@@ -21,7 +22,6 @@ F32 = struct.Struct("<f")
 assert (U8.size, U16.size, U32.size, U64.size, F32.size) == (1, 2, 4, 8, 4)
 
 U32_MAX = 0xFFFF_FFFF
-U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
 U128_MAX = (1 << 128) - 1
 
 Buffer = bytes | bytearray | memoryview

@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from lurcher.core.wire import units
+from lurcher.core.wire.units import U64_MAX
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.headers import HeaderKind, HeaderValue, decode_headers, encode_headers
@@ -38,7 +39,6 @@ from lurcher.core.wire.values.permissions import (
     TopicPermissions,
 )
 
-U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
 NOT_LOGGED_IN = 0xFFFF_FFFF
 
 # -- scalars ----------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from typing import Any
 
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.units import U64_MAX
 
 NAME_BYTES = (1, 255)
 USERNAME_BYTES = (3, 50)
@@ -34,7 +35,6 @@ PAT_NAME_BYTES = (3, 30)
 COMPRESSIONS = {1: "none", 2: "gzip"}
 U8_MAX = 0xFF
 U32_MAX = 0xFFFF_FFFF
-U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
 
 
 def utf8_length(value: str, code: ErrorCode) -> int:
