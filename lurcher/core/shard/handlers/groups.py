@@ -25,7 +25,7 @@ def group_details(shard, topic, group) -> GroupDetails:
     return GroupDetails(group_header(shard, topic, group), members)
 
 
-@handles("get_consumer_group", "read_topic")
+@handles("get_consumer_group")
 def get_consumer_group(shard, session, req):
     state = shard.meta.state
     try:
@@ -36,13 +36,13 @@ def get_consumer_group(shard, session, req):
     return group_details(shard, topic, group)
 
 
-@handles("get_consumer_groups", "read_topic")
+@handles("get_consumer_groups")
 def get_consumer_groups(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     return [group_header(shard, topic, topic.groups[gid]) for gid in sorted(topic.groups)]
 
 
-@handles("create_consumer_group", "read_topic")
+@handles("create_consumer_group")
 def create_consumer_group(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     if req.name in topic.group_names:
@@ -52,7 +52,7 @@ def create_consumer_group(shard, session, req):
     return group_details(shard, topic, topic.groups[gid])
 
 
-@handles("delete_consumer_group", "read_topic")
+@handles("delete_consumer_group")
 def delete_consumer_group(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     group = shard.meta.state.group(topic, req.group_id)
@@ -64,7 +64,7 @@ def delete_consumer_group(shard, session, req):
     return None
 
 
-@handles("join_consumer_group", "read_topic")
+@handles("join_consumer_group")
 def join_consumer_group(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     group = shard.meta.state.group(topic, req.group_id)
@@ -81,7 +81,7 @@ def committed_offsets(shard, topic, group_id: int):
     return committed
 
 
-@handles("leave_consumer_group", "read_topic")
+@handles("leave_consumer_group")
 def leave_consumer_group(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     group = shard.meta.state.group(topic, req.group_id)

@@ -42,7 +42,7 @@ def choose_partition(shard, topic, partitioning) -> int:
     return chosen % count
 
 
-@handles("send_messages", "send_messages")
+@handles("send_messages")
 def send_messages(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     pid = choose_partition(shard, topic, req.partitioning)
@@ -85,7 +85,7 @@ def within_reply_cap(shard, partition, polled):
     return partition.read_offset(polled.first_offset, messages_within(partition, polled, cap))
 
 
-@handles("poll_messages", "poll_messages")
+@handles("poll_messages")
 def poll_messages(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     target = consumers.resolve(shard, session, topic, req.consumer, req.partition_id, advance=True)
@@ -105,7 +105,7 @@ def poll_messages(shard, session, req):
     return Parts([prefix, polled])
 
 
-@handles("flush_unsaved_buffer", "send_messages")
+@handles("flush_unsaved_buffer")
 def flush_unsaved_buffer(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     shard.partition(topic, req.partition_id).flush(req.fsync)

@@ -18,7 +18,7 @@ def _target(shard, session, req):
     return target, shard.partition(topic, target.partition_id)
 
 
-@handles("get_consumer_offset", "poll_messages")
+@handles("get_consumer_offset")
 def get_consumer_offset(shard, session, req):
     target, partition = _target(shard, session, req)
     stored = partition.get_offset(target.kind, target.key)
@@ -27,7 +27,7 @@ def get_consumer_offset(shard, session, req):
     return ConsumerOffsetInfo(partition.partition_id, partition.current_offset, stored)
 
 
-@handles("store_consumer_offset", "poll_messages")
+@handles("store_consumer_offset")
 def store_consumer_offset(shard, session, req):
     target, partition = _target(shard, session, req)
     if partition.messages_count == 0 or req.offset > partition.current_offset:
@@ -40,7 +40,7 @@ def store_consumer_offset(shard, session, req):
     return None
 
 
-@handles("delete_consumer_offset", "poll_messages")
+@handles("delete_consumer_offset")
 def delete_consumer_offset(shard, session, req):
     target, partition = _target(shard, session, req)
     partition.delete_offset(target.kind, target.key)

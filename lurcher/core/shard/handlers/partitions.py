@@ -31,7 +31,7 @@ def check_partition_budget(shard, more: int) -> None:
                         f"{more} more partitions would exceed {limit} (server holds {total})")
 
 
-@handles("create_partitions", "manage_topic")
+@handles("create_partitions")
 def create_partitions(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     check_partition_budget(shard, req.partitions_count)
@@ -40,7 +40,7 @@ def create_partitions(shard, session, req):
     return None
 
 
-@handles("delete_partitions", "manage_topic")
+@handles("delete_partitions")
 def delete_partitions(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     if req.partitions_count > topic.partitions_count:
@@ -51,7 +51,7 @@ def delete_partitions(shard, session, req):
     return None
 
 
-@handles("delete_segments", "manage_topic")
+@handles("delete_segments")
 def delete_segments(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     partition = shard.partition(topic, req.partition_id)

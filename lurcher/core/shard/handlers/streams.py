@@ -19,20 +19,20 @@ def find_or_none(state, ident):
         return None
 
 
-@handles("get_stream", "read_stream")
+@handles("get_stream")
 def get_stream(shard, session, req):
     stream = find_or_none(shard.meta.state, req.stream_id)
     return None if stream is None else stream_details(shard, stream)
 
 
-@handles("get_streams", "list_streams")
+@handles("get_streams")
 def get_streams(shard, session, req):
     state = shard.meta.state
     return [stream_header(shard, state.streams[sid]) for sid in sorted(state.streams)
             if may_read(state, session, "read_stream", sid)]
 
 
-@handles("create_stream", "create_stream")
+@handles("create_stream")
 def create_stream(shard, session, req):
     state = shard.meta.state
     if req.name in state.stream_names:
@@ -42,7 +42,7 @@ def create_stream(shard, session, req):
     return stream_details(shard, state.streams[sid])
 
 
-@handles("update_stream", "manage_stream")
+@handles("update_stream")
 def update_stream(shard, session, req):
     state = shard.meta.state
     stream = state.stream(req.stream_id)
@@ -54,14 +54,14 @@ def update_stream(shard, session, req):
     return None
 
 
-@handles("delete_stream", "manage_stream")
+@handles("delete_stream")
 def delete_stream(shard, session, req):
     stream = shard.meta.state.stream(req.stream_id)
     record_deletion(shard, ev.StreamDeleted(stream.id))
     return None
 
 
-@handles("purge_stream", "manage_stream")
+@handles("purge_stream")
 def purge_stream(shard, session, req):
     stream = shard.meta.state.stream(req.stream_id)
     for topic in stream.topics.values():

@@ -33,7 +33,7 @@ NOT_LOGGED_IN = 0xFFFF_FFFF
 _process = psutil.Process()
 
 
-@handles("ping", login_required=False)
+@handles("ping")
 def ping(shard, session, req):
     session.last_seen_us = shard.clock()
     return None
@@ -52,7 +52,7 @@ def get_cluster_metadata(shard, session, req):
     return ClusterMetadata("single-node", [node])
 
 
-@handles("get_snapshot_file", "server_info")
+@handles("get_snapshot_file")
 async def get_snapshot_file(shard, session, req):
     """A ZIP of the requested diagnostics (``core.shard.snapshot``), built off the loop."""
     zip_method(req.compression)  # zstd: FEATURE_UNAVAILABLE before any work
@@ -74,13 +74,13 @@ def get_me(shard, session, req):
     return client_details(shard, session)
 
 
-@handles("get_client", "server_info")
+@handles("get_client")
 def get_client(shard, session, req):
     other = next((s for s in shard.all_sessions() if s.client_id == req.client_id), None)
     return None if other is None else client_details(shard, other)
 
 
-@handles("get_clients", "server_info")
+@handles("get_clients")
 def get_clients(shard, session, req):
     sessions = sorted(shard.all_sessions(), key=lambda s: s.client_id)
     return [client_details(shard, s).header for s in sessions]
@@ -97,7 +97,7 @@ def _os_names(system: str) -> tuple[str, str]:
     return name, " ".join(x for x in (system, release.get("VERSION_ID", ""), name) if x)
 
 
-@handles("get_stats", "server_info")
+@handles("get_stats")
 def get_stats(shard, session, req):
     state = shard.meta.state
     topics = list(state.topics())

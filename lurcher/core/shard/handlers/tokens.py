@@ -79,7 +79,7 @@ def delete_personal_access_token(shard, session, req):
     return None
 
 
-@handles("login_with_personal_access_token", login_required=False)
+@handles("login_with_personal_access_token")
 async def login_with_personal_access_token(shard, session, req):
     """Raises IggyError INVALID_PERSONAL_ACCESS_TOKEN (unknown), PERSONAL_ACCESS_TOKEN_EXPIRED,
     USER_INACTIVE. Unknown tokens slow this connection's later attempts down."""

@@ -42,13 +42,13 @@ def resolve_limits(shard, expiry_us: int, max_size_bytes: int) -> tuple[int, int
     return expiry_us, max_size_bytes
 
 
-@handles("get_topic", "read_topic")
+@handles("get_topic")
 def get_topic(shard, session, req):
     topic = find_or_none(shard.meta.state, req.stream_id, req.topic_id)
     return None if topic is None else topic_details(shard, topic)
 
 
-@handles("get_topics", "list_topics")
+@handles("get_topics")
 def get_topics(shard, session, req):
     state = shard.meta.state
     stream = state.stream(req.stream_id)
@@ -56,7 +56,7 @@ def get_topics(shard, session, req):
             if may_read(state, session, "read_topic", stream.id, tid)]
 
 
-@handles("create_topic", "create_topic")
+@handles("create_topic")
 def create_topic(shard, session, req):
     state = shard.meta.state
     stream = state.stream(req.stream_id)
@@ -71,7 +71,7 @@ def create_topic(shard, session, req):
     return topic_details(shard, stream.topics[tid])
 
 
-@handles("update_topic", "manage_topic")
+@handles("update_topic")
 def update_topic(shard, session, req):
     state = shard.meta.state
     stream = state.stream(req.stream_id)
@@ -84,14 +84,14 @@ def update_topic(shard, session, req):
     return None
 
 
-@handles("delete_topic", "manage_topic")
+@handles("delete_topic")
 def delete_topic(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     record_deletion(shard, ev.TopicDeleted(topic.stream_id, topic.id))
     return None
 
 
-@handles("purge_topic", "manage_topic")
+@handles("purge_topic")
 def purge_topic(shard, session, req):
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     for partition in shard.topic_partitions(topic):

@@ -124,7 +124,7 @@ async def verify_login(shard, session, username: str, password: str) -> Identity
     return start_session(shard, session, user)
 
 
-@handles("login_user", login_required=False)
+@handles("login_user")
 def login_user(shard, session, req):
     return verify_login(shard, session, req.username, req.password)
 
@@ -137,7 +137,7 @@ def logout_user(shard, session, req):
 
 
 # -- reads -------------------------------------------------------------------------------
-@handles("get_user", "read_user")
+@handles("get_user")
 def get_user(shard, session, req):
     try:
         user = shard.meta.state.user(req.user_id)
@@ -146,7 +146,7 @@ def get_user(shard, session, req):
     return user_details(user)
 
 
-@handles("get_users", "read_users")
+@handles("get_users")
 def get_users(shard, session, req):
     users = shard.meta.state.users
     return [user_header(users[uid]) for uid in sorted(users)]
@@ -164,13 +164,13 @@ async def _create_user(shard, session, req) -> UserDetails:
     return user_details(state.users[user_id])
 
 
-@handles("create_user", "manage_users")
+@handles("create_user")
 def create_user(shard, session, req):
     """Raises IggyError USER_ALREADY_EXISTS."""
     return _create_user(shard, session, req)
 
 
-@handles("update_user", "manage_users")
+@handles("update_user")
 def update_user(shard, session, req):
     """Raises IggyError RESOURCE_NOT_FOUND, USER_ALREADY_EXISTS, CANNOT_DELETE_USER (root
     deactivation)."""
@@ -188,7 +188,7 @@ def update_user(shard, session, req):
     return None
 
 
-@handles("update_permissions", "manage_users")
+@handles("update_permissions")
 def update_permissions(shard, session, req):
     """Raises IggyError RESOURCE_NOT_FOUND, CANNOT_CHANGE_PERMISSIONS (root)."""
     user = shard.meta.state.user(req.user_id)
@@ -216,13 +216,13 @@ async def _change_password(shard, session, req) -> None:
     shard.meta.record(ev.UserPasswordChanged(user.id, new_hash))
 
 
-@handles("change_password", "change_password")
+@handles("change_password")
 def change_password(shard, session, req):
     """Raises IggyError RESOURCE_NOT_FOUND, INVALID_CREDENTIALS (wrong current password)."""
     return _change_password(shard, session, req)
 
 
-@handles("delete_user", "manage_users")
+@handles("delete_user")
 def delete_user(shard, session, req):
     """Raises IggyError RESOURCE_NOT_FOUND, CANNOT_DELETE_USER (root)."""
     user = shard.meta.state.user(req.user_id)
