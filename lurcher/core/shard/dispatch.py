@@ -8,6 +8,7 @@ decodes, checks the session and the permission, and calls the handler; it return
 ``IggyError`` (including ``WireError``) for failures, which the transport turns into a status.
 A handler's write that fails for lack of space becomes CANNOT_WRITE_TO_FILE (10006), the code
 0.8 answers for a failed file write, as the metadata log and message appends answer it.
+Observers (metrics, tracing) registered with ``add_observer`` hear of every request once.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from lurcher.auth.permissions import RULES, SELF_RULES
 from lurcher.core.log.io import is_no_space
 from lurcher.core.shard import audit
 from lurcher.core.shard.handlers import registry
+from lurcher.core.shard.observers import CommandObserver, observed
 from lurcher.core.wire.commands import COMMANDS, CommandSpec
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -78,6 +80,12 @@ class Dispatcher:
         self.shard = shard
         self.table = build_table()
         self.cluster: Any = None  # set when the server runs several shards
+        self.observers: list[CommandObserver] = []
+
+    def add_observer(self, observer: CommandObserver) -> None:
+        """Report every later request to ``observer`` (see ``core.shard.observers``)."""
+        if observer not in self.observers:
+            self.observers.append(observer)
 
     def route(self, session: Any, code: int) -> Route:
         """The route for ``code`` after the session check. Raises IggyError."""
@@ -93,6 +101,12 @@ class Dispatcher:
         """Decode and run one binary command, on the shard that must run it. Returns a
         reply or an awaitable of one; raises IggyError (WireError for undecodable payloads).
         ``connection`` (a stream connection) may be migrated to another shard."""
+        if self.observers:
+            return observed(self.observers, code, self._dispatch, session, code, payload,
+                            connection)
+        return self._dispatch(session, code, payload, connection)
+
+    def _dispatch(self, session: Any, code: int, payload: memoryview, connection: Any) -> Any:
         route = self.route(session, code)
         request = route.spec.request.decode_exact(payload)
         if self.cluster is None:
@@ -101,6 +115,12 @@ class Dispatcher:
 
     def execute(self, session: Any, request: Any) -> Any:
         """Run an already-typed request (front ends that do not speak binary, e.g. HTTP)."""
+        if self.observers:
+            return observed(self.observers, type(request).CODE, self._execute, session,
+                            request)
+        return self._execute(session, request)
+
+    def _execute(self, session: Any, request: Any) -> Any:
         route = self.route(session, type(request).CODE)
         if self.cluster is None:
             return self.run_here(route, session, request)
