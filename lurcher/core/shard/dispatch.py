@@ -4,8 +4,9 @@ Every transport hands ``(session, code, payload)`` here. The table joins the com
 registry (``core.wire.commands.COMMANDS``: name, types, permission, routing) with the
 handlers registered by the modules of ``core.shard.handlers``; ``build_table`` refuses to
 build an incomplete table, so a missing handler stops the server at start. ``dispatch``
-decodes, checks the session and the permission, and calls the handler; it returns the handler's result or an awaitable of it, and raises
-``IggyError`` (including ``WireError``) for failures, which the transport turns into a status.
+decodes, checks the session and the permission, and calls the handler; it returns the
+handler's result or an awaitable of it, and raises ``IggyError`` (including ``WireError``)
+for failures, which the transport turns into a status.
 A handler's write that fails for lack of space becomes CANNOT_WRITE_TO_FILE (10006), the code
 0.8 answers for a failed file write, as the metadata log and message appends answer it.
 Observers (metrics, tracing) registered with ``add_observer`` hear of every request once.

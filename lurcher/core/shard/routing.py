@@ -22,8 +22,7 @@ from typing import Any
 
 import msgspec
 
-from lurcher.core.shard.handlers import consumers
-from lurcher.core.shard.handlers.messages import choose_partition
+from lurcher.core.shard.placement import choose_partition, resolve
 from lurcher.core.wire.commands import (  # noqa: F401 (re-exported kinds)
     BROADCAST, COMMANDS, GATHER, LOCAL, META, PARTITION)
 from lurcher.core.wire.errors import IggyError
@@ -56,7 +55,7 @@ def _place_send(shard, session, req) -> Placement:
 def _place_consumer(shard, session, req, advance: bool) -> Placement:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     pinned = req.partition_id is not None and not req.consumer.is_group
-    target = consumers.resolve(shard, session, topic, req.consumer, req.partition_id, advance)
+    target = resolve(shard, session, topic, req.consumer, req.partition_id, advance)
     if target.partition_id is None:
         return Placement(req, None, False)
     if req.partition_id is None:
