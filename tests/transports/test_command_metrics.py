@@ -84,3 +84,19 @@ async def test_tcp_commands_show_at_the_http_metrics_endpoint(
             await client.close()
         after = counter((await http.get(url)).text, "get_cluster_metadata", "ok")
     assert after - before == 3
+
+
+def test_codes_outside_the_table_share_one_series() -> None:
+    from lurcher.transports.http.metrics import Metrics
+
+    class NoPartitions:
+        partitions: dict = {}
+
+    metrics = Metrics(NoPartitions())
+    for code in (9999, 12345, 4_000_000_000):
+        metrics.on_command(code, 3, 0.001)
+    metrics.on_command(1, 0, 0.001)
+    text = metrics.render().decode()
+    assert counter(text, "unknown", "invalid_command") == 3
+    assert counter(text, "ping", "ok") == 1
+    assert "9999" not in text and len(metrics._series) == 2

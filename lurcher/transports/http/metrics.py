@@ -3,7 +3,9 @@
 ``Metrics`` is an observer of the shard's dispatcher (``core.shard.observers``), registered
 by the server at start (``observe_commands``) whether or not HTTP runs, so commands from
 every front end are counted by name and outcome (``ok`` or the error's snake_case name) and
-timed, including the awaited part of asynchronous handlers; only the scrape needs HTTP. Per-partition message counts and sizes are read from the shard's
+timed, including the awaited part of asynchronous handlers; only the scrape needs HTTP.
+Codes outside the command table are counted as command "unknown", so a client cannot
+create series at will. Per-partition message counts and sizes are read from the shard's
 partitions at scrape time (no bookkeeping on the send path). Each server has its own
 registry, so several servers in one process never share series.
 """
@@ -19,6 +21,7 @@ from lurcher.core.wire.commands import COMMANDS
 from lurcher.core.wire.error_codes import ErrorCode
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+UNKNOWN_CODE = -1
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                      0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -64,15 +67,26 @@ class Metrics:
                                      ["method", "status"], registry=self.registry)
         self.registry.register(PartitionCollector(shard))
         self._names = {code: spec.name for code, spec in COMMANDS.items()}
+        # (code, status) -> (counter child, histogram child): one lookup per request. Codes
+        # outside the command table share one "unknown" series (clients choose codes).
+        self._series: dict[tuple[int, int], tuple[Any, Any]] = {}
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
     def on_command(self, code: int, status: int, duration_s: float) -> None:
         """The dispatcher observer (``core.shard.observers``): count and time one request."""
-        name = self._names.get(code, str(code))
-        self.commands.labels(name, _outcome(status)).inc()
-        self.latency.labels(name).observe(duration_s)
+        key = (code if code in self._names else UNKNOWN_CODE, status)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = self._new_series(*key)
+        count, latency = series
+        count.inc()
+        latency.observe(duration_s)
+
+    def _new_series(self, code: int, status: int) -> tuple[Any, Any]:
+        name = self._names.get(code, "unknown")
+        return self.commands.labels(name, _outcome(status)), self.latency.labels(name)
 
 
 def observe_commands(shard: Any, enabled: bool) -> Metrics | None:
