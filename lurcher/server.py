@@ -33,6 +33,7 @@ from lurcher.core.shard.shard import Shard
 from lurcher.core.wire.errors import IggyError
 from lurcher.transports.connection import StreamConnection
 from lurcher.transports.frontend import FrontEnd, ListenContext, Listener
+from lurcher.transports.http.metrics import observe_commands
 from lurcher.transports.tls import TlsConfigError
 
 log = logging.getLogger("lurcher.server")
@@ -168,6 +169,7 @@ def open_shard(config: Config, default_root: bool, shard_id: int, shards_count: 
                   meta=MetaReplica() if shard_id else None)
     shard.connection_factory = lambda session, pending: StreamConnection(
         shard, session.transport, session, pending)
+    observe_commands(shard, bool(config.get("http.metrics.enabled", True)))
     if shard_id == 0:
         generated = ensure_root(shard.meta, shard.passwords.hash, os.environ, default_root,
                                 shard.clock())

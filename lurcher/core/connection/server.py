@@ -199,7 +199,6 @@ class ServerConnection:
         """Dispatch one frame; True when its reply is awaited (the connection is busy)."""
         self.current = frame
         try:
-            # looked up per request: metrics may wrap the dispatcher's method at any time
             result = self.shard.dispatcher.dispatch(self.session, frame.code, frame.payload,
                                                     self)
         except Exception as exc:

@@ -135,10 +135,10 @@ class Cluster:
 
     # -- running commands ------------------------------------------------------------------
     def run(self, route: Any, session: Any, request: Any, payload: Any, connection: Any) -> Any:
-        """Run a decoded command where ``routing.ROUTES`` says. Returns a reply, an
+        """Run a decoded command where its routing kind says. Returns a reply, an
         awaitable, or ``MigrateTo`` (the connection should move to the shard that runs it;
         its ``fallback`` forwards the request instead)."""
-        kind = routing.ROUTES[route.spec.name]
+        kind = route.routing
         here = self.shard.dispatcher.run_here
         if kind == routing.LOCAL:
             return here(route, session, request)
@@ -211,7 +211,7 @@ class Cluster:
             route = dispatcher.route(session, msg.code)
             request = route.spec.request.decode_exact(msg.payload)
             result = dispatcher.run_here(route, session, request)
-            if routing.ROUTES[route.spec.name] == routing.META:
+            if route.routing == routing.META:
                 result = self._then_publish(result)
             if inspect.isawaitable(result):
                 result = await result

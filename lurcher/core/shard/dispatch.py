@@ -1,22 +1,27 @@
-"""The dispatcher: one table from command code to name, request type, handler, permission.
+"""The dispatcher: one table from command code to spec, handler, permission.
 
-Every transport hands ``(session, code, payload)`` here. The table joins the wire command
-table (``core.wire.commands.COMMANDS``) with the handlers registered by the modules of
-``core.shard.handlers``. ``dispatch`` decodes, checks the session and the permission, and
-calls the handler; it returns the handler's result or an awaitable of it, and raises
-``IggyError`` (including ``WireError``) for failures, which the transport turns into a status.
+Every transport hands ``(session, code, payload)`` here. The table joins the command
+registry (``core.wire.commands.COMMANDS``: name, types, permission, routing) with the
+handlers registered by the modules of ``core.shard.handlers``; ``build_table`` refuses to
+build an incomplete table, so a missing handler stops the server at start. ``dispatch``
+decodes, checks the session and the permission, and calls the handler; it returns the
+handler's result or an awaitable of it, and raises ``IggyError`` (including ``WireError``)
+for failures, which the transport turns into a status.
 A handler's write that fails for lack of space becomes CANNOT_WRITE_TO_FILE (10006), the code
 0.8 answers for a failed file write, as the metadata log and message appends answer it.
+Observers (metrics, tracing) registered with ``add_observer`` hear of every request once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
+from lurcher.auth.permissions import RULES, SELF_RULES
 from lurcher.core.log.io import is_no_space
 from lurcher.core.shard import audit
 from lurcher.core.shard.handlers import registry
+from lurcher.core.shard.observers import CommandObserver, observed
 from lurcher.core.wire.commands import COMMANDS, CommandSpec
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -24,23 +29,48 @@ from lurcher.core.wire.errors import IggyError
 
 @dataclass(frozen=True)
 class Route:
+    """A command's spec joined with its handler; ``permission`` is the rule to check
+    ("" = none beyond login), ``routing`` the spec's routing kind."""
+
     spec: CommandSpec
     handler: Callable[..., Any]
     permission: str
     login_required: bool
+    routing: str
 
 
-def build_table() -> dict[int, Route]:
-    """Join the wire table with the registered handlers. Raises if a handler names no command."""
-    registry.load_all()
-    by_name = {spec.name: spec for spec in COMMANDS.values()}
-    unknown = set(registry.HANDLERS) - set(by_name)
+class IncompleteCommandTable(RuntimeError):
+    """A command lacks a handler or a known permission rule: the server must not start."""
+
+
+def _check_permission(spec: CommandSpec) -> None:
+    rule = spec.permission_rule
+    if rule and rule not in RULES and rule not in SELF_RULES:
+        raise IncompleteCommandTable(f"command {spec.name}: unknown permission rule {rule!r}")
+
+
+def build_table(specs: Iterable[CommandSpec] | None = None,
+                handlers: Mapping[str, Callable[..., Any]] | None = None) -> dict[int, Route]:
+    """Join the command registry with the registered handlers (defaults: all of both).
+
+    Raises IncompleteCommandTable naming the first command with no handler or an unknown
+    permission rule, or a handler that names no command.
+    """
+    if handlers is None:
+        registry.load_all()
+        handlers = registry.HANDLERS
+    specs = list(COMMANDS.values() if specs is None else specs)
+    unknown = sorted(set(handlers) - {spec.name for spec in specs})
     if unknown:
-        raise RuntimeError(f"handlers for unknown commands: {sorted(unknown)}")
+        raise IncompleteCommandTable(f"handler for unknown command {unknown[0]}")
     table = {}
-    for name, entry in registry.HANDLERS.items():
-        spec = by_name[name]
-        table[spec.code] = Route(spec, entry.fn, entry.permission, entry.login_required)
+    for spec in specs:
+        handler = handlers.get(spec.name)
+        if handler is None:
+            raise IncompleteCommandTable(f"command {spec.name} has no handler")
+        _check_permission(spec)
+        table[spec.code] = Route(spec, handler, spec.permission_rule, spec.login_required,
+                                 spec.routing)
     return table
 
 
@@ -51,6 +81,12 @@ class Dispatcher:
         self.shard = shard
         self.table = build_table()
         self.cluster: Any = None  # set when the server runs several shards
+        self.observers: list[CommandObserver] = []
+
+    def add_observer(self, observer: CommandObserver) -> None:
+        """Report every later request to ``observer`` (see ``core.shard.observers``)."""
+        if observer not in self.observers:
+            self.observers.append(observer)
 
     def route(self, session: Any, code: int) -> Route:
         """The route for ``code`` after the session check. Raises IggyError."""
@@ -66,6 +102,12 @@ class Dispatcher:
         """Decode and run one binary command, on the shard that must run it. Returns a
         reply or an awaitable of one; raises IggyError (WireError for undecodable payloads).
         ``connection`` (a stream connection) may be migrated to another shard."""
+        if self.observers:
+            return observed(self.observers, code, self._dispatch, session, code, payload,
+                            connection)
+        return self._dispatch(session, code, payload, connection)
+
+    def _dispatch(self, session: Any, code: int, payload: memoryview, connection: Any) -> Any:
         route = self.route(session, code)
         request = route.spec.request.decode_exact(payload)
         if self.cluster is None:
@@ -74,6 +116,12 @@ class Dispatcher:
 
     def execute(self, session: Any, request: Any) -> Any:
         """Run an already-typed request (front ends that do not speak binary, e.g. HTTP)."""
+        if self.observers:
+            return observed(self.observers, type(request).CODE, self._execute, session,
+                            request)
+        return self._execute(session, request)
+
+    def _execute(self, session: Any, request: Any) -> Any:
         route = self.route(session, type(request).CODE)
         if self.cluster is None:
             return self.run_here(route, session, request)

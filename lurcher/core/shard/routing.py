@@ -1,6 +1,7 @@
 """Which shard runs a command, when there is more than one.
 
-One table, ``ROUTES``, gives each command's kind:
+Each command's kind is its spec's ``routing`` (``core.wire.commands``); ``ROUTES`` is the
+same by name:
 
 * ``local``: any shard answers from its own state (ping, logins, reads of users, tokens,
   groups — the metadata and group membership are replicated to every shard).
@@ -23,34 +24,14 @@ from typing import Any
 
 import msgspec
 
-from lurcher.core.shard.handlers import consumers
-from lurcher.core.shard.handlers.messages import choose_partition
+from lurcher.core.shard.placement import choose_partition, resolve
+from lurcher.core.wire.commands import (  # noqa: F401 (re-exported kinds)
+    BROADCAST, COMMANDS, GATHER, LOCAL, META, OWNER, PARTITION)
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.values.partitioning import Partitioning, PartitioningKind
 
-LOCAL, META, GATHER, BROADCAST, PARTITION = "local", "meta", "gather", "broadcast", "partition"
-OWNER = "owner"
-
-ROUTES: dict[str, str] = {
-    "ping": LOCAL, "get_cluster_metadata": OWNER, "get_me": LOCAL, "get_user": LOCAL,
-    "get_users": LOCAL, "login_user": LOCAL, "logout_user": LOCAL,
-    "get_personal_access_tokens": LOCAL, "login_with_personal_access_token": LOCAL,
-    "get_consumer_group": LOCAL, "get_consumer_groups": LOCAL, "get_snapshot_file": LOCAL,
-    "create_user": META, "delete_user": META, "update_user": META,
-    "update_permissions": META, "change_password": META,
-    "create_personal_access_token": META, "delete_personal_access_token": META,
-    "create_stream": META, "update_stream": META, "delete_stream": META,
-    "create_topic": META, "update_topic": META, "delete_topic": META,
-    "create_partitions": META, "delete_partitions": META,
-    "create_consumer_group": META, "delete_consumer_group": META,
-    "join_consumer_group": META, "leave_consumer_group": META,
-    "get_stats": GATHER, "get_client": GATHER, "get_clients": GATHER,
-    "get_stream": GATHER, "get_streams": GATHER, "get_topic": GATHER, "get_topics": GATHER,
-    "purge_stream": BROADCAST, "purge_topic": BROADCAST,
-    "send_messages": PARTITION, "poll_messages": PARTITION, "flush_unsaved_buffer": PARTITION,
-    "get_consumer_offset": PARTITION, "store_consumer_offset": PARTITION,
-    "delete_consumer_offset": PARTITION, "delete_segments": PARTITION,
-}
+# Every command's kind, derived from the command registry (``CommandSpec.routing``).
+ROUTES: dict[str, str] = {spec.name: spec.routing for spec in COMMANDS.values()}
 
 
 class Placement:
@@ -76,7 +57,7 @@ def _place_send(shard, session, req) -> Placement:
 def _place_consumer(shard, session, req, advance: bool) -> Placement:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     pinned = req.partition_id is not None and not req.consumer.is_group
-    target = consumers.resolve(shard, session, topic, req.consumer, req.partition_id, advance)
+    target = resolve(shard, session, topic, req.consumer, req.partition_id, advance)
     if target.partition_id is None:
         return Placement(req, None, False)
     if req.partition_id is None:

@@ -1,7 +1,7 @@
 """``HttpConnection``: the binary ``Connection`` interface carried over the REST API (§14).
 
 The SDK speaks binary requests; this class decodes each one into its typed request
-(``core.wire``), sends the matching REST call (``ROUTES``), and turns the JSON answer back
+(``core.wire``), sends the matching REST call (the spec's REST route, filled by ``rest_call``), and turns the JSON answer back
 into the binary OK payload of that command, so ``Client`` works unchanged over HTTP. Login
 requests keep the returned JWT and send it as ``Authorization: Bearer`` afterwards;
 LogoutUser revokes it. Error answers become their Iggy status; a bare 401 becomes
@@ -13,6 +13,7 @@ file) answer FEATURE_UNAVAILABLE without a request. TLS (``https://``) when ``co
 from __future__ import annotations
 
 import base64
+import re
 import ssl
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +23,7 @@ import httpx
 
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.codec import REQUEST_TYPES, WireStruct
-from lurcher.core.wire.commands import COMMANDS
+from lurcher.core.wire.commands import COMMANDS, CommandSpec
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError, WireError
 from lurcher.core.wire.identifier import Identifier
@@ -41,14 +42,11 @@ POLL_KIND_NAMES = {int(k): k.name.lower() for k in PollingKind}
 PARTITIONING_NAMES = {1: "balanced", 2: "partition_id", 3: "messages_key"}
 
 Call = tuple[str, str, dict[str, Any] | None, Any]  # method, path, query, JSON body
+Params = tuple[dict[str, Any] | None, Any]  # query, JSON body
 
 
 def _id(value: Identifier) -> str:
     return quote(str(value.value), safe="")
-
-
-def _st(r: Any) -> str:
-    return f"/streams/{_id(r.stream_id)}/topics/{_id(r.topic_id)}"
 
 
 def _topic_body(r: Any) -> dict[str, Any]:
@@ -61,7 +59,7 @@ def _optional(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
 
 
-def _send(r: Any) -> Call:
+def _send(r: Any) -> Params:
     batch = r.batch
     blob = memoryview(batch.blob)
     messages = []
@@ -76,98 +74,88 @@ def _send(r: Any) -> Call:
                          "user_headers": s.headers_json(headers) if headers_len else None})
     partitioning = {"kind": PARTITIONING_NAMES[r.partitioning.kind],
                     "value": base64.b64encode(r.partitioning.value).decode()}
-    return "POST", f"{_st(r)}/messages", None, {"partitioning": partitioning,
-                                                 "messages": messages}
+    return None, {"partitioning": partitioning, "messages": messages}
 
 
-def _poll(r: Any) -> Call:
+def _poll(r: Any) -> Params:
     if r.consumer.is_group:
         raise IggyError(ErrorCode.FEATURE_UNAVAILABLE, "group polling has no HTTP route")
     query = {"consumer_id": r.consumer.id.value, "partition_id": r.partition_id,
              "kind": POLL_KIND_NAMES[r.strategy.kind], "value": r.strategy.value,
              "count": r.count, "auto_commit": "true" if r.auto_commit else "false"}
-    return "GET", f"{_st(r)}/messages", _optional(query), None
+    return _optional(query), None
 
 
-def _unavailable(r: Any) -> Call:
-    raise IggyError(ErrorCode.FEATURE_UNAVAILABLE, f"{type(r).__name__} has no HTTP route")
+# How each ``{field}`` of a REST path template is filled from the request.
+PATH_FIELDS: dict[str, Callable[[Any], str]] = {
+    "stream_id": lambda r: _id(r.stream_id),
+    "topic_id": lambda r: _id(r.topic_id),
+    "user_id": lambda r: _id(r.user_id),
+    "group_id": lambda r: _id(r.group_id),
+    "client_id": lambda r: str(r.client_id),
+    "partition_id": lambda r: str(r.partition_id),
+    "name": lambda r: quote(r.name, safe=""),
+    "consumer_id": lambda r: quote(str(r.consumer.id.value), safe=""),
+    "fsync": lambda r: "true" if r.fsync else "false",
+}
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
-ROUTES: dict[str, Callable[[Any], Call]] = {
-    "ping": lambda r: ("GET", "/ping", None, None),
-    "get_stats": lambda r: ("GET", "/stats", None, None),
-    "get_cluster_metadata": lambda r: ("GET", "/cluster/metadata", None, None),
-    "get_clients": lambda r: ("GET", "/clients", None, None),
-    "get_client": lambda r: ("GET", f"/clients/{r.client_id}", None, None),
-    "get_me": _unavailable,
-    "get_snapshot_file": _unavailable,
-    "login_user": lambda r: ("POST", "/users/login", None, _optional(
+def rest_path(template: str, request: Any) -> str:
+    """``template`` with every ``{field}`` filled from ``request`` (``PATH_FIELDS``)."""
+    return _PLACEHOLDER.sub(lambda m: PATH_FIELDS[m.group(1)](request), template)
+
+
+# Query parameters and JSON body of the commands that have either; the method and path are
+# the command's REST route in the registry (``core.wire.commands``).
+PARAMS: dict[str, Callable[[Any], Params]] = {
+    "login_user": lambda r: (None, _optional(
         {"username": r.username, "password": r.password, "version": r.version,
          "context": r.context})),
-    "login_with_personal_access_token": lambda r: (
-        "POST", "/personal-access-tokens/login", None, {"token": r.token}),
-    "logout_user": lambda r: ("DELETE", "/users/logout", None, None),
-    "get_users": lambda r: ("GET", "/users", None, None),
-    "get_user": lambda r: ("GET", f"/users/{_id(r.user_id)}", None, None),
-    "create_user": lambda r: ("POST", "/users", None, {
+    "login_with_personal_access_token": lambda r: (None, {"token": r.token}),
+    "create_user": lambda r: (None, {
         "username": r.username, "password": r.password,
         "status": s.USER_STATUS_NAMES.get(r.status, "active"),
         "permissions": s.permissions_json(r.permissions)}),
-    "update_user": lambda r: ("PUT", f"/users/{_id(r.user_id)}", None, _optional({
+    "update_user": lambda r: (None, _optional({
         "username": r.username,
         "status": None if r.status is None else s.USER_STATUS_NAMES.get(r.status)})),
-    "delete_user": lambda r: ("DELETE", f"/users/{_id(r.user_id)}", None, None),
-    "update_permissions": lambda r: ("PUT", f"/users/{_id(r.user_id)}/permissions", None,
+    "update_permissions": lambda r: (None,
                                      {"permissions": s.permissions_json(r.permissions)}),
-    "change_password": lambda r: ("PUT", f"/users/{_id(r.user_id)}/password", None, {
+    "change_password": lambda r: (None, {
         "current_password": r.current_password, "new_password": r.new_password}),
-    "get_personal_access_tokens": lambda r: ("GET", "/personal-access-tokens", None, None),
-    "create_personal_access_token": lambda r: ("POST", "/personal-access-tokens", None,
-                                               {"name": r.name, "expiry": r.expiry_us}),
-    "delete_personal_access_token": lambda r: (
-        "DELETE", f"/personal-access-tokens/{quote(r.name, safe='')}", None, None),
-    "get_streams": lambda r: ("GET", "/streams", None, None),
-    "get_stream": lambda r: ("GET", f"/streams/{_id(r.stream_id)}", None, None),
-    "create_stream": lambda r: ("POST", "/streams", None, {"name": r.name}),
-    "update_stream": lambda r: ("PUT", f"/streams/{_id(r.stream_id)}", None, {"name": r.name}),
-    "delete_stream": lambda r: ("DELETE", f"/streams/{_id(r.stream_id)}", None, None),
-    "purge_stream": lambda r: ("DELETE", f"/streams/{_id(r.stream_id)}/purge", None, None),
-    "get_topics": lambda r: ("GET", f"/streams/{_id(r.stream_id)}/topics", None, None),
-    "get_topic": lambda r: ("GET", _st(r), None, None),
-    "create_topic": lambda r: ("POST", f"/streams/{_id(r.stream_id)}/topics", None,
-                               {**_topic_body(r), "partitions_count": r.partitions_count}),
-    "update_topic": lambda r: ("PUT", _st(r), None, _topic_body(r)),
-    "delete_topic": lambda r: ("DELETE", _st(r), None, None),
-    "purge_topic": lambda r: ("DELETE", f"{_st(r)}/purge", None, None),
-    "create_partitions": lambda r: ("POST", f"{_st(r)}/partitions", None,
-                                    {"partitions_count": r.partitions_count}),
-    "delete_partitions": lambda r: ("DELETE", f"{_st(r)}/partitions",
-                                    {"partitions_count": r.partitions_count}, None),
-    "delete_segments": lambda r: ("DELETE", f"{_st(r)}/partitions/{r.partition_id}",
-                                  {"segments_count": r.segments_count}, None),
-    "get_consumer_groups": lambda r: ("GET", f"{_st(r)}/consumer-groups", None, None),
-    "get_consumer_group": lambda r: ("GET", f"{_st(r)}/consumer-groups/{_id(r.group_id)}",
-                                     None, None),
-    "create_consumer_group": lambda r: ("POST", f"{_st(r)}/consumer-groups", None,
-                                        {"name": r.name}),
-    "delete_consumer_group": lambda r: ("DELETE", f"{_st(r)}/consumer-groups/{_id(r.group_id)}",
-                                        None, None),
-    "join_consumer_group": _unavailable,
-    "leave_consumer_group": _unavailable,
-    "get_consumer_offset": lambda r: ("GET", f"{_st(r)}/consumer-offsets", _optional(
+    "create_personal_access_token": lambda r: (None, {"name": r.name, "expiry": r.expiry_us}),
+    "create_stream": lambda r: (None, {"name": r.name}),
+    "update_stream": lambda r: (None, {"name": r.name}),
+    "create_topic": lambda r: (None, {**_topic_body(r), "partitions_count": r.partitions_count}),
+    "update_topic": lambda r: (None, _topic_body(r)),
+    "create_partitions": lambda r: (None, {"partitions_count": r.partitions_count}),
+    "delete_partitions": lambda r: ({"partitions_count": r.partitions_count}, None),
+    "delete_segments": lambda r: ({"segments_count": r.segments_count}, None),
+    "create_consumer_group": lambda r: (None, {"name": r.name}),
+    "get_consumer_offset": lambda r: (_optional(
         {"consumer_id": r.consumer.id.value, "partition_id": r.partition_id}), None),
-    "store_consumer_offset": lambda r: ("PUT", f"{_st(r)}/consumer-offsets", None, {
+    "store_consumer_offset": lambda r: (None, {
         "consumer_id": r.consumer.id.value, "partition_id": r.partition_id,
         "offset": r.offset}),
-    "delete_consumer_offset": lambda r: (
-        "DELETE", f"{_st(r)}/consumer-offsets/{quote(str(r.consumer.id.value), safe='')}",
-        _optional({"partition_id": r.partition_id}), None),
+    "delete_consumer_offset": lambda r: (_optional({"partition_id": r.partition_id}), None),
     "send_messages": _send,
     "poll_messages": _poll,
-    "flush_unsaved_buffer": lambda r: (
-        "GET", f"{_st(r)}/messages/flush/{r.partition_id}/{'true' if r.fsync else 'false'}",
-        None, None),
 }
+# Routed on the server but not through this class (the snapshot answer is a file, not JSON).
+NOT_OVER_HTTP = frozenset({"get_snapshot_file"})
+_NO_PARAMS: Params = (None, None)
+
+
+def rest_call(spec: CommandSpec, request: Any) -> Call:
+    """The REST call for ``request``. Raises IggyError FEATURE_UNAVAILABLE for a command
+    with no HTTP route."""
+    if spec.rest is None or spec.name in NOT_OVER_HTTP:
+        raise IggyError(ErrorCode.FEATURE_UNAVAILABLE,
+                        f"{type(request).__name__} has no HTTP route")
+    params = PARAMS.get(spec.name)
+    query, body = _NO_PARAMS if params is None else params(request)
+    return spec.rest.method, rest_path(spec.rest.path, request), query, body
 
 
 def error_status(response: httpx.Response) -> int:
@@ -230,7 +218,7 @@ class HttpConnection(Connection):
             return e.status, _EMPTY
         spec = COMMANDS[code]
         try:
-            method, path, query, body = ROUTES[spec.name](request)
+            method, path, query, body = rest_call(spec, request)
         except IggyError as e:
             return e.status, _EMPTY
         try:

@@ -31,7 +31,7 @@ from lurcher.auth.session import TRANSPORT_HTTP
 from lurcher.core.connection.failures import failure_status
 from lurcher.core.shard.reply import materialise, payload_parts
 from lurcher.core.wire.batch import MessageBatch
-from lurcher.core.wire.commands import COMMANDS, decode_response
+from lurcher.core.wire.commands import COMMANDS, by_name, decode_response
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.identifier import Identifier
@@ -212,76 +212,89 @@ def build_store_offset(c: Call) -> StoreConsumerOffset:
 
 Builder = Callable[[Call], Any]
 
-# (method, path, builder, body type, success status)
-COMMAND_ROUTES: list[tuple[str, str, Builder, type | None, int]] = [
-    ("GET", "/stats", lambda c: GetStats(), None, 200),
-    ("GET", "/cluster/metadata", lambda c: GetClusterMetadata(), None, 200),
-    ("GET", "/clients", lambda c: GetClients(), None, 200),
-    ("GET", "/clients/{client_id}",
-     lambda c: GetClient(c.int_param("client_id", path=True)), None, 200),
-    ("POST", "/snapshot", lambda c: GetSnapshotFile(2, [ALL_TYPES]), b.SnapshotBody, 200),
-    ("GET", "/users", lambda c: GetUsers(), None, 200),
-    ("POST", "/users", lambda c: CreateUser(
+# command name -> (request builder, body type, success status); the method and path are the
+# command's REST route in the registry (``core.wire.commands``).
+BUILDERS: dict[str, tuple[Builder, type | None, int]] = {
+    "get_stats": (lambda c: GetStats(), None, 200),
+    "get_cluster_metadata": (lambda c: GetClusterMetadata(), None, 200),
+    "get_clients": (lambda c: GetClients(), None, 200),
+    "get_client": (lambda c: GetClient(c.int_param("client_id", path=True)), None, 200),
+    "get_snapshot_file": (lambda c: GetSnapshotFile(2, [ALL_TYPES]), b.SnapshotBody, 200),
+    "get_users": (lambda c: GetUsers(), None, 200),
+    "create_user": (lambda c: CreateUser(
         c.body.username, c.body.password, _status_code(c.body.status),
         s.permissions_from_json(c.body.permissions)), b.CreateUserBody, 200),
-    ("GET", "/users/{user_id}", lambda c: GetUser(c.ident("user_id")), None, 200),
-    ("PUT", "/users/{user_id}", lambda c: UpdateUser(
+    "get_user": (lambda c: GetUser(c.ident("user_id")), None, 200),
+    "update_user": (lambda c: UpdateUser(
         c.ident("user_id"), c.body.username, _status_code(c.body.status)), b.UpdateUserBody, 204),
-    ("DELETE", "/users/{user_id}", lambda c: DeleteUser(c.ident("user_id")), None, 204),
-    ("PUT", "/users/{user_id}/permissions", lambda c: UpdatePermissions(
+    "delete_user": (lambda c: DeleteUser(c.ident("user_id")), None, 204),
+    "update_permissions": (lambda c: UpdatePermissions(
         c.ident("user_id"), s.permissions_from_json(c.body.permissions)), b.PermissionsBody, 204),
-    ("PUT", "/users/{user_id}/password", lambda c: ChangePassword(
+    "change_password": (lambda c: ChangePassword(
         c.ident("user_id"), c.body.current_password, c.body.new_password), b.PasswordBody, 204),
-    ("GET", "/personal-access-tokens", lambda c: GetPersonalAccessTokens(), None, 200),
-    ("POST", "/personal-access-tokens", lambda c: CreatePersonalAccessToken(
+    "get_personal_access_tokens": (lambda c: GetPersonalAccessTokens(), None, 200),
+    "create_personal_access_token": (lambda c: CreatePersonalAccessToken(
         c.body.name, c.body.expiry or 0), b.CreatePatBody, 200),
-    ("DELETE", "/personal-access-tokens/{name}",
-     lambda c: DeletePersonalAccessToken(c.path["name"]), None, 204),
-    ("GET", "/streams", lambda c: GetStreams(), None, 200),
-    ("POST", "/streams", lambda c: CreateStream(c.body.name), b.NameBody, 200),
-    ("GET", "/streams/{stream_id}", lambda c: GetStream(c.ident("stream_id")), None, 200),
-    ("PUT", "/streams/{stream_id}",
-     lambda c: UpdateStream(c.ident("stream_id"), c.body.name), b.NameBody, 204),
-    ("DELETE", "/streams/{stream_id}", lambda c: DeleteStream(c.ident("stream_id")), None, 204),
-    ("DELETE", "/streams/{stream_id}/purge",
-     lambda c: PurgeStream(c.ident("stream_id")), None, 204),
-    ("GET", "/streams/{stream_id}/topics", lambda c: GetTopics(c.ident("stream_id")), None, 200),
-    ("POST", "/streams/{stream_id}/topics", build_create_topic, b.CreateTopicBody, 200),
-    ("GET", "/streams/{stream_id}/topics/{topic_id}", lambda c: GetTopic(*c.st()), None, 200),
-    ("PUT", "/streams/{stream_id}/topics/{topic_id}", build_update_topic, b.TopicBody, 204),
-    ("DELETE", "/streams/{stream_id}/topics/{topic_id}",
-     lambda c: DeleteTopic(*c.st()), None, 204),
-    ("DELETE", "/streams/{stream_id}/topics/{topic_id}/purge",
-     lambda c: PurgeTopic(*c.st()), None, 204),
-    ("POST", "/streams/{stream_id}/topics/{topic_id}/partitions", lambda c: CreatePartitions(
+    "delete_personal_access_token": (
+        lambda c: DeletePersonalAccessToken(c.path["name"]), None, 204),
+    "get_streams": (lambda c: GetStreams(), None, 200),
+    "create_stream": (lambda c: CreateStream(c.body.name), b.NameBody, 200),
+    "get_stream": (lambda c: GetStream(c.ident("stream_id")), None, 200),
+    "update_stream": (
+        lambda c: UpdateStream(c.ident("stream_id"), c.body.name), b.NameBody, 204),
+    "delete_stream": (lambda c: DeleteStream(c.ident("stream_id")), None, 204),
+    "purge_stream": (lambda c: PurgeStream(c.ident("stream_id")), None, 204),
+    "get_topics": (lambda c: GetTopics(c.ident("stream_id")), None, 200),
+    "create_topic": (build_create_topic, b.CreateTopicBody, 200),
+    "get_topic": (lambda c: GetTopic(*c.st()), None, 200),
+    "update_topic": (build_update_topic, b.TopicBody, 204),
+    "delete_topic": (lambda c: DeleteTopic(*c.st()), None, 204),
+    "purge_topic": (lambda c: PurgeTopic(*c.st()), None, 204),
+    "create_partitions": (lambda c: CreatePartitions(
         *c.st(), c.body.partitions_count), b.PartitionsBody, 201),
-    ("DELETE", "/streams/{stream_id}/topics/{topic_id}/partitions", lambda c: DeletePartitions(
+    "delete_partitions": (lambda c: DeletePartitions(
         *c.st(), c.int_param("partitions_count", 0)), None, 204),
-    ("DELETE", "/streams/{stream_id}/topics/{topic_id}/partitions/{partition_id}",
-     lambda c: DeleteSegments(*c.st(), c.int_param("partition_id", path=True),
-                              c.int_param("segments_count", 0)), None, 204),
-    ("GET", "/streams/{stream_id}/topics/{topic_id}/consumer-groups",
-     lambda c: GetConsumerGroups(*c.st()), None, 200),
-    ("POST", "/streams/{stream_id}/topics/{topic_id}/consumer-groups",
-     lambda c: CreateConsumerGroup(*c.st(), c.body.name), b.NameBody, 201),
-    ("GET", "/streams/{stream_id}/topics/{topic_id}/consumer-groups/{group_id}",
-     lambda c: GetConsumerGroup(*c.st(), c.ident("group_id")), None, 200),
-    ("DELETE", "/streams/{stream_id}/topics/{topic_id}/consumer-groups/{group_id}",
-     lambda c: DeleteConsumerGroup(*c.st(), c.ident("group_id")), None, 204),
-    ("GET", "/streams/{stream_id}/topics/{topic_id}/consumer-offsets",
-     lambda c: GetConsumerOffset(_offset_owner(c), *c.st(), c.int_param("partition_id")),
-     None, 200),
-    ("PUT", "/streams/{stream_id}/topics/{topic_id}/consumer-offsets", build_store_offset,
-     b.StoreOffsetBody, 204),
-    ("DELETE", "/streams/{stream_id}/topics/{topic_id}/consumer-offsets/{consumer_id}",
-     lambda c: DeleteConsumerOffset(Consumer.of(c.path["consumer_id"]), *c.st(),
-                                    c.int_param("partition_id")), None, 204),
-    ("GET", "/streams/{stream_id}/topics/{topic_id}/messages", build_poll, None, 200),
-    ("POST", "/streams/{stream_id}/topics/{topic_id}/messages", build_send, b.SendBody, 201),
-    ("GET", "/streams/{stream_id}/topics/{topic_id}/messages/flush/{partition_id}/{fsync}",
-     lambda c: FlushUnsavedBuffer(*c.st(), c.int_param("partition_id", path=True),
-                                  c.path["fsync"].lower() == "true"), None, 200),
-]
+    "delete_segments": (lambda c: DeleteSegments(
+        *c.st(), c.int_param("partition_id", path=True), c.int_param("segments_count", 0)),
+        None, 204),
+    "get_consumer_groups": (lambda c: GetConsumerGroups(*c.st()), None, 200),
+    "create_consumer_group": (
+        lambda c: CreateConsumerGroup(*c.st(), c.body.name), b.NameBody, 201),
+    "get_consumer_group": (
+        lambda c: GetConsumerGroup(*c.st(), c.ident("group_id")), None, 200),
+    "delete_consumer_group": (
+        lambda c: DeleteConsumerGroup(*c.st(), c.ident("group_id")), None, 204),
+    "get_consumer_offset": (lambda c: GetConsumerOffset(
+        _offset_owner(c), *c.st(), c.int_param("partition_id")), None, 200),
+    "store_consumer_offset": (build_store_offset, b.StoreOffsetBody, 204),
+    "delete_consumer_offset": (lambda c: DeleteConsumerOffset(
+        Consumer.of(c.path["consumer_id"]), *c.st(), c.int_param("partition_id")), None, 204),
+    "poll_messages": (build_poll, None, 200),
+    "send_messages": (build_send, b.SendBody, 201),
+    "flush_unsaved_buffer": (lambda c: FlushUnsavedBuffer(
+        *c.st(), c.int_param("partition_id", path=True), c.path["fsync"].lower() == "true"),
+        None, 200),
+}
+# Commands whose REST route ``HttpApi`` serves itself (no typed request from a body).
+SPECIAL_ROUTES = frozenset({"ping", "login_user", "logout_user",
+                            "login_with_personal_access_token"})
+
+
+def command_routes() -> list[tuple[str, str, Builder, type | None, int]]:
+    """(method, path, builder, body type, success status) per command with a REST route.
+
+    Raises RuntimeError naming a command whose route has no builder, or a builder with no
+    routed command (checked at import, so such a server never starts).
+    """
+    routed = {spec.name: spec.rest for spec in COMMANDS.values()
+              if spec.rest is not None and spec.name not in SPECIAL_ROUTES}
+    for name in sorted(set(routed) ^ set(BUILDERS)):
+        raise RuntimeError(f"HTTP route table: command {name} has a REST route or a "
+                           "builder but not both")
+    return [(rest.method, rest.path, *BUILDERS[name]) for name, rest in routed.items()]
+
+
+COMMAND_ROUTES = command_routes()
 
 
 class AuthFailed(Exception):
@@ -436,15 +449,16 @@ class HttpApi:
         return Response(self.metrics.render(), media_type=CONTENT_TYPE)
 
     def routes(self) -> list[Route]:
-        routes = [
-            Route("/", _root, methods=["GET"]),
-            Route("/ping", _pong, methods=["GET"]),
-            Route("/users/login", self.guarded(self.login), methods=["POST"]),
-            Route("/users/logout", self.guarded(self.logout), methods=["DELETE"]),
-            Route("/users/refresh-token", self.guarded(self.refresh), methods=["POST"]),
-            Route("/personal-access-tokens/login", self.guarded(self.login_pat),
-                  methods=["POST"]),
-        ]
+        routes = [Route("/", _root, methods=["GET"])]
+        special = {"ping": _pong, "login_user": self.guarded(self.login),
+                   "logout_user": self.guarded(self.logout),
+                   "login_with_personal_access_token": self.guarded(self.login_pat)}
+        for name, endpoint in special.items():  # before the others: /users/{user_id}
+            rest = by_name[name].rest
+            assert rest is not None and name in SPECIAL_ROUTES
+            routes.append(Route(rest.path, endpoint, methods=[rest.method]))
+        routes.append(Route("/users/refresh-token", self.guarded(self.refresh),
+                            methods=["POST"]))
         if self.metrics is not None:
             routes.append(Route(self.metrics_path, self.metrics_text, methods=["GET"]))
         for method, path, build, body_type, ok in COMMAND_ROUTES:

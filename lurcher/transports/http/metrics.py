@@ -1,17 +1,17 @@
 """Prometheus metrics served at ``[http.metrics].endpoint`` (default ``/metrics``).
 
-``Metrics.instrument(dispatcher)`` wraps the shard's ``Dispatcher.dispatch`` and
-``execute`` (every transport goes through them), counting each command by name and outcome
-(``ok`` or the error's snake_case name) and observing its latency, including the awaited part
-of asynchronous handlers. Per-partition message counts and sizes are read from the shard's
+``Metrics`` is an observer of the shard's dispatcher (``core.shard.observers``), registered
+by the server at start (``observe_commands``) whether or not HTTP runs, so commands from
+every front end are counted by name and outcome (``ok`` or the error's snake_case name) and
+timed, including the awaited part of asynchronous handlers; only the scrape needs HTTP.
+Codes outside the command table are counted as command "unknown", so a client cannot
+create series at will. Per-partition message counts and sizes are read from the shard's
 partitions at scrape time (no bookkeeping on the send path). Each server has its own
 registry, so several servers in one process never share series.
 """
 
 from __future__ import annotations
 
-import inspect
-import time
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -19,17 +19,19 @@ from prometheus_client.core import GaugeMetricFamily
 
 from lurcher.core.wire.commands import COMMANDS
 from lurcher.core.wire.error_codes import ErrorCode
-from lurcher.core.wire.errors import IggyError
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+UNKNOWN_CODE = -1
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                      0.25, 0.5, 1.0, 2.5, 5.0)
 
 
-def _outcome(exc: BaseException) -> str:
-    if isinstance(exc, IggyError):
-        code = exc.status
-        return ErrorCode.of(code).snake_name if code in ErrorCode._value2member_map_ else "error"
+def _outcome(status: int) -> str:
+    """The outcome label: "ok", the error's snake_case name, or "error" (unknown status)."""
+    if status == 0:
+        return "ok"
+    if status in ErrorCode._value2member_map_:
+        return ErrorCode.of(status).snake_name
     return "error"
 
 
@@ -65,47 +67,43 @@ class Metrics:
                                      ["method", "status"], registry=self.registry)
         self.registry.register(PartitionCollector(shard))
         self._names = {code: spec.name for code, spec in COMMANDS.items()}
+        # (code, status) -> (counter child, histogram child): one lookup per request. Codes
+        # outside the command table share one "unknown" series (clients choose codes).
+        self._series: dict[tuple[int, int], tuple[Any, Any]] = {}
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
-    def observe(self, code: int, started: float, outcome: str) -> None:
-        name = self._names.get(code, str(code))
-        self.commands.labels(name, outcome).inc()
-        self.latency.labels(name).observe(time.perf_counter() - started)
+    def on_command(self, code: int, status: int, duration_s: float) -> None:
+        """The dispatcher observer (``core.shard.observers``): count and time one request."""
+        key = (code if code in self._names else UNKNOWN_CODE, status)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = self._new_series(*key)
+        count, latency = series
+        count.inc()
+        latency.observe(duration_s)
 
-    def instrument(self, dispatcher: Any) -> None:
-        """Wrap ``dispatcher.dispatch``/``execute`` on the instance (idempotent)."""
-        if getattr(dispatcher, "_metrics", None) is self:
-            return
-        dispatch, execute = dispatcher.dispatch, dispatcher.execute
+    def _new_series(self, code: int, status: int) -> tuple[Any, Any]:
+        name = self._names.get(code, "unknown")
+        return self.commands.labels(name, _outcome(status)), self.latency.labels(name)
 
-        def timed_dispatch(session: Any, code: int, *args: Any, **kwargs: Any) -> Any:
-            return self._timed(code, dispatch, session, code, *args, **kwargs)
 
-        def timed_execute(session: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-            return self._timed(type(request).CODE, execute, session, request, *args, **kwargs)
+def observe_commands(shard: Any, enabled: bool) -> Metrics | None:
+    """The shard's Metrics, registered as an observer of its dispatcher (None: disabled).
+    Called by the server at start, whichever front ends run."""
+    if not enabled:
+        return None
+    metrics = registered_metrics(shard)
+    if metrics is None:
+        metrics = Metrics(shard)
+        shard.dispatcher.add_observer(metrics)
+    return metrics
 
-        dispatcher.dispatch, dispatcher.execute = timed_dispatch, timed_execute
-        dispatcher._metrics = self
 
-    def _timed(self, code: int, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as exc:
-            self.observe(code, started, _outcome(exc))
-            raise
-        if inspect.isawaitable(result):
-            return self._finish(code, started, result)
-        self.observe(code, started, "ok")
-        return result
-
-    async def _finish(self, code: int, started: float, pending: Any) -> Any:
-        try:
-            result = await pending
-        except BaseException as exc:
-            self.observe(code, started, _outcome(exc))
-            raise
-        self.observe(code, started, "ok")
-        return result
+def registered_metrics(shard: Any) -> Metrics | None:
+    """The Metrics observing ``shard``'s dispatcher, if any."""
+    for observer in shard.dispatcher.observers:
+        if isinstance(observer, Metrics):
+            return observer
+    return None

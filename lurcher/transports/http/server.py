@@ -19,7 +19,7 @@ from lurcher.config import parse_size
 from lurcher.transports.http.app import HttpApi, build_app
 from lurcher.transports.http.console import Console
 from lurcher.transports.http.jwt import JwtManager
-from lurcher.transports.http.metrics import Metrics
+from lurcher.transports.http.metrics import Metrics, observe_commands
 from lurcher.core.net import listening_socket
 from lurcher.transports.frontend import ListenContext, format_address
 from lurcher.transports.tls import ensure_certificate
@@ -66,9 +66,8 @@ async def start_http(shard: Any, section: dict[str, Any], data_path: Path,
     """Serve the API on ``section["address"]``. Raises OSError, TlsConfigError."""
     jwt = JwtManager(section.get("jwt", {}), data_path / "state")
     metrics_cfg = section.get("metrics", {})
-    if metrics is None and metrics_cfg.get("enabled", True):
-        metrics = Metrics(shard)
-        metrics.instrument(shard.dispatcher)
+    if metrics is None:
+        metrics = observe_commands(shard, metrics_cfg.get("enabled", True))
     api = HttpApi(shard, jwt, metrics, metrics_cfg.get("endpoint", "/metrics"))
     limit = section.get("max_request_size")
     console = Console() if section.get("web_ui", True) else None

@@ -9,41 +9,28 @@ a poll of more is answered with fewer messages, found by a binary search of the 
 
 from __future__ import annotations
 
+from typing import Any
+
 import bisect
 import struct
 
 import numpy as np
-import xxhash
 
-from lurcher.core.shard.handlers import consumers
 from lurcher.core.shard.handlers.registry import handles
+from lurcher.auth.session import Session
+from lurcher.core.shard.face import ShardFace
+from lurcher.core.wire.requests.messages.flush_unsaved_buffer import FlushUnsavedBuffer
+from lurcher.core.wire.requests.messages.poll_messages import PollMessages
+from lurcher.core.wire.requests.messages.send_messages import SendMessages
+from lurcher.core.shard.placement import choose_partition, resolve
 from lurcher.core.shard.reply import Parts
-from lurcher.core.wire.error_codes import ErrorCode
-from lurcher.core.wire.errors import IggyError
-from lurcher.core.wire.values.partitioning import PartitioningKind
 
 POLL_PREFIX = struct.Struct("<IQI")
 assert POLL_PREFIX.size == 16
 
 
-def choose_partition(shard, topic, partitioning) -> int:
-    """Partition id for a send (wire §4.4). Raises IggyError NO_PARTITIONS."""
-    count = topic.partitions_count
-    if count == 0:
-        raise IggyError(ErrorCode.NO_PARTITIONS, f"topic {topic.id} has no partitions")
-    kind = partitioning.kind
-    if kind == PartitioningKind.PARTITION_ID:
-        return partitioning.partition_id
-    if kind == PartitioningKind.MESSAGES_KEY:
-        return xxhash.xxh32_intdigest(partitioning.value) % count
-    key = (topic.stream_id, topic.id)
-    chosen = shard.balanced_counters.get(key, -1) + 1
-    shard.balanced_counters[key] = chosen % count
-    return chosen % count
-
-
-@handles("send_messages", "send_messages")
-def send_messages(shard, session, req):
+@handles("send_messages")
+def send_messages(shard: ShardFace, session: Session, req: SendMessages) -> Any:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     pid = choose_partition(shard, topic, req.partitioning)
     partition = shard.partition(topic, pid)
@@ -77,7 +64,7 @@ def messages_within(partition, polled, max_bytes: int) -> int:
     return max(n, 1)
 
 
-def within_reply_cap(shard, partition, polled):
+def within_reply_cap(shard: ShardFace, partition, polled):
     """``polled``, shortened to what fits ``limits.max_poll_reply_bytes``."""
     cap = shard.limits.max_poll_reply_bytes
     if polled.total_bytes <= cap:
@@ -85,10 +72,10 @@ def within_reply_cap(shard, partition, polled):
     return partition.read_offset(polled.first_offset, messages_within(partition, polled, cap))
 
 
-@handles("poll_messages", "poll_messages")
-def poll_messages(shard, session, req):
+@handles("poll_messages")
+def poll_messages(shard: ShardFace, session: Session, req: PollMessages) -> Any:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
-    target = consumers.resolve(shard, session, topic, req.consumer, req.partition_id, advance=True)
+    target = resolve(shard, session, topic, req.consumer, req.partition_id, advance=True)
     if target.partition_id is None:
         return empty_poll(0, 0)
     partition = shard.partition(topic, target.partition_id)
@@ -105,8 +92,8 @@ def poll_messages(shard, session, req):
     return Parts([prefix, polled])
 
 
-@handles("flush_unsaved_buffer", "send_messages")
-def flush_unsaved_buffer(shard, session, req):
+@handles("flush_unsaved_buffer")
+def flush_unsaved_buffer(shard: ShardFace, session: Session, req: FlushUnsavedBuffer) -> Any:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     shard.partition(topic, req.partition_id).flush(req.fsync)
     return None

@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
-from lurcher.core.shard.handlers import consumers
+from typing import Any
+
 from lurcher.core.shard.handlers.registry import handles
+from lurcher.auth.session import Session
+from lurcher.core.shard.face import ShardFace
+from lurcher.core.wire.requests.consumer_offsets.delete_consumer_offset import DeleteConsumerOffset
+from lurcher.core.wire.requests.consumer_offsets.get_consumer_offset import GetConsumerOffset
+from lurcher.core.wire.requests.consumer_offsets.store_consumer_offset import StoreConsumerOffset
+from lurcher.core.shard.placement import resolve
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.responses.consumer_offsets import ConsumerOffsetInfo
 
 
-def _target(shard, session, req):
+def _target(shard: ShardFace, session: Session, req: Any) -> tuple[Any, Any]:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
-    target = consumers.resolve(shard, session, topic, req.consumer, req.partition_id,
-                               advance=False)
+    target = resolve(shard, session, topic, req.consumer, req.partition_id, advance=False)
     if target.partition_id is None:
         raise IggyError(ErrorCode.PARTITION_NOT_FOUND, "no partition assigned to this member")
     return target, shard.partition(topic, target.partition_id)
 
 
-@handles("get_consumer_offset", "poll_messages")
-def get_consumer_offset(shard, session, req):
+@handles("get_consumer_offset")
+def get_consumer_offset(shard: ShardFace, session: Session, req: GetConsumerOffset) -> Any:
     target, partition = _target(shard, session, req)
     stored = partition.get_offset(target.kind, target.key)
     if stored is None:
@@ -27,8 +33,8 @@ def get_consumer_offset(shard, session, req):
     return ConsumerOffsetInfo(partition.partition_id, partition.current_offset, stored)
 
 
-@handles("store_consumer_offset", "poll_messages")
-def store_consumer_offset(shard, session, req):
+@handles("store_consumer_offset")
+def store_consumer_offset(shard: ShardFace, session: Session, req: StoreConsumerOffset) -> Any:
     target, partition = _target(shard, session, req)
     if partition.messages_count == 0 or req.offset > partition.current_offset:
         raise IggyError(ErrorCode.INVALID_OFFSET,
@@ -40,8 +46,8 @@ def store_consumer_offset(shard, session, req):
     return None
 
 
-@handles("delete_consumer_offset", "poll_messages")
-def delete_consumer_offset(shard, session, req):
+@handles("delete_consumer_offset")
+def delete_consumer_offset(shard: ShardFace, session: Session, req: DeleteConsumerOffset) -> Any:
     target, partition = _target(shard, session, req)
     partition.delete_offset(target.kind, target.key)
     return None

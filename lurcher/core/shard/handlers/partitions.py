@@ -14,14 +14,21 @@ answer TOO_MANY_PARTITIONS (2015).
 
 from __future__ import annotations
 
+from typing import Any
+
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
+from lurcher.auth.session import Session
+from lurcher.core.shard.face import ShardFace
+from lurcher.core.wire.requests.partitions.create_partitions import CreatePartitions
+from lurcher.core.wire.requests.partitions.delete_partitions import DeletePartitions
+from lurcher.core.wire.requests.segments.delete_segments import DeleteSegments
 from lurcher.core.shard.tombstones import record_deletion
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
 
-def check_partition_budget(shard, more: int) -> None:
+def check_partition_budget(shard: ShardFace, more: int) -> None:
     """Raises IggyError TOO_MANY_PARTITIONS when ``more`` partitions would take the server
     past ``system.partition.max_partitions``."""
     limit = shard.config["system.partition.max_partitions"]
@@ -31,8 +38,8 @@ def check_partition_budget(shard, more: int) -> None:
                         f"{more} more partitions would exceed {limit} (server holds {total})")
 
 
-@handles("create_partitions", "manage_topic")
-def create_partitions(shard, session, req):
+@handles("create_partitions")
+def create_partitions(shard: ShardFace, session: Session, req: CreatePartitions) -> Any:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     check_partition_budget(shard, req.partitions_count)
     shard.meta.record(ev.PartitionsCreated(topic.stream_id, topic.id, req.partitions_count,
@@ -40,8 +47,8 @@ def create_partitions(shard, session, req):
     return None
 
 
-@handles("delete_partitions", "manage_topic")
-def delete_partitions(shard, session, req):
+@handles("delete_partitions")
+def delete_partitions(shard: ShardFace, session: Session, req: DeletePartitions) -> Any:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     if req.partitions_count > topic.partitions_count:
         raise IggyError(ErrorCode.INVALID_PARTITIONS_COUNT,
@@ -51,8 +58,8 @@ def delete_partitions(shard, session, req):
     return None
 
 
-@handles("delete_segments", "manage_topic")
-def delete_segments(shard, session, req):
+@handles("delete_segments")
+def delete_segments(shard: ShardFace, session: Session, req: DeleteSegments) -> Any:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     partition = shard.partition(topic, req.partition_id)
     partition.delete_oldest_segments(req.segments_count, partition.min_stored_offset())

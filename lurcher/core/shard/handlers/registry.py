@@ -1,36 +1,29 @@
-"""Handler registration: ``@handles(name, permission)`` fills ``HANDLERS``.
+"""Handler registration: ``@handles(name)`` fills ``HANDLERS`` (command name -> function).
 
-``name`` is the wire command name (``core.wire.commands``); ``permission`` names the rule
-``auth.permissions`` evaluates ("" = none beyond login). ``load_all`` imports every
-handler module so the table is complete.
+``name`` is the command's name in the registry ``core.wire.commands``, which also holds its
+permission rule and routing kind; a handler module only says which function runs it.
+``load_all`` imports every handler module so the table is complete. Invariant: one
+function per name (registering a second raises).
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from typing import Any, Callable
 
 MODULES = ("system", "streams", "topics", "partitions", "messages", "offsets", "users",
            "groups", "tokens")
 
-
-@dataclass(frozen=True)
-class HandlerEntry:
-    fn: Callable[..., Any]
-    permission: str
-    login_required: bool
+Handler = Callable[..., Any]
+HANDLERS: dict[str, Handler] = {}
 
 
-HANDLERS: dict[str, HandlerEntry] = {}
-
-
-def handles(name: str, permission: str = "", login_required: bool = True):
+def handles(name: str) -> Callable[[Handler], Handler]:
     """Register the decorated ``fn(shard, session, request)`` for command ``name``."""
-    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if name in HANDLERS and HANDLERS[name].fn is not fn:
+    def register(fn: Handler) -> Handler:
+        if name in HANDLERS and HANDLERS[name] is not fn:
             raise RuntimeError(f"two handlers for {name}")
-        HANDLERS[name] = HandlerEntry(fn, permission, login_required)
+        HANDLERS[name] = fn
         return fn
     return register
 

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from lurcher.auth.permissions import may_read
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
+from lurcher.auth.session import Session
+from lurcher.core.shard.face import ShardFace
+from lurcher.core.wire.requests.streams.create_stream import CreateStream
+from lurcher.core.wire.requests.streams.delete_stream import DeleteStream
+from lurcher.core.wire.requests.streams.get_stream import GetStream
+from lurcher.core.wire.requests.streams.get_streams import GetStreams
+from lurcher.core.wire.requests.streams.purge_stream import PurgeStream
+from lurcher.core.wire.requests.streams.update_stream import UpdateStream
 from lurcher.core.shard.tombstones import record_deletion
 from lurcher.core.shard.views import stream_details, stream_header
 from lurcher.core.wire.error_codes import ErrorCode
@@ -19,21 +29,21 @@ def find_or_none(state, ident):
         return None
 
 
-@handles("get_stream", "read_stream")
-def get_stream(shard, session, req):
+@handles("get_stream")
+def get_stream(shard: ShardFace, session: Session, req: GetStream) -> Any:
     stream = find_or_none(shard.meta.state, req.stream_id)
     return None if stream is None else stream_details(shard, stream)
 
 
-@handles("get_streams", "list_streams")
-def get_streams(shard, session, req):
+@handles("get_streams")
+def get_streams(shard: ShardFace, session: Session, req: GetStreams) -> Any:
     state = shard.meta.state
     return [stream_header(shard, state.streams[sid]) for sid in sorted(state.streams)
             if may_read(state, session, "read_stream", sid)]
 
 
-@handles("create_stream", "create_stream")
-def create_stream(shard, session, req):
+@handles("create_stream")
+def create_stream(shard: ShardFace, session: Session, req: CreateStream) -> Any:
     state = shard.meta.state
     if req.name in state.stream_names:
         raise IggyError(ErrorCode.STREAM_NAME_ALREADY_EXISTS, req.name)
@@ -42,8 +52,8 @@ def create_stream(shard, session, req):
     return stream_details(shard, state.streams[sid])
 
 
-@handles("update_stream", "manage_stream")
-def update_stream(shard, session, req):
+@handles("update_stream")
+def update_stream(shard: ShardFace, session: Session, req: UpdateStream) -> Any:
     state = shard.meta.state
     stream = state.stream(req.stream_id)
     if req.name == stream.name:
@@ -54,15 +64,15 @@ def update_stream(shard, session, req):
     return None
 
 
-@handles("delete_stream", "manage_stream")
-def delete_stream(shard, session, req):
+@handles("delete_stream")
+def delete_stream(shard: ShardFace, session: Session, req: DeleteStream) -> Any:
     stream = shard.meta.state.stream(req.stream_id)
     record_deletion(shard, ev.StreamDeleted(stream.id))
     return None
 
 
-@handles("purge_stream", "manage_stream")
-def purge_stream(shard, session, req):
+@handles("purge_stream")
+def purge_stream(shard: ShardFace, session: Session, req: PurgeStream) -> Any:
     stream = shard.meta.state.stream(req.stream_id)
     for topic in stream.topics.values():
         for partition in shard.topic_partitions(topic):

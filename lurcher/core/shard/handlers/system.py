@@ -10,6 +10,8 @@ heartbeat (as in 0.8).
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncio
 import os
 import platform
@@ -20,6 +22,15 @@ import psutil
 
 from lurcher.cluster.metadata import TRANSPORTS, describe
 from lurcher.core.shard.handlers.registry import handles
+from lurcher.auth.session import Session
+from lurcher.core.shard.face import ShardFace
+from lurcher.core.wire.requests.system.get_snapshot_file import GetSnapshotFile
+from lurcher.core.wire.requests.system.get_client import GetClient
+from lurcher.core.wire.requests.system.get_clients import GetClients
+from lurcher.core.wire.requests.system.get_cluster_metadata import GetClusterMetadata
+from lurcher.core.wire.requests.system.get_me import GetMe
+from lurcher.core.wire.requests.system.get_stats import GetStats
+from lurcher.core.wire.requests.system.ping import Ping
 from lurcher.core.shard.snapshot import build_snapshot, zip_method
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -34,19 +45,19 @@ NOT_LOGGED_IN = 0xFFFF_FFFF
 _process = psutil.Process()
 
 
-@handles("ping", login_required=False)
-def ping(shard, session, req):
+@handles("ping")
+def ping(shard: ShardFace, session: Session, req: Ping) -> Any:
     session.last_seen_us = shard.clock()
     return None
 
 
-def _port(shard, transport: str) -> int:
+def _port(shard: ShardFace, transport: str) -> int:
     address = shard.endpoints.get(transport)
     return int(address.rpartition(":")[2]) if address else 0
 
 
 @handles("get_cluster_metadata")
-def get_cluster_metadata(shard, session, req):
+def get_cluster_metadata(shard: ShardFace, session: Session, req: GetClusterMetadata) -> Any:
     """A single node, or the real nodes of an enabled ``[cluster]`` (``cluster.metadata``);
     routed to shard 0, which runs the cluster node."""
     if shard.cluster_node is not None:
@@ -58,8 +69,8 @@ def get_cluster_metadata(shard, session, req):
     return ClusterMetadata("single-node", [node])
 
 
-@handles("get_snapshot_file", "server_info")
-async def get_snapshot_file(shard, session, req):
+@handles("get_snapshot_file")
+async def get_snapshot_file(shard: ShardFace, session: Session, req: GetSnapshotFile) -> Any:
     """A ZIP of the requested diagnostics (``core.shard.snapshot``), built off the loop."""
     zip_method(req.compression)  # zstd: FEATURE_UNAVAILABLE before any work
     data = await asyncio.to_thread(build_snapshot, shard.data_path, shard.config,
@@ -67,7 +78,7 @@ async def get_snapshot_file(shard, session, req):
     return SnapshotFile(data)
 
 
-def client_details(shard, session) -> ClientDetails:
+def client_details(shard: ShardFace, session: Session) -> ClientDetails:
     groups = [ClientGroup(*key) for key in shard.groups.joined_by(session.client_id)]
     user = NOT_LOGGED_IN if session.user_id is None else session.user_id
     header = ClientHeader(session.client_id, user, session.transport, session.address,
@@ -76,18 +87,18 @@ def client_details(shard, session) -> ClientDetails:
 
 
 @handles("get_me")
-def get_me(shard, session, req):
+def get_me(shard: ShardFace, session: Session, req: GetMe) -> Any:
     return client_details(shard, session)
 
 
-@handles("get_client", "server_info")
-def get_client(shard, session, req):
+@handles("get_client")
+def get_client(shard: ShardFace, session: Session, req: GetClient) -> Any:
     other = next((s for s in shard.all_sessions() if s.client_id == req.client_id), None)
     return None if other is None else client_details(shard, other)
 
 
-@handles("get_clients", "server_info")
-def get_clients(shard, session, req):
+@handles("get_clients")
+def get_clients(shard: ShardFace, session: Session, req: GetClients) -> Any:
     sessions = sorted(shard.all_sessions(), key=lambda s: s.client_id)
     return [client_details(shard, s).header for s in sessions]
 
@@ -103,8 +114,8 @@ def _os_names(system: str) -> tuple[str, str]:
     return name, " ".join(x for x in (system, release.get("VERSION_ID", ""), name) if x)
 
 
-@handles("get_stats", "server_info")
-def get_stats(shard, session, req):
+@handles("get_stats")
+def get_stats(shard: ShardFace, session: Session, req: GetStats) -> Any:
     state = shard.meta.state
     topics = list(state.topics())
     partitions = shard.all_partition_stats()

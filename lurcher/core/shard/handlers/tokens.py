@@ -19,6 +19,13 @@ from lurcher.config import U64_MAX, parse_duration_us
 from lurcher.core.meta import events as ev
 from lurcher.core.shard import background
 from lurcher.core.shard.handlers.registry import handles
+from lurcher.auth.session import Session
+from lurcher.core.shard.face import ShardFace
+from lurcher.core.wire.requests.pat.create_personal_access_token import CreatePersonalAccessToken
+from lurcher.core.wire.requests.pat.delete_personal_access_token import DeletePersonalAccessToken
+from lurcher.core.wire.requests.pat.get_personal_access_tokens import GetPersonalAccessTokens
+from lurcher.core.wire.requests.pat.login_with_personal_access_token import (
+    LoginWithPersonalAccessToken)
 from lurcher.core.shard.handlers.users import (
     USER_ACTIVE,
     end_user_sessions,
@@ -36,7 +43,7 @@ DEFAULT_MAX_TOKENS_PER_USER = 100
 DEFAULT_CLEANER_INTERVAL = "1 m"
 
 
-def _caller(shard: Any, session: Any) -> Any:
+def _caller(shard: ShardFace, session: Session) -> Any:
     """The logged-in user. Raises IggyError UNAUTHENTICATED if it no longer exists."""
     user = shard.meta.state.users.get(session.user_id)
     if user is None:
@@ -45,13 +52,15 @@ def _caller(shard: Any, session: Any) -> Any:
 
 
 @handles("get_personal_access_tokens")
-def get_personal_access_tokens(shard, session, req):
+def get_personal_access_tokens(shard: ShardFace, session: Session,
+                               req: GetPersonalAccessTokens) -> Any:
     user = _caller(shard, session)
     return [PatInfo(t.name, t.expiry_at) for _, t in sorted(user.tokens.items())]
 
 
 @handles("create_personal_access_token")
-def create_personal_access_token(shard, session, req):
+def create_personal_access_token(shard: ShardFace, session: Session,
+                                 req: CreatePersonalAccessToken) -> Any:
     """Raises IggyError PERSONAL_ACCESS_TOKENS_LIMIT_REACHED,
     PERSONAL_ACCESS_TOKEN_ALREADY_EXISTS."""
     user = _caller(shard, session)
@@ -69,7 +78,8 @@ def create_personal_access_token(shard, session, req):
 
 
 @handles("delete_personal_access_token")
-def delete_personal_access_token(shard, session, req):
+def delete_personal_access_token(shard: ShardFace, session: Session,
+                                 req: DeletePersonalAccessToken) -> Any:
     """Raises IggyError RESOURCE_NOT_FOUND."""
     user = _caller(shard, session)
     if req.name not in user.tokens:
@@ -79,8 +89,9 @@ def delete_personal_access_token(shard, session, req):
     return None
 
 
-@handles("login_with_personal_access_token", login_required=False)
-async def login_with_personal_access_token(shard, session, req):
+@handles("login_with_personal_access_token")
+async def login_with_personal_access_token(shard: ShardFace, session: Session,
+                                           req: LoginWithPersonalAccessToken) -> Any:
     """Raises IggyError INVALID_PERSONAL_ACCESS_TOKEN (unknown), PERSONAL_ACCESS_TOKEN_EXPIRED,
     USER_INACTIVE. Unknown tokens slow this connection's later attempts down."""
     keys = [("connection", session.client_id)]
@@ -101,7 +112,7 @@ async def login_with_personal_access_token(shard, session, req):
 
 
 # -- expiry cleaner ----------------------------------------------------------------------
-def clean_expired_tokens(shard: Any, now_us: int) -> int:
+def clean_expired_tokens(shard: ShardFace, now_us: int) -> int:
     """Delete every token expired at ``now_us`` (persisted). Returns how many. Runs as the
     background job ``personal_access_token_cleaner``."""
     expired = list(tokens.expired_tokens(shard.meta.state, now_us))
@@ -112,7 +123,7 @@ def clean_expired_tokens(shard: Any, now_us: int) -> int:
     return len(expired)
 
 
-def cleaner_interval_us(shard: Any) -> int | None:
+def cleaner_interval_us(shard: ShardFace) -> int | None:
     """µs between cleaner runs, or None when disabled
     (``personal_access_token.cleaner.enabled`` / ``.interval``; "none" disables it)."""
     config = shard.config

@@ -7,11 +7,21 @@ size is refused (INVALID_TOPIC_SIZE); replication factor 0 is stored as 1.
 
 from __future__ import annotations
 
+from typing import Any
+
 from lurcher.auth.permissions import may_read
 from lurcher.config import U64_MAX
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.partitions import check_partition_budget
 from lurcher.core.shard.handlers.registry import handles
+from lurcher.auth.session import Session
+from lurcher.core.shard.face import ShardFace
+from lurcher.core.wire.requests.topics.create_topic import CreateTopic
+from lurcher.core.wire.requests.topics.delete_topic import DeleteTopic
+from lurcher.core.wire.requests.topics.get_topic import GetTopic
+from lurcher.core.wire.requests.topics.get_topics import GetTopics
+from lurcher.core.wire.requests.topics.purge_topic import PurgeTopic
+from lurcher.core.wire.requests.topics.update_topic import UpdateTopic
 from lurcher.core.shard.tombstones import record_deletion
 from lurcher.core.shard.views import topic_details, topic_header
 from lurcher.core.wire.error_codes import ErrorCode
@@ -28,7 +38,7 @@ def find_or_none(state, stream_ident, topic_ident):
         raise
 
 
-def resolve_limits(shard, expiry_us: int, max_size_bytes: int) -> tuple[int, int]:
+def resolve_limits(shard: ShardFace, expiry_us: int, max_size_bytes: int) -> tuple[int, int]:
     """Apply server defaults for 0 and check the size against the segment size."""
     config = shard.config
     if expiry_us == 0:
@@ -42,22 +52,22 @@ def resolve_limits(shard, expiry_us: int, max_size_bytes: int) -> tuple[int, int
     return expiry_us, max_size_bytes
 
 
-@handles("get_topic", "read_topic")
-def get_topic(shard, session, req):
+@handles("get_topic")
+def get_topic(shard: ShardFace, session: Session, req: GetTopic) -> Any:
     topic = find_or_none(shard.meta.state, req.stream_id, req.topic_id)
     return None if topic is None else topic_details(shard, topic)
 
 
-@handles("get_topics", "list_topics")
-def get_topics(shard, session, req):
+@handles("get_topics")
+def get_topics(shard: ShardFace, session: Session, req: GetTopics) -> Any:
     state = shard.meta.state
     stream = state.stream(req.stream_id)
     return [topic_header(shard, stream.topics[tid]) for tid in sorted(stream.topics)
             if may_read(state, session, "read_topic", stream.id, tid)]
 
 
-@handles("create_topic", "create_topic")
-def create_topic(shard, session, req):
+@handles("create_topic")
+def create_topic(shard: ShardFace, session: Session, req: CreateTopic) -> Any:
     state = shard.meta.state
     stream = state.stream(req.stream_id)
     if req.name in stream.topic_names:
@@ -71,8 +81,8 @@ def create_topic(shard, session, req):
     return topic_details(shard, stream.topics[tid])
 
 
-@handles("update_topic", "manage_topic")
-def update_topic(shard, session, req):
+@handles("update_topic")
+def update_topic(shard: ShardFace, session: Session, req: UpdateTopic) -> Any:
     state = shard.meta.state
     stream = state.stream(req.stream_id)
     topic = state.topic(req.stream_id, req.topic_id)
@@ -84,15 +94,15 @@ def update_topic(shard, session, req):
     return None
 
 
-@handles("delete_topic", "manage_topic")
-def delete_topic(shard, session, req):
+@handles("delete_topic")
+def delete_topic(shard: ShardFace, session: Session, req: DeleteTopic) -> Any:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     record_deletion(shard, ev.TopicDeleted(topic.stream_id, topic.id))
     return None
 
 
-@handles("purge_topic", "manage_topic")
-def purge_topic(shard, session, req):
+@handles("purge_topic")
+def purge_topic(shard: ShardFace, session: Session, req: PurgeTopic) -> Any:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     for partition in shard.topic_partitions(topic):
         partition.purge()

@@ -23,6 +23,17 @@ from typing import Any
 from lurcher.auth.root import ROOT_USER_ID
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
+from lurcher.auth.session import Session
+from lurcher.core.shard.face import ShardFace
+from lurcher.core.wire.requests.users.change_password import ChangePassword
+from lurcher.core.wire.requests.users.create_user import CreateUser
+from lurcher.core.wire.requests.users.delete_user import DeleteUser
+from lurcher.core.wire.requests.users.get_user import GetUser
+from lurcher.core.wire.requests.users.get_users import GetUsers
+from lurcher.core.wire.requests.users.login_user import LoginUser
+from lurcher.core.wire.requests.users.logout_user import LogoutUser
+from lurcher.core.wire.requests.users.update_permissions import UpdatePermissions
+from lurcher.core.wire.requests.users.update_user import UpdateUser
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.responses.identity import IdentityInfo
@@ -49,7 +60,7 @@ def permissions_blob(permissions: Permissions | None) -> bytes | None:
     return None if permissions is None else permissions.encode()
 
 
-def end_user_sessions(shard: Any, user_id: int, keep_client_id: int | None = None,
+def end_user_sessions(shard: ShardFace, user_id: int, keep_client_id: int | None = None,
                       token_name: str | None = None) -> int:
     """Log out every session of ``user_id`` (only those that logged in with ``token_name``
     when given); disconnect all but ``keep_client_id`` (the caller, which still gets its
@@ -77,7 +88,7 @@ def require_unused_username(state: Any, username: str, user_id: int | None = Non
 
 
 # -- login / logout ----------------------------------------------------------------------
-def start_session(shard: Any, session: Any, user: Any,
+def start_session(shard: ShardFace, session: Session, user: Any,
                   token_name: str | None = None) -> IdentityInfo:
     """Bind ``session`` to ``user`` (replacing any earlier login on it)."""
     session.user_id = user.id
@@ -86,7 +97,7 @@ def start_session(shard: Any, session: Any, user: Any,
     return IdentityInfo(user.id)
 
 
-async def wait_login_turn(shard: Any, keys: list[Any], code: ErrorCode) -> None:
+async def wait_login_turn(shard: ShardFace, keys: list[Any], code: ErrorCode) -> None:
     """Sleep (this connection only) while earlier failures of ``keys`` ask for back-off.
     Raises IggyError(code) at once, without checking anything, when the wait would exceed
     ``auth.login_backoff_max`` (parallel guesses already fill the slots)."""
@@ -99,12 +110,13 @@ async def wait_login_turn(shard: Any, keys: list[Any], code: ErrorCode) -> None:
         await asyncio.sleep(delay)
 
 
-def login_failed(shard: Any, keys: list[Any], code: ErrorCode, detail: str) -> IggyError:
+def login_failed(shard: ShardFace, keys: list[Any], code: ErrorCode, detail: str) -> IggyError:
     shard.login_throttle.failed(keys, time.monotonic())
     return IggyError(code, detail)
 
 
-async def verify_login(shard, session, username: str, password: str) -> IdentityInfo:
+async def verify_login(shard: ShardFace, session: Session, username: str,
+                       password: str) -> IdentityInfo:
     """Raises IggyError INVALID_CREDENTIALS or USER_INACTIVE (the latter only after the
     password matched, so an inactive account is not revealed to a guesser). Failures slow
     later attempts of this connection and this username down (``auth.throttle``)."""
@@ -124,21 +136,21 @@ async def verify_login(shard, session, username: str, password: str) -> Identity
     return start_session(shard, session, user)
 
 
-@handles("login_user", login_required=False)
-def login_user(shard, session, req):
+@handles("login_user")
+def login_user(shard: ShardFace, session: Session, req: LoginUser) -> Any:
     return verify_login(shard, session, req.username, req.password)
 
 
 @handles("logout_user")
-def logout_user(shard, session, req):
+def logout_user(shard: ShardFace, session: Session, req: LogoutUser) -> Any:
     session.user_id = None
     session.token_name = None
     return None
 
 
 # -- reads -------------------------------------------------------------------------------
-@handles("get_user", "read_user")
-def get_user(shard, session, req):
+@handles("get_user")
+def get_user(shard: ShardFace, session: Session, req: GetUser) -> Any:
     try:
         user = shard.meta.state.user(req.user_id)
     except IggyError:
@@ -146,14 +158,14 @@ def get_user(shard, session, req):
     return user_details(user)
 
 
-@handles("get_users", "read_users")
-def get_users(shard, session, req):
+@handles("get_users")
+def get_users(shard: ShardFace, session: Session, req: GetUsers) -> Any:
     users = shard.meta.state.users
     return [user_header(users[uid]) for uid in sorted(users)]
 
 
 # -- changes -----------------------------------------------------------------------------
-async def _create_user(shard, session, req) -> UserDetails:
+async def _create_user(shard: ShardFace, session: Session, req: CreateUser) -> UserDetails:
     state = shard.meta.state
     require_unused_username(state, req.username)
     password_hash = await asyncio.to_thread(shard.passwords.hash, req.password)
@@ -164,14 +176,14 @@ async def _create_user(shard, session, req) -> UserDetails:
     return user_details(state.users[user_id])
 
 
-@handles("create_user", "manage_users")
-def create_user(shard, session, req):
+@handles("create_user")
+def create_user(shard: ShardFace, session: Session, req: CreateUser) -> Any:
     """Raises IggyError USER_ALREADY_EXISTS."""
     return _create_user(shard, session, req)
 
 
-@handles("update_user", "manage_users")
-def update_user(shard, session, req):
+@handles("update_user")
+def update_user(shard: ShardFace, session: Session, req: UpdateUser) -> Any:
     """Raises IggyError RESOURCE_NOT_FOUND, USER_ALREADY_EXISTS, CANNOT_DELETE_USER (root
     deactivation)."""
     state = shard.meta.state
@@ -188,8 +200,8 @@ def update_user(shard, session, req):
     return None
 
 
-@handles("update_permissions", "manage_users")
-def update_permissions(shard, session, req):
+@handles("update_permissions")
+def update_permissions(shard: ShardFace, session: Session, req: UpdatePermissions) -> Any:
     """Raises IggyError RESOURCE_NOT_FOUND, CANNOT_CHANGE_PERMISSIONS (root)."""
     user = shard.meta.state.user(req.user_id)
     if user.id == ROOT_USER_ID:
@@ -203,7 +215,7 @@ def _rehash(passwords: Any, stored: str, current: str, new: str) -> str | None:
     return passwords.hash(new) if passwords.verify(stored, current) else None
 
 
-async def _change_password(shard, session, req) -> None:
+async def _change_password(shard: ShardFace, session: Session, req: ChangePassword) -> None:
     state = shard.meta.state
     user = state.user(req.user_id)
     stored = user.password_hash
@@ -216,14 +228,14 @@ async def _change_password(shard, session, req) -> None:
     shard.meta.record(ev.UserPasswordChanged(user.id, new_hash))
 
 
-@handles("change_password", "change_password")
-def change_password(shard, session, req):
+@handles("change_password")
+def change_password(shard: ShardFace, session: Session, req: ChangePassword) -> Any:
     """Raises IggyError RESOURCE_NOT_FOUND, INVALID_CREDENTIALS (wrong current password)."""
     return _change_password(shard, session, req)
 
 
-@handles("delete_user", "manage_users")
-def delete_user(shard, session, req):
+@handles("delete_user")
+def delete_user(shard: ShardFace, session: Session, req: DeleteUser) -> Any:
     """Raises IggyError RESOURCE_NOT_FOUND, CANNOT_DELETE_USER (root)."""
     user = shard.meta.state.user(req.user_id)
     if user.id == ROOT_USER_ID:

@@ -1,4 +1,9 @@
-"""Who a poll or an offset command is for: a plain consumer or a consumer group member.
+"""Placement: which partition a send goes to, and whose offsets on which partition a poll
+or an offset command uses (a plain consumer or a consumer group member). Used by the
+handlers and by the router (``routing``) alike; it never touches partitions' data.
+
+Sends: an explicit partition id as given, a messages key by xxHash32 of the key modulo the
+partition count, balanced round-robin per topic (``shard.balanced_counters``).
 
 Plain consumers are keyed by their numeric id, or xxHash32 (seed 0) of their name; groups
 by group id. A group request needs the client to be a member (CONSUMER_GROUP_MEMBER_NOT_FOUND
@@ -11,13 +16,17 @@ for GET consumer-offsets with ``consumer_kind=consumer_group`` (the web console'
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import xxhash
 
 from lurcher.auth.session import TRANSPORT_HTTP
 from lurcher.core.log.offsets import OffsetKind
 from lurcher.core.meta.state import TopicMeta
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.values.consumer import Consumer
+from lurcher.core.wire.values.partitioning import Partitioning, PartitioningKind
 
 
 @dataclass(frozen=True)
@@ -34,12 +43,29 @@ def consumer_key(consumer: Consumer) -> int:
     return value if isinstance(value, int) else xxhash.xxh32_intdigest(value.encode())
 
 
-def resolve(shard, session, topic: TopicMeta, consumer: Consumer, partition_id: int | None,
-            advance: bool) -> Target:
+def choose_partition(shard: Any, topic: TopicMeta, partitioning: Partitioning) -> int:
+    """Partition id for a send (wire §4.4). Raises IggyError NO_PARTITIONS."""
+    count = topic.partitions_count
+    if count == 0:
+        raise IggyError(ErrorCode.NO_PARTITIONS, f"topic {topic.id} has no partitions")
+    kind = partitioning.kind
+    if kind == PartitioningKind.PARTITION_ID:
+        return partitioning.partition_id
+    if kind == PartitioningKind.MESSAGES_KEY:
+        return xxhash.xxh32_intdigest(partitioning.value) % count
+    key = (topic.stream_id, topic.id)
+    chosen = shard.balanced_counters.get(key, -1) + 1
+    shard.balanced_counters[key] = chosen % count
+    return chosen % count
+
+
+def resolve(shard: Any, session: Any, topic: TopicMeta, consumer: Consumer,
+            partition_id: int | None, advance: bool) -> Target:
     """The offset owner and partition for a request. Raises IggyError for unknown groups or
     non-members. ``advance`` moves a member's round-robin cursor (polls do, reads don't)."""
     if not consumer.is_group:
-        return Target("consumers", consumer_key(consumer), 0 if partition_id is None else partition_id)
+        partition = 0 if partition_id is None else partition_id
+        return Target("consumers", consumer_key(consumer), partition)
     group = shard.meta.state.group(topic, consumer.id)
     if partition_id is not None and session.transport == TRANSPORT_HTTP:
         return Target("groups", group.id, partition_id)

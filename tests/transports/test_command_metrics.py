@@ -1,0 +1,102 @@
+"""Command metrics come from a dispatcher observer the server registers at start, so every
+front end's commands are counted: with HTTP off (an in-process server with TCP only, read
+from its registry) and, with HTTP on, commands sent over TCP only are visible at /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import struct
+from pathlib import Path
+
+import httpx
+
+from lurcher.config import load_config
+from lurcher.core.wire.frames import encode_request
+from lurcher.server import close_listeners, open_shard, start_listeners
+from lurcher.transports.http.metrics import registered_metrics
+from tests.support.server import LurcherServer
+from tests.transports.conftest import make_client
+
+RESPONSE = struct.Struct("<II")
+PING = encode_request(1, b"")
+GET_STATS = encode_request(10, b"")  # unauthenticated: answered with an error status
+
+
+def counter(text: str, command: str, outcome: str) -> float:
+    pattern = (rf'^lurcher_commands_total\{{command="{command}",outcome="{outcome}"\}} '
+               r"(\S+)$")
+    match = re.search(pattern, text, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
+async def exchange(address: str, frames: list[bytes]) -> list[int]:
+    host, port = address.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    statuses = []
+    try:
+        for frame in frames:
+            writer.write(frame)
+            status, length = RESPONSE.unpack(await reader.readexactly(RESPONSE.size))
+            await reader.readexactly(length)
+            statuses.append(status)
+    finally:
+        writer.close()
+    return statuses
+
+
+async def test_tcp_commands_are_counted_with_http_off(tmp_path: Path) -> None:
+    config = load_config(environ={
+        "LURCHER_SYSTEM_PATH": str(tmp_path), "LURCHER_TCP_ADDRESS": "127.0.0.1:0",
+        "LURCHER_HTTP_ENABLED": "false", "LURCHER_QUIC_ENABLED": "false",
+        "LURCHER_WEBSOCKET_ENABLED": "false", "LURCHER_ROOT_USERNAME": "iggy",
+        "LURCHER_ROOT_PASSWORD": "iggy"})
+    shard = open_shard(config, True, 0, 1)
+    listeners = await start_listeners(shard, config)
+    try:
+        assert set(shard.endpoints) == {"tcp"}
+        statuses = await exchange(shard.endpoints["tcp"], [PING, PING, GET_STATS])
+        assert statuses[:2] == [0, 0] and statuses[2] != 0
+        metrics = registered_metrics(shard)
+        assert metrics is not None
+        text = metrics.render().decode()
+        assert counter(text, "ping", "ok") == 2
+        assert counter(text, "get_stats", "unauthenticated") == 1
+        assert 'lurcher_command_duration_seconds_count{command="ping"} 2.0' in text
+    finally:
+        for listener in listeners:
+            listener.close()
+        await close_listeners(listeners)
+        shard.close()
+
+
+async def test_tcp_commands_show_at_the_http_metrics_endpoint(
+        plain_server: LurcherServer) -> None:
+    url = f"http://{plain_server.endpoints['http']}/metrics"
+    async with httpx.AsyncClient() as http:
+        before = counter((await http.get(url)).text, "get_cluster_metadata", "ok")
+        client = make_client(plain_server, "tcp", username="iggy", password="iggy")
+        await client.connect()
+        try:
+            for _ in range(3):
+                await client.get_cluster_metadata()
+        finally:
+            await client.close()
+        after = counter((await http.get(url)).text, "get_cluster_metadata", "ok")
+    assert after - before == 3
+
+
+def test_codes_outside_the_table_share_one_series() -> None:
+    from lurcher.transports.http.metrics import Metrics
+
+    class NoPartitions:
+        partitions: dict = {}
+
+    metrics = Metrics(NoPartitions())
+    for code in (9999, 12345, 4_000_000_000):
+        metrics.on_command(code, 3, 0.001)
+    metrics.on_command(1, 0, 0.001)
+    text = metrics.render().decode()
+    assert counter(text, "unknown", "invalid_command") == 3
+    assert counter(text, "ping", "ok") == 1
+    assert "9999" not in text and len(metrics._series) == 2

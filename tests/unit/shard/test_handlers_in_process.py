@@ -1,0 +1,68 @@
+"""Real handlers through the in-process harness: encoded requests in, wire replies out."""
+
+from __future__ import annotations
+
+import pytest
+
+from lurcher.core.wire.batch import MessageBatch
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.identifier import Identifier
+from lurcher.core.wire.requests.messages.poll_messages import PollMessages
+from lurcher.core.wire.requests.messages.send_messages import SendMessages
+from lurcher.core.wire.requests.streams.create_stream import CreateStream
+from lurcher.core.wire.requests.streams.get_streams import GetStreams
+from lurcher.core.wire.requests.system.ping import Ping
+from lurcher.core.wire.requests.topics.create_topic import CreateTopic
+from lurcher.core.wire.requests.users.create_user import CreateUser
+from lurcher.core.wire.values.consumer import Consumer
+from lurcher.core.wire.values.partitioning import Partitioning
+from lurcher.core.wire.values.polling import PollingStrategy
+from tests.unit.shard.harness import ShardHarness
+
+S, T = Identifier.parse("orders"), Identifier.parse("eu")
+
+
+async def make_topic(harness: ShardHarness, session, partitions: int = 2) -> None:
+    stream = await harness.call(session, CreateStream("orders"))
+    assert stream.header.name == "orders"
+    topic = await harness.call(session, CreateTopic(S, partitions, 1, 0, 0, 0, "eu"))
+    assert (topic.header.name, len(topic.partitions)) == ("eu", partitions)
+
+
+async def test_ping_needs_no_login(harness: ShardHarness) -> None:
+    assert await harness.exchange(harness.connect(), Ping()) == (0, b"")
+
+
+async def test_commands_before_login_are_unauthenticated(harness: ShardHarness) -> None:
+    status, payload = await harness.exchange(harness.connect(), GetStreams())
+    assert (status, payload) == (ErrorCode.UNAUTHENTICATED, b"")
+
+
+async def test_create_stream_and_topic(harness: ShardHarness) -> None:
+    root = await harness.login()
+    await make_topic(harness, root)
+    streams = await harness.call(root, GetStreams())
+    assert [(s.name, s.topics_count) for s in streams] == [("orders", 1)]
+
+
+async def test_send_then_poll(harness: ShardHarness) -> None:
+    root = await harness.login()
+    await make_topic(harness, root)
+    batch = MessageBatch.build([b"one", b"two", b"three"]).writable()
+    await harness.call(root, SendMessages(S, T, Partitioning.partition(1), batch))
+    polled = await harness.call(root, PollMessages(
+        Consumer.of(7), S, T, 1, PollingStrategy.offset(0), 10))
+    assert (polled.partition_id, polled.current_offset, polled.messages_count) == (1, 2, 3)
+    assert [(m.offset, m.payload) for m in polled.messages()] == [
+        (0, b"one"), (1, b"two"), (2, b"three")]
+
+
+async def test_user_without_permission_is_refused(harness: ShardHarness) -> None:
+    root = await harness.login()
+    await harness.call(root, CreateUser("reader", "reader-password"))
+    reader = await harness.login("reader", "reader-password")
+    with pytest.raises(IggyError) as refused:
+        await harness.call(reader, CreateStream("not-allowed"))
+    assert refused.value.status == ErrorCode.UNAUTHORIZED
+    assert [s.name for s in await harness.call(root, GetStreams())] == []
