@@ -23,6 +23,19 @@ def _cli(*args: str, hash_seed: str = "0") -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
 
 
+# Seeds that long runs found failing, each failing on the commit before its fix: a journal
+# read back at start vouched for before it was synced (100549, 103866, 105229, 1008119;
+# fixed by 8719fc6), and a replay of an op restated by a checkpoint segment dropping the ops
+# after it (108106, 1015974; fixed by ca5ff64).
+FOUND_BY_LONG_RUNS = (100549, 103866, 105229, 108106, 1008119, 1015974)
+
+
+@pytest.mark.parametrize("seed", FOUND_BY_LONG_RUNS)
+def test_seeds_found_failing_by_long_runs_pass(seed: int) -> None:
+    outcome = run_seed(seed)
+    assert outcome.ok, f"seed {seed}: {outcome.reason}"
+
+
 def test_quick_seed_sweep_passes_on_3_and_5_replicas() -> None:
     summary = run_many(range(150))
     assert [o.reason for o in summary.failed] == []
