@@ -5,7 +5,9 @@ Invariants: one handler set per process, installed once (``configure`` replaces 
 there). With several shard processes only the process given ``rotate=True`` (the
 supervisor, or the single server process) rotates the file; shard processes append through
 a ``WatchedFileHandler``, which reopens the file after the supervisor rotated it. Log
-lines never carry secrets: callers log user names, never passwords or tokens.
+lines never carry secrets: callers log user names, never passwords or tokens. ``configure``
+takes the typed section (``runtime.settings.Logging``); a plain table given instead (tests,
+tools) is completed from the packaged defaults, so no default is repeated here.
 """
 
 from __future__ import annotations
@@ -15,8 +17,12 @@ import logging
 import logging.handlers
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lurcher.runtime.settings import Logging
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -39,16 +45,25 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, ensure_ascii=False)
 
 
-def log_file_path(settings: dict[str, Any], data_path: Path) -> Path | None:
+def log_file_path(settings: Logging, data_path: Path) -> Path | None:
     """``system.logging.file`` as an absolute path (relative ones are under ``data_path``)."""
-    name = settings.get("file") or ""
-    return data_path / name if name else None
+    return data_path / settings.file if settings.file else None
 
 
-def configure(settings: dict[str, Any], data_path: Path, max_bytes: int,
+def typed(settings: Logging | Mapping[str, Any]) -> Logging:
+    """The typed ``[system.logging]``; a plain (partial) table is completed from the packaged
+    defaults. Raises ConfigError for a bad table."""
+    if not isinstance(settings, Mapping):
+        return settings
+    from lurcher.runtime.config import Config  # the configuration imports LEVELS from here
+    return Config({"system": {"logging": dict(settings)}}).typed.system.logging
+
+
+def configure(settings: Logging | Mapping[str, Any], data_path: Path, max_bytes: int,
               rotate: bool = True) -> None:
     """Install the handlers described by ``[system.logging]`` on the root logger."""
-    formatter = (JsonFormatter() if settings.get("format") == "json"
+    settings = typed(settings)
+    formatter = (JsonFormatter() if settings.format == "json"
                  else logging.Formatter(TEXT_FORMAT))
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     path = log_file_path(settings, data_path)
@@ -56,7 +71,7 @@ def configure(settings: dict[str, Any], data_path: Path, max_bytes: int,
         path.parent.mkdir(parents=True, exist_ok=True)
         handlers.append(
             logging.handlers.RotatingFileHandler(path, maxBytes=max_bytes,
-                                                 backupCount=int(settings.get("backups", 5)))
+                                                 backupCount=settings.backups)
             if rotate else logging.handlers.WatchedFileHandler(path))
     root = logging.getLogger()
     for old in list(root.handlers):
@@ -65,4 +80,4 @@ def configure(settings: dict[str, Any], data_path: Path, max_bytes: int,
     for handler in handlers:
         handler.setFormatter(formatter)
         root.addHandler(handler)
-    root.setLevel(getattr(logging, str(settings.get("level", "info")).upper(), logging.INFO))
+    root.setLevel(getattr(logging, settings.level.upper()))

@@ -4,8 +4,11 @@ Start order: load configuration, open the metadata and partitions (recovery), cr
 root user on first start, bind listeners, then write ``<system.path>/runtime/endpoints.json``
 (the bound addresses, atomically) and log "ready". SIGTERM/SIGINT close listeners, send
 every client a Disconnected frame, close partitions and exit 0. With
-``system.sharding.shards`` > 1 the process becomes a supervisor (``lurcher.supervisor``)
-running one shard process per shard.
+``system.sharding.shards`` > 1 the process becomes a supervisor
+(``lurcher.runtime.supervisor``) running one shard process per shard.
+
+The configuration is loaded and decoded once (``lurcher.runtime.config``); everything is
+started from its typed sections (``config.typed``).
 """
 
 from __future__ import annotations
@@ -23,14 +26,13 @@ from typing import Any
 
 from lurcher import datadir, logsetup
 from lurcher.auth.root import ensure_root
-from lurcher.config import Config, ConfigError, load_config
 from lurcher.auth.session import number_clients_for_shard
-from lurcher.cluster.config import ClusterConfig, ClusterConfigError, decode_cluster
 from lurcher.core.meta.store import MetaLogCorrupt, MetaReplica
 from lurcher.core.shard import background
 from lurcher.core.shard.cluster import Cluster
 from lurcher.core.shard.shard import Shard
 from lurcher.core.wire.errors import IggyError
+from lurcher.runtime.config import Config, ConfigError, load_config
 from lurcher.transports.connection import StreamConnection
 from lurcher.transports.frontend import FrontEnd, ListenContext, Listener
 from lurcher.transports.http.metrics import observe_commands
@@ -72,25 +74,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def check_transports(config: Config) -> None:
     for name in UNBUILT_TRANSPORTS:
-        if config.get(f"{name}.enabled"):
+        if getattr(config.typed, name).enabled:
             raise ConfigError(f"{name}.enabled = true, but the {name} front end is not "
                               f"available in this version; set it to false")
-
-
-def cluster_config(config: Config) -> ClusterConfig:
-    """The typed ``[cluster]`` section. Raises ConfigError (one line)."""
-    try:
-        return decode_cluster(config.get("cluster") or {})
-    except ClusterConfigError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def check_storage_limits(config: Config) -> None:
-    """Raises ConfigError for a descriptor cache or partition limit that cannot work."""
-    if int(config["system.segment.max_open_files"]) < 2:
-        raise ConfigError("system.segment.max_open_files must be at least 2")
-    if int(config["system.partition.max_partitions"]) < 1:
-        raise ConfigError("system.partition.max_partitions must be at least 1")
 
 
 def raise_open_files_limit() -> None:
@@ -144,8 +130,8 @@ async def start_listeners(shard: Shard, config: Config) -> list[Listener]:
     context = ListenContext(shard.data_path, reuse_port=shard.shards_count > 1)
     listeners: list[Listener] = []
     for front_end in FRONT_ENDS:
-        section = config.get(front_end.name) or {}
-        if not section.get("enabled") or not (front_end.every_shard or shard.shard_id == 0):
+        section = getattr(config.typed, front_end.name)
+        if not section.enabled or not (front_end.every_shard or shard.shard_id == 0):
             continue
         listener = await front_end.start(shard, section, context)
         listeners.append(listener)
@@ -169,7 +155,7 @@ def open_shard(config: Config, default_root: bool, shard_id: int, shards_count: 
                   meta=MetaReplica() if shard_id else None)
     shard.connection_factory = lambda session, pending: StreamConnection(
         shard, session.transport, session, pending)
-    observe_commands(shard, bool(config.get("http.metrics.enabled", True)))
+    observe_commands(shard, config.typed.http.metrics.enabled)
     if shard_id == 0:
         generated = ensure_root(shard.meta, shard.passwords.hash, os.environ, default_root,
                                 shard.clock())
@@ -185,19 +171,19 @@ async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_co
     loop stamps ``heartbeat`` (a shared value the supervisor watches)."""
     shard = open_shard(config, default_root, shard_id, shards_count)
     if shards_count > 1:
-        cluster = Cluster(shard, namespace, config["tcp.socket_migration"])
+        cluster = Cluster(shard, namespace, config.typed.tcp.socket_migration)
         shard.cluster = shard.dispatcher.cluster = cluster
         await cluster.start()
     listeners = await start_listeners(shard, config)
-    clustering = cluster_config(config)
+    clustering = config.typed.cluster
     if shard_id == 0 and clustering.enabled:
         from lurcher.cluster.metadata import start_node
         shard.cluster_config = clustering
         shard.cluster_node = await start_node(clustering, shard.data_path)
     jobs = background.start(shard)
     if heartbeat is not None:
-        from lurcher.supervisor import beat
-        interval = config.duration_us("system.sharding.heartbeat_interval") / 1e6
+        from lurcher.runtime.supervisor import beat
+        interval = config.typed.system.sharding.heartbeat_interval / 1e6
         jobs.append(asyncio.ensure_future(beat(heartbeat, interval)))
     datadir.write_pid_file(shard.data_path, shard_id)
     if ready is None:
@@ -229,8 +215,8 @@ async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_co
 
 
 def configure_logging(config: Config, rotate: bool = True) -> None:
-    logsetup.configure(config.get("system.logging") or {}, Path(config["system.path"]),
-                       config.size("system.logging.max_size"), rotate)
+    settings = config.typed.system.logging
+    logsetup.configure(settings, Path(config.typed.system.path), settings.max_size, rotate)
 
 
 def loop_factory():
@@ -248,14 +234,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config)
         check_transports(config)
-        check_storage_limits(config)
-        cluster_config(config)
         os.umask(file_umask(config))  # inherited by every shard process
     except ConfigError as exc:
         print(f"lurcher-server: configuration error: {exc}", file=sys.stderr)
         return 2
-    data_path = datadir.resolve(config["system.path"])
-    config.set("system.path", str(data_path))
+    data_path = datadir.resolve(config.typed.system.path)
+    config = config.merged({"system": {"path": str(data_path)}})
     try:
         lock_fd = datadir.lock(data_path)
         configure_logging(config)
@@ -268,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     shards = shards_count(config)
     try:
         if shards > 1:
-            from lurcher.supervisor import supervise
+            from lurcher.runtime.supervisor import supervise
             return supervise(config, args.with_default_root_credentials, shards)
         return run_shard(config, args.with_default_root_credentials)
     finally:
@@ -278,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
 def file_umask(config: Config) -> int:
     """``system.umask`` (octal text, default "077": data files 0600, directories 0700).
     Raises ConfigError."""
-    text = str(config.get("system.umask", "077"))
+    text = config.typed.system.umask
     try:
         mask = int(text, 8)
     except ValueError:
@@ -290,7 +274,7 @@ def file_umask(config: Config) -> int:
 
 def shards_count(config: Config) -> int:
     """``system.sharding.shards``; 0 means one per CPU core."""
-    wanted = int(config.get("system.sharding.shards", 1))
+    wanted = config.typed.system.sharding.shards
     return wanted if wanted > 0 else (os.cpu_count() or 1)
 
 

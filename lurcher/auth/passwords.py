@@ -7,22 +7,26 @@ nothing from timing. Hashing is CPU-heavy: callers on an event loop run it in a 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
+if TYPE_CHECKING:
+    from lurcher.runtime.config import Config
+
 
 class Passwords:
-    def __init__(self, time_cost: int = 2, memory_cost_kib: int = 19456,
-                 parallelism: int = 1) -> None:
+    def __init__(self, time_cost: int, memory_cost_kib: int, parallelism: int) -> None:
         self._hasher = PasswordHasher(time_cost=time_cost, memory_cost=memory_cost_kib,
                                       parallelism=parallelism)
         self._dummy = self._hasher.hash("lurcher-dummy-password")
 
     @classmethod
-    def from_config(cls, config) -> "Passwords":
-        return cls(config.get("auth.argon2_time_cost", 2),
-                   config.get("auth.argon2_memory_cost_kib", 19456),
-                   config.get("auth.argon2_parallelism", 1))
+    def from_config(cls, config: Config) -> "Passwords":
+        """From ``[auth]``'s ``argon2_*`` keys."""
+        auth = config.typed.auth
+        return cls(auth.argon2_time_cost, auth.argon2_memory_cost_kib, auth.argon2_parallelism)
 
     def hash(self, password: str) -> str:
         return self._hasher.hash(password)

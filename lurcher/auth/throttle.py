@@ -24,27 +24,26 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lurcher.runtime.settings import Auth
 
 
 @dataclass
 class BackoffConfig:
-    free_attempts: int = 3
-    base_s: float = 0.1
-    max_s: float = 5.0
-    reset_s: float = 900.0
-    max_keys: int = 100_000
+    free_attempts: int
+    base_s: float
+    max_s: float
+    reset_s: float
+    max_keys: int
 
     @classmethod
-    def from_config(cls, config: Any) -> "BackoffConfig":
-        """From ``auth.login_*`` keys (durations as config durations)."""
-        def seconds(key: str, default: float) -> float:
-            return config.duration_us(key) / 1e6 if config.get(key) is not None else default
-        return cls(int(config.get("auth.login_free_attempts", 3)),
-                   seconds("auth.login_backoff_base", 0.1),
-                   seconds("auth.login_backoff_max", 5.0),
-                   seconds("auth.login_backoff_reset", 900.0),
-                   int(config.get("auth.login_backoff_tracked_keys", 100_000)))
+    def from_config(cls, auth: Auth) -> "BackoffConfig":
+        """From ``[auth]``'s ``login_*`` keys."""
+        return cls(auth.login_free_attempts, auth.login_backoff_base / 1e6,
+                   auth.login_backoff_max / 1e6, auth.login_backoff_reset / 1e6,
+                   auth.login_backoff_tracked_keys)
 
 
 @dataclass
@@ -55,8 +54,8 @@ class _Entry:
 
 
 class LoginThrottle:
-    def __init__(self, config: BackoffConfig | None = None) -> None:
-        self.config = config or BackoffConfig()
+    def __init__(self, config: BackoffConfig) -> None:
+        self.config = config
         self.entries: OrderedDict[Hashable, _Entry] = OrderedDict()
 
     def spacing_s(self, failures: int) -> float:

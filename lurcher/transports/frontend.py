@@ -1,7 +1,8 @@
 """The one shape of a front end, so the server starts every transport from one table.
 
 A front end is a module with ``async def listen(shard, section, context) -> Listener``: bind
-``section["address"]`` (``section`` is its ``[<name>]`` configuration), serve connections of
+``section.address`` (``section`` is its typed ``[<name>]`` configuration, a Struct of
+``runtime.settings``), serve connections of
 ``shard`` there and return a ``Listener``. ``FrontEnd`` is a row of the server's table: the
 name (configuration section and endpoint key), the module (imported only when enabled) and
 whether every shard process listens (sharing the address with SO_REUSEPORT) or shard 0 only.
@@ -14,9 +15,12 @@ import importlib
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lurcher.transports.tls import server_context
+
+if TYPE_CHECKING:
+    from lurcher.runtime.settings import Tls
 
 
 @dataclass(frozen=True)
@@ -39,8 +43,7 @@ class FrontEnd:
     module: str
     every_shard: bool
 
-    async def start(self, shard: Any, section: dict[str, Any],
-                    context: ListenContext) -> Listener:
+    async def start(self, shard: Any, section: Any, context: ListenContext) -> Listener:
         """Raises OSError (address in use, ...) or TlsConfigError."""
         return await importlib.import_module(self.module).listen(shard, section, context)
 
@@ -51,10 +54,9 @@ def format_address(sockname: Any) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def tls_context(section: dict[str, Any], data_path: Path) -> ssl.SSLContext | None:
+def tls_context(tls: Tls, data_path: Path) -> ssl.SSLContext | None:
     """The server SSL context of a ``[<front end>.tls]`` section when enabled, else None."""
-    tls = section.get("tls") or {}
-    return server_context(tls, data_path) if tls.get("enabled") else None
+    return server_context(tls, data_path) if tls.enabled else None
 
 
 class ServerListener:

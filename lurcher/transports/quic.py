@@ -30,7 +30,7 @@ import asyncio
 import logging
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from aioquic.asyncio import QuicConnectionProtocol
 from aioquic.asyncio.server import QuicServer
@@ -44,7 +44,6 @@ from aioquic.quic.events import (
 )
 
 from lurcher.auth.session import TRANSPORT_QUIC
-from lurcher.config import parse_duration_us
 from lurcher.core.connection.framing import BadFrame, Frame, FrameLimits, FrameReader
 from lurcher.core.connection.server import FrameQueue, ServerConnection
 from lurcher.core.shard.reply import error_frame, materialise
@@ -54,10 +53,12 @@ from lurcher.transports.frontend import ListenContext, Listener, ServerListener
 from lurcher.core.net import split_address
 from lurcher.transports.tls import ensure_certificate
 
+if TYPE_CHECKING:
+    from lurcher.runtime.settings import Quic
+
 log = logging.getLogger(__name__)
 logging.getLogger("quic").setLevel(logging.WARNING)
 
-DEFAULT_IDLE_TIMEOUT_S = 10.0
 QUIC_NO_ERROR = 0
 QUIC_APP_REFUSED = 1
 MAX_QUEUED_REPLY_BYTES = 16 * 1024 * 1024
@@ -243,21 +244,19 @@ class QuicClientProtocol(QuicConnectionProtocol):
             log.debug("QUIC disconnect: %s", exc)
 
 
-def quic_configuration(section: dict[str, Any], data_path: Path) -> QuicConfiguration:
+def quic_configuration(section: Quic, data_path: Path) -> QuicConfiguration:
     """Server configuration from ``[quic]``; the certificate from ``[quic.certificate]``."""
-    paths = ensure_certificate(section.get("certificate", {}), data_path)
-    idle = section.get("max_idle_timeout")
+    paths = ensure_certificate(section.certificate, data_path)
     config = QuicConfiguration(is_client=False, alpn_protocols=None,
-                               idle_timeout=(parse_duration_us(idle) / 1e6 if idle
-                                             else DEFAULT_IDLE_TIMEOUT_S),
+                               idle_timeout=section.max_idle_timeout / 1e6,
                                max_stream_data=4 * 1024 * 1024, max_data=16 * 1024 * 1024)
     config.load_cert_chain(str(paths.cert_file), str(paths.key_file))
     return config
 
 
-async def listen(shard: Any, section: dict[str, Any], context: ListenContext) -> Listener:
-    """Listen on UDP ``section["address"]``. Raises OSError, TlsConfigError."""
-    host, port = split_address(section["address"])
+async def listen(shard: Any, section: Quic, context: ListenContext) -> Listener:
+    """Listen on UDP ``section.address``. Raises OSError, TlsConfigError."""
+    host, port = split_address(section.address)
     configuration = quic_configuration(section, context.data_path)
 
     def create(*args: Any, **kwargs: Any) -> QuicClientProtocol:

@@ -4,20 +4,23 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lurcher.auth.session import TRANSPORT_TCP
 from lurcher.core.net import split_address
 from lurcher.transports.connection import StreamConnection
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener, tls_context
 
+if TYPE_CHECKING:
+    from lurcher.runtime.settings import Tcp
 
-async def listen(shard: Any, section: dict[str, Any], context: ListenContext) -> Listener:
-    """Listen on ``section["address"]``. Raises OSError, TlsConfigError."""
-    host, port = split_address(section["address"])
+
+async def listen(shard: Any, section: Tcp, context: ListenContext) -> Listener:
+    """Listen on ``section.address``. Raises OSError, TlsConfigError."""
+    host, port = split_address(section.address)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
         lambda: StreamConnection(shard, TRANSPORT_TCP), host, port,
-        ssl=tls_context(section, context.data_path), reuse_port=context.reuse_port or None,
+        ssl=tls_context(section.tls, context.data_path), reuse_port=context.reuse_port or None,
         backlog=1024)
     return ServerListener(server, server.sockets[0].getsockname())

@@ -16,12 +16,15 @@ import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+if TYPE_CHECKING:
+    from lurcher.runtime.settings import Certificate, Tls
 
 SELF_SIGNED_VALIDITY_DAYS = 3650
 DEFAULT_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -117,16 +120,15 @@ def write_pair(paths: CertPaths, cert: x509.Certificate, key: Any) -> None:
         os.replace(tmp, path)
 
 
-def resolve_paths(section: dict[str, Any], data_path: Path) -> CertPaths:
+def resolve_paths(section: Tls | Certificate, data_path: Path) -> CertPaths:
     """``cert_file``/``key_file`` of a config section, relative ones under ``data_path``."""
-    def resolve(name: str, default: str) -> Path:
-        path = Path(str(section.get(name) or default))
+    def resolve(name: str) -> Path:
+        path = Path(name)
         return path if path.is_absolute() else data_path / path
-    return CertPaths(resolve("cert_file", "certs/lurcher_cert.pem"),
-                     resolve("key_file", "certs/lurcher_key.pem"))
+    return CertPaths(resolve(section.cert_file), resolve(section.key_file))
 
 
-def ensure_certificate(section: dict[str, Any], data_path: Path) -> CertPaths:
+def ensure_certificate(section: Tls | Certificate, data_path: Path) -> CertPaths:
     """The certificate pair of ``section``, generated when missing and self-signing is on.
 
     Raises TlsConfigError when a file is missing and ``self_signed`` is false.
@@ -134,7 +136,7 @@ def ensure_certificate(section: dict[str, Any], data_path: Path) -> CertPaths:
     paths = resolve_paths(section, data_path)
     if paths.cert_file.exists() and paths.key_file.exists():
         return paths
-    if not section.get("self_signed", True):
+    if not section.self_signed:
         raise TlsConfigError(f"TLS certificate {paths.cert_file} or key {paths.key_file} "
                              f"is missing and self_signed = false")
     cert, key = make_server_cert()
@@ -142,7 +144,7 @@ def ensure_certificate(section: dict[str, Any], data_path: Path) -> CertPaths:
     return paths
 
 
-def server_context(section: dict[str, Any], data_path: Path) -> ssl.SSLContext:
+def server_context(section: Tls, data_path: Path) -> ssl.SSLContext:
     """A server SSLContext (TLS 1.2+) for ``section``. Raises TlsConfigError."""
     paths = ensure_certificate(section, data_path)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

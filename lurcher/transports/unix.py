@@ -2,7 +2,7 @@
 
 The same adapter as TCP (``StreamConnection``: the connection core, sendfile of large poll
 replies); sessions report the TCP transport, as the wire protocol has no Unix transport code.
-``section["path"]`` (relative paths under ``system.path``) is replaced at start; the listener
+``section.path`` (relative paths under ``system.path``) is replaced at start; the listener
 removes it when closed.
 """
 
@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lurcher.auth.session import TRANSPORT_TCP
 from lurcher.transports.connection import StreamConnection
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener
+
+if TYPE_CHECKING:
+    from lurcher.runtime.settings import Unix
 
 
 class UnixListener(ServerListener):
@@ -31,9 +34,9 @@ class UnixListener(ServerListener):
         self.path.unlink(missing_ok=True)
 
 
-async def listen(shard: Any, section: dict[str, Any], context: ListenContext) -> Listener:
-    """Listen on ``section["path"]``. Raises OSError."""
-    path = Path(str(section["path"]))
+async def listen(shard: Any, section: Unix, context: ListenContext) -> Listener:
+    """Listen on ``section.path``. Raises OSError."""
+    path = Path(section.path)
     path = path if path.is_absolute() else context.data_path / path
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_socket():

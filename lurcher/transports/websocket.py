@@ -21,13 +21,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from lurcher.auth.session import TRANSPORT_WEBSOCKET
-from lurcher.config import parse_size
 from lurcher.core.connection.server import CLOSE_REFUSED
 from lurcher.core.connection.server import ServerConnection as Connection
 from lurcher.core.net import split_address
@@ -36,10 +35,12 @@ from lurcher.transports.connection import peer_address
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener, tls_context
 from lurcher.transports.sendfile import WRITE_HIGH_WATER_BYTES, WRITE_LOW_WATER_BYTES
 
+if TYPE_CHECKING:
+    from lurcher.runtime.settings import WebSocket
+
 log = logging.getLogger(__name__)
 logging.getLogger("websockets.server").setLevel(logging.WARNING)
 
-DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 MAX_QUEUED_FRAMES = 4
 CLOSE_GOING_AWAY = 1001
 CLOSE_POLICY = 1008
@@ -164,21 +165,16 @@ class WebSocketClient:
             self.in_turn = False
 
 
-def max_message_bytes(section: dict[str, Any]) -> int:
-    value = section.get("max_message_size")
-    return parse_size(value) if value else DEFAULT_MAX_MESSAGE_BYTES
-
-
-async def listen(shard: Any, section: dict[str, Any], context: ListenContext) -> Listener:
-    """Listen on ``section["address"]`` (``wss://`` with ``[websocket.tls]``). Raises OSError,
+async def listen(shard: Any, section: WebSocket, context: ListenContext) -> Listener:
+    """Listen on ``section.address`` (``wss://`` with ``[websocket.tls]``). Raises OSError,
     TlsConfigError."""
-    host, port = split_address(section["address"])
-    max_message = max_message_bytes(section)
+    host, port = split_address(section.address)
+    max_message = section.max_message_size
 
     async def handler(ws: ServerConnection) -> None:
         await WebSocketClient(shard, ws, max_message).serve()
 
-    server = await serve(handler, host, port, ssl=tls_context(section, context.data_path),
+    server = await serve(handler, host, port, ssl=tls_context(section.tls, context.data_path),
                          compression=None, max_size=max_message, max_queue=MAX_QUEUED_FRAMES,
                          ping_interval=None, server_header=None,
                          reuse_port=context.reuse_port or None)

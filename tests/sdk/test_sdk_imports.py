@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 FORBIDDEN = ("lurcher.core.shard", "lurcher.core.log", "lurcher.core.meta",
-             "lurcher.transports", "lurcher.auth", "lurcher.server", "lurcher.config")
+             "lurcher.transports", "lurcher.auth", "lurcher.server", "lurcher.runtime")
 
 
 def test_sdk_imports_no_server_modules() -> None:

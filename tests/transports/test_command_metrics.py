@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from lurcher.config import load_config
+from lurcher.runtime.config import load_config
 from lurcher.core.wire.frames import encode_request
 from lurcher.server import close_listeners, open_shard, start_listeners
 from lurcher.transports.http.metrics import registered_metrics

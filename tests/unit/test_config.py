@@ -2,7 +2,7 @@
 
 import pytest
 
-from lurcher.config import U64_MAX, ConfigError, load_config, parse_duration_us, parse_size
+from lurcher.runtime.config import U64_MAX, ConfigError, load_config, parse_duration_us, parse_size
 
 
 def test_packaged_defaults_load_without_a_file():
@@ -77,8 +77,8 @@ def test_bad_quantities_are_refused(bad):
 
 def test_every_packaged_default_passes_its_own_check():
     """Keys added to configs/server.toml become valid file and env keys by themselves."""
-    from lurcher.config import default_config
-    from lurcher.configcheck import check_file_keys
+    from lurcher.runtime.config import default_config
+    from lurcher.runtime.configcheck import check_file_keys
 
     check_file_keys(default_config(), default_config(), "the packaged defaults")
 
@@ -90,7 +90,7 @@ def test_every_packaged_default_passes_its_own_check():
     ("http.cors.allowed_origins", "list"), ("system.io", "choice"), ("system.path", "str"),
 ])
 def test_value_kinds_follow_from_the_defaults(key, kind):
-    from lurcher.configcheck import kind_of
+    from lurcher.runtime.configcheck import kind_of
 
     assert kind_of(key, load_config(environ={})[key]) == kind
 

@@ -23,11 +23,14 @@ from __future__ import annotations
 import inspect
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from lurcher.core.wire.batch import ID_AT, INDEX_DTYPE, MessageBatch
+
+if TYPE_CHECKING:
+    from lurcher.runtime import settings
 
 ID_BYTES = 16
 _ID_SPAN = np.arange(ID_BYTES, dtype=np.int64)
@@ -114,10 +117,9 @@ class Deduplication:
         self.windows: dict[PartitionKey, IdWindow] = {}
 
     @classmethod
-    def from_config(cls, config: Any) -> Deduplication:
-        return cls(bool(config.get("system.message_deduplication.enabled", False)),
-                   int(config.get("system.message_deduplication.max_entries", 0)),
-                   config.duration_us("system.message_deduplication.expiry"))
+    def from_config(cls, section: settings.Deduplication) -> Deduplication:
+        """From ``[system.message_deduplication]``."""
+        return cls(section.enabled, section.max_entries, section.expiry)
 
     def window(self, key: PartitionKey) -> IdWindow:
         found = self.windows.get(key)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from lurcher.auth.passwords import Passwords
     from lurcher.auth.session import Session
     from lurcher.auth.throttle import LoginThrottle
-    from lurcher.config import Config
+    from lurcher.runtime.config import Config
     from lurcher.core.log.config import LogConfig
     from lurcher.core.log.partition import Partition
     from lurcher.core.meta.state import TopicMeta

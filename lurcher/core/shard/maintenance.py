@@ -25,10 +25,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from lurcher.config import U64_MAX
 from lurcher.core.log.partition import Partition
 from lurcher.core.meta.state import TopicMeta
 from lurcher.core.shard.background import register
+from lurcher.core.wire.units import U64_MAX
 from lurcher.core.wire.validation import clamp_uint
 
 log = logging.getLogger(__name__)
@@ -37,10 +37,8 @@ SIZE_THRESHOLD_NUM, SIZE_THRESHOLD_DEN = 9, 10   # trim while size >= 90% of the
 HEARTBEAT_GRACE_NUM, HEARTBEAT_GRACE_DEN = 6, 5  # stale after 1.2 x the interval
 
 
-def _enabled_interval(shard: Any, enabled_key: str, interval_key: str) -> int | None:
-    if not shard.config.get(enabled_key, False):
-        return None
-    return shard.config.duration_us(interval_key)
+def _enabled_interval(enabled: bool, interval_us: int) -> int | None:
+    return interval_us if enabled else None
 
 
 # -- message cleaner ----------------------------------------------------------------------
@@ -96,8 +94,8 @@ def clean_topic(shard: Any, topic: TopicMeta, now_us: int) -> tuple[int, int]:
 
 
 def cleaner_interval_us(shard: Any) -> int | None:
-    return _enabled_interval(shard, "data_maintenance.messages.cleaner_enabled",
-                             "data_maintenance.messages.interval")
+    section = shard.config.typed.data_maintenance.messages
+    return _enabled_interval(section.cleaner_enabled, section.interval)
 
 
 @register("message_cleaner", cleaner_interval_us)
@@ -120,7 +118,8 @@ def clean_messages(shard: Any, now_us: int) -> tuple[int, int]:
 # -- heartbeat ----------------------------------------------------------------------------
 
 def heartbeat_interval_us(shard: Any) -> int | None:
-    return _enabled_interval(shard, "heartbeat.enabled", "heartbeat.interval")
+    section = shard.config.typed.heartbeat
+    return _enabled_interval(section.enabled, section.interval)
 
 
 def stale_sessions(shard: Any, now_us: int, interval_us: int) -> list[Any]:
@@ -131,7 +130,7 @@ def stale_sessions(shard: Any, now_us: int, interval_us: int) -> list[Any]:
 @register("heartbeat_verifier", heartbeat_interval_us)
 def verify_heartbeats(shard: Any, now_us: int) -> int:
     """Disconnect stale sessions (they leave their groups). Returns how many."""
-    stale = stale_sessions(shard, now_us, shard.config.duration_us("heartbeat.interval"))
+    stale = stale_sessions(shard, now_us, shard.config.typed.heartbeat.interval)
     for session in stale:
         log.warning("stale client %d (%s): no heartbeat since %d µs, disconnecting",
                     session.client_id, session.address, session.last_seen_us)
@@ -145,7 +144,7 @@ def verify_heartbeats(shard: Any, now_us: int) -> int:
 # -- consumer group revocations -----------------------------------------------------------
 
 def revocation_check_us(shard: Any) -> int | None:
-    return shard.config.duration_us("consumer_group.check_interval")
+    return shard.config.typed.consumer_group.check_interval
 
 
 @register("revocation_timeout", revocation_check_us)
@@ -154,5 +153,5 @@ def expire_revocations(shard: Any, now_us: int) -> int:
     def topic_of(stream_id: int, topic_id: int) -> TopicMeta | None:
         stream = shard.meta.state.streams.get(stream_id)
         return stream.topics.get(topic_id) if stream else None
-    timeout_us = shard.config.duration_us("consumer_group.rebalancing_timeout")
+    timeout_us = shard.config.typed.consumer_group.rebalancing_timeout
     return shard.groups.expire_revocations(topic_of, now_us, timeout_us)

@@ -20,7 +20,8 @@ from lurcher.auth.passwords import Passwords
 from lurcher.auth.permissions import authorize
 from lurcher.auth.session import Session
 from lurcher.auth.throttle import BackoffConfig, LoginThrottle
-from lurcher.config import Config
+from lurcher.runtime import settings
+from lurcher.runtime.config import Config
 from lurcher.core.log.config import LogConfig
 from lurcher.core.log.files import DescriptorCache
 from lurcher.core.log.io import select_io
@@ -57,11 +58,10 @@ class Limits:
     max_poll_reply_bytes: int
 
     @classmethod
-    def from_config(cls, config: Config) -> Limits:
-        return cls(FrameLimits(config.size("limits.max_control_payload_bytes"),
-                               config.size("limits.max_send_payload_bytes"),
-                               config.size("limits.max_unauthenticated_payload_bytes")),
-                   config.size("limits.max_poll_reply_bytes"))
+    def from_config(cls, limits: settings.Limits) -> Limits:
+        return cls(FrameLimits(limits.max_control_payload_bytes, limits.max_send_payload_bytes,
+                               limits.max_unauthenticated_payload_bytes),
+                   limits.max_poll_reply_bytes)
 
 
 def owner_of(stream_id: int, topic_id: int, partition_id: int, shards_count: int) -> int:
@@ -90,29 +90,29 @@ class Shard:
         self.shard_id = shard_id
         self.shards_count = shards_count
         self.clock = clock
-        self.data_path = Path(config["system.path"]).resolve()
-        self.limits = Limits.from_config(config)
-        self.io = select_io(config["system.io"])
+        system = config.typed.system
+        self.data_path = Path(system.path).resolve()
+        self.limits = Limits.from_config(config.typed.limits)
+        self.io = select_io(system.io)
         self.meta = meta or MetaStore(self.data_path / "state" / "log",
-                                      enforce_fsync=config["system.state.enforce_fsync"],
-                                      io=self.io)
-        self.enforce_fsync = config["system.partition.enforce_fsync"]
+                                      enforce_fsync=system.state.enforce_fsync, io=self.io)
+        self.enforce_fsync = system.partition.enforce_fsync
         self.log_config = LogConfig(
-            segment_size_bytes=config.size("system.segment.size"),
+            segment_size_bytes=system.segment.size,
             enforce_fsync=self.enforce_fsync, group_commit=True,
-            max_inflight_batches=config["system.partition.max_inflight_batches"],
-            inline_write_max_bytes=config["system.partition.inline_write_max_bytes"],
+            max_inflight_batches=system.partition.max_inflight_batches,
+            inline_write_max_bytes=system.partition.inline_write_max_bytes,
         )
         self.group_commit = GroupCommit()
-        self.files = DescriptorCache(self.io, config["system.segment.max_open_files"])
+        self.files = DescriptorCache(self.io, system.segment.max_open_files)
         self.passwords = Passwords.from_config(config)
-        self.login_throttle = LoginThrottle(BackoffConfig.from_config(config))
+        self.login_throttle = LoginThrottle(BackoffConfig.from_config(config.typed.auth))
         self.partitions: dict[Key, Partition] = {}
         self.sessions: dict[int, Session] = {}
         self.connections: dict[int, Any] = {}
         self.balanced_counters: dict[tuple[int, int], int] = {}
         self.groups = Groups(cooperative=shards_count == 1)
-        self.dedup = Deduplication.from_config(config)
+        self.dedup = Deduplication.from_config(system.message_deduplication)
         self.started_at_us = clock()
         self.endpoints: dict[str, str] = {}
         self.cluster: Any = None  # a Cluster when several shards run

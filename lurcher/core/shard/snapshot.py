@@ -78,7 +78,7 @@ def _test(data_path: Path, config: Any) -> list[tuple[str, bytes]]:
 
 
 def _logs(data_path: Path, config: Any) -> list[tuple[str, bytes]]:
-    path = log_file_path(config.get("system.logging") or {}, data_path)
+    path = log_file_path(config.typed.system.logging, data_path)
     if path is None:
         return [("server_logs/README.txt", b"system.logging.file is not set: the server "
                  b"logs to stderr only\n")]

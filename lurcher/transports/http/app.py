@@ -19,7 +19,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from starlette.applications import Starlette
@@ -94,6 +94,9 @@ from lurcher.core.wire.values.polling import PollingKind, PollingStrategy
 from lurcher.transports.http import bodies as b
 from lurcher.core.wire import json_shapes as s
 from lurcher.transports.http.jwt import JwtManager, Token
+
+if TYPE_CHECKING:
+    from lurcher.runtime.settings import Cors
 
 log = logging.getLogger(__name__)
 
@@ -535,22 +538,20 @@ async def _too_large(send: Callable, limit: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def build_app(api: HttpApi, limit_bytes: int, cors: dict[str, Any] | None,
-              console: Any = None) -> Any:
+def build_app(api: HttpApi, limit_bytes: int, cors: Cors | None, console: Any = None) -> Any:
     """The ASGI application: routes (and the web console's, when given), CORS (when
     enabled), body limit."""
     routes: list[Any] = list(api.routes())
     if console is not None:
         routes.extend(console.routes())
     app: Any = Starlette(routes=routes)
-    if cors and cors.get("enabled"):
+    if cors is not None and cors.enabled:
         from starlette.middleware.cors import CORSMiddleware
         app = CORSMiddleware(
-            app, allow_origins=list(cors.get("allowed_origins") or ["*"]),
-            allow_methods=list(cors.get("allowed_methods") or ["GET"]),
-            allow_headers=[h for h in cors.get("allowed_headers") or [] if h],
-            expose_headers=[h for h in cors.get("exposed_headers") or [] if h],
-            allow_credentials=bool(cors.get("allow_credentials", False)))
+            app, allow_origins=cors.allowed_origins, allow_methods=cors.allowed_methods,
+            allow_headers=[h for h in cors.allowed_headers if h],
+            expose_headers=[h for h in cors.exposed_headers if h],
+            allow_credentials=cors.allow_credentials)
     return BodyLimit(app, limit_bytes, api.metrics)
 
 

@@ -16,17 +16,18 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import jwt as pyjwt
 
-from lurcher.config import parse_duration_us
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.units import US_PER_S
+
+if TYPE_CHECKING:
+    from lurcher.runtime.settings import Jwt
 
 ALGORITHM = "HS256"
-DEFAULT_ISSUER = "iggy.apache.org"
-DEFAULT_EXPIRY_S = 3600
 SECRET_BYTES = 32
 
 
@@ -55,10 +56,10 @@ def _write_private(path: Path, data: str) -> None:
     os.replace(tmp, path)
 
 
-def load_secret(section: dict[str, Any], state_path: Path) -> tuple[str, str]:
+def load_secret(section: Jwt, state_path: Path) -> tuple[str, str]:
     """(encoding, decoding) secrets: configured, or generated and persisted once."""
-    encoding = str(section.get("encoding_secret") or "")
-    decoding = str(section.get("decoding_secret") or "") or encoding
+    encoding = section.encoding_secret
+    decoding = section.decoding_secret or encoding
     if encoding:
         return encoding, decoding
     path = state_path / "jwt_secret"
@@ -96,20 +97,17 @@ class RevokedTokens:
 class JwtManager:
     """Issues and checks access tokens for one server."""
 
-    def __init__(self, section: dict[str, Any], state_path: Path,
+    def __init__(self, section: Jwt, state_path: Path,
                  clock_s: Callable[[], float] = time.time) -> None:
         self.clock_s = clock_s
         self.encoding_secret, self.decoding_secret = load_secret(section, state_path)
-        self.issuer = str(section.get("issuer") or DEFAULT_ISSUER)
-        self.audience = str(section.get("audience") or DEFAULT_ISSUER)
-        self.valid_issuers = list(section.get("valid_issuers") or [self.issuer])
-        self.valid_audiences = list(section.get("valid_audiences") or [self.audience])
-        expiry = section.get("access_token_expiry")
-        self.expiry_s = parse_duration_us(expiry) // 1_000_000 if expiry else DEFAULT_EXPIRY_S
-        skew = section.get("clock_skew")
-        self.leeway_s = parse_duration_us(skew) // 1_000_000 if skew else 5
-        not_before = section.get("not_before")
-        self.not_before_s = parse_duration_us(not_before) // 1_000_000 if not_before else 0
+        self.issuer = section.issuer
+        self.audience = section.audience
+        self.valid_issuers = section.valid_issuers or [self.issuer]
+        self.valid_audiences = section.valid_audiences or [self.audience]
+        self.expiry_s = section.access_token_expiry // US_PER_S
+        self.leeway_s = section.clock_skew // US_PER_S
+        self.not_before_s = section.not_before // US_PER_S
         self.revoked = RevokedTokens(state_path / "tokens", int(clock_s()))
 
     def issue(self, user_id: int) -> Token:

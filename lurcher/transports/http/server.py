@@ -11,11 +11,10 @@ import asyncio
 import logging
 import socket
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
-from lurcher.config import parse_size
 from lurcher.transports.http.app import HttpApi, build_app
 from lurcher.transports.http.console import Console
 from lurcher.transports.http.jwt import JwtManager
@@ -24,9 +23,10 @@ from lurcher.core.net import listening_socket
 from lurcher.transports.frontend import ListenContext, format_address
 from lurcher.transports.tls import ensure_certificate
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from lurcher.runtime.settings import Http
 
-DEFAULT_MAX_REQUEST_BYTES = 2_000_000
+log = logging.getLogger(__name__)
 
 
 class HttpServer:
@@ -56,27 +56,23 @@ class HttpServer:
             await self.server.shutdown(sockets=[self.sock])
 
 
-async def listen(shard: Any, section: dict[str, Any], context: ListenContext) -> HttpServer:
+async def listen(shard: Any, section: Http, context: ListenContext) -> HttpServer:
     """The front end's entry (``transports.frontend``). Raises OSError, TlsConfigError."""
     return await start_http(shard, section, context.data_path)
 
 
-async def start_http(shard: Any, section: dict[str, Any], data_path: Path,
+async def start_http(shard: Any, section: Http, data_path: Path,
                      metrics: Metrics | None = None) -> HttpServer:
-    """Serve the API on ``section["address"]``. Raises OSError, TlsConfigError."""
-    jwt = JwtManager(section.get("jwt", {}), data_path / "state")
-    metrics_cfg = section.get("metrics", {})
+    """Serve the API on ``section.address``. Raises OSError, TlsConfigError."""
+    jwt = JwtManager(section.jwt, data_path / "state")
     if metrics is None:
-        metrics = observe_commands(shard, metrics_cfg.get("enabled", True))
-    api = HttpApi(shard, jwt, metrics, metrics_cfg.get("endpoint", "/metrics"))
-    limit = section.get("max_request_size")
-    console = Console() if section.get("web_ui", True) else None
-    app = build_app(api, parse_size(limit) if limit else DEFAULT_MAX_REQUEST_BYTES,
-                    section.get("cors"), console)
+        metrics = observe_commands(shard, section.metrics.enabled)
+    api = HttpApi(shard, jwt, metrics, section.metrics.endpoint)
+    console = Console() if section.web_ui else None
+    app = build_app(api, section.max_request_size, section.cors, console)
     tls: dict[str, Any] = {}
-    tls_section = section.get("tls", {})
-    if tls_section.get("enabled"):
-        paths = ensure_certificate(tls_section, data_path)
+    if section.tls.enabled:
+        paths = ensure_certificate(section.tls, data_path)
         tls = {"ssl_certfile": str(paths.cert_file), "ssl_keyfile": str(paths.key_file)}
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
                             http="h11", ws="none", loop="none", server_header=False,
@@ -84,7 +80,7 @@ async def start_http(shard: Any, section: dict[str, Any], data_path: Path,
     config.load()
     server = uvicorn.Server(config)
     server.lifespan = config.lifespan_class(config)
-    sock = listening_socket(section["address"])
+    sock = listening_socket(section.address)
     http = HttpServer(server, sock)
     await http.run()
     return http

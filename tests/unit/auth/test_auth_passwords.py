@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lurcher.auth.passwords import Passwords
-from lurcher.config import Config
+from lurcher.runtime.config import Config
 
 
 def cheap() -> Passwords:

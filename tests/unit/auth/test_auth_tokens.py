@@ -79,7 +79,7 @@ class FakeShard:
 
 
 def test_cleaner_deletes_expired_tokens_durably(tmp_path) -> None:
-    from lurcher.config import Config
+    from lurcher.runtime.config import Config
     from lurcher.core.meta.store import MetaStore
     from lurcher.core.shard import background
     from lurcher.core.shard.handlers.tokens import clean_expired_tokens
@@ -107,7 +107,7 @@ def test_cleaner_deletes_expired_tokens_durably(tmp_path) -> None:
     ({"cleaner": {"enabled": True, "interval": "none"}}, None),
 ])
 def test_cleaner_interval(section: dict, expected: int | None) -> None:
-    from lurcher.config import Config
+    from lurcher.runtime.config import Config
     from lurcher.core.shard.handlers.tokens import cleaner_interval_us
 
     shard = FakeShard(None, Config({"personal_access_token": section}))

@@ -15,7 +15,7 @@ from typing import Any
 
 from lurcher.auth.root import ensure_root
 from lurcher.auth.session import TRANSPORT_TCP, Session
-from lurcher.config import load_config
+from lurcher.runtime.config import load_config
 from lurcher.core.shard.reply import RESPONSE_HEADER, ok_frame
 from lurcher.core.shard.shard import Shard
 from lurcher.core.wire.codec import Request

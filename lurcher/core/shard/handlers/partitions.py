@@ -31,7 +31,7 @@ from lurcher.core.wire.errors import IggyError
 def check_partition_budget(shard: ShardFace, more: int) -> None:
     """Raises IggyError TOO_MANY_PARTITIONS when ``more`` partitions would take the server
     past ``system.partition.max_partitions``."""
-    limit = shard.config["system.partition.max_partitions"]
+    limit = shard.config.typed.system.partition.max_partitions
     total = sum(topic.partitions_count for topic in shard.meta.state.topics())
     if total + more > limit:
         raise IggyError(ErrorCode.TOO_MANY_PARTITIONS,

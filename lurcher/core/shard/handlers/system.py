@@ -61,7 +61,7 @@ def get_cluster_metadata(shard: ShardFace, session: Session, req: GetClusterMeta
     """A single node, or the real nodes of an enabled ``[cluster]`` (``cluster.metadata``);
     routed to shard 0, which runs the cluster node."""
     if shard.cluster_node is not None:
-        configured = {t: shard.config.get(f"{t}.address") for t in TRANSPORTS}
+        configured = {t: getattr(shard.config.typed, t).address for t in TRANSPORTS}
         return describe(shard.cluster_config, shard.cluster_node, shard.endpoints, configured)
     host = (shard.endpoints.get("tcp") or "127.0.0.1:0").rpartition(":")[0].strip("[]")
     node = ClusterNode("lurcher-node", host, _port(shard, "tcp"), _port(shard, "quic"),

@@ -15,12 +15,12 @@ import logging
 from typing import Any
 
 from lurcher.auth import tokens
-from lurcher.config import U64_MAX, parse_duration_us
 from lurcher.core.meta import events as ev
 from lurcher.core.shard import background
 from lurcher.core.shard.handlers.registry import handles
 from lurcher.auth.session import Session
 from lurcher.core.shard.face import ShardFace
+from lurcher.core.wire.units import U64_MAX
 from lurcher.core.wire.requests.pat.create_personal_access_token import CreatePersonalAccessToken
 from lurcher.core.wire.requests.pat.delete_personal_access_token import DeletePersonalAccessToken
 from lurcher.core.wire.requests.pat.get_personal_access_tokens import GetPersonalAccessTokens
@@ -38,9 +38,6 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.responses.personal_access_tokens import PatInfo, RawToken
 
 log = logging.getLogger(__name__)
-
-DEFAULT_MAX_TOKENS_PER_USER = 100
-DEFAULT_CLEANER_INTERVAL = "1 m"
 
 
 def _caller(shard: ShardFace, session: Session) -> Any:
@@ -64,8 +61,7 @@ def create_personal_access_token(shard: ShardFace, session: Session,
     """Raises IggyError PERSONAL_ACCESS_TOKENS_LIMIT_REACHED,
     PERSONAL_ACCESS_TOKEN_ALREADY_EXISTS."""
     user = _caller(shard, session)
-    limit = shard.config.get("personal_access_token.max_tokens_per_user",
-                             DEFAULT_MAX_TOKENS_PER_USER)
+    limit = shard.config.typed.personal_access_token.max_tokens_per_user
     if len(user.tokens) >= limit:
         raise IggyError(ErrorCode.PERSONAL_ACCESS_TOKENS_LIMIT_REACHED,
                         f"user {user.id} has {len(user.tokens)} of {limit} tokens")
@@ -126,11 +122,10 @@ def clean_expired_tokens(shard: ShardFace, now_us: int) -> int:
 def cleaner_interval_us(shard: ShardFace) -> int | None:
     """µs between cleaner runs, or None when disabled
     (``personal_access_token.cleaner.enabled`` / ``.interval``; "none" disables it)."""
-    config = shard.config
-    if not config.get("personal_access_token.cleaner.enabled", True):
+    cleaner = shard.config.typed.personal_access_token.cleaner
+    if not cleaner.enabled:
         return None
-    interval_us = parse_duration_us(config.get("personal_access_token.cleaner.interval",
-                                               DEFAULT_CLEANER_INTERVAL))
+    interval_us = cleaner.interval
     return None if interval_us == U64_MAX else max(interval_us, 1000)
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from lurcher.auth.permissions import may_read
-from lurcher.config import U64_MAX
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.partitions import check_partition_budget
 from lurcher.core.shard.handlers.registry import handles
 from lurcher.auth.session import Session
 from lurcher.core.shard.face import ShardFace
+from lurcher.core.wire.units import U64_MAX
 from lurcher.core.wire.requests.topics.create_topic import CreateTopic
 from lurcher.core.wire.requests.topics.delete_topic import DeleteTopic
 from lurcher.core.wire.requests.topics.get_topic import GetTopic
@@ -40,11 +40,11 @@ def find_or_none(state, stream_ident, topic_ident):
 
 def resolve_limits(shard: ShardFace, expiry_us: int, max_size_bytes: int) -> tuple[int, int]:
     """Apply server defaults for 0 and check the size against the segment size."""
-    config = shard.config
+    defaults = shard.config.typed.system.topic
     if expiry_us == 0:
-        expiry_us = config.duration_us("system.topic.message_expiry")
+        expiry_us = defaults.message_expiry
     if max_size_bytes == 0:
-        max_size_bytes = config.size("system.topic.max_size")
+        max_size_bytes = defaults.max_size
     segment = shard.log_config.segment_size_bytes
     if max_size_bytes != U64_MAX and max_size_bytes < segment:
         raise IggyError(ErrorCode.INVALID_TOPIC_SIZE,

@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from lurcher import datadir
-from lurcher.config import Config
+from lurcher.runtime.config import Config
 from lurcher.core.shard.bus import reserve_socket
 from lurcher.core.net import split_address
 
@@ -36,11 +36,10 @@ RESTART_BACKOFF_S = 0.5
 STOP_TIMEOUT_S = 20.0
 
 
-def _shard_main(config_data: dict, default_root: bool, shard_id: int, shards: int,
+def _shard_main(config: Config, default_root: bool, shard_id: int, shards: int,
                 namespace: str, ready: Any, heartbeat: Any) -> None:
     from lurcher.server import configure_logging, run_shard
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when to stop
-    config = Config(config_data)
     configure_logging(config, rotate=False)
     os._exit(run_shard(config, default_root, shard_id, shards, namespace, ready, heartbeat))
 
@@ -65,22 +64,22 @@ class Supervisor:
         self.stopping = False
         self.restarts = 0
         self.heartbeats: dict[int, Any] = {}
-        self.heartbeat_timeout_s = config.duration_us("system.sharding.heartbeat_timeout") / 1e6
+        self.heartbeat_timeout_s = config.typed.system.sharding.heartbeat_timeout / 1e6
 
     def reserve(self, section: str) -> Any:
         """Fix ``<section>.address`` (resolving port 0) for every shard; the reserving socket."""
-        host, port = split_address(self.config[f"{section}.address"])
+        host, port = split_address(getattr(self.config.typed, section).address)
         sock = reserve_socket((host, port))
         bound = sock.getsockname()[1]
-        self.config.set(f"{section}.address",
-                        f"{host}:{bound}" if ":" not in host else f"[{host}]:{bound}")
+        address = f"{host}:{bound}" if ":" not in host else f"[{host}]:{bound}"
+        self.config = self.config.merged({section: {"address": address}})
         return sock
 
     def start_shard(self, shard_id: int) -> None:
         heartbeat = self.context.RawValue("d", time.monotonic())
         process = self.context.Process(
             target=_shard_main, name=f"lurcher-shard-{shard_id}", daemon=False,
-            args=(self.config.data, self.default_root, shard_id, self.shards, self.namespace,
+            args=(self.config, self.default_root, shard_id, self.shards, self.namespace,
                   self.ready, heartbeat))
         process.start()
         self.processes[shard_id] = process
@@ -159,7 +158,7 @@ def supervise(config: Config, default_root: bool, shards: int) -> int:
     """Run ``shards`` shard processes until SIGTERM/SIGINT; the exit code."""
     supervisor = Supervisor(config, default_root, shards)
     reserved = [supervisor.reserve(section) for section in SHARED_LISTENERS
-                if config.get(f"{section}.enabled")]
+                if getattr(config.typed, section).enabled]
     signal.signal(signal.SIGTERM, lambda *_: setattr(supervisor, "stopping", True))
     signal.signal(signal.SIGINT, lambda *_: setattr(supervisor, "stopping", True))
     try:
@@ -171,7 +170,7 @@ def supervise(config: Config, default_root: bool, shards: int) -> int:
         supervisor.stop()
         return 1
     endpoints = supervisor.merged_endpoints()
-    data_path = datadir.resolve(config["system.path"])
+    data_path = datadir.resolve(config.typed.system.path)
     datadir.write_endpoints(data_path, endpoints)
     log.info("lurcher-server ready with %d shards: %s", shards,
              " ".join(f"{k}={v}" for k, v in endpoints.items()))

@@ -5,7 +5,10 @@ and the kind of value it takes follows from its default (a bool, an integer, a l
 such as "1 GiB", a duration such as "30 s", an address ``host:port``, a choice from
 ``CHOICES``, or any string). A key added to the defaults is therefore valid everywhere
 at once (file and environment). Errors are one line naming the key, the value given and what
-is expected; unknown keys name the nearest valid one.
+is expected; unknown keys name the nearest valid one. These checks judge the input (file
+and environment) before ``runtime.settings`` decodes the merged tables into typed sections;
+the decoder adds the range limits (``max_open_files`` at least 2, ...) and refuses a key
+the packaged defaults have but its Struct lacks, so the two cannot drift apart unseen.
 """
 
 from __future__ import annotations

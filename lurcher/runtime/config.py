@@ -1,4 +1,5 @@
-"""Server configuration: packaged defaults, an optional TOML file, then environment overrides.
+"""Loading the server configuration: packaged defaults, an optional TOML file, then
+environment overrides, decoded once into the typed ``ServerConfig`` (``runtime.settings``).
 
 Precedence (last wins): the packaged ``configs/server.toml``, the file given with
 ``--config`` (or ``LURCHER_CONFIG_PATH``), then ``LURCHER_<SECTION>_<KEY>`` variables. An
@@ -9,19 +10,25 @@ environment, is checked against the defaults (``configcheck``): unknown keys and
 the wrong kind raise ConfigError with one line naming the key.
 Human sizes ("1 GiB", "500 MB") and durations ("30 s", "1 m", "none") are parsed by
 ``core.wire.units`` (``parse_size`` and ``parse_duration_us`` here raise ConfigError).
+
+``Config`` holds the merged tables (``data``: what the diagnostic snapshot shows and what a
+shard process is started with) and their decoding (``typed``), which is what the server
+reads. Its dotted accessors (``get``, ``[]``, ``size``, ``duration_us``) are for tests and
+tools; server code reads ``typed`` attributes.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-from lurcher import configcheck
 from lurcher.core.wire import units
+from lurcher.runtime import configcheck, settings
 
 ENV_PREFIX = "LURCHER_"
 U64_MAX = units.U64_MAX  # re-exported for configuration users
@@ -51,7 +58,12 @@ def parse_duration_us(value: int | str) -> int:
 
 
 def default_config() -> dict[str, Any]:
-    """The packaged defaults as a nested dict."""
+    """The packaged defaults as a nested dict (a fresh copy)."""
+    return copy.deepcopy(_packaged())
+
+
+@functools.cache
+def _packaged() -> dict[str, Any]:
     text = resources.files("lurcher").joinpath("configs/server.toml").read_text()
     return tomllib.loads(text)
 
@@ -151,10 +163,22 @@ def load_config(path: str | os.PathLike[str] | None = None,
 
 
 class Config:
-    """Read access to the merged configuration by dotted path."""
+    """The merged configuration tables and their typed decoding.
 
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.data = data
+    ``Config(tables)`` takes tables already checked by ``load_config`` (or a part of them, as
+    tests build them: the packaged defaults fill the rest). Raises ConfigError when they do
+    not decode."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.data = merge(_packaged(), data)
+        try:
+            self.typed: settings.ServerConfig = settings.decode(self.data)
+        except settings.SettingsError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def merged(self, override: Mapping[str, Any]) -> "Config":
+        """A new Config with ``override`` (nested tables) merged over this one."""
+        return Config(merge(self.data, override))
 
     def get(self, dotted: str, default: Any = None) -> Any:
         node: Any = self.data
@@ -175,13 +199,6 @@ class Config:
 
     def duration_us(self, dotted: str) -> int:
         return parse_duration_us(self[dotted])
-
-    def set(self, dotted: str, value: Any) -> None:
-        keys = dotted.split(".")
-        node = self.data
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-        node[keys[-1]] = value
 
 
 _MISSING = object()

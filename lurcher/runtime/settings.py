@@ -1,0 +1,296 @@
+"""The server configuration, typed: one frozen msgspec Struct per section of ``server.toml``.
+
+``decode`` turns the merged tables (packaged defaults <- file <- environment, see
+``runtime.config``) into a ``ServerConfig`` once at start; everything below the loader reads
+typed attributes (``config.typed.system.segment.size``) and never a dotted string.
+
+Invariants: no field has a default: the packaged ``configs/server.toml`` is the one source
+of default values, so a key missing from it fails ``decode`` (a test decodes the packaged
+defaults). ``[cluster]`` is the one exception: its Struct belongs to ``lurcher.cluster`` and
+a test proves its defaults equal the packaged ones. Unknown keys are refused
+(``forbid_unknown_fields``). A ``Bytes`` field accepts a byte count or "1 GiB" and holds
+bytes; a ``Micros`` field accepts µs or "30 s"/"none" and holds microseconds (``U64_MAX``
+for none); both are plain ints, parsed by ``core.wire.units`` before msgspec converts the
+tables (``_quantities``). A decode error is one line naming the key.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated, Any, Callable, get_args, get_origin, get_type_hints
+
+import msgspec
+
+from lurcher.cluster.config import ClusterConfig, ClusterConfigError, decode_cluster
+from lurcher.core.wire import units
+
+
+class Quantity:
+    """Marks an int field written in human units, with the parser that reads them."""
+
+    def __init__(self, what: str, parse: Callable[[int | str], int]) -> None:
+        self.what, self.parse = what, parse
+
+
+# A size in bytes, written as a count or as "64 MiB" ("unlimited": U64_MAX).
+Bytes = Annotated[int, Quantity("size", units.parse_size)]
+# A duration in microseconds, written as µs or "30 s" ("none": U64_MAX).
+Micros = Annotated[int, Quantity("duration", units.parse_duration_us)]
+
+
+class Section(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Base of every section: unknown keys refused, values immutable."""
+
+
+class Sharding(Section):
+    shards: Annotated[int, msgspec.Meta(ge=0)]
+    heartbeat_interval: Micros
+    heartbeat_timeout: Micros
+
+
+class Segment(Section):
+    size: Bytes
+    max_open_files: Annotated[int, msgspec.Meta(ge=2)]
+
+
+class Partition(Section):
+    max_partitions: Annotated[int, msgspec.Meta(ge=1)]
+    enforce_fsync: bool
+    max_inflight_batches: Annotated[int, msgspec.Meta(ge=1)]
+    inline_write_max_bytes: Bytes
+
+
+class Topic(Section):
+    message_expiry: Micros
+    max_size: Bytes
+
+
+class State(Section):
+    enforce_fsync: bool
+
+
+class Deduplication(Section):
+    enabled: bool
+    max_entries: Annotated[int, msgspec.Meta(ge=0)]
+    expiry: Micros
+
+
+class Logging(Section):
+    level: str
+    format: str
+    file: str
+    max_size: Bytes
+    backups: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class System(Section):
+    path: str
+    umask: str
+    io: str
+    sharding: Sharding
+    segment: Segment
+    partition: Partition
+    topic: Topic
+    state: State
+    message_deduplication: Deduplication
+    logging: Logging
+
+
+class Tls(Section):
+    """``[<front end>.tls]``; ``[quic.certificate]`` has the same keys but ``enabled``."""
+    enabled: bool
+    self_signed: bool
+    cert_file: str
+    key_file: str
+
+
+class Certificate(Section):
+    self_signed: bool
+    cert_file: str
+    key_file: str
+
+
+class TcpSocket(Section):
+    nodelay: bool
+
+
+class Tcp(Section):
+    enabled: bool
+    address: str
+    socket_migration: bool
+    socket: TcpSocket
+    tls: Tls
+
+
+class Cors(Section):
+    enabled: bool
+    allowed_methods: list[str]
+    allowed_origins: list[str]
+    allowed_headers: list[str]
+    exposed_headers: list[str]
+    allow_credentials: bool
+
+
+class Jwt(Section):
+    algorithm: str
+    issuer: str
+    audience: str
+    valid_issuers: list[str]
+    valid_audiences: list[str]
+    access_token_expiry: Micros
+    clock_skew: Micros
+    not_before: Micros
+    encoding_secret: str
+    decoding_secret: str
+
+
+class Metrics(Section):
+    enabled: bool
+    endpoint: str
+
+
+class Http(Section):
+    enabled: bool
+    address: str
+    max_request_size: Bytes
+    web_ui: bool
+    cors: Cors
+    jwt: Jwt
+    metrics: Metrics
+    tls: Tls
+
+
+class Quic(Section):
+    enabled: bool
+    address: str
+    max_idle_timeout: Micros
+    certificate: Certificate
+
+
+class WebSocket(Section):
+    enabled: bool
+    address: str
+    max_message_size: Bytes
+    tls: Tls
+
+
+class Unix(Section):
+    enabled: bool
+    path: str
+
+
+class Auth(Section):
+    argon2_time_cost: Annotated[int, msgspec.Meta(ge=1)]
+    argon2_memory_cost_kib: Annotated[int, msgspec.Meta(ge=8)]
+    argon2_parallelism: Annotated[int, msgspec.Meta(ge=1)]
+    login_free_attempts: Annotated[int, msgspec.Meta(ge=0)]
+    login_backoff_base: Micros
+    login_backoff_max: Micros
+    login_backoff_reset: Micros
+    login_backoff_tracked_keys: Annotated[int, msgspec.Meta(ge=1)]
+
+
+class Cleaner(Section):
+    enabled: bool
+    interval: Micros
+
+
+class PersonalAccessToken(Section):
+    max_tokens_per_user: Annotated[int, msgspec.Meta(ge=0)]
+    cleaner: Cleaner
+
+
+class Heartbeat(Section):
+    enabled: bool
+    interval: Micros
+
+
+class ConsumerGroup(Section):
+    rebalancing_timeout: Micros
+    check_interval: Micros
+
+
+class MessageCleaner(Section):
+    cleaner_enabled: bool
+    interval: Micros
+
+
+class DataMaintenance(Section):
+    messages: MessageCleaner
+
+
+class Limits(Section):
+    max_control_payload_bytes: Bytes
+    max_send_payload_bytes: Bytes
+    max_unauthenticated_payload_bytes: Bytes
+    max_poll_reply_bytes: Bytes
+
+
+class ServerConfig(Section):
+    system: System
+    tcp: Tcp
+    http: Http
+    quic: Quic
+    websocket: WebSocket
+    unix: Unix
+    auth: Auth
+    personal_access_token: PersonalAccessToken
+    heartbeat: Heartbeat
+    consumer_group: ConsumerGroup
+    data_maintenance: DataMaintenance
+    cluster: ClusterConfig
+    limits: Limits
+
+
+class SettingsError(ValueError):
+    """The merged tables do not decode; the message is one line naming the key."""
+
+
+def decode(tables: dict[str, Any]) -> ServerConfig:
+    """The typed configuration of the merged tables. Raises SettingsError (one line)."""
+    try:
+        typed = msgspec.convert(_quantities(tables, ServerConfig, ""), ServerConfig)
+        decode_cluster(tables["cluster"])
+    except msgspec.ValidationError as exc:
+        raise SettingsError(_one_line(str(exc))) from None
+    except ClusterConfigError as exc:
+        raise SettingsError(str(exc)) from None
+    return typed
+
+
+@functools.cache
+def _fields(cls: type) -> dict[str, Any]:
+    return get_type_hints(cls, include_extras=True)
+
+
+def _quantities(table: Any, cls: type, prefix: str) -> Any:
+    """A copy of ``table`` with its ``Bytes``/``Micros`` values parsed into ints (other
+    values untouched: msgspec judges them)."""
+    if not isinstance(table, dict) or not issubclass(cls, Section):
+        return table
+    out = dict(table)
+    for key, hint in _fields(cls).items():
+        if key not in out:
+            continue
+        marks = [m for m in get_args(hint)[1:] if isinstance(m, Quantity)]
+        if marks and get_origin(hint) is Annotated:
+            out[key] = _parse(marks[0], out[key], prefix + key)
+        elif isinstance(hint, type):
+            out[key] = _quantities(out[key], hint, f"{prefix}{key}.")
+    return out
+
+
+def _parse(mark: Quantity, value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise SettingsError(f"{key}: expected a {mark.what}, got {value!r}")
+    try:
+        return mark.parse(value)
+    except ValueError as exc:
+        raise SettingsError(f"{key}: {exc}") from None
+
+
+def _one_line(message: str) -> str:
+    """msgspec's "what - at `$.a.b`" as "a.b: what" (the key first, as every other error)."""
+    what, _, where = message.partition(" - at `$")
+    key = where.rstrip("`").lstrip(".")
+    return f"{key}: {what[:1].lower()}{what[1:]}" if key else what

@@ -1,0 +1,146 @@
+"""The typed configuration (``runtime.settings``): the packaged defaults decode, sizes and
+durations become ints at decode time, bad input is refused in one line naming the key, and
+server.toml is the one source of default values."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from lurcher.cluster.config import ClusterConfig
+from lurcher.core.log.config import LogConfig
+from lurcher.core.log.files import DEFAULT_MAX_OPEN_FILES
+from lurcher.core.wire.units import U64_MAX
+from lurcher.runtime import settings
+from lurcher.runtime.config import ConfigError, default_config, load_config
+
+MIB = 1024 * 1024
+
+
+def test_packaged_defaults_decode_to_typed_sections():
+    typed = settings.decode(default_config())
+    assert typed.system.segment.size == 1024 * MIB
+    assert typed.system.topic.message_expiry == U64_MAX
+    assert typed.system.topic.max_size == U64_MAX
+    assert typed.system.sharding.heartbeat_timeout == 15_000_000
+    assert typed.http.max_request_size == 2_000_000
+    assert typed.http.jwt.access_token_expiry == 3_600_000_000
+    assert typed.websocket.max_message_size == 64 * MIB
+    assert typed.limits.max_unauthenticated_payload_bytes == 64 * 1024
+    assert typed.auth.login_backoff_base == 100_000
+    assert typed.tcp.address == "127.0.0.1:8090" and typed.tcp.tls.enabled is False
+    assert typed.cluster.enabled is False
+    for value in (typed.system.segment.size, typed.heartbeat.interval):
+        assert type(value) is int  # plain ints: msgspec encodes them anywhere
+
+
+def test_no_section_field_has_a_default():
+    """server.toml is the one source of defaults: every field of every section is required."""
+    pending, seen = [settings.ServerConfig], set()
+    while pending:
+        cls = pending.pop()
+        seen.add(cls)
+        for field in msgspec.structs.fields(cls):
+            assert field.required, f"{cls.__name__}.{field.name} has a default in code"
+            kind = field.type
+            if isinstance(kind, type) and issubclass(kind, settings.Section) and kind not in seen:
+                pending.append(kind)
+    assert settings.Jwt in seen and settings.Cleaner in seen
+
+
+def test_library_defaults_equal_the_packaged_ones():
+    """Structs used outside the server keep defaults of their own; they match server.toml."""
+    typed = settings.decode(default_config())
+    cluster = msgspec.structs.asdict(typed.cluster)
+    defaults = msgspec.structs.asdict(ClusterConfig())
+    assert {k: v for k, v in cluster.items() if k != "node"} == {
+        k: v for k, v in defaults.items() if k != "node"}
+    log = LogConfig()
+    assert log.segment_size_bytes == typed.system.segment.size
+    assert log.enforce_fsync == typed.system.partition.enforce_fsync
+    assert log.max_inflight_batches == typed.system.partition.max_inflight_batches
+    assert log.inline_write_max_bytes == typed.system.partition.inline_write_max_bytes
+    assert DEFAULT_MAX_OPEN_FILES == typed.system.segment.max_open_files
+
+
+def test_unknown_key_is_refused_with_the_nearest_known_one(tmp_path):
+    path = tmp_path / "server.toml"
+    path.write_text("[auth]\nargon2_time_cots = 3\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path, environ={})
+    assert str(e.value) == (f"unknown key auth.argon2_time_cots in {path}; "
+                            "did you mean auth.argon2_time_cost?")
+    with pytest.raises(ConfigError, match="LURCHER_AUTH_ARGON2_TIME_COTS names no configuration "
+                                          "key; did you mean LURCHER_AUTH_ARGON2_TIME_COST\\?"):
+        load_config(environ={"LURCHER_AUTH_ARGON2_TIME_COTS": "3"})
+
+
+def test_unknown_key_past_the_checks_is_refused_by_the_decoder():
+    tables = default_config()
+    tables["system"]["segment"]["sise"] = 1
+    with pytest.raises(settings.SettingsError, match="^system.segment: object contains unknown "
+                                                     "field `sise`$"):
+        settings.decode(tables)
+
+
+@pytest.mark.parametrize("section,key,value", [
+    ("websocket", "max_message_size", '"lots"'),
+    ("http.jwt", "access_token_expiry", '"soon"'),
+    ("system.segment", "size", "true"),
+])
+def test_bad_size_or_duration_is_one_line_naming_the_key(tmp_path, section, key, value):
+    path = tmp_path / "server.toml"
+    path.write_text(f"[{section}]\n{key} = {value}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path, environ={})
+    message = str(e.value)
+    assert f"{section}.{key}" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("key,value,expected", [
+    ("system.segment.size", "lots", "system.segment.size: not a size: 'lots'"),
+    ("heartbeat.interval", "soon", "heartbeat.interval: invalid duration 'soon'"),
+    ("system.segment.max_open_files", 1, "system.segment.max_open_files: expected `int` >= 2"),
+    ("tcp.enabled", "yes", "tcp.enabled: expected `bool`, got `str`"),
+])
+def test_decoder_errors_name_the_key_first(key, value, expected):
+    tables = default_config()
+    node = tables
+    *path, leaf = key.split(".")
+    for part in path:
+        node = node[part]
+    node[leaf] = value
+    with pytest.raises(settings.SettingsError) as e:
+        settings.decode(tables)
+    assert str(e.value).startswith(expected)
+
+
+def test_range_limit_from_the_environment_is_refused_in_one_line():
+    with pytest.raises(ConfigError, match="^system.partition.max_partitions: expected `int` "
+                                          ">= 1$"):
+        load_config(environ={"LURCHER_SYSTEM_PARTITION_MAX_PARTITIONS": "0"})
+
+
+def test_environment_override_of_an_underscored_key_lands_typed():
+    config = load_config(environ={
+        "LURCHER_SYSTEM_MESSAGE_DEDUPLICATION_MAX_ENTRIES": "7",
+        "LURCHER_AUTH_LOGIN_BACKOFF_BASE": "250 ms",
+        "LURCHER_HTTP_JWT_ACCESS_TOKEN_EXPIRY": "2 h",
+        "LURCHER_PERSONAL_ACCESS_TOKEN_CLEANER_INTERVAL": "none",
+        "LURCHER_LIMITS_MAX_POLL_REPLY_BYTES": "1 MiB",
+    })
+    typed = config.typed
+    assert typed.system.message_deduplication.max_entries == 7
+    assert typed.auth.login_backoff_base == 250_000
+    assert typed.http.jwt.access_token_expiry == 7_200_000_000
+    assert typed.personal_access_token.cleaner.interval == U64_MAX
+    assert typed.limits.max_poll_reply_bytes == MIB
+
+
+def test_merged_config_is_a_new_decoded_config():
+    config = load_config(environ={})
+    moved = config.merged({"tcp": {"address": "127.0.0.1:9999"}})
+    assert moved.typed.tcp.address == "127.0.0.1:9999"
+    assert config.typed.tcp.address == "127.0.0.1:8090"
+    with pytest.raises(ConfigError, match="^tcp.enabled: expected `bool`"):
+        config.merged({"tcp": {"enabled": "maybe"}})
