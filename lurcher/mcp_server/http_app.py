@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
-from lurcher.core import net
+from lurcher.transports import net
 from lurcher.mcp_server.config import ConfigError, CorsConfig, HttpConfig
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

@@ -17,7 +17,7 @@ import difflib
 from typing import Any, Iterator, Mapping
 
 from lurcher.core.log.io import IO_MODES
-from lurcher.core.net import split_address
+from lurcher.transports.net import split_address
 from lurcher.core.wire import units
 from lurcher.logsetup import FORMATS, LEVELS
 

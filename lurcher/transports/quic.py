@@ -50,7 +50,7 @@ from lurcher.core.shard.reply import error_frame, materialise
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.transports.connection import peer_address
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener
-from lurcher.core.net import split_address
+from lurcher.transports.net import split_address
 from lurcher.transports.tls import ensure_certificate
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from websockets.exceptions import ConnectionClosed
 from lurcher.auth.session import TRANSPORT_WEBSOCKET
 from lurcher.core.connection.server import CLOSE_REFUSED
 from lurcher.core.connection.server import ServerConnection as Connection
-from lurcher.core.net import split_address
+from lurcher.transports.net import split_address
 from lurcher.core.shard.reply import materialise
 from lurcher.transports.connection import peer_address
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener, tls_context

@@ -19,7 +19,7 @@ from lurcher.transports.http.app import HttpApi, build_app
 from lurcher.transports.http.console import Console
 from lurcher.transports.http.jwt import JwtManager
 from lurcher.transports.http.metrics import Metrics, observe_commands
-from lurcher.core.net import listening_socket
+from lurcher.transports.net import listening_socket
 from lurcher.transports.frontend import ListenContext, format_address
 from lurcher.transports.tls import ensure_certificate
 

@@ -1,5 +1,7 @@
 """Addresses and listening sockets, shared by the server's front ends and ``lurcher-mcp``.
 
+It lives with the transports, whose helper it is (``core`` keeps to the server's own parts).
+
 ``split_address`` parses ``host:port`` (IPv6 hosts in brackets); ``listening_socket`` binds
 and listens (port 0 picks a free port) and returns a non-blocking socket for an asyncio
 server or uvicorn.
