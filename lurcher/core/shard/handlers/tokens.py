@@ -114,11 +114,7 @@ async def login_with_personal_access_token(shard: ShardFace, session: Session,
 # -- expiry cleaner ----------------------------------------------------------------------
 def clean_expired_tokens(shard: ShardFace, now_us: int) -> int:
     """Delete every token expired at ``now_us`` (persisted). Returns how many. Runs as the
-    background job ``personal_access_token_cleaner``. On a cluster node it deletes nothing
-    (a deletion made here alone would make this node's metadata differ; expired tokens are
-    refused at login anyway)."""
-    if shard.cluster_node is not None:
-        return 0
+    background job ``personal_access_token_cleaner``."""
     expired = list(tokens.expired_tokens(shard.meta.state, now_us))
     for token in expired:
         shard.meta.record(ev.TokenDeleted(token.user_id, token.name))
