@@ -25,6 +25,8 @@ Restarts: the replica re-executes its committed log from the start, so ``MetaSer
 persists, before recording a change's events, where it is (``applied.json``: position of
 the change among executed requests, changes accepted, store event count before it). On
 start it skips what its store already holds and finishes a change cut short by a crash.
+The mark is fsynced when the store is (``system.state.enforce_fsync``); without it a power
+cut, which may lose the store's last records anyway, may also lose the mark.
 Invariant: every node's store holds the same replicated events in the same order.
 """
 
@@ -83,6 +85,7 @@ class Capture:
 
     def __init__(self, store: Any, base: int) -> None:
         self.store, self.base = store, base
+        self.deciding = True  # False once the handler returned (see ``MetaView``)
         self.state = copy.deepcopy(store.state, {id(store.state.observers): []})
         self.events: list[Event] = []
         self.events_count = store.events_count
@@ -98,13 +101,16 @@ class Capture:
 
 class MetaView:
     """``shard.meta`` on a cluster node's shard 0: the task's ``Capture`` while a handler
-    decides, else the real store."""
+    decides, else the real store. (A callback or task created while a handler decided
+    inherits its context, so a finished ``Capture`` no longer answers.)"""
 
     def __init__(self, store: Any) -> None:
         self._store = store
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(CAPTURE.get() or self._store, name)
+        capture = CAPTURE.get()
+        return getattr(capture if capture is not None and capture.deciding else self._store,
+                       name)
 
 
 class MetaService:
@@ -246,6 +252,7 @@ class MetaChanges:
             result = handler(shard, session, request)
             return await result if inspect.isawaitable(result) else result
         finally:
+            capture.deciding = False
             CAPTURE.reset(token)
 
     async def _commit(self, change: Change, timeout_s: float) -> Outcome:
