@@ -25,9 +25,13 @@ from tests.support.server import LurcherServer
 COMMIT_TIMEOUT_MS = 2000
 
 
-@pytest.fixture
-def nodes(tmp_path: Path) -> Iterator[list[LurcherServer]]:
-    servers = start_cluster(tmp_path, 3, f"commit_timeout_ms = {COMMIT_TIMEOUT_MS}\n")
+@pytest.fixture(params=[pytest.param(1, id="one-shard"),
+                        pytest.param(2, id="two-shards", marks=pytest.mark.slow)])
+def nodes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[LurcherServer]]:
+    """Three nodes; each of one shard, or of two (metadata commands reach shard 0, which
+    runs the cluster node, and every change reaches the other shard as it is applied)."""
+    servers = start_cluster(tmp_path, 3, f"commit_timeout_ms = {COMMIT_TIMEOUT_MS}\n",
+                            {"LURCHER_SYSTEM_SHARDING_SHARDS": str(request.param)})
     try:
         yield servers
     finally:

@@ -30,9 +30,11 @@ def node_toml(me: int, tcp: list[int], replication: list[int], extra: str = "") 
             f'replication_port = {replication[me]}\n{others}')
 
 
-def start_cluster(root: Path, count: int, extra: str = "") -> list[LurcherServer]:
-    """``count`` running nodes, each with its data directory under ``root``; the caller
-    closes them. When one fails to start, those already started are killed."""
+def start_cluster(root: Path, count: int, extra: str = "",
+                  env: dict[str, str] | None = None) -> list[LurcherServer]:
+    """``count`` running nodes, each with its data directory under ``root`` (``env``: more
+    ``LURCHER_*`` settings); the caller closes them. When one fails to start, those already
+    started are killed."""
     tcp, replication = free_ports(count), free_ports(count)
     servers: list[LurcherServer] = []
     try:
@@ -40,7 +42,8 @@ def start_cluster(root: Path, count: int, extra: str = "") -> list[LurcherServer
             config = root / f"node-{me}.toml"
             config.write_text(node_toml(me, tcp, replication, extra))
             servers.append(LurcherServer().start(
-                root / f"node-{me}", {"LURCHER_TCP_ADDRESS": f"127.0.0.1:{tcp[me]}"},
+                root / f"node-{me}", {**(env or {}),
+                                      "LURCHER_TCP_ADDRESS": f"127.0.0.1:{tcp[me]}"},
                 args=("--with-default-root-credentials", "--config", str(config))))
     except BaseException:
         for server in servers:
