@@ -22,12 +22,15 @@ quorum) fails with TASK_TIMEOUT (12001, 0.8's "task did not finish in time"); it
 commit later, once a quorum is back (the usual ambiguity of a timed-out write).
 
 Restarts: the replica re-executes its committed log from the start, so ``MetaService``
-persists, before recording a change's events, where it is (``applied.json``: position of
+persists, before recording a change's events, where it is (``<system.path>/cluster/meta-applied.json``: position of
 the change among executed requests, changes accepted, store event count before it). On
 start it skips what its store already holds and finishes a change cut short by a crash.
 The mark is fsynced when the store is (``system.state.enforce_fsync``); without it a power
 cut, which may lose the store's last records anyway, may also lose the mark.
-Invariant: every node's store holds the same replicated events in the same order.
+Invariant: every node's store holds the same replicated events in the same order (the
+root user a node creates at its first start is its own, outside the group). What a handler
+does besides recording events (ending the sessions of a deleted user) happens on the node
+that decided only; consumer-group join/leave (``NODE_LOCAL``) stay node-local membership.
 """
 
 from __future__ import annotations
