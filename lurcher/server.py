@@ -174,12 +174,11 @@ async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_co
         cluster = Cluster(shard, namespace, config.typed.tcp.socket_migration)
         shard.cluster = shard.dispatcher.cluster = cluster
         await cluster.start()
-    listeners = await start_listeners(shard, config)
     clustering = config.typed.cluster
-    if shard_id == 0 and clustering.enabled:
+    if shard_id == 0 and clustering.enabled:  # before the listeners: changes are replicated
         from lurcher.cluster.metadata import start_node
-        shard.cluster_config = clustering
-        shard.cluster_node = await start_node(clustering, shard.data_path)
+        await start_node(clustering, shard)
+    listeners = await start_listeners(shard, config)
     jobs = background.start(shard)
     if heartbeat is not None:
         from lurcher.runtime.supervisor import beat

@@ -5,7 +5,8 @@ Iggy's keys: ``enabled``, ``name``, ``[cluster.node.current]`` (``name``, ``ip``
 ``http``, ``websocket``). lurcher adds what replication needs: ``secret`` (shared by every
 node; a peer that cannot prove it is refused), ``replication_port`` on the current node and
 in each other node's ``ports`` (where nodes talk to each other), and the timing of the
-replication core (``tick``, view timeouts in ticks).
+replication core (``tick``, view timeouts in ticks) and ``commit_timeout_ms``, after which
+a change the group could not commit (no quorum) fails instead of waiting.
 
 Nodes are numbered by their names in sorted order, so every node derives the same index for
 each member from the same list of names. ``decode_cluster`` refuses unknown keys, missing
@@ -57,6 +58,7 @@ class ClusterConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     view_timeout_ticks: int = 100
     view_change_timeout_ticks: int = 150
     retransmit_ticks: int = 20
+    commit_timeout_ms: int = 5000  # a metadata change not committed by then fails
     node: Nodes | None = None
 
     @property

@@ -129,6 +129,8 @@ class ClusterNode:
     def _fill_slots(self, group: int) -> None:
         g = self.groups[group]
         for slot in g.slots:
+            while g.waiting and g.waiting[0][1].done():
+                g.waiting.popleft()  # its submitter gave up waiting
             if not g.waiting:
                 return
             if slot.future is None:

@@ -6,9 +6,12 @@ cluster's Leader: GetClusterMetadata names it (role Leader) and every other node
 while this node's link to it is up, else Unreachable. While a view change is under way no
 node is Leader, and Iggy's clients stay where they are.
 
-What the group carries today: nothing but its own operation (``LeadershipService``): it
-elects and fails over the leader. Carrying the metadata events through it is the next step of
-the cluster work (README "Cluster").
+What the group carries: every metadata change (streams, topics, partitions, consumer
+groups, users, tokens), as the events the change's handler decided, applied on every node in
+commit order (``meta_changes``). A change made on any node is acknowledged once committed on
+a quorum, and every node serves reads of it. Not carried yet: message data (partitions are
+each node's own), consumer offsets and group membership (runtime state of the node the
+consumer is connected to).
 
 Endpoints: this node's are the addresses its listeners really bound; another node's are the
 ports its ``[[cluster.node.others]]`` entry gives, else this node's configured ones (Iggy's
@@ -17,9 +20,11 @@ rule).
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
+
 from lurcher.cluster.config import ClusterConfig
 from lurcher.cluster.host import ClusterNode
+from lurcher.cluster.meta_changes import MetaChanges, MetaService, MetaView
 from lurcher.core.wire.responses.cluster import ClusterMetadata, NodeRole, NodeStatus
 from lurcher.core.wire.responses.cluster import ClusterNode as NodeInfo
 
@@ -27,22 +32,18 @@ META_GROUP = 0
 TRANSPORTS = ("tcp", "quic", "http", "websocket")
 
 
-class LeadershipService:
-    """The replicated object of the metadata group until metadata events travel through it."""
-
-    def apply(self, body: bytes) -> bytes:
-        return b""
-
-    def snapshot(self) -> bytes:
-        return b""
-
-    def restore(self, state: bytes) -> None:
-        return None
-
-
-async def start_node(config: ClusterConfig, data_path: Path) -> ClusterNode:
-    """This node's replication groups, listening and dialing. Raises OSError."""
-    node = ClusterNode(config, data_path / "cluster", {META_GROUP: LeadershipService})
+async def start_node(config: ClusterConfig, shard: Any) -> ClusterNode:
+    """Start this node's replication groups on ``shard`` (shard 0) and route its metadata
+    changes through the metadata group (``meta_changes``). Raises OSError."""
+    store = shard.meta
+    cluster_dir = shard.data_path / "cluster"
+    cluster_dir.mkdir(parents=True, exist_ok=True)
+    service = MetaService(shard, store, cluster_dir / "meta-applied.json")
+    node = ClusterNode(config, cluster_dir, {META_GROUP: lambda: service})
+    shard.meta = MetaView(store)
+    MetaChanges(node, META_GROUP, service, config.commit_timeout_ms / 1000).install(
+        shard.dispatcher)
+    shard.cluster_config, shard.cluster_node = config, node
     await node.start()
     return node
 

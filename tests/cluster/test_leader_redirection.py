@@ -4,8 +4,8 @@ own tests: real ``lurcher-server`` processes forming a cluster, the official
 
 Where a client ended up is read on the servers: each node's client list (through our SDK,
 whose observer session is left out) shows the official client's session on the node it is
-connected to, and a stream it created exists on that node (metadata is not replicated yet,
-so it exists nowhere else).
+connected to. A stream it creates exists on every node (metadata is replicated: see
+test_replicated_metadata).
 """
 
 from __future__ import annotations
@@ -17,68 +17,24 @@ from pathlib import Path
 import pytest
 from apache_iggy import IggyClient
 
-from lurcher.core.wire.responses.cluster import NodeRole, NodeStatus
-from lurcher.sdk import Client
+from tests.support.cluster import LIVENESS_S, eventually, leader_of, observer, start_cluster
 from tests.support.official import ROOT_PASSWORD, ROOT_USERNAME
-from tests.support.server import LurcherServer, free_ports, run_server_to_exit
-
-NAMES = ("node-0", "node-1")
-LIVENESS_S = 30.0  # a bound on waiting for an election, not a performance figure
-
-
-def node_toml(me: int, tcp: list[int], replication: list[int]) -> str:
-    others = "".join(
-        f'\n[[cluster.node.others]]\nname = "{NAMES[i]}"\nip = "127.0.0.1"\n'
-        f'ports = {{ tcp = {tcp[i]}, replication = {replication[i]} }}\n'
-        for i in range(len(NAMES)) if i != me)
-    return (f'[tcp]\naddress = "127.0.0.1:{tcp[me]}"\n\n'
-            f'[cluster]\nenabled = true\nname = "redirect-test"\nsecret = "s3cret"\n\n'
-            f'[cluster.node.current]\nname = "{NAMES[me]}"\nip = "127.0.0.1"\n'
-            f'replication_port = {replication[me]}\n{others}')
-
+from tests.support.server import LurcherServer, run_server_to_exit
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[list[LurcherServer]]:
-    tcp, replication = free_ports(2), free_ports(2)
-    servers = []
+    servers = start_cluster(tmp_path, 2)
     try:
-        for me in range(2):
-            config = tmp_path / f"{NAMES[me]}.toml"
-            config.write_text(node_toml(me, tcp, replication))
-            servers.append(LurcherServer().start(
-                tmp_path / NAMES[me], {"LURCHER_TCP_ADDRESS": f"127.0.0.1:{tcp[me]}"},
-                args=("--with-default-root-credentials", "--config", str(config))))
         yield servers
     finally:
         for server in servers:
             server.close()
 
 
-async def observer(server: LurcherServer) -> Client:
-    client = Client.from_connection_string(f"iggy://iggy:iggy@{server.tcp_address}",
-                                           heartbeat_interval_s=None)
-    await client.connect()
-    return client
-
-
-async def leader_of(servers: list[LurcherServer]) -> tuple[LurcherServer, LurcherServer]:
-    """(leader, follower) once both nodes name the same healthy leader."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + LIVENESS_S
-    while True:
-        seen = []
-        for server in servers:
-            client = await observer(server)
-            meta = await client.get_cluster_metadata()
-            await client.close()
-            seen.append({n.tcp_port for n in meta.nodes
-                         if n.role == NodeRole.LEADER and n.status == NodeStatus.HEALTHY})
-        if len(seen[0]) == 1 and seen[0] == seen[1]:
-            port = seen[0].pop()
-            leader = next(s for s in servers if s.tcp_port == port)
-            return leader, next(s for s in servers if s is not leader)
-        assert loop.time() < deadline, f"no agreed leader within {LIVENESS_S}s: {seen}"
-        await asyncio.sleep(0.2)
+async def leader_and_follower(servers: list[LurcherServer]) -> tuple[LurcherServer,
+                                                                     LurcherServer]:
+    leader = await leader_of(servers)
+    return leader, next(s for s in servers if s is not leader)
 
 
 async def official_sessions(server: LurcherServer) -> int:
@@ -106,6 +62,10 @@ async def settle_sessions(server: LurcherServer, expected: int) -> int:
     return count
 
 
+async def has_stream(server: LurcherServer, name: str) -> bool:
+    return name in await stream_names(server)
+
+
 async def stream_names(server: LurcherServer) -> set[str]:
     client = await observer(server)
     streams = await client.get_streams()
@@ -115,17 +75,17 @@ async def stream_names(server: LurcherServer) -> set[str]:
 
 async def test_a_client_of_the_follower_is_redirected_to_the_leader(
         cluster: list[LurcherServer]) -> None:
-    leader, follower = await leader_of(cluster)
+    leader, follower = await leader_and_follower(cluster)
     client = await official_client(follower)
     assert await settle_sessions(leader, 1) == 1
     assert await official_sessions(follower) == 0
     await client.create_stream("test-stream")
     assert "test-stream" in await stream_names(leader)
-    assert "test-stream" not in await stream_names(follower)
+    await eventually(lambda: has_stream(follower, "test-stream"), "the follower has the stream")
 
 
 async def test_a_client_of_the_leader_stays(cluster: list[LurcherServer]) -> None:
-    leader, follower = await leader_of(cluster)
+    leader, follower = await leader_and_follower(cluster)
     client = await official_client(leader)
     await client.create_stream("direct")
     assert await official_sessions(leader) == 1
@@ -142,7 +102,7 @@ async def test_a_single_server_without_clustering_keeps_its_client(tmp_path: Pat
 
 
 async def test_two_clients_converge_on_the_same_leader(cluster: list[LurcherServer]) -> None:
-    leader, follower = await leader_of(cluster)
+    leader, follower = await leader_and_follower(cluster)
     client_a = await official_client(leader)
     client_b = await official_client(follower)
     assert await settle_sessions(leader, 2) == 2

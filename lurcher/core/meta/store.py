@@ -82,6 +82,8 @@ def next_record(data: bytes, after: int) -> int | None:
 class MetaStore:
     """Owns the event log file and the ``MetaState`` built from it."""
 
+    defers_effects = False  # ``record`` applies at once (see ``cluster.meta_changes``)
+
     def __init__(self, path: Path, enforce_fsync: bool = False,
                  io: IoBackend | None = None) -> None:
         """Open and replay ``path``; file I/O goes through ``io`` (the shard's storage
@@ -202,6 +204,8 @@ class MetaReplica:
     Fed with the encoded events the metadata owner publishes, in order; ``catch_up``
     applies the history without observers (like a replay), ``apply_live`` with them.
     """
+
+    defers_effects = False
 
     def __init__(self) -> None:
         self.state = MetaState()

@@ -23,7 +23,8 @@ class Job:
     name: str
     interval_us: Callable[[Any], int | None]  # from the shard's config; None = disabled
     run: Callable[[Any, int], None]
-    metadata_owner_only: bool = False  # runs on shard 0 only (it records metadata events)
+    # runs on shard 0 only, and not on a cluster node (it records metadata events)
+    metadata_owner_only: bool = False
 
 
 JOBS: list[Job] = []
@@ -58,6 +59,10 @@ def start(shard: Any) -> list[asyncio.Task]:
     tasks = []
     for job in JOBS:
         if job.metadata_owner_only and not shard.is_metadata_owner:
+            continue
+        if job.metadata_owner_only and shard.cluster_node is not None:
+            # its events would change this node's metadata alone (not through the group)
+            log.info("background job %s does not run on a cluster node", job.name)
             continue
         interval = job.interval_us(shard)
         if interval:

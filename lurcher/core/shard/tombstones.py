@@ -195,7 +195,11 @@ _BURY_ERRORS = {"stream": ErrorCode.CANNOT_DELETE_STREAM_DIRECTORY,
 
 def record_deletion(shard: Any, event: ev.Event) -> None:
     """Record a delete event so that a crash at any step leaks nothing: bury its
-    directories, write the event, then remove them. Raises IggyError (nothing changed)."""
+    directories, write the event, then remove them. Raises IggyError (nothing changed).
+    A store that defers effects (a cluster change being decided) only takes the event."""
+    if shard.meta.defers_effects:
+        shard.meta.record(event)
+        return
     stones = tombstones_for(shard.meta.events_count, event, shard.meta.state)
     try:
         buried = shard.graveyard.bury(stones)

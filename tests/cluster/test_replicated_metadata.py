@@ -1,0 +1,169 @@
+"""Metadata replicated through the metadata group, on real ``lurcher-server`` processes.
+
+Three nodes on loopback. A change made on any node (the leader, or a follower through our
+SDK, which stays where it connected) is answered once committed on a quorum, and then every
+node shows it; a node killed and restarted catches up from the group; with two nodes down a
+change fails with TaskTimeout (12001) within the configured ``commit_timeout_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from apache_iggy import IggyClient
+
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from tests.support.cluster import eventually, leader_of, observer, start_cluster
+from tests.support.official import ROOT_PASSWORD, ROOT_USERNAME
+from tests.support.server import LurcherServer
+
+COMMIT_TIMEOUT_MS = 2000
+
+
+@pytest.fixture(params=[pytest.param(1, id="one-shard"),
+                        pytest.param(2, id="two-shards", marks=pytest.mark.slow)])
+def nodes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[LurcherServer]]:
+    """Three nodes; each of one shard, or of two (metadata commands reach shard 0, which
+    runs the cluster node, and every change reaches the other shard as it is applied)."""
+    servers = start_cluster(tmp_path, 3, f"commit_timeout_ms = {COMMIT_TIMEOUT_MS}\n",
+                            {"LURCHER_SYSTEM_SHARDING_SHARDS": str(request.param)})
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            if server.running:
+                server.kill()
+
+
+async def metadata_of(server: LurcherServer) -> tuple:
+    """What ``server`` serves: streams with their topics (partition counts, groups), users,
+    and root's tokens."""
+    client = await observer(server)
+    try:
+        streams = []
+        for stream in await client.get_streams():
+            topics = []
+            for topic in await client.get_topics(stream.id):
+                groups = await client.get_consumer_groups(stream.id, topic.id)
+                topics.append((topic.id, topic.name, topic.partitions_count,
+                               sorted(g.name for g in groups)))
+            streams.append((stream.id, stream.name, sorted(topics)))
+        users = sorted(u.username for u in await client.get_users())
+        tokens = sorted(t.name for t in await client.get_personal_access_tokens())
+        return sorted(streams), users, tokens
+    finally:
+        await client.close()
+
+
+async def same_everywhere(servers: list[LurcherServer], expected: tuple) -> None:
+    for server in servers:
+        async def matches(server=server) -> bool:
+            return await metadata_of(server) == expected
+        await eventually(matches, f"{server.tcp_address} serves {expected}")
+
+
+async def test_a_stream_and_topic_created_on_the_leader_appear_on_every_node(
+        nodes: list[LurcherServer]) -> None:
+    leader = await leader_of(nodes)
+    client = IggyClient(leader.tcp_address)
+    await client.connect()
+    await client.login_user(ROOT_USERNAME, ROOT_PASSWORD)
+    await client.create_stream("orders")
+    await client.create_topic("orders", "created", partitions_count=2)
+    expected = await metadata_of(leader)
+    assert expected[0] == [(0, "orders", [(0, "created", 2, [])])]
+    await same_everywhere(nodes, expected)
+
+
+async def test_changes_made_through_a_follower_are_answered_and_appear_everywhere(
+        nodes: list[LurcherServer]) -> None:
+    leader = await leader_of(nodes)
+    follower = next(s for s in nodes if s is not leader)
+    client = await observer(follower)
+    try:
+        stream = await client.create_stream("payments")
+        assert (stream.header.id, stream.header.name) == (0, "payments")
+        topic = await client.create_topic("payments", "incoming", partitions_count=1)
+        assert (topic.header.id, len(topic.partitions)) == (0, 1)
+        await client.create_partitions("payments", "incoming", 2)
+        await client.create_topic("payments", "doomed")
+        await client.delete_topic("payments", "doomed")
+        await client.create_consumer_group("payments", "incoming", "auditors")
+        await client.update_stream("payments", "payments-v2")
+        await client.create_user("alice", "secret-pass")
+        await client.create_personal_access_token("ci-token")
+        with pytest.raises(IggyError) as refused:
+            await client.create_stream("payments-v2")
+        assert refused.value.code == ErrorCode.STREAM_NAME_ALREADY_EXISTS
+        here = await metadata_of(follower)  # read-your-writes on the node that answered
+    finally:
+        await client.close()
+    assert here == ([(0, "payments-v2", [(0, "incoming", 3, ["auditors"])])],
+                    ["alice", "iggy"], ["ci-token"])
+    await same_everywhere(nodes, here)
+
+
+async def test_concurrent_changes_on_every_node_all_apply_once(
+        nodes: list[LurcherServer]) -> None:
+    await leader_of(nodes)
+    clients = [await observer(server) for server in nodes]
+    try:
+        await asyncio.gather(*(client.create_stream(f"s-{i}-{j}")
+                               for i, client in enumerate(clients) for j in range(4)))
+    finally:
+        for client in clients:
+            await client.close()
+    expected = await metadata_of(nodes[0])
+    assert sorted(name for _, name, _ in expected[0]) == sorted(
+        f"s-{i}-{j}" for i in range(3) for j in range(4))
+    assert sorted(sid for sid, _, _ in expected[0]) == list(range(12))
+    await same_everywhere(nodes, expected)
+
+
+@pytest.mark.slow
+async def test_with_one_node_killed_changes_go_on_and_it_catches_up_when_restarted(
+        nodes: list[LurcherServer]) -> None:
+    leader = await leader_of(nodes)
+    leader.kill()  # the hardest one to lose: the group must elect another primary
+    survivor = next(s for s in nodes if s.running)
+    client = await observer(survivor)
+    try:
+        await client.create_stream("while-down")
+        await client.create_topic("while-down", "t", partitions_count=3)
+        await client.create_user("bob", "bob-password")
+    finally:
+        await client.close()
+    expected = await metadata_of(survivor)
+    await same_everywhere([s for s in nodes if s.running], expected)
+    leader.restart()
+    await same_everywhere(nodes, expected)
+    client = await observer(leader)  # the restarted node takes changes again
+    try:
+        await client.create_stream("after-restart")
+    finally:
+        await client.close()
+    await same_everywhere(nodes, await metadata_of(leader))
+
+
+@pytest.mark.slow
+async def test_with_two_nodes_down_a_change_fails_with_task_timeout_in_bounded_time(
+        nodes: list[LurcherServer]) -> None:
+    await leader_of(nodes)
+    for server in nodes[1:]:
+        server.kill()
+    client = await observer(nodes[0])
+    try:
+        started = time.monotonic()
+        with pytest.raises(IggyError) as failed:
+            await asyncio.wait_for(client.create_stream("no-quorum"), 30)
+        elapsed = time.monotonic() - started
+        assert failed.value.code == ErrorCode.TASK_TIMEOUT, failed.value
+        assert elapsed < COMMIT_TIMEOUT_MS / 1000 * 3, elapsed
+        assert "no-quorum" not in {s.name for s in await client.get_streams()}
+    finally:
+        await client.close()
