@@ -1,8 +1,11 @@
-"""A shard among several: routing commands to the shard that must run them, answering the
-other shards, replicating metadata, and migrating connections.
+"""A shard among several: runs each command where its routing kind says (here, on the
+owning shard by forwarding, on every shard, or after gathering the others' counters) and
+answers the other shards' forwarded commands, stats queries and purges.
 
-Only used when ``system.sharding.shards`` > 1; a single shard never creates one. See
-``routing`` for which command runs where and ``peers`` for the bus messages.
+Only used when ``system.sharding.shards`` > 1; a single shard never creates one. The other
+concerns live beside it: ``meta_sync`` keeps metadata alike on every shard, ``migration``
+decides and carries out connection hand-over; ``routing`` says which command runs where and
+``peers`` defines the bus messages. ``Cluster`` owns the bus and wires the three together.
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ from lurcher.auth.session import Session
 from lurcher.core.connection.intents import MigrateTo
 from lurcher.core.shard import routing
 from lurcher.core.shard.bus import Bus, BusError, Link, Reply
+from lurcher.core.shard.meta_sync import MetaSync
 from lurcher.core.shard.migration import Migration
 from lurcher.core.shard.peers import (
-    MESSAGE_TYPES, Barrier, ClientGone, Forward, GroupsUpdate, MetaEvents, PartitionStats, Purge,
-    SessionInfo, StatsQuery, Subscribe,
+    MESSAGE_TYPES, Forward, PartitionStats, Purge, SessionInfo, StatsQuery,
 )
 from lurcher.core.shard.reply import materialise, payload_parts
 from lurcher.core.wire.error_codes import ErrorCode
@@ -28,8 +31,6 @@ from lurcher.core.wire.errors import IggyError
 log = logging.getLogger(__name__)
 
 FORWARD_TIMEOUT_S = 60.0
-
-
 
 
 def payload_of(result: Any) -> bytes:
@@ -46,13 +47,10 @@ class Cluster:
         self.shard = shard
         self.socket_migration = socket_migration
         self.bus = Bus(namespace, shard.shard_id, MESSAGE_TYPES, {
-            Forward: self._on_forward, StatsQuery: self._on_stats, Subscribe: self._on_subscribe,
-            MetaEvents: self._on_meta_events, GroupsUpdate: self._on_groups_update,
-            Barrier: lambda link, msg: Reply(rid=msg.rid),
-            ClientGone: self._on_client_gone, Purge: self._on_purge,
-        })
+            Forward: self._on_forward, StatsQuery: self._on_stats, Purge: self._on_purge})
+        self.meta_sync = MetaSync(shard, self.bus)
+        self.bus.handlers.update(self.meta_sync.handlers)
         self.migration = Migration(shard, namespace, socket_migration)
-        self.subscribers: set[Link] = set()
         self.remote_partitions: dict[tuple[int, int, int], PartitionStats] = {}
         self.remote_sessions: list[SessionInfo] = []
 
@@ -64,74 +62,10 @@ class Cluster:
     async def start(self) -> None:
         await self.bus.start()
         self.migration.start(asyncio.get_running_loop())
-        if self.shard.is_metadata_owner:
-            self.shard.meta.listeners.append(self._publish)
-        else:
-            await self._subscribe()
-
-    async def _subscribe(self) -> None:
-        done = self.shard.meta.events_count
-        reply = await self.bus.request(0, lambda rid: Subscribe(rid=rid, shard_id=done))
-        self.shard.catch_up(list(reply.data[0]))
-        self.shard.groups_adopt(reply.data[1])
-        link = await self.bus.link(0)
-        link.task.add_done_callback(lambda _t: self._resubscribe_later())
-
-    def _resubscribe_later(self) -> None:
-        if not self.shard.closing:
-            asyncio.ensure_future(self._resubscribe())
-
-    async def _resubscribe(self) -> None:
-        while not self.shard.closing:
-            try:
-                await self._subscribe()
-                return
-            except BusError as exc:
-                log.warning("metadata owner unreachable (%s); retrying", exc)
-                await asyncio.sleep(0.5)
-
-    # -- metadata owner side ----------------------------------------------------------
-    def _on_subscribe(self, link: Link, msg: Subscribe) -> Reply:
-        self.subscribers.add(link)
-        history = self.shard.meta.history[msg.shard_id:]
-        return Reply(rid=msg.rid, data=[history, self.shard.groups_export()])
-
-    def _publish(self, body: bytes) -> None:
-        for link in list(self.subscribers):
-            if link.writer.is_closing():
-                self.subscribers.discard(link)
-            else:
-                link.send_nowait(MetaEvents(events=[body]))
-
-    def publish_groups(self) -> None:
-        update = GroupsUpdate(groups=self.shard.groups_export())
-        for link in list(self.subscribers):
-            if not link.writer.is_closing():
-                link.send_nowait(update)
-
-    def _on_client_gone(self, link: Link, msg: ClientGone) -> None:
-        self.shard.forget_client(msg.client_id)
-        self.publish_groups()
-
-    # -- replica side --------------------------------------------------------------------
-    def _on_meta_events(self, link: Link, msg: MetaEvents) -> None:
-        self.shard.meta.apply_encoded(list(msg.events))
-
-    def _on_groups_update(self, link: Link, msg: GroupsUpdate) -> None:
-        self.shard.groups_adopt(msg.groups)
+        await self.meta_sync.start()
 
     def client_gone(self, client_id: int) -> None:
-        if self.shard.is_metadata_owner:
-            self.shard.forget_client(client_id)
-            self.publish_groups()
-        else:
-            asyncio.ensure_future(self._tell_owner(ClientGone(client_id=client_id)))
-
-    async def _tell_owner(self, msg: ClientGone) -> None:
-        try:
-            (await self.bus.link(0)).send_nowait(msg)
-        except BusError as exc:
-            log.warning("could not report client %d gone: %s", msg.client_id, exc)
+        self.meta_sync.client_gone(client_id)
 
     # -- running commands ------------------------------------------------------------------
     def run(self, route: Any, session: Any, request: Any, payload: Any, connection: Any) -> Any:
@@ -146,7 +80,7 @@ class Cluster:
             if not self.shard.is_metadata_owner:
                 return self.forward(0, session, route.spec.code, _encoded(request, payload))
             result = here(route, session, request)
-            return self._then_publish(result) if kind == routing.META else result
+            return self.meta_sync.then_publish(result) if kind == routing.META else result
         if kind == routing.GATHER:
             return self._gathered(route, session, request)
         if kind == routing.BROADCAST:
@@ -165,26 +99,6 @@ class Cluster:
                 self.migration.wanted(connection, target):
             return MigrateTo(target, forwarded)
         return forwarded()
-
-    async def _then_publish(self, result: Any) -> Any:
-        """Finish a metadata command on the owner: publish group membership, then wait
-        until every other shard has applied the change (so any client sees it next)."""
-        try:
-            if inspect.isawaitable(result):
-                result = await result
-        finally:
-            self.publish_groups()
-            await self.barrier()
-        return result
-
-    async def barrier(self) -> None:
-        links = [link for link in self.subscribers if not link.writer.is_closing()]
-        results = await asyncio.gather(
-            *(link.request(Barrier(rid=self.bus.next_rid()), FORWARD_TIMEOUT_S) for link in links),
-            return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                log.warning("a shard did not confirm a metadata change: %s", result)
 
     async def _gathered(self, route: Any, session: Any, request: Any) -> Any:
         await self.gather()
@@ -212,7 +126,7 @@ class Cluster:
             request = route.spec.request.decode_exact(msg.payload)
             result = dispatcher.run_here(route, session, request)
             if route.routing == routing.META:
-                result = self._then_publish(result)
+                result = self.meta_sync.then_publish(result)
             if inspect.isawaitable(result):
                 result = await result
             return Reply(rid=msg.rid, payload=payload_of(result))

@@ -1,0 +1,128 @@
+"""Metadata kept alike on every shard of one server: shard 0 owns it, the others follow.
+
+The owner (shard 0) runs every metadata command; each event it records is pushed to every
+subscribed shard (``MetaEvents``), and so are consumer-group memberships (``GroupsUpdate``).
+A follower subscribes at start with the number of events it has, receives the history it
+misses, and re-subscribes whenever its link to the owner drops. Invariant: a metadata
+command is answered only after every reachable shard confirmed it applied the change
+(``barrier``), so a client sees it next on any shard. Clients that leave a follower are
+reported to the owner (``ClientGone``), which owns group membership.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from typing import Any
+
+from lurcher.core.shard.bus import Bus, BusError, Link, Reply
+from lurcher.core.shard.peers import Barrier, ClientGone, GroupsUpdate, MetaEvents, Subscribe
+
+log = logging.getLogger(__name__)
+
+BARRIER_TIMEOUT_S = 60.0
+
+
+class MetaSync:
+    """One shard's side of the metadata sync; its bus handlers are in ``handlers``."""
+
+    def __init__(self, shard: Any, bus: Bus) -> None:
+        self.shard, self.bus = shard, bus
+        self.subscribers: set[Link] = set()
+
+    @property
+    def handlers(self) -> dict[type, Any]:
+        return {Subscribe: self._on_subscribe, MetaEvents: self._on_meta_events,
+                GroupsUpdate: self._on_groups_update, ClientGone: self._on_client_gone,
+                Barrier: lambda link, msg: Reply(rid=msg.rid)}
+
+    async def start(self) -> None:
+        if self.shard.is_metadata_owner:
+            self.shard.meta.listeners.append(self._publish)
+        else:
+            await self._subscribe()
+
+    async def _subscribe(self) -> None:
+        done = self.shard.meta.events_count
+        reply = await self.bus.request(0, lambda rid: Subscribe(rid=rid, shard_id=done))
+        self.shard.catch_up(list(reply.data[0]))
+        self.shard.groups_adopt(reply.data[1])
+        link = await self.bus.link(0)
+        link.task.add_done_callback(lambda _t: self._resubscribe_later())
+
+    def _resubscribe_later(self) -> None:
+        if not self.shard.closing:
+            asyncio.ensure_future(self._resubscribe())
+
+    async def _resubscribe(self) -> None:
+        while not self.shard.closing:
+            try:
+                await self._subscribe()
+                return
+            except BusError as exc:
+                log.warning("metadata owner unreachable (%s); retrying", exc)
+                await asyncio.sleep(0.5)
+
+    # -- owner side ------------------------------------------------------------------------
+    def _on_subscribe(self, link: Link, msg: Subscribe) -> Reply:
+        self.subscribers.add(link)
+        history = self.shard.meta.history[msg.shard_id:]
+        return Reply(rid=msg.rid, data=[history, self.shard.groups_export()])
+
+    def _publish(self, body: bytes) -> None:
+        for link in list(self.subscribers):
+            if link.writer.is_closing():
+                self.subscribers.discard(link)
+            else:
+                link.send_nowait(MetaEvents(events=[body]))
+
+    def publish_groups(self) -> None:
+        update = GroupsUpdate(groups=self.shard.groups_export())
+        for link in list(self.subscribers):
+            if not link.writer.is_closing():
+                link.send_nowait(update)
+
+    def _on_client_gone(self, link: Link, msg: ClientGone) -> None:
+        self.shard.forget_client(msg.client_id)
+        self.publish_groups()
+
+    # -- follower side --------------------------------------------------------------------
+    def _on_meta_events(self, link: Link, msg: MetaEvents) -> None:
+        self.shard.meta.apply_encoded(list(msg.events))
+
+    def _on_groups_update(self, link: Link, msg: GroupsUpdate) -> None:
+        self.shard.groups_adopt(msg.groups)
+
+    def client_gone(self, client_id: int) -> None:
+        if self.shard.is_metadata_owner:
+            self.shard.forget_client(client_id)
+            self.publish_groups()
+        else:
+            asyncio.ensure_future(self._tell_owner(ClientGone(client_id=client_id)))
+
+    async def _tell_owner(self, msg: ClientGone) -> None:
+        try:
+            (await self.bus.link(0)).send_nowait(msg)
+        except BusError as exc:
+            log.warning("could not report client %d gone: %s", msg.client_id, exc)
+
+    async def then_publish(self, result: Any) -> Any:
+        """Finish a metadata command on the owner: publish group membership, then wait
+        until every other shard has applied the change (so any client sees it next)."""
+        try:
+            if inspect.isawaitable(result):
+                result = await result
+        finally:
+            self.publish_groups()
+            await self.barrier()
+        return result
+
+    async def barrier(self) -> None:
+        links = [link for link in self.subscribers if not link.writer.is_closing()]
+        results = await asyncio.gather(
+            *(link.request(Barrier(rid=self.bus.next_rid()), BARRIER_TIMEOUT_S) for link in links),
+            return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                log.warning("a shard did not confirm a metadata change: %s", result)
