@@ -20,21 +20,18 @@ from lurcher.core.wire.commands import (
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError, WireError
 from lurcher.core.wire.frames import (
-    MAX_CONTROL_PAYLOAD_BYTES,
-    decode_request_header,
     decode_response_header,
     encode_error,
     encode_request,
     encode_response,
-    split_request,
     split_response,
 )
 from lurcher.core.wire.identifier import Identifier
 
 __all__ = [
     "COMMANDS", "CommandSpec", "ErrorCode", "Identifier", "IggyError",
-    "MAX_CONTROL_PAYLOAD_BYTES", "REQUEST_TYPES", "Reader", "Request", "WireError", "WireStruct",
-    "Writer", "by_name", "decode_request", "decode_request_header", "decode_response",
+    "REQUEST_TYPES", "Reader", "Request", "WireError", "WireStruct",
+    "Writer", "by_name", "decode_request", "decode_response",
     "decode_response_header", "encode_error", "encode_request", "encode_response",
-    "encode_response_payload", "spec_of", "split_request", "split_response",
+    "encode_response_payload", "spec_of", "split_response",
 ]

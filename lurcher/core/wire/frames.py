@@ -4,10 +4,10 @@ Request frame: ``length u32`` (= 4 + payload size: it counts the code, not itsel
 ``code u32``, payload. Response frame: ``status u32`` (0 = OK, else an error code),
 ``length u32`` (payload size), payload (only with status 0).
 
-Rules kept here: a request length below 4 is INVALID_COMMAND; a control payload (every
-code but SendMessages) above 10 MiB is INVALID_COMMAND; error responses carry no payload;
-an OK payload of exactly 1 byte is never written, because the 0.8 clients treat a length
-<= 1 as empty without reading the byte (the stream would desynchronise).
+Here: the header layout, encoders, the response-side split (the 0.8 clients' rule: error
+responses carry no payload, and an OK payload of exactly 1 byte is never written because
+they treat a length <= 1 as empty without reading the byte) and ``FrameLimits``. Splitting
+received requests, with the limits, is ``core.connection.framing``'s alone.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ FRAME_HEADER = struct.Struct("<II")
 FRAME_HEADER_BYTES = FRAME_HEADER.size
 assert FRAME_HEADER_BYTES == 8
 CODE_BYTES = 4
-MAX_CONTROL_PAYLOAD_BYTES = 10 * 1024 * 1024
 SEND_MESSAGES_CODE = 101
 
 
@@ -70,32 +69,6 @@ def encode_error(code: ErrorCode | int) -> bytes:
     return FRAME_HEADER.pack(int(code), 0)
 
 
-def decode_request_header(buf: Buffer) -> tuple[int, int]:
-    """``(length, code)`` of the request frame at the start of ``buf``.
-
-    Raises WireError: fewer than 8 bytes (``needed`` says how many more), or ``length < 4``
-    (INVALID_COMMAND).
-    """
-    if len(buf) < FRAME_HEADER_BYTES:
-        raise truncated("request header", len(buf), FRAME_HEADER_BYTES - len(buf))
-    length, code = FRAME_HEADER.unpack_from(buf)
-    if length < CODE_BYTES:
-        raise WireError(f"request length {length} < 4", code=ErrorCode.INVALID_COMMAND)
-    return length, code
-
-
-def request_payload_size(length: int, code: int) -> int:
-    """Payload size of a request whose header said ``length``.
-
-    Raises WireError INVALID_COMMAND for a control payload above 10 MiB.
-    """
-    size = length - CODE_BYTES
-    if code != SEND_MESSAGES_CODE and size > MAX_CONTROL_PAYLOAD_BYTES:
-        raise WireError(f"payload of {size} bytes for code {code}",
-                        code=ErrorCode.INVALID_COMMAND)
-    return size
-
-
 def decode_response_header(buf: Buffer) -> tuple[int, int]:
     """``(status, length)`` of the response frame at the start of ``buf``.
 
@@ -105,21 +78,6 @@ def decode_response_header(buf: Buffer) -> tuple[int, int]:
         raise truncated("response header", len(buf), FRAME_HEADER_BYTES - len(buf))
     status, length = FRAME_HEADER.unpack_from(buf)
     return status, length
-
-
-def split_request(buf: Buffer) -> tuple[int, memoryview, int] | None:
-    """``(code, payload, consumed)`` if ``buf`` starts with a whole request frame, else None.
-
-    Raises WireError as ``decode_request_header`` and ``request_payload_size``.
-    """
-    if len(buf) < FRAME_HEADER_BYTES:
-        return None
-    length, code = decode_request_header(buf)
-    size = request_payload_size(length, code)
-    end = FRAME_HEADER_BYTES + size
-    if len(buf) < end:
-        return None
-    return code, memoryview(buf)[FRAME_HEADER_BYTES:end], end
 
 
 def split_response(buf: Buffer) -> tuple[int, memoryview, int] | None:

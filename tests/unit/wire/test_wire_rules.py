@@ -11,13 +11,11 @@ from wire_samples import BATCH, PERMS, Message, raw_batch
 from lurcher.core.wire.commands import COMMANDS, by_name, decode_request, decode_response
 from lurcher.core.wire.error_codes import ErrorCode as E
 from lurcher.core.wire.errors import IggyError, WireError
+from lurcher.core.connection.framing import BadFrame, Frame, FrameLimits, FrameReader
 from lurcher.core.wire.frames import (
-    MAX_CONTROL_PAYLOAD_BYTES,
-    decode_request_header,
     decode_response_header,
     encode_request,
     encode_response,
-    split_request,
     split_response,
 )
 from lurcher.core.wire.headers import (
@@ -264,24 +262,34 @@ def test_empty_poll_reply_is_the_16_byte_prefix() -> None:
 
 # --- frames -------------------------------------------------------------------------------
 
+MAX_CONTROL_PAYLOAD_BYTES = 10 * 1024 * 1024  # the 0.8 server's limit, [limits] default
+
+
+def _first_frame(data: bytes) -> tuple[Frame | BadFrame | None, bytes]:
+    """What the one request framing (core.connection.framing) makes of ``data`` first,
+    and the bytes it has not returned as a frame."""
+    reader = FrameReader(FrameLimits(MAX_CONTROL_PAYLOAD_BYTES, 2**40, 2**40))
+    reader.feed(data)
+    return reader.next_frame(), reader.unhandled
+
+
 def test_request_frames() -> None:
     frame = encode_request(202, h("02 7331"))
-    assert decode_request_header(frame) == (7, 202)
-    assert split_request(frame + b"\x01") == (202, memoryview(h("027331")), 11)
-    assert split_request(frame[:10]) is None and split_request(frame[:7]) is None
-    with pytest.raises(WireError) as err:
-        decode_request_header(h("03000000 01000000"))
-    assert err.value.code == E.INVALID_COMMAND
-    with pytest.raises(WireError) as err:
-        decode_request_header(b"\x04\x00\x00")
-    assert err.value.needed == 5
+    assert frame[:8] == h("07000000 ca000000")  # length counts the code, then the code
+    got, rest = _first_frame(frame + b"\x01")
+    assert isinstance(got, Frame) and (got.code, bytes(got.payload)) == (202, h("027331"))
+    assert rest == b"\x01"
+    assert _first_frame(frame[:10])[0] is None and _first_frame(frame[:7])[0] is None
+    refused, _ = _first_frame(h("03000000 01000000"))
+    assert isinstance(refused, BadFrame) and refused.status == E.INVALID_COMMAND
+    assert not refused.fatal
+    assert _first_frame(b"\x04\x00\x00")[0] is None  # 5 more header bytes needed
     big = (MAX_CONTROL_PAYLOAD_BYTES + 5).to_bytes(4, "little")
-    with pytest.raises(WireError) as err:
-        split_request(big + (202).to_bytes(4, "little"))
-    assert err.value.code == E.INVALID_COMMAND
-    assert split_request(big + (101).to_bytes(4, "little")) is None  # SendMessages: no cap
+    refused, _ = _first_frame(big + (202).to_bytes(4, "little"))
+    assert isinstance(refused, BadFrame) and refused.status == E.INVALID_COMMAND
+    assert _first_frame(big + (101).to_bytes(4, "little"))[0] is None  # SendMessages: no cap
     at_cap = (MAX_CONTROL_PAYLOAD_BYTES + 4).to_bytes(4, "little")
-    assert split_request(at_cap + (202).to_bytes(4, "little")) is None
+    assert _first_frame(at_cap + (202).to_bytes(4, "little"))[0] is None
 
 
 def test_response_frames() -> None:
