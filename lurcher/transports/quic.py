@@ -44,9 +44,11 @@ from aioquic.quic.events import (
 )
 
 from lurcher.auth.session import TRANSPORT_QUIC
-from lurcher.config import parse_duration_us
+from lurcher.config import ConfigError
 from lurcher.core.connection.framing import BadFrame, Frame, FrameLimits, FrameReader
 from lurcher.core.connection.server import FrameQueue, ServerConnection
+from lurcher.core.quic import (QuicSettings, QuicTuning, enlarge_socket_buffers,
+                               quic_configuration, quic_settings)
 from lurcher.core.shard.reply import error_frame, materialise
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.transports.connection import peer_address
@@ -57,7 +59,6 @@ from lurcher.transports.tls import ensure_certificate
 log = logging.getLogger(__name__)
 logging.getLogger("quic").setLevel(logging.WARNING)
 
-DEFAULT_IDLE_TIMEOUT_S = 10.0
 QUIC_NO_ERROR = 0
 QUIC_APP_REFUSED = 1
 MAX_QUEUED_REPLY_BYTES = 16 * 1024 * 1024
@@ -128,8 +129,9 @@ class QuicClientProtocol(QuicConnectionProtocol):
     while the connection's unacknowledged replies are above ``MAX_QUEUED_REPLY_BYTES``.
     """
 
-    def __init__(self, *args: Any, shard: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, shard: Any, settings: QuicSettings, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.tuning = QuicTuning(self._quic, settings, self._loop, self.transmit)
         self.shard = shard
         self.frames = FrameQueue()
         self.core = ServerConnection(shard, TRANSPORT_QUIC, self, frames=self.frames)
@@ -146,9 +148,15 @@ class QuicClientProtocol(QuicConnectionProtocol):
         elif isinstance(event, StreamReset):
             self.requests.reset(event.stream_id)
         elif isinstance(event, HandshakeCompleted):
+            self.tuning.handshake_done()
             self.open_session()
         elif isinstance(event, ConnectionTerminated):
+            self.tuning.stop()
             self.core.connection_lost()
+
+    def transmit(self) -> None:
+        self.tuning.before_transmit()
+        super().transmit()
 
     def datagram_received(self, data: bytes | str, addr: Any) -> None:
         if self.peer is None:
@@ -169,6 +177,7 @@ class QuicClientProtocol(QuicConnectionProtocol):
         self.core.frames_ready()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.tuning.stop()
         self.core.connection_lost()
         super().connection_lost(exc)
 
@@ -222,8 +231,9 @@ class QuicClientProtocol(QuicConnectionProtocol):
     def resume_reading(self) -> None:
         """See ``pause_reading``."""
 
-    def close(self, reason: str) -> None:
-        """Server-initiated close of the whole QUIC connection."""
+    def close(self, reason: str = "server shutting down") -> None:
+        """Server-initiated close of the whole QUIC connection (also aioquic's
+        ``QuicServer.close``, which passes no reason)."""
         self.close_for(reason)
 
     def abort(self) -> None:
@@ -243,27 +253,29 @@ class QuicClientProtocol(QuicConnectionProtocol):
             log.debug("QUIC disconnect: %s", exc)
 
 
-def quic_configuration(section: dict[str, Any], data_path: Path) -> QuicConfiguration:
-    """Server configuration from ``[quic]``; the certificate from ``[quic.certificate]``."""
+def server_configuration(section: dict[str, Any],
+                         data_path: Path) -> tuple[QuicSettings, QuicConfiguration]:
+    """Settings from ``[quic]``; the certificate from ``[quic.certificate]``."""
+    try:
+        settings = quic_settings(section, plain_unit_s=1e-6)  # plain numbers are µs here
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     paths = ensure_certificate(section.get("certificate", {}), data_path)
-    idle = section.get("max_idle_timeout")
-    config = QuicConfiguration(is_client=False, alpn_protocols=None,
-                               idle_timeout=(parse_duration_us(idle) / 1e6 if idle
-                                             else DEFAULT_IDLE_TIMEOUT_S),
-                               max_stream_data=4 * 1024 * 1024, max_data=16 * 1024 * 1024)
+    config = quic_configuration(settings, is_client=False)
     config.load_cert_chain(str(paths.cert_file), str(paths.key_file))
-    return config
+    return settings, config
 
 
 async def listen(shard: Any, section: dict[str, Any], context: ListenContext) -> Listener:
     """Listen on UDP ``section["address"]``. Raises OSError, TlsConfigError."""
     host, port = split_address(section["address"])
-    configuration = quic_configuration(section, context.data_path)
+    settings, configuration = server_configuration(section, context.data_path)
 
     def create(*args: Any, **kwargs: Any) -> QuicClientProtocol:
-        return QuicClientProtocol(*args, shard=shard, **kwargs)
+        return QuicClientProtocol(*args, shard=shard, settings=settings, **kwargs)
 
     transport, server = await asyncio.get_running_loop().create_datagram_endpoint(
         lambda: QuicServer(configuration=configuration, create_protocol=create),
         local_addr=(host, port))
+    enlarge_socket_buffers(transport.get_extra_info("socket"))
     return ServerListener(server, transport.get_extra_info("sockname"))
