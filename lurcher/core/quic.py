@@ -18,6 +18,11 @@ no option for, applied per connection by ``QuicTuning``:
 - ``max_concurrent_bidi_streams``: the bidirectional streams the peer may have open at once.
 - ``max_idle_timeout``: the QUIC idle timeout.
 
+Receiving (``drain_socket`` and ``TransmitBatch``): when a datagram arrives, the datagrams
+already queued on the socket are read in the same event-loop turn (at most
+``DRAIN_DATAGRAMS``) and each connection that received any transmits once afterwards (ACKs,
+replies), instead of one loop turn and one transmit per datagram.
+
 Invariants: packet pacing is off (aioquic paces with asyncio timers, whose millisecond
 resolution caps a connection near 16 datagrams per millisecond; the congestion window still
 bounds every burst); UDP socket buffers are asked for ``SOCKET_BUFFER_BYTES`` (the kernel caps
@@ -44,6 +49,8 @@ STREAM_WINDOW_BYTES = 4 * 1024 * 1024
 MTU_RETRY_S = 2.0
 MTU_RETRY_MAX_S = 600.0
 STREAM_COUNT_MAX = 1 << 60
+DRAIN_DATAGRAMS = 64
+RECEIVE_BYTES = 65_536
 
 
 @dataclass(frozen=True)
@@ -131,6 +138,52 @@ def enlarge_socket_buffers(sock: Any) -> None:
             sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER_BYTES)
         except OSError:
             pass
+
+
+def drain_socket(transport: Any, receive: Callable[[bytes, Any], None]) -> None:
+    """Hand each datagram already queued on the socket of asyncio datagram ``transport`` to
+    ``receive`` (a bounded number, so other connections and timers get their turn). asyncio
+    exposes only a wrapper without ``recvfrom``; its selector transports keep the socket in
+    ``_sock`` (no draining without it)."""
+    sock = getattr(transport, "_sock", None)
+    for _ in range(DRAIN_DATAGRAMS if sock is not None else 0):
+        try:
+            data, addr = sock.recvfrom(RECEIVE_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:  # e.g. ICMP unreachable reported on a connected socket
+            return
+        receive(data, addr)
+
+
+class TransmitBatch:
+    """Defers ``transmit`` of the connections fed by one drained batch to its end."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.pending: dict[int, Callable[[], None]] = {}
+
+    def defer(self, key: int, transmit: Callable[[], None]) -> bool:
+        """True if ``transmit`` is deferred to the end of the batch."""
+        if self.active:
+            self.pending[key] = transmit
+        return self.active
+
+    def run(self, first: bytes, addr: Any, transport: Any,
+            receive: Callable[[bytes, Any], None]) -> None:
+        """``receive`` the first datagram and those queued behind it, then transmit once each."""
+        if self.active:  # re-entered: already inside a batch
+            receive(first, addr)
+            return
+        self.active = True
+        try:
+            receive(first, addr)
+            drain_socket(transport, receive)
+        finally:
+            self.active = False
+            pending, self.pending = self.pending, {}
+            for transmit in pending.values():
+                transmit()
 
 
 class _NoPacing:

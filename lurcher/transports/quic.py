@@ -47,8 +47,8 @@ from lurcher.auth.session import TRANSPORT_QUIC
 from lurcher.config import ConfigError
 from lurcher.core.connection.framing import BadFrame, Frame, FrameLimits, FrameReader
 from lurcher.core.connection.server import FrameQueue, ServerConnection
-from lurcher.core.quic import (QuicSettings, QuicTuning, enlarge_socket_buffers,
-                               quic_configuration, quic_settings)
+from lurcher.core.quic import (QuicSettings, QuicTuning, TransmitBatch,
+                               enlarge_socket_buffers, quic_configuration, quic_settings)
 from lurcher.core.shard.reply import error_frame, materialise
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.transports.connection import peer_address
@@ -129,8 +129,10 @@ class QuicClientProtocol(QuicConnectionProtocol):
     while the connection's unacknowledged replies are above ``MAX_QUEUED_REPLY_BYTES``.
     """
 
-    def __init__(self, *args: Any, shard: Any, settings: QuicSettings, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, shard: Any, settings: QuicSettings, batch: TransmitBatch,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.batch = batch
         self.tuning = QuicTuning(self._quic, settings, self._loop, self.transmit)
         self.shard = shard
         self.frames = FrameQueue()
@@ -155,6 +157,8 @@ class QuicClientProtocol(QuicConnectionProtocol):
             self.core.connection_lost()
 
     def transmit(self) -> None:
+        if self.batch.defer(id(self), self.transmit):
+            return
         self.tuning.before_transmit()
         super().transmit()
 
@@ -253,6 +257,18 @@ class QuicClientProtocol(QuicConnectionProtocol):
             log.debug("QUIC disconnect: %s", exc)
 
 
+class BatchingQuicServer(QuicServer):
+    """aioquic's server endpoint, receiving in batches (``TransmitBatch``)."""
+
+    def __init__(self, batch: TransmitBatch, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.batch = batch
+
+    def datagram_received(self, data: bytes | str, addr: Any) -> None:
+        receive = super().datagram_received
+        self.batch.run(data, addr, self._transport, receive)
+
+
 def server_configuration(section: dict[str, Any],
                          data_path: Path) -> tuple[QuicSettings, QuicConfiguration]:
     """Settings from ``[quic]``; the certificate from ``[quic.certificate]``."""
@@ -271,11 +287,13 @@ async def listen(shard: Any, section: dict[str, Any], context: ListenContext) ->
     host, port = split_address(section["address"])
     settings, configuration = server_configuration(section, context.data_path)
 
+    batch = TransmitBatch()
+
     def create(*args: Any, **kwargs: Any) -> QuicClientProtocol:
-        return QuicClientProtocol(*args, shard=shard, settings=settings, **kwargs)
+        return QuicClientProtocol(*args, shard=shard, settings=settings, batch=batch, **kwargs)
 
     transport, server = await asyncio.get_running_loop().create_datagram_endpoint(
-        lambda: QuicServer(configuration=configuration, create_protocol=create),
+        lambda: BatchingQuicServer(batch, configuration=configuration, create_protocol=create),
         local_addr=(host, port))
     enlarge_socket_buffers(transport.get_extra_info("socket"))
     return ServerListener(server, transport.get_extra_info("sockname"))

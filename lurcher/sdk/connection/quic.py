@@ -24,8 +24,8 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import HandshakeCompleted, QuicEvent
 
-from lurcher.core.quic import (QuicSettings, QuicTuning, enlarge_socket_buffers,
-                               quic_configuration, quic_settings)
+from lurcher.core.quic import (QuicSettings, QuicTuning, TransmitBatch,
+                               enlarge_socket_buffers, quic_configuration, quic_settings)
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -68,6 +68,11 @@ class _ClientProtocol(QuicConnectionProtocol):
     def __init__(self, *args: Any, settings: QuicSettings, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.tuning = QuicTuning(self._quic, settings, self._loop, self.transmit)
+        self.batch = TransmitBatch()
+
+    def datagram_received(self, data: bytes | str, addr: Any) -> None:
+        receive = super().datagram_received
+        self.batch.run(data, addr, self._transport, receive)
 
     def connect(self, addr: Any, transmit: bool = True) -> None:
         sock = self._transport.get_extra_info("socket")
@@ -82,6 +87,8 @@ class _ClientProtocol(QuicConnectionProtocol):
         super().quic_event_received(event)
 
     def transmit(self) -> None:
+        if self.batch.defer(id(self), self.transmit):
+            return
         self.tuning.before_transmit()
         super().transmit()
 
