@@ -77,6 +77,13 @@ def check_transports(config: Config) -> None:
                               f"available in this version; set it to false")
 
 
+def check_quic(config: Config) -> None:
+    """Raises ConfigError (one line) for a ``[quic]`` value that cannot work."""
+    if config.get("quic.enabled"):
+        from lurcher.transports.quic import section_settings
+        section_settings(config["quic"])
+
+
 def cluster_config(config: Config) -> ClusterConfig:
     """The typed ``[cluster]`` section. Raises ConfigError (one line)."""
     try:
@@ -249,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
         check_transports(config)
         check_storage_limits(config)
+        check_quic(config)
         cluster_config(config)
         os.umask(file_umask(config))  # inherited by every shard process
     except ConfigError as exc:

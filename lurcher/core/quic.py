@@ -36,6 +36,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.quic.configuration import SMALLEST_MAX_DATAGRAM_SIZE, QuicConfiguration
 
 from lurcher.core.wire.units import parse_duration, parse_size
@@ -268,3 +269,28 @@ class QuicTuning:
         if self.keep_alive is not None:
             self.keep_alive.cancel()
             self.keep_alive = None
+
+
+class TunedQuicProtocol(QuicConnectionProtocol):
+    """aioquic's connection protocol with ``QuicTuning`` and batched transmits; the base of
+    the server's and the SDK's QUIC protocols. Subclasses call ``handshake_done`` on
+    HandshakeCompleted."""
+
+    def __init__(self, *args: Any, settings: QuicSettings, batch: TransmitBatch,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batch = batch
+        self.tuning = QuicTuning(self._quic, settings, self._loop, self.transmit)
+
+    def handshake_done(self) -> None:
+        self.tuning.handshake_done()
+
+    def transmit(self) -> None:
+        if self.batch.defer(id(self), self.transmit):
+            return
+        self.tuning.before_transmit()
+        super().transmit()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.tuning.stop()
+        super().connection_lost(exc)

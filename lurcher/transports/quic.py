@@ -32,7 +32,6 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
-from aioquic.asyncio import QuicConnectionProtocol
 from aioquic.asyncio.server import QuicServer
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import (
@@ -47,7 +46,7 @@ from lurcher.auth.session import TRANSPORT_QUIC
 from lurcher.config import ConfigError
 from lurcher.core.connection.framing import BadFrame, Frame, FrameLimits, FrameReader
 from lurcher.core.connection.server import FrameQueue, ServerConnection
-from lurcher.core.quic import (QuicSettings, QuicTuning, TransmitBatch,
+from lurcher.core.quic import (QuicSettings, TransmitBatch, TunedQuicProtocol,
                                enlarge_socket_buffers, quic_configuration, quic_settings)
 from lurcher.core.shard.reply import error_frame, materialise
 from lurcher.core.wire.error_codes import ErrorCode
@@ -119,7 +118,7 @@ class StreamRequests:
         return sum(1 for reader in self.readers.values() if reader is not self.ANSWERED)
 
 
-class QuicClientProtocol(QuicConnectionProtocol):
+class QuicClientProtocol(TunedQuicProtocol):
     """The adapter of one QUIC connection (server side) around its ``ServerConnection``.
 
     ``StreamRequests`` frames each stream; complete requests go, in the order they
@@ -129,11 +128,8 @@ class QuicClientProtocol(QuicConnectionProtocol):
     while the connection's unacknowledged replies are above ``MAX_QUEUED_REPLY_BYTES``.
     """
 
-    def __init__(self, *args: Any, shard: Any, settings: QuicSettings, batch: TransmitBatch,
-                 **kwargs: Any) -> None:
+    def __init__(self, *args: Any, shard: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.batch = batch
-        self.tuning = QuicTuning(self._quic, settings, self._loop, self.transmit)
         self.shard = shard
         self.frames = FrameQueue()
         self.core = ServerConnection(shard, TRANSPORT_QUIC, self, frames=self.frames)
@@ -150,17 +146,11 @@ class QuicClientProtocol(QuicConnectionProtocol):
         elif isinstance(event, StreamReset):
             self.requests.reset(event.stream_id)
         elif isinstance(event, HandshakeCompleted):
-            self.tuning.handshake_done()
+            self.handshake_done()
             self.open_session()
         elif isinstance(event, ConnectionTerminated):
             self.tuning.stop()
             self.core.connection_lost()
-
-    def transmit(self) -> None:
-        if self.batch.defer(id(self), self.transmit):
-            return
-        self.tuning.before_transmit()
-        super().transmit()
 
     def datagram_received(self, data: bytes | str, addr: Any) -> None:
         if self.peer is None:
@@ -181,7 +171,6 @@ class QuicClientProtocol(QuicConnectionProtocol):
         self.core.frames_ready()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.tuning.stop()
         self.core.connection_lost()
         super().connection_lost(exc)
 
@@ -269,13 +258,19 @@ class BatchingQuicServer(QuicServer):
         self.batch.run(data, addr, self._transport, receive)
 
 
+def section_settings(section: dict[str, Any]) -> QuicSettings:
+    """The settings of ``[quic]`` (a plain number for a duration is µs, as in every section).
+    Raises ConfigError."""
+    try:
+        return quic_settings(section, plain_unit_s=1e-6)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def server_configuration(section: dict[str, Any],
                          data_path: Path) -> tuple[QuicSettings, QuicConfiguration]:
     """Settings from ``[quic]``; the certificate from ``[quic.certificate]``."""
-    try:
-        settings = quic_settings(section, plain_unit_s=1e-6)  # plain numbers are µs here
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    settings = section_settings(section)
     paths = ensure_certificate(section.get("certificate", {}), data_path)
     config = quic_configuration(settings, is_client=False)
     config.load_cert_chain(str(paths.cert_file), str(paths.key_file))

@@ -18,6 +18,7 @@ from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.sdk import connstring
 from lurcher.sdk.connection.quic import client_configuration, client_settings
+from lurcher.server import check_quic
 from lurcher.transports.quic import server_configuration
 from lurcher.transports.tls import ensure_certificate
 
@@ -152,3 +153,9 @@ def test_initial_mtu_applies_after_the_handshake_and_a_probe_timeout_falls_back(
 def test_the_peer_may_open_max_concurrent_bidi_streams(tmp_path: Path) -> None:
     cq, sq, _, _ = connected_pair(tmp_path, QuicSettings(), QuicSettings(max_concurrent_bidi_streams=4))
     assert cq._remote_max_streams_bidi == 4
+
+
+def test_the_server_refuses_a_bad_quic_key_at_start_in_one_line() -> None:
+    config = load_config(environ={"LURCHER_QUIC_INITIAL_MTU": "60000"})
+    with pytest.raises(ConfigError, match=r"^quic option initial_mtu: '60000' is outside"):
+        check_quic(config)

@@ -20,11 +20,10 @@ import ssl
 from typing import Any
 
 from aioquic.asyncio import connect
-from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import HandshakeCompleted, QuicEvent
 
-from lurcher.core.quic import (QuicSettings, QuicTuning, TransmitBatch,
+from lurcher.core.quic import (QuicSettings, TransmitBatch, TunedQuicProtocol,
                                enlarge_socket_buffers, quic_configuration, quic_settings)
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.error_codes import ErrorCode
@@ -58,17 +57,12 @@ def client_configuration(config: ClientConfig, settings: QuicSettings) -> QuicCo
     return quic
 
 
-class _ClientProtocol(QuicConnectionProtocol):
+class _ClientProtocol(TunedQuicProtocol):
     """aioquic's client protocol on a *connected* UDP socket, so an ICMP "port unreachable"
     (nobody listens there) reaches ``error_received`` and fails the handshake at once
     instead of after the connect timeout. The handshake waiter's exception is always
     retrieved (no "Future exception was never retrieved" when a connect is abandoned).
-    ``QuicTuning`` applies the connection's settings."""
-
-    def __init__(self, *args: Any, settings: QuicSettings, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.tuning = QuicTuning(self._quic, settings, self._loop, self.transmit)
-        self.batch = TransmitBatch()
+    Datagrams are received in batches (the connection owns its socket)."""
 
     def datagram_received(self, data: bytes | str, addr: Any) -> None:
         receive = super().datagram_received
@@ -83,18 +77,8 @@ class _ClientProtocol(QuicConnectionProtocol):
 
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, HandshakeCompleted):
-            self.tuning.handshake_done()
+            self.handshake_done()
         super().quic_event_received(event)
-
-    def transmit(self) -> None:
-        if self.batch.defer(id(self), self.transmit):
-            return
-        self.tuning.before_transmit()
-        super().transmit()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.tuning.stop()
-        super().connection_lost(exc)
 
     async def wait_connected(self) -> None:
         if not self._connected and self._connected_waiter is None:
@@ -126,7 +110,7 @@ class QuicConnection(Connection):
         self.limit = (size_option(config.options.get("response_buffer_size"))
                       or DEFAULT_RESPONSE_BUFFER_BYTES)
         self._cm: Any = None
-        self._proto: QuicConnectionProtocol | None = None
+        self._proto: _ClientProtocol | None = None
         self._lost = False
 
     @property
@@ -143,7 +127,7 @@ class QuicConnection(Connection):
         settings = client_settings(self.config)
 
         def create(*args: Any, **kwargs: Any) -> _ClientProtocol:
-            return _ClientProtocol(*args, settings=settings, **kwargs)
+            return _ClientProtocol(*args, settings=settings, batch=TransmitBatch(), **kwargs)
 
         cm = connect(self.host, self.port, configuration=client_configuration(self.config, settings),
                      create_protocol=create, wait_connected=True)
