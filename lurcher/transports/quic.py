@@ -11,6 +11,9 @@ so the limits and refusals are the same: a refused frame is answered on its stre
 reader's status (InvalidCommand, or Unauthenticated before login) and the stream is stopped;
 a stream that ends inside a frame is answered with InvalidCommand; bytes after the first
 frame of a stream are ignored. A stream reset by the client drops its partial request.
+The ``[quic]`` keys (initial_mtu, send_window, receive_window, keep_alive_interval,
+max_concurrent_bidi_streams, max_idle_timeout) and the run-time tuning (no pacing, datagram
+size fall-back, batched receive) are ``lurcher.core.quic``'s; ``section_settings`` reads them.
 
 Memory bounds of one connection (issue 14, point 3):
 
