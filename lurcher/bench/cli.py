@@ -61,6 +61,9 @@ def build_parser(compare: bool) -> argparse.ArgumentParser:
     a("--sampling-time", "-t", type=_duration, default=0.1,
       help="time-series bucket and server sampling interval")
     a("--transport", choices=TRANSPORTS, default="tcp", help="lurcher transport")
+    a("--connection-option", action="append", default=[], metavar="KEY=VALUE",
+      type=_key_value, help="an SDK option of the transport, as in a connection string "
+      "(e.g. initial_mtu=1200 for quic); repeatable")
     a("--server-address", help="use this running server instead of starting one")
     a("--server-pid", type=int, help="pid of --server-address's server, to monitor it")
     a("--username", default="iggy")
@@ -74,6 +77,13 @@ def build_parser(compare: bool) -> argparse.ArgumentParser:
     return p
 
 
+def _key_value(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not eq or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
 def to_options(ns: argparse.Namespace, target: str) -> BenchOptions:
     """Raises BenchOptionsError for an unknown workload."""
     return BenchOptions(
@@ -81,7 +91,8 @@ def to_options(ns: argparse.Namespace, target: str) -> BenchOptions:
         streams=ns.streams, partitions=ns.partitions, message_size=ns.message_size,
         messages_per_batch=ns.messages_per_batch, message_batches=ns.message_batches,
         duration_s=ns.duration, warmup_s=ns.warmup, sampling_s=ns.sampling_time,
-        transport=ns.transport, server_address=ns.server_address, server_pid=ns.server_pid,
+        transport=ns.transport, connection_options=dict(ns.connection_option),
+        server_address=ns.server_address, server_pid=ns.server_pid,
         username=ns.username, password=ns.password, enforce_fsync=ns.enforce_fsync,
         output_dir=ns.output_dir, progress=not ns.no_progress, charts=not ns.no_charts)
 

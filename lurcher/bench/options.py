@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
+from lurcher.sdk.connstring import ALLOWED_OPTIONS
+
 # iggy-py: the official apache-iggy client against a lurcher server (pinned workloads)
 TARGETS = ("lurcher", "nats", "redis", "rabbitmq", "iggy-py")
 TRANSPORTS = ("tcp", "quic", "ws", "http")
@@ -35,6 +37,7 @@ class BenchOptions(msgspec.Struct, frozen=True, kw_only=True):
     warmup_s: float = 0.0
     sampling_s: float = 0.1
     transport: str = "tcp"
+    connection_options: dict[str, str] = {}  # SDK options of the transport (--connection-option)
     server_address: str | None = None   # None: start our own server on a temp data dir
     server_pid: int | None = None       # pid to monitor when server_address is given
     username: str = "iggy"
@@ -63,6 +66,10 @@ class BenchOptions(msgspec.Struct, frozen=True, kw_only=True):
         if self.transport not in BUILT_TRANSPORTS:
             raise BenchOptionsError(f"transport {self.transport!r} is not available yet "
                                     f"(available: {', '.join(BUILT_TRANSPORTS)})")
+        unknown = sorted(set(self.connection_options) - ALLOWED_OPTIONS[self.transport])
+        if unknown:
+            raise BenchOptionsError(f"--connection-option {unknown[0]} is not an option of "
+                                    f"the {self.transport} transport")
         if self.message_batches is not None and self.duration_s is not None:
             raise BenchOptionsError("give --message-batches or --duration, not both")
         if self.duration_s is not None and self.duration_s <= 0:

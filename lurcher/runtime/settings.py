@@ -22,6 +22,7 @@ from typing import Annotated, Any, Callable, get_args, get_origin, get_type_hint
 import msgspec
 
 from lurcher.cluster.config import ClusterConfig, ClusterConfigError, decode_cluster
+from lurcher.core.quic import MAX_DATAGRAM_BYTES, SMALLEST_DATAGRAM_BYTES, STREAM_COUNT_MAX
 from lurcher.core.wire import units
 
 
@@ -164,6 +165,14 @@ class Quic(Section):
     enabled: bool
     address: str
     max_idle_timeout: Micros
+    # bounds: core.quic (1,200 every QUIC path carries; 16,383 aioquic's frame length limit)
+    initial_mtu: Annotated[int, Quantity("size", units.parse_size),
+                           msgspec.Meta(ge=SMALLEST_DATAGRAM_BYTES, le=MAX_DATAGRAM_BYTES)]
+    send_window: Annotated[int, Quantity("size", units.parse_size),
+                           msgspec.Meta(ge=SMALLEST_DATAGRAM_BYTES)]
+    receive_window: Annotated[int, Quantity("size", units.parse_size), msgspec.Meta(ge=1)]
+    keep_alive_interval: Micros
+    max_concurrent_bidi_streams: Annotated[int, msgspec.Meta(ge=1, le=STREAM_COUNT_MAX)]
     certificate: Certificate
 
 

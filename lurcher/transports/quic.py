@@ -11,6 +11,9 @@ so the limits and refusals are the same: a refused frame is answered on its stre
 reader's status (InvalidCommand, or Unauthenticated before login) and the stream is stopped;
 a stream that ends inside a frame is answered with InvalidCommand; bytes after the first
 frame of a stream are ignored. A stream reset by the client drops its partial request.
+The ``[quic]`` keys (initial_mtu, send_window, receive_window, keep_alive_interval,
+max_concurrent_bidi_streams, max_idle_timeout) and the run-time tuning (no pacing, datagram
+size fall-back, batched receive) are ``lurcher.core.quic``'s; ``section_settings`` reads them.
 
 Memory bounds of one connection (issue 14, point 3):
 
@@ -32,7 +35,6 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from aioquic.asyncio import QuicConnectionProtocol
 from aioquic.asyncio.server import QuicServer
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import (
@@ -46,10 +48,13 @@ from aioquic.quic.events import (
 from lurcher.auth.session import TRANSPORT_QUIC
 from lurcher.core.connection.framing import BadFrame, Frame, FrameLimits, FrameReader
 from lurcher.core.connection.server import FrameQueue, ServerConnection
+from lurcher.core.quic import (QuicSettings, TransmitBatch, TunedQuicProtocol,
+                               enlarge_socket_buffers, quic_configuration)
 from lurcher.core.shard.reply import error_frame, materialise
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.transports.connection import peer_address
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener
+from lurcher.core.wire.units import U64_MAX
 from lurcher.transports.net import split_address
 from lurcher.transports.tls import ensure_certificate
 
@@ -119,7 +124,7 @@ class StreamRequests:
         return sum(1 for reader in self.readers.values() if reader is not self.ANSWERED)
 
 
-class QuicClientProtocol(QuicConnectionProtocol):
+class QuicClientProtocol(TunedQuicProtocol):
     """The adapter of one QUIC connection (server side) around its ``ServerConnection``.
 
     ``StreamRequests`` frames each stream; complete requests go, in the order they
@@ -147,8 +152,10 @@ class QuicClientProtocol(QuicConnectionProtocol):
         elif isinstance(event, StreamReset):
             self.requests.reset(event.stream_id)
         elif isinstance(event, HandshakeCompleted):
+            self.handshake_done()
             self.open_session()
         elif isinstance(event, ConnectionTerminated):
+            self.tuning.stop()
             self.core.connection_lost()
 
     def datagram_received(self, data: bytes | str, addr: Any) -> None:
@@ -223,8 +230,9 @@ class QuicClientProtocol(QuicConnectionProtocol):
     def resume_reading(self) -> None:
         """See ``pause_reading``."""
 
-    def close(self, reason: str) -> None:
-        """Server-initiated close of the whole QUIC connection."""
+    def close(self, reason: str = "server shutting down") -> None:
+        """Server-initiated close of the whole QUIC connection (also aioquic's
+        ``QuicServer.close``, which passes no reason)."""
         self.close_for(reason)
 
     def abort(self) -> None:
@@ -244,25 +252,54 @@ class QuicClientProtocol(QuicConnectionProtocol):
             log.debug("QUIC disconnect: %s", exc)
 
 
-def quic_configuration(section: Quic, data_path: Path) -> QuicConfiguration:
-    """Server configuration from ``[quic]``; the certificate from ``[quic.certificate]``."""
+class BatchingQuicServer(QuicServer):
+    """aioquic's server endpoint, receiving in batches (``TransmitBatch``)."""
+
+    def __init__(self, batch: TransmitBatch, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.batch = batch
+
+    def datagram_received(self, data: bytes | str, addr: Any) -> None:
+        receive = super().datagram_received
+        self.batch.run(data, addr, self._transport, receive)
+
+
+def _seconds(micros: int) -> float:
+    """A typed duration in seconds; "none" (U64_MAX) is 0, which disables it."""
+    return 0.0 if micros == U64_MAX else micros / 1e6
+
+
+def section_settings(section: Quic) -> QuicSettings:
+    """The settings of the typed ``[quic]`` section (its bounds were checked at decode)."""
+    return QuicSettings(initial_mtu=section.initial_mtu, send_window=section.send_window,
+                        receive_window=section.receive_window,
+                        keep_alive_s=_seconds(section.keep_alive_interval),
+                        max_concurrent_bidi_streams=section.max_concurrent_bidi_streams,
+                        idle_timeout_s=_seconds(section.max_idle_timeout))
+
+
+def server_configuration(section: Quic,
+                         data_path: Path) -> tuple[QuicSettings, QuicConfiguration]:
+    """Settings from ``[quic]``; the certificate from ``[quic.certificate]``."""
+    settings = section_settings(section)
     paths = ensure_certificate(section.certificate, data_path)
-    config = QuicConfiguration(is_client=False, alpn_protocols=None,
-                               idle_timeout=section.max_idle_timeout / 1e6,
-                               max_stream_data=4 * 1024 * 1024, max_data=16 * 1024 * 1024)
+    config = quic_configuration(settings, is_client=False)
     config.load_cert_chain(str(paths.cert_file), str(paths.key_file))
-    return config
+    return settings, config
 
 
 async def listen(shard: Any, section: Quic, context: ListenContext) -> Listener:
     """Listen on UDP ``section.address``. Raises OSError, TlsConfigError."""
     host, port = split_address(section.address)
-    configuration = quic_configuration(section, context.data_path)
+    settings, configuration = server_configuration(section, context.data_path)
+
+    batch = TransmitBatch()
 
     def create(*args: Any, **kwargs: Any) -> QuicClientProtocol:
-        return QuicClientProtocol(*args, shard=shard, **kwargs)
+        return QuicClientProtocol(*args, shard=shard, settings=settings, batch=batch, **kwargs)
 
     transport, server = await asyncio.get_running_loop().create_datagram_endpoint(
-        lambda: QuicServer(configuration=configuration, create_protocol=create),
+        lambda: BatchingQuicServer(batch, configuration=configuration, create_protocol=create),
         local_addr=(host, port))
+    enlarge_socket_buffers(transport.get_extra_info("socket"))
     return ServerListener(server, transport.get_extra_info("sockname"))

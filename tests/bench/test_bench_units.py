@@ -55,10 +55,16 @@ def test_end_to_end_uses_producing_consumers() -> None:
 
 
 @pytest.mark.parametrize("bad", [dict(producers=0), dict(message_batches=1, duration_s=1.0),
-                                 dict(transport="smoke-signals"), dict(target="kafka")])
+                                 dict(transport="smoke-signals"), dict(target="kafka"),
+                                 dict(transport="tcp", connection_options={"initial_mtu": "1200"})])
 def test_invalid_options(bad: dict) -> None:
     with pytest.raises(BenchOptionsError):
         opts("pinned-producer", **bad)
+
+
+def test_connection_options_of_the_transport_are_accepted() -> None:
+    o = opts("pinned-producer", transport="quic", connection_options={"initial_mtu": "1200"})
+    assert o.connection_options == {"initial_mtu": "1200"}
 
 
 def test_defaults_to_1000_batches() -> None:

@@ -61,6 +61,10 @@ def test_library_defaults_equal_the_packaged_ones():
     assert log.max_inflight_batches == typed.system.partition.max_inflight_batches
     assert log.inline_write_max_bytes == typed.system.partition.inline_write_max_bytes
     assert DEFAULT_MAX_OPEN_FILES == typed.system.segment.max_open_files
+    # the SDK's QUIC options default to the server's [quic] values
+    from lurcher.core.quic import QuicSettings
+    from lurcher.transports.quic import section_settings
+    assert QuicSettings() == section_settings(typed.quic)
 
 
 def test_unknown_key_is_refused_with_the_nearest_known_one(tmp_path):

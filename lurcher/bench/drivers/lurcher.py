@@ -19,7 +19,8 @@ BENCH_PREFIX = "bench-stream-"
 
 def client(address: str, options: BenchOptions) -> Client:
     return Client(address, username=options.username, password=options.password,
-                  transport=options.transport, heartbeat_interval_s=None)
+                  transport=options.transport, heartbeat_interval_s=None,
+                  options=dict(options.connection_options))
 
 
 async def prepare(address: str, options: BenchOptions, layout: Layout) -> None:

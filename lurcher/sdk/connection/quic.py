@@ -5,8 +5,11 @@ frame, finishes its side and reads the response frame to the end of the stream. 
 As the Iggy SDK, the server certificate is not validated by default and the TLS server name
 is ``localhost``; with ``tls_ca_file`` set it is validated against that CA (server name
 ``tls_domain`` or ``localhost``). Options (``config.options``): ``response_buffer_size``
-(bytes, default 10 MB: a larger response is an error), ``max_idle_timeout`` (humantime or
-seconds, default 10 s).
+(bytes, default 10 MB: a larger response is an error) and the QUIC settings of
+``lurcher.core.quic`` with Iggy's names: ``initial_mtu``, ``send_window``, ``receive_window``
+(bytes), ``keep_alive_interval``, ``max_idle_timeout`` (humantime, or a plain number of
+milliseconds as in Iggy's connection strings), ``max_concurrent_bidi_streams``. A bad value
+fails the connect with INVALID_CONFIGURATION naming the option.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import ssl
 from typing import Any
 
 from aioquic.asyncio import connect
-from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.events import HandshakeCompleted, QuicEvent
 
+from lurcher.core.quic import (QuicSettings, TransmitBatch, TunedQuicProtocol,
+                               enlarge_socket_buffers, quic_configuration, quic_settings)
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -27,20 +32,23 @@ from lurcher.core.wire.frames import CODE_BYTES, FRAME_HEADER, FRAME_HEADER_BYTE
 from lurcher.sdk.config import ClientConfig
 from lurcher.sdk.connection.base import Connection
 from lurcher.sdk.connection.websocket import size_option
-from lurcher.core.wire.units import parse_duration
 
 _EMPTY = memoryview(b"")
 DEFAULT_RESPONSE_BUFFER_BYTES = 10_000_000
-DEFAULT_IDLE_TIMEOUT_S = 10.0
 DEFAULT_SERVER_NAME = "localhost"
 
 
-def client_configuration(config: ClientConfig) -> QuicConfiguration:
-    idle = config.options.get("max_idle_timeout")
-    quic = QuicConfiguration(is_client=True, alpn_protocols=None,
-                             server_name=config.tls_domain or DEFAULT_SERVER_NAME,
-                             idle_timeout=parse_duration(idle) if idle else DEFAULT_IDLE_TIMEOUT_S,
-                             max_stream_data=4 * 1024 * 1024, max_data=16 * 1024 * 1024)
+def client_settings(config: ClientConfig) -> QuicSettings:
+    """The QUIC settings of the connection string. Raises IggyError INVALID_CONFIGURATION."""
+    try:
+        return quic_settings(config.options, plain_unit_s=1e-3)
+    except ValueError as exc:
+        raise IggyError(ErrorCode.INVALID_CONFIGURATION, str(exc)) from None
+
+
+def client_configuration(config: ClientConfig, settings: QuicSettings) -> QuicConfiguration:
+    quic = quic_configuration(settings, is_client=True,
+                              server_name=config.tls_domain or DEFAULT_SERVER_NAME)
     if config.tls_ca_file:
         quic.load_verify_locations(config.tls_ca_file)
         quic.verify_mode = ssl.CERT_REQUIRED
@@ -49,17 +57,28 @@ def client_configuration(config: ClientConfig) -> QuicConfiguration:
     return quic
 
 
-class _ClientProtocol(QuicConnectionProtocol):
+class _ClientProtocol(TunedQuicProtocol):
     """aioquic's client protocol on a *connected* UDP socket, so an ICMP "port unreachable"
     (nobody listens there) reaches ``error_received`` and fails the handshake at once
     instead of after the connect timeout. The handshake waiter's exception is always
-    retrieved (no "Future exception was never retrieved" when a connect is abandoned)."""
+    retrieved (no "Future exception was never retrieved" when a connect is abandoned).
+    Datagrams are received in batches (the connection owns its socket)."""
+
+    def datagram_received(self, data: bytes | str, addr: Any) -> None:
+        receive = super().datagram_received
+        self.batch.run(data, addr, self._transport, receive)
 
     def connect(self, addr: Any, transmit: bool = True) -> None:
         sock = self._transport.get_extra_info("socket")
+        enlarge_socket_buffers(sock)
         with socket.fromfd(sock.fileno(), sock.family, sock.type) as shared:
             shared.connect(addr)
         super().connect(addr, transmit)
+
+    def quic_event_received(self, event: QuicEvent) -> None:
+        if isinstance(event, HandshakeCompleted):
+            self.handshake_done()
+        super().quic_event_received(event)
 
     async def wait_connected(self) -> None:
         if not self._connected and self._connected_waiter is None:
@@ -91,7 +110,7 @@ class QuicConnection(Connection):
         self.limit = (size_option(config.options.get("response_buffer_size"))
                       or DEFAULT_RESPONSE_BUFFER_BYTES)
         self._cm: Any = None
-        self._proto: QuicConnectionProtocol | None = None
+        self._proto: _ClientProtocol | None = None
         self._lost = False
 
     @property
@@ -105,8 +124,13 @@ class QuicConnection(Connection):
     async def _connect(self) -> None:
         if self.connected:
             return
-        cm = connect(self.host, self.port, configuration=client_configuration(self.config),
-                     create_protocol=_ClientProtocol, wait_connected=True)
+        settings = client_settings(self.config)
+
+        def create(*args: Any, **kwargs: Any) -> _ClientProtocol:
+            return _ClientProtocol(*args, settings=settings, batch=TransmitBatch(), **kwargs)
+
+        cm = connect(self.host, self.port, configuration=client_configuration(self.config, settings),
+                     create_protocol=create, wait_connected=True)
         try:
             self._proto = await asyncio.wait_for(cm.__aenter__(), self.config.connect_timeout_s)
         except asyncio.TimeoutError:

@@ -1,0 +1,297 @@
+"""QUIC settings and run-time tuning shared by the server's front end and the SDK (aioquic).
+
+Owns: the Iggy-named QUIC options (``[quic]`` keys on the server, connection-string options
+in the SDK) and their one mapping to aioquic (``quic_configuration``), plus what aioquic has
+no option for, applied per connection by ``QuicTuning``:
+
+- ``initial_mtu``: the UDP payload size used once the handshake is done (the handshake
+  itself always uses 1,200-byte datagrams, which every QUIC path carries). When a probe
+  timeout fires while the larger size is in use (a path that drops large datagrams loses
+  every packet, so nothing is acknowledged), the connection drops to 1,200 bytes; it tries
+  the larger size again after ``MTU_RETRY_S``, doubling the wait after each failure up to
+  ``MTU_RETRY_MAX_S``.
+- ``send_window``: the bytes in flight without acknowledgement never exceed it (a cap on
+  the congestion window).
+- ``receive_window``: the connection-level flow-control window offered to the peer
+  (``max_data``; aioquic doubles it as it is used).
+- ``keep_alive_interval``: a PING every interval (0 or none: never).
+- ``max_concurrent_bidi_streams``: the bidirectional streams the peer may have open at once.
+- ``max_idle_timeout``: the QUIC idle timeout.
+
+Receiving (``drain_socket`` and ``TransmitBatch``): when a datagram arrives, the datagrams
+already queued on the socket are read in the same event-loop turn (at most
+``DRAIN_DATAGRAMS``) and each connection that received any transmits once afterwards (ACKs,
+replies), instead of one loop turn and one transmit per datagram.
+
+Invariants: packet pacing is off (aioquic paces with asyncio timers, whose millisecond
+resolution caps a connection near 16 datagrams per millisecond; the congestion window still
+bounds every burst); UDP socket buffers are asked for ``SOCKET_BUFFER_BYTES`` (the kernel caps
+it) so a window's burst of large datagrams is not dropped by the receiving socket.
+Values are checked by ``quic_settings``: a bad one raises ValueError naming the key.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.quic.configuration import SMALLEST_MAX_DATAGRAM_SIZE, QuicConfiguration
+
+from lurcher.core.wire.units import parse_duration, parse_size
+
+# aioquic 1.x writes a STREAM frame's length as a two-byte varint (at most 16,383): a larger
+# datagram would carry longer frames whose length is corrupt, and the peer closes the
+# connection with FRAME_ENCODING_ERROR (what happened with max_datagram_size=60000).
+MAX_DATAGRAM_BYTES = 16_383
+SMALLEST_DATAGRAM_BYTES = SMALLEST_MAX_DATAGRAM_SIZE  # 1,200: what every QUIC path carries
+SOCKET_BUFFER_BYTES = 4 * 1024 * 1024
+STREAM_WINDOW_BYTES = 4 * 1024 * 1024
+MTU_RETRY_S = 2.0
+MTU_RETRY_MAX_S = 600.0
+STREAM_COUNT_MAX = 1 << 60
+DRAIN_DATAGRAMS = 64
+RECEIVE_BYTES = 65_536
+
+
+@dataclass(frozen=True)
+class QuicSettings:
+    """The QUIC options of one end, in bytes and seconds (0 disables ``keep_alive_s``)."""
+    initial_mtu: int = 16_000
+    send_window: int = 16 * 1024 * 1024
+    receive_window: int = 16 * 1024 * 1024
+    keep_alive_s: float = 5.0
+    max_concurrent_bidi_streams: int = 10_000
+    idle_timeout_s: float = 10.0
+
+
+def _duration(value: Any, plain_unit_s: float) -> float:
+    """Seconds from a humantime string, or a plain number in ``plain_unit_s`` units."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value) * plain_unit_s
+    text = str(value).strip()
+    if text.lower() in ("none", "0"):
+        return 0.0
+    if text.replace(".", "", 1).isdigit():
+        return float(text) * plain_unit_s
+    return parse_duration(text)
+
+
+def _size(value: Any) -> int:
+    return parse_size(value if isinstance(value, int) else str(value).strip())
+
+
+def _count(value: Any) -> int:
+    return int(str(value).replace("_", ""))
+
+
+# key -> (QuicSettings field, converter taking (value, plain number unit in seconds))
+_KEYS: dict[str, tuple[str, Callable[[Any, float], Any]]] = {
+    "initial_mtu": ("initial_mtu", lambda v, _: _size(v)),
+    "send_window": ("send_window", lambda v, _: _size(v)),
+    "receive_window": ("receive_window", lambda v, _: _size(v)),
+    "keep_alive_interval": ("keep_alive_s", _duration),
+    "max_concurrent_bidi_streams": ("max_concurrent_bidi_streams", lambda v, _: _count(v)),
+    "max_idle_timeout": ("idle_timeout_s", _duration),
+}
+_BOUNDS = {"initial_mtu": (SMALLEST_MAX_DATAGRAM_SIZE, MAX_DATAGRAM_BYTES),
+           "send_window": (SMALLEST_MAX_DATAGRAM_SIZE, None),
+           "receive_window": (1, None),
+           "max_concurrent_bidi_streams": (1, STREAM_COUNT_MAX)}
+
+
+def quic_settings(options: Mapping[str, Any], plain_unit_s: float = 1.0) -> QuicSettings:
+    """The settings named in ``options`` (other keys are ignored) over the defaults.
+
+    A plain number given for a duration counts ``plain_unit_s`` seconds (the SDK's
+    connection strings use milliseconds, as Iggy's). Raises ValueError naming the key.
+    """
+    values: dict[str, Any] = {}
+    for key, (name, convert) in _KEYS.items():
+        if key not in options:
+            continue
+        try:
+            value = convert(options[key], plain_unit_s)
+        except ValueError as exc:
+            raise ValueError(f"quic option {key}: {exc}") from None
+        low, high = _BOUNDS.get(key, (0, None))
+        if value < low or (high is not None and value > high):
+            raise ValueError(f"quic option {key}: {options[key]!r} is outside "
+                             f"{low}..{high if high is not None else 'unlimited'}")
+        values[name] = value
+    return QuicSettings(**values)
+
+
+def quic_configuration(settings: QuicSettings, *, is_client: bool,
+                       **extra: Any) -> QuicConfiguration:
+    """The aioquic configuration of ``settings`` (``extra``: server_name and the like)."""
+    return QuicConfiguration(is_client=is_client, alpn_protocols=None,
+                             idle_timeout=settings.idle_timeout_s or 1e9,
+                             max_datagram_size=SMALLEST_MAX_DATAGRAM_SIZE,
+                             max_data=settings.receive_window,
+                             max_stream_data=STREAM_WINDOW_BYTES, **extra)
+
+
+def enlarge_socket_buffers(sock: Any) -> None:
+    """Ask for ``SOCKET_BUFFER_BYTES`` of send and receive buffer (the kernel may cap it)."""
+    for option in (socket.SO_RCVBUF, socket.SO_SNDBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER_BYTES)
+        except OSError:
+            pass
+
+
+def drain_socket(transport: Any, receive: Callable[[bytes, Any], None]) -> None:
+    """Hand each datagram already queued on the socket of asyncio datagram ``transport`` to
+    ``receive`` (a bounded number, so other connections and timers get their turn). asyncio
+    exposes only a wrapper without ``recvfrom``; its selector transports keep the socket in
+    ``_sock`` (no draining without it)."""
+    sock = getattr(transport, "_sock", None)
+    for _ in range(DRAIN_DATAGRAMS if sock is not None else 0):
+        try:
+            data, addr = sock.recvfrom(RECEIVE_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:  # e.g. ICMP unreachable reported on a connected socket
+            return
+        receive(data, addr)
+
+
+class TransmitBatch:
+    """Defers ``transmit`` of the connections fed by one drained batch to its end."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.pending: dict[int, Callable[[], None]] = {}
+
+    def defer(self, key: int, transmit: Callable[[], None]) -> bool:
+        """True if ``transmit`` is deferred to the end of the batch."""
+        if self.active:
+            self.pending[key] = transmit
+        return self.active
+
+    def run(self, first: bytes, addr: Any, transport: Any,
+            receive: Callable[[bytes, Any], None]) -> None:
+        """``receive`` the first datagram and those queued behind it, then transmit once each."""
+        if self.active:  # re-entered: already inside a batch
+            receive(first, addr)
+            return
+        self.active = True
+        try:
+            receive(first, addr)
+            drain_socket(transport, receive)
+        finally:
+            self.active = False
+            pending, self.pending = self.pending, {}
+            for transmit in pending.values():
+                transmit()
+
+
+class _NoPacing:
+    """Stands in for aioquic's packet pacer: never holds a packet back."""
+    packet_time = None
+
+    def next_send_time(self, now: float) -> None:
+        return None
+
+    def update_after_send(self, now: float) -> None:
+        """Nothing to account."""
+
+    def update_rate(self, congestion_window: int, smoothed_rtt: float) -> None:
+        """Nothing to compute."""
+
+
+def set_datagram_size(quic: Any, size: int) -> None:
+    """Use ``size``-byte datagrams from now on (aioquic 1.x keeps it in three places)."""
+    quic._max_datagram_size = size
+    cc = quic._loss._cc
+    if hasattr(cc, "_max_datagram_size"):
+        cc._max_datagram_size = size
+    if hasattr(cc, "additive_increase_factor"):
+        cc.additive_increase_factor = size
+
+
+class QuicTuning:
+    """The run-time tuning of one aioquic connection (see the module docstring).
+
+    The owner calls ``handshake_done`` on HandshakeCompleted and ``before_transmit`` before
+    each transmit, and ``stop`` when the connection ends.
+    """
+
+    def __init__(self, quic: Any, settings: QuicSettings, loop: Any,
+                 transmit: Callable[[], None]) -> None:
+        self.quic, self.settings, self.loop, self.transmit = quic, settings, loop, transmit
+        self.large = False
+        self.failures = 0
+        self.retry_at = 0.0
+        self.raised_at = 0.0
+        self.keep_alive: Any = None
+        quic._loss._pacer = _NoPacing()
+        streams = quic._local_max_streams_bidi
+        streams.value = streams.sent = settings.max_concurrent_bidi_streams
+
+    def handshake_done(self) -> None:
+        self.raise_size()
+        if self.settings.keep_alive_s > 0 and self.keep_alive is None:
+            self.keep_alive = self.loop.call_later(self.settings.keep_alive_s, self.ping)
+
+    def raise_size(self) -> None:
+        if self.settings.initial_mtu > SMALLEST_MAX_DATAGRAM_SIZE:
+            set_datagram_size(self.quic, self.settings.initial_mtu)
+            self.large = True
+            self.raised_at = self.loop.time()
+
+    def before_transmit(self) -> None:
+        """Fall back to small datagrams on a probe timeout, retry later; cap the window."""
+        loss = self.quic._loss
+        if self.large and loss._pto_count > 0:
+            set_datagram_size(self.quic, SMALLEST_MAX_DATAGRAM_SIZE)
+            self.large = False
+            self.retry_at = self.loop.time() + min(MTU_RETRY_S * 2 ** self.failures,
+                                                   MTU_RETRY_MAX_S)
+            self.failures += 1
+        elif self.large and self.failures and self.loop.time() - self.raised_at > MTU_RETRY_S:
+            self.failures = 0  # the larger size held: the next failure waits the least
+        elif (not self.large and self.retry_at and loss._pto_count == 0
+              and self.loop.time() >= self.retry_at):
+            self.raise_size()
+        if loss._cc.congestion_window > self.settings.send_window:
+            loss._cc.congestion_window = self.settings.send_window
+
+    def ping(self) -> None:
+        self.keep_alive = None
+        if self.quic._state.name in ("CONNECTED", "FIRSTFLIGHT"):
+            self.quic.send_ping(0)
+            self.transmit()
+            self.keep_alive = self.loop.call_later(self.settings.keep_alive_s, self.ping)
+
+    def stop(self) -> None:
+        if self.keep_alive is not None:
+            self.keep_alive.cancel()
+            self.keep_alive = None
+
+
+class TunedQuicProtocol(QuicConnectionProtocol):
+    """aioquic's connection protocol with ``QuicTuning`` and batched transmits; the base of
+    the server's and the SDK's QUIC protocols. Subclasses call ``handshake_done`` on
+    HandshakeCompleted."""
+
+    def __init__(self, *args: Any, settings: QuicSettings, batch: TransmitBatch,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batch = batch
+        self.tuning = QuicTuning(self._quic, settings, self._loop, self.transmit)
+
+    def handshake_done(self) -> None:
+        self.tuning.handshake_done()
+
+    def transmit(self) -> None:
+        if self.batch.defer(id(self), self.transmit):
+            return
+        self.tuning.before_transmit()
+        super().transmit()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.tuning.stop()
+        super().connection_lost(exc)

@@ -1,0 +1,162 @@
+"""QUIC settings (issue 18): the Iggy-named keys and options, their one mapping to aioquic, and
+the run-time tuning, exercised on a real pair of aioquic connections joined in memory."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.connection import QuicConnection
+
+from lurcher.runtime.config import ConfigError, load_config
+from lurcher.core.quic import (MAX_DATAGRAM_BYTES, QuicSettings, QuicTuning, quic_configuration,
+                               quic_settings)
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.sdk import connstring
+from lurcher.sdk.connection.quic import client_configuration, client_settings
+from lurcher.transports.quic import server_configuration
+from lurcher.transports.tls import ensure_certificate
+
+CLIENT_ADDR, SERVER_ADDR = ("127.0.0.1", 1), ("127.0.0.1", 2)
+MIB = 1024 * 1024
+
+
+class FakeLoop:
+    """A clock the test moves; timers are recorded, not run."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.timers: list[tuple[float, Any]] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def call_later(self, delay: float, callback: Any) -> Any:
+        self.timers.append((self.now + delay, callback))
+        return self
+
+    def cancel(self) -> None:
+        """The handle's cancel."""
+
+
+def test_the_packaged_server_keys_map_to_settings(tmp_path: Path) -> None:
+    section = load_config(environ={}).typed.quic
+    settings, config = server_configuration(section, tmp_path)
+    assert settings == QuicSettings(initial_mtu=16_000, send_window=16 * MIB,
+                                    receive_window=16 * MIB, keep_alive_s=5.0,
+                                    max_concurrent_bidi_streams=10_000, idle_timeout_s=10.0)
+    assert config.max_data == 16 * MIB and config.idle_timeout == 10.0
+    assert config.max_datagram_size == 1200  # the handshake is always small
+
+
+def test_server_keys_in_iggy_form(tmp_path: Path) -> None:
+    keys = {"initial_mtu": "8 KB", "send_window": "100 KB", "receive_window": "100 KB",
+            "keep_alive_interval": "none", "max_concurrent_bidi_streams": "7",
+            "max_idle_timeout": "3 s"}
+    section = load_config(environ={f"LURCHER_QUIC_{k.upper()}": v
+                                   for k, v in keys.items()}).typed.quic
+    settings, config = server_configuration(section, tmp_path)
+    assert settings == QuicSettings(8_000, 100_000, 100_000, 0.0, 7, 3.0)
+    assert config.max_data == 100_000
+
+
+@pytest.mark.parametrize("key, value", [("initial_mtu", "1000 B"), ("initial_mtu", "60000 B"),
+                                        ("max_concurrent_bidi_streams", 0),
+                                        ("send_window", "lots")])
+def test_bad_server_keys_are_one_line_config_errors(tmp_path: Path, key: str, value: Any) -> None:
+    with pytest.raises(ConfigError, match=rf"quic\.{key}") as err:
+        load_config(environ={f"LURCHER_QUIC_{key.upper()}": str(value)})
+    assert "\n" not in str(err.value)
+
+
+def test_connection_string_options_use_iggy_names_and_milliseconds() -> None:
+    config = connstring.parse("iggy+quic://u:p@127.0.0.1:8080?initial_mtu=3000&send_window=50000"
+                              "&receive_window=60000&keep_alive_interval=250"
+                              "&max_concurrent_bidi_streams=9&max_idle_timeout=4000")
+    settings = client_settings(config)
+    assert settings == QuicSettings(3_000, 50_000, 60_000, 0.25, 9, 4.0)
+    quic = client_configuration(config, settings)
+    assert quic.max_data == 60_000 and quic.idle_timeout == 4.0 and quic.is_client
+
+
+def test_a_bad_connection_string_option_is_invalid_configuration() -> None:
+    config = connstring.parse(f"iggy+quic://u:p@127.0.0.1:8080?initial_mtu={MAX_DATAGRAM_BYTES + 1}")
+    with pytest.raises(IggyError) as caught:
+        client_settings(config)
+    assert caught.value.code == ErrorCode.INVALID_CONFIGURATION
+    assert "initial_mtu" in str(caught.value)
+
+
+def connected_pair(tmp_path: Path, client: QuicSettings, server: QuicSettings
+                   ) -> tuple[QuicConnection, QuicConnection, QuicTuning, QuicTuning]:
+    """A client and a server aioquic connection, handshaken by passing datagrams in memory."""
+    paths = ensure_certificate(load_config(environ={}).typed.quic.certificate, tmp_path)
+    client_config = quic_configuration(client, is_client=True)
+    client_config.verify_mode = ssl.CERT_NONE
+    server_config: QuicConfiguration = quic_configuration(server, is_client=False)
+    server_config.load_cert_chain(str(paths.cert_file), str(paths.key_file))
+    loop = FakeLoop()
+    cq = QuicConnection(configuration=client_config)
+    ct = QuicTuning(cq, client, loop, lambda: None)
+    cq.connect(SERVER_ADDR, now=loop.now)
+    sq = QuicConnection(configuration=server_config,
+                        original_destination_connection_id=cq.original_destination_connection_id)
+    st = QuicTuning(sq, server, loop, lambda: None)
+    for _ in range(10):
+        exchange(cq, sq, loop.now)
+    assert cq._handshake_complete and sq._handshake_complete
+    ct.handshake_done()
+    st.handshake_done()
+    return cq, sq, ct, st
+
+
+def exchange(cq: QuicConnection, sq: QuicConnection, now: float) -> int:
+    """One round each way; the bytes the client sent."""
+    sent = 0
+    for data, _ in cq.datagrams_to_send(now):
+        sent += len(data)
+        sq.receive_datagram(data, CLIENT_ADDR, now)
+    for data, _ in sq.datagrams_to_send(now):
+        cq.receive_datagram(data, SERVER_ADDR, now)
+    return sent
+
+
+def test_send_window_caps_the_bytes_in_flight(tmp_path: Path) -> None:
+    cq, sq, ct, _ = connected_pair(tmp_path, QuicSettings(send_window=20_000), QuicSettings())
+    cq._loss._cc.congestion_window = 4 * MIB
+    cq.send_stream_data(cq.get_next_available_stream_id(), b"x" * MIB, end_stream=True)
+    ct.before_transmit()
+    sent = sum(len(data) for data, _ in cq.datagrams_to_send(1.0))  # no acknowledgement yet
+    assert 20_000 - 16_000 < sent <= 20_000
+
+
+def test_initial_mtu_applies_after_the_handshake_and_a_probe_timeout_falls_back(
+        tmp_path: Path) -> None:
+    cq, sq, ct, _ = connected_pair(tmp_path, QuicSettings(initial_mtu=9_000), QuicSettings())
+    cq.send_stream_data(cq.get_next_available_stream_id(), b"x" * 100_000, end_stream=True)
+    sizes = [len(data) for data, _ in cq.datagrams_to_send(1.0)]
+    assert max(sizes) == 9_000
+    cq._loss._pto_count = 1  # what aioquic sets when nothing sent was acknowledged in time
+    ct.before_transmit()
+    assert cq._max_datagram_size == 1_200 and not ct.large
+    ct.loop.now += 1.0
+    ct.before_transmit()
+    assert cq._max_datagram_size == 1_200  # too early to retry
+    cq._loss._pto_count = 0
+    ct.loop.now += 1.5
+    ct.before_transmit()
+    assert cq._max_datagram_size == 9_000  # retried after MTU_RETRY_S
+
+
+def test_the_peer_may_open_max_concurrent_bidi_streams(tmp_path: Path) -> None:
+    cq, sq, _, _ = connected_pair(tmp_path, QuicSettings(), QuicSettings(max_concurrent_bidi_streams=4))
+    assert cq._remote_max_streams_bidi == 4
+
+
+def test_the_server_refuses_a_bad_quic_key_at_start_in_one_line() -> None:
+    with pytest.raises(ConfigError, match=r"^quic\.initial_mtu: expected `int` <= 16383$"):
+        load_config(environ={"LURCHER_QUIC_INITIAL_MTU": "60000"})
