@@ -37,11 +37,13 @@ def nodes(tmp_path: Path) -> Iterator[list[LurcherServer]]:
                 server.kill()
 
 
-def cluster_cli(server: LurcherServer, *args: str) -> subprocess.CompletedProcess:
-    """``lurcher --connection <root@server> cluster status ARGS``, checked to exit 0."""
+def cluster_cli(server: LurcherServer, *args: str, over: tuple[str, ...] = ()
+                ) -> subprocess.CompletedProcess:
+    """``lurcher OVER cluster status ARGS`` (OVER: the connection, root@server over TCP by
+    default), checked to exit 0."""
+    over = over or ("--connection", f"iggy://iggy:iggy@{server.tcp_address}")
     proc = subprocess.run(
-        [sys.executable, "-m", "lurcher.sdk.cli", "--connection",
-         f"iggy://iggy:iggy@{server.tcp_address}", "cluster", "status", *args],
+        [sys.executable, "-m", "lurcher.sdk.cli", *over, "cluster", "status", *args],
         capture_output=True, text=True, timeout=CLI_TIMEOUT_S, cwd=REPO_ROOT,
         stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc
@@ -115,4 +117,9 @@ async def _found(pattern: re.Pattern, server: LurcherServer) -> bool:
 def test_cluster_status_of_a_single_node_is_one_line(tmp_path: Path) -> None:
     with LurcherServer().start(tmp_path / "single", HTTP_ENV) as server:
         out = cluster_cli(server).stdout
-    assert out.splitlines() == [CLUSTERING_OFF]
+        http = server.endpoints["http"]
+        over_http = cluster_cli(server, over=("--transport", "http", "--address", http,
+                                              "-u", "iggy", "-p", "iggy")).stdout
+        anonymous = httpx.get(f"http://{http}/cluster/status", timeout=10).status_code
+    assert out.splitlines() == [CLUSTERING_OFF] and over_http == out
+    assert anonymous == 401

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.sdk.cli.exitcodes import CliError, exit_code_for
 from lurcher.sdk.cli.output import render_table
 from lurcher.sdk.cli.runtime import Run
 
@@ -37,7 +40,12 @@ def status_text(status: dict[str, Any]) -> str:
 
 
 async def cluster_status(run: Run) -> None:
-    status = await (await run.client()).get_cluster_status()
+    try:
+        status = await (await run.client()).get_cluster_status()
+    except IggyError as e:
+        if e.code != ErrorCode.FEATURE_UNAVAILABLE or not e.detail:
+            raise
+        raise CliError(e.detail, exit_code_for(e.code), e.code) from None  # why: HTTP off
     if run.out.json:
         run.out.dump(status)
     else:
