@@ -271,3 +271,9 @@ class ClusterNode:
 
     def link_up(self, index: int) -> bool:
         return index == self.index or index in self.links.outgoing
+
+    def status(self, group: int) -> dict[str, object]:
+        """``group``'s replica by indices (``cluster.status.group_status`` names nodes)."""
+        r = self.groups[group].replica
+        return {"node": self.index, "status": r.status.value, "view": r.view,
+                "primary": r.primary_of(r.view), "op": r.op, "commit": r.commit}

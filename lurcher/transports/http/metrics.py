@@ -68,7 +68,7 @@ class ClusterCollector:
         self.shard = shard
 
     def collect(self) -> Any:
-        node = self.shard.cluster_node
+        node = getattr(self.shard, "cluster_node", None)  # a shard of any kind
         if node is None:
             return
         g = ["group"]
