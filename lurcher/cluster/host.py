@@ -248,8 +248,8 @@ class ClusterNode:
         replica, names = g.replica, self.config.names
         status, g.status = g.status, replica.status
         if replica.status is Status.VIEW_CHANGE and status is not Status.VIEW_CHANGE:
-            log.info("group %d: view change started (view %d), node %s is %s", group,
-                     replica.view, names[self.index], replica.status.value)
+            log.info("group %d: view change under way (to view %d) on node %s", group,
+                     replica.view, names[self.index])
         if replica.status is not Status.NORMAL or replica.view == g.view:
             return
         what = "view change to" if g.view >= 0 else "started in"

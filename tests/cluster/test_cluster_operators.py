@@ -9,6 +9,7 @@ survivor log the view change (group, view, new primary) and count it.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -74,7 +75,7 @@ async def test_cluster_status_shows_nodes_leader_and_the_metadata_group(nodes) -
     group = next(r for r in rows if r[:2] == ["0", "metadata"])
     assert group[2] == "normal" and group[4] == leader_name, text
 
-    status = __import__("json").loads(
+    status = json.loads(
         (await asyncio.to_thread(cluster_cli, follower, "--json")).stdout)
     meta = status["groups"][0]
     assert meta["primary"] == leader_name and meta["status"] == "normal"
@@ -100,18 +101,20 @@ async def test_killing_the_leader_logs_and_counts_a_view_change(nodes) -> None:
     survivor = next(s for s in nodes if s is not leader)
     before = metric(await asyncio.to_thread(scrape, survivor),
                     "lurcher_cluster_view_changes_total", 'group="0"')
+    logged_before = len(survivor.output_path.read_text(errors="replace"))
     leader.kill()
     new_leader = await leader_of(nodes)
     new_name = f"node-{nodes.index(new_leader)}"
-    line = re.compile(rf"group 0: view change to view \d+, primary {new_name}")
-    await eventually(lambda: _found(line, survivor), "a view-change log line")
+    line = re.compile(rf"INFO .*group 0: view change to view \d+, primary {new_name}")
+    await eventually(lambda: _found(line, survivor, logged_before), "a view-change log line")
     after = metric(await asyncio.to_thread(scrape, survivor),
                    "lurcher_cluster_view_changes_total", 'group="0"')
     assert after is not None and before is not None and after > before
 
 
-async def _found(pattern: re.Pattern, server: LurcherServer) -> bool:
-    return bool(pattern.search(server.output_path.read_text(errors="replace")))
+async def _found(pattern: re.Pattern, server: LurcherServer, start: int) -> bool:
+    """Whether ``server`` logged ``pattern`` after the first ``start`` characters."""
+    return bool(pattern.search(server.output_path.read_text(errors="replace")[start:]))
 
 
 def test_cluster_status_of_a_single_node_is_one_line(tmp_path: Path) -> None:
