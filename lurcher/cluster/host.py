@@ -252,8 +252,9 @@ class ClusterNode:
                      replica.view, names[self.index])
         if replica.status is not Status.NORMAL or replica.view == g.view:
             return
-        what = "view change to" if g.view >= 0 else "started in"
-        g.view_changes += g.view >= 0
+        what = "started in" if g.view < 0 else "view change to"
+        if g.view >= 0:
+            g.view_changes += 1
         g.view = replica.view
         role = "primary" if replica.is_primary else "backup"
         log.info("group %d: %s view %d, primary %s (node %s is %s)", group, what,

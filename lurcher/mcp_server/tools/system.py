@@ -76,9 +76,10 @@ async def get_clients(ctx: Context, a: NoArgs) -> dict[str, Any]:
 
 
 @register("get_cluster_metadata", Access.READ,
-          "The cluster's name and nodes (addresses, ports, role, status), and when the "
-          "node's HTTP API answers, what it knows of each replication group (view, primary, "
-          "commit number, lag of each replica in ops; clustering off: enabled false).",
+          "The cluster's name and nodes (addresses, ports, role, status). When the node's "
+          "HTTP API is on: \"clustering\" (false on a single node) and \"groups\", what the "
+          "node knows of each replication group (view, primary, commit number, each "
+          "replica's lag in ops where known); else \"status_unavailable\" says why.",
           NoArgs)
 async def get_cluster_metadata(ctx: Context, a: NoArgs) -> dict[str, Any]:
     meta = plain(await ctx.client.get_cluster_metadata())
