@@ -13,6 +13,12 @@ one request outstanding (as VR requires), resent to the primary of the replica's
 view every ``retransmit_ticks`` until answered; the client table executes a resent request
 once. Waiting submissions are bounded (``MAX_WAITING``); beyond it ``submit`` raises
 ``ClusterBusy``.
+
+Observing (for ``cluster.status`` and the metrics): after every step of a replica the shell
+compares its status and view with what it saw before, logs each view change at INFO (group,
+new view, new primary) and counts it; it notes the highest commit number the primary has
+announced (Prepare, Commit) to tell a backup's lag, and times each submission from
+``submit`` to its committed result (``commit_times``). The replica itself stays free of I/O.
 """
 
 from __future__ import annotations
@@ -29,8 +35,9 @@ from pathlib import Path
 from lurcher.cluster.config import ClusterConfig
 from lurcher.cluster.journal_file import Completion, FileJournal
 from lurcher.cluster.links import Links
+from lurcher.cluster.status import LatencyTally
 from lurcher.core.replication.journal import Format, encode_record
-from lurcher.core.replication.messages import Message, Reply, Request
+from lurcher.core.replication.messages import Commit, Message, Prepare, Reply, Request
 from lurcher.core.replication.replica import Config, Effects, Replica, Service, Status
 
 log = logging.getLogger(__name__)
@@ -59,7 +66,11 @@ class _Group:
     executor: ThreadPoolExecutor
     slots: list[_Slot]
     waiting: deque = field(default_factory=deque)
-    view: int = -1
+    view: int = -1  # the view last seen in normal operation (-1: none yet)
+    status: Status = Status.LOADING  # the replica's status after its last step
+    view_changes: int = 0  # views this node saw its replica move to after its first one
+    primary_commit: int = 0  # the highest commit number announced by a primary
+    commit_times: LatencyTally = field(default_factory=LatencyTally)
 
 
 class ClusterNode:
@@ -121,8 +132,10 @@ class ClusterNode:
         g = self.groups[group]
         if len(g.waiting) >= MAX_WAITING:
             raise ClusterBusy(f"{len(g.waiting)} submissions waiting for group {group}")
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         g.waiting.append((body, future))
+        future.add_done_callback(g.commit_times.timer(loop.time))
         self._fill_slots(group)
         return future
 
@@ -182,6 +195,8 @@ class ClusterNode:
         if isinstance(message, Reply):
             self._resolve(group, message)
         else:
+            if isinstance(message, (Prepare, Commit)):
+                g.primary_commit = max(g.primary_commit, message.commit)
             self._apply(group, g.replica.on_message(message))
 
     def _apply(self, group: int, fx: Effects) -> None:
@@ -229,12 +244,21 @@ class ClusterNode:
                 self._apply(group, replica.on_loaded(records, start))
 
     def _log_view(self, group: int, g: _Group) -> None:
-        replica = g.replica
-        if replica.status is Status.NORMAL and replica.view != g.view:
-            g.view = replica.view
-            role = "primary" if replica.is_primary else "backup"
-            log.info("group %d: view %d, node %d is %s (primary node %d)", group,
-                     replica.view, self.index, role, replica.primary_of(replica.view))
+        """Log and count a view change, seen by comparing the replica with its last step."""
+        replica, names = g.replica, self.config.names
+        status, g.status = g.status, replica.status
+        if replica.status is Status.VIEW_CHANGE and status is not Status.VIEW_CHANGE:
+            log.info("group %d: view change under way (to view %d) on node %s", group,
+                     replica.view, names[self.index])
+        if replica.status is not Status.NORMAL or replica.view == g.view:
+            return
+        what = "started in" if g.view < 0 else "view change to"
+        if g.view >= 0:
+            g.view_changes += 1
+        g.view = replica.view
+        role = "primary" if replica.is_primary else "backup"
+        log.info("group %d: %s view %d, primary %s (node %s is %s)", group, what,
+                 replica.view, names[replica.primary_of(replica.view)], names[self.index], role)
 
     # ---- observing --------------------------------------------------------------------
 
@@ -250,6 +274,7 @@ class ClusterNode:
         return index == self.index or index in self.links.outgoing
 
     def status(self, group: int) -> dict[str, object]:
+        """``group``'s replica by indices (``cluster.status.group_status`` names nodes)."""
         r = self.groups[group].replica
         return {"node": self.index, "status": r.status.value, "view": r.view,
                 "primary": r.primary_of(r.view), "op": r.op, "commit": r.commit}

@@ -25,10 +25,10 @@ from typing import Any
 from lurcher.cluster.config import ClusterConfig
 from lurcher.cluster.host import ClusterNode
 from lurcher.cluster.meta_changes import MetaChanges, MetaService, MetaView
+from lurcher.cluster.status import META_GROUP
 from lurcher.core.wire.responses.cluster import ClusterMetadata, NodeRole, NodeStatus
 from lurcher.core.wire.responses.cluster import ClusterNode as NodeInfo
 
-META_GROUP = 0
 TRANSPORTS = ("tcp", "quic", "http", "websocket")
 
 
@@ -66,6 +66,12 @@ def describe(config: ClusterConfig, node: ClusterNode, bound: dict[str, str],
         status = NodeStatus.HEALTHY if node.link_up(index) else NodeStatus.UNREACHABLE
         nodes.append(NodeInfo(other.name, other.ip, *ports, _role(leader, index), status))
     return ClusterMetadata(config.name, nodes)
+
+
+def describe_shard(shard: Any) -> ClusterMetadata:
+    """GetClusterMetadata's answer on ``shard`` (shard 0 of a cluster node)."""
+    configured = {t: getattr(shard.config.typed, t).address for t in TRANSPORTS}
+    return describe(shard.cluster_config, shard.cluster_node, shard.endpoints, configured)
 
 
 def _role(leader: int | None, index: int) -> int:

@@ -48,6 +48,13 @@ def test_cluster_metadata_lists_this_node(lurcher, server):
     assert meta["nodes"][0]["tcp_port"] == server.tcp_port
 
 
+def test_cluster_status_without_the_http_api_is_a_one_line_error(lurcher):
+    """The status is served by the node's HTTP API (off in the test server)."""
+    result = lurcher("cluster", "status")
+    assert result.code != 0 and result.out == ""
+    assert len(result.err.strip().splitlines()) == 1 and "HTTP API" in result.err
+
+
 def test_message_flush_with_fsync(lurcher):
     lurcher("stream", "create", "s", check=0)
     lurcher("topic", "create", "s", "t", "1", check=0)

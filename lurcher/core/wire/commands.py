@@ -110,6 +110,11 @@ class RestRoute(msgspec.Struct, frozen=True):
     path: str
 
 
+# lurcher only, no binary command: the cluster's replication groups and lag as JSON
+# (``cluster.status``). GetClusterMetadata (12) keeps Iggy's shape, so Iggy clients read it.
+CLUSTER_STATUS_ROUTE = RestRoute("GET", "/cluster/status")
+
+
 class CommandSpec(msgspec.Struct, frozen=True):
     """Everything about one command that more than one layer needs."""
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.requests.system.get_snapshot_file import COMPRESSIONS, SNAPSHOT_TYPES
 from lurcher.mcp_server.gate import Access
 from lurcher.mcp_server.render import plain
@@ -75,9 +76,22 @@ async def get_clients(ctx: Context, a: NoArgs) -> dict[str, Any]:
 
 
 @register("get_cluster_metadata", Access.READ,
-          "The cluster's name and nodes (addresses, ports, role, status).", NoArgs)
+          "The cluster's name and nodes (addresses, ports, role, status). When the node's "
+          "HTTP API is on: \"clustering\" (false on a single node) and \"groups\", what the "
+          "node knows of each replication group (view, primary, commit number, each "
+          "replica's lag in ops where known); else \"status_unavailable\" says why.",
+          NoArgs)
 async def get_cluster_metadata(ctx: Context, a: NoArgs) -> dict[str, Any]:
-    return plain(await ctx.client.get_cluster_metadata())
+    meta = plain(await ctx.client.get_cluster_metadata())
+    try:
+        status = await ctx.client.get_cluster_status()
+    except IggyError as e:
+        meta["status_unavailable"] = str(e)
+        return meta
+    meta["clustering"] = status.get("enabled", False)
+    if "groups" in status:
+        meta["groups"] = status["groups"]
+    return meta
 
 
 @register("snapshot", Access.READ,

@@ -1,8 +1,9 @@
-"""System commands: ping, stats, clients, cluster metadata, snapshot."""
+"""System commands: ping, stats, clients, cluster metadata and status, snapshot."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from lurcher.core.wire.requests.system.get_client import GetClient
 from lurcher.core.wire.requests.system.get_clients import GetClients
@@ -40,6 +41,13 @@ class SystemApi(ApiBase):
 
     async def get_cluster_metadata(self) -> ClusterMetadata:
         return await self._call(GetClusterMetadata())
+
+    async def get_cluster_status(self) -> dict[str, Any]:
+        """lurcher only: what the node knows of its cluster (nodes, replication groups,
+        views, primaries, lag) as JSON; ``{"enabled": false}`` on a single node. Read from
+        the node's HTTP API (``sdk.cluster_status``). Raises IggyError."""
+        from lurcher.sdk.cluster_status import read_cluster_status
+        return await read_cluster_status(self)
 
     async def get_snapshot(self, compression: int = SNAPSHOT_DEFLATED,
                            snapshot_types: Sequence[int] = (SNAPSHOT_ALL,)) -> bytes:

@@ -23,7 +23,7 @@ import httpx
 
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.codec import REQUEST_TYPES, WireStruct
-from lurcher.core.wire.commands import COMMANDS, CommandSpec
+from lurcher.core.wire.commands import COMMANDS, CommandSpec, RestRoute
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError, WireError
 from lurcher.core.wire.identifier import Identifier
@@ -233,6 +233,23 @@ class HttpConnection(Connection):
         assert self._http is not None
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         return await self._http.request(method, path, params=query, json=body, headers=headers)
+
+    async def get_json(self, route: RestRoute) -> Any:
+        """The JSON answer of a lurcher-only route (no binary command; no path fields),
+        sent with this connection's token. Raises IggyError."""
+        what = f"{route.method} {route.path}"
+        try:
+            response = await self._send(route.method, route.path, None, None)
+        except httpx.TimeoutException:
+            raise IggyError(ErrorCode.TASK_TIMEOUT, f"{what}: no answer") from None
+        except (httpx.HTTPError, OSError) as e:
+            raise IggyError(ErrorCode.CONNECTION_CLOSED, f"{what}: {e!r}") from None
+        if response.status_code >= 300:
+            raise IggyError(error_status(response), what)
+        try:
+            return response.json()
+        except ValueError:
+            raise IggyError(ErrorCode.INVALID_JSON_RESPONSE, what) from None
 
     def _answer(self, code: int, response: httpx.Response) -> tuple[int, memoryview]:
         spec = COMMANDS[code]

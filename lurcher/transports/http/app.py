@@ -11,6 +11,7 @@ malformed JSON and shape errors are 400 INVALID_FORMAT, invalid UTF-8 is 400 INV
 body that is not ``application/json`` is 415, a body above ``max_request_size`` is 413. A
 built request must have a binary form (``validation.check_encodable``: integers in their
 wire ranges) and passes the same ``validate()`` as a binary one, in the dispatcher.
+One lurcher-only route: ``GET /cluster/status`` (``cluster.status``), authenticated.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from lurcher.auth.session import TRANSPORT_HTTP
 from lurcher.core.connection.failures import failure_status
 from lurcher.core.shard.reply import materialise, payload_parts
 from lurcher.core.wire.batch import MessageBatch
-from lurcher.core.wire.commands import COMMANDS, by_name, decode_response
+from lurcher.cluster.status import cluster_status
+from lurcher.core.wire.commands import CLUSTER_STATUS_ROUTE, COMMANDS, by_name, decode_response
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.identifier import Identifier
@@ -447,6 +449,11 @@ class HttpApi:
         return JsonResponse(s.identity_json(IdentityInfo(token.user_id), token.token,
                                             token.expiry_s))
 
+    async def cluster_status(self, request: Request) -> Response:
+        """lurcher only: what this node knows of the cluster (authenticated, any user)."""
+        self.bearer(request)
+        return JsonResponse(cluster_status(self.shard))
+
     async def metrics_text(self, request: Request) -> Response:
         from lurcher.transports.http.metrics import CONTENT_TYPE
         return Response(self.metrics.render(), media_type=CONTENT_TYPE)
@@ -462,6 +469,8 @@ class HttpApi:
             routes.append(Route(rest.path, endpoint, methods=[rest.method]))
         routes.append(Route("/users/refresh-token", self.guarded(self.refresh),
                             methods=["POST"]))
+        routes.append(Route(CLUSTER_STATUS_ROUTE.path, self.guarded(self.cluster_status),
+                            methods=[CLUSTER_STATUS_ROUTE.method]))
         if self.metrics is not None:
             routes.append(Route(self.metrics_path, self.metrics_text, methods=["GET"]))
         for method, path, build, body_type, ok in COMMAND_ROUTES:

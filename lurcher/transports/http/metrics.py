@@ -6,8 +6,12 @@ every front end are counted by name and outcome (``ok`` or the error's snake_cas
 timed, including the awaited part of asynchronous handlers; only the scrape needs HTTP.
 Codes outside the command table are counted as command "unknown", so a client cannot
 create series at will. Per-partition message counts and sizes are read from the shard's
-partitions at scrape time (no bookkeeping on the send path). Each server has its own
-registry, so several servers in one process never share series.
+partitions at scrape time (no bookkeeping on the send path). On a cluster node the
+``lurcher_cluster_*`` series are read from its ``ClusterNode`` at scrape time too
+(``ClusterCollector``): per replication group the view, view changes, whether this node is
+its primary, each replica's lag in ops where known, and the submit-to-commit time of the
+changes this node submitted; and whether this node is the cluster's Leader. Each server has
+its own registry, so several servers in one process never share series.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from lurcher.cluster.status import COMMIT_BUCKETS_S, META_GROUP, replica_lags
 
 from lurcher.core.wire.commands import COMMANDS
 from lurcher.core.wire.error_codes import ErrorCode
@@ -55,6 +61,53 @@ class PartitionCollector:
         yield sizes
 
 
+class ClusterCollector:
+    """Scrape-time series of ``shard.cluster_node`` (none while the node is not clustered)."""
+
+    def __init__(self, shard: Any) -> None:
+        self.shard = shard
+
+    def collect(self) -> Any:
+        node = getattr(self.shard, "cluster_node", None)  # a shard of any kind
+        if node is None:
+            return
+        g = ["group"]
+        view = GaugeMetricFamily("lurcher_cluster_view", "Current view of a group", labels=g)
+        changes = CounterMetricFamily("lurcher_cluster_view_changes",
+                                      "View changes this node saw in a group", labels=g)
+        primary = GaugeMetricFamily("lurcher_cluster_primary",
+                                    "1 when this node is the group's primary", labels=g)
+        lag = GaugeMetricFamily("lurcher_cluster_replica_lag_ops",
+                                "Ops a replica is behind the primary's commit (where known)",
+                                labels=["group", "node"])
+        commit = HistogramMetricFamily("lurcher_cluster_commit_duration_seconds",
+                                       "Submit-to-commit time on this node", labels=g)
+        names = node.config.names
+        for group, state in sorted(node.groups.items()):
+            key, replica = [str(group)], state.replica
+            view.add_metric(key, replica.view)
+            changes.add_metric(key, state.view_changes)
+            primary.add_metric(key, int(node.leader(group) == node.index))
+            for index, ops in enumerate(replica_lags(replica, state.primary_commit)):
+                if ops is not None:
+                    lag.add_metric([str(group), names[index]], ops)
+            commit.add_metric(key, _buckets(state.commit_times), state.commit_times.total_s)
+        leader = GaugeMetricFamily("lurcher_cluster_leader",
+                                   "1 when this node is the cluster's Leader (metadata primary)")
+        leader.add_metric([], int(node.leader(META_GROUP) == node.index))
+        yield from (view, changes, primary, lag, commit, leader)
+
+
+def _buckets(tally: Any) -> list[tuple[str, float]]:
+    """Cumulative (upper bound, count) pairs of a ``LatencyTally``, ending with +Inf."""
+    bounds = [*(repr(b) for b in COMMIT_BUCKETS_S), "+Inf"]
+    total, pairs = 0, []
+    for bound, count in zip(bounds, tally.counts):
+        total += count
+        pairs.append((bound, total))
+    return pairs
+
+
 class Metrics:
     def __init__(self, shard: Any) -> None:
         self.registry = CollectorRegistry()
@@ -66,6 +119,7 @@ class Metrics:
         self.http_requests = Counter("lurcher_http_requests", "HTTP requests by status",
                                      ["method", "status"], registry=self.registry)
         self.registry.register(PartitionCollector(shard))
+        self.registry.register(ClusterCollector(shard))
         self._names = {code: spec.name for code, spec in COMMANDS.items()}
         # (code, status) -> (counter child, histogram child): one lookup per request. Codes
         # outside the command table share one "unknown" series (clients choose codes).

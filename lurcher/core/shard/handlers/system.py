@@ -20,7 +20,7 @@ import socket
 
 import psutil
 
-from lurcher.cluster.metadata import TRANSPORTS, describe
+from lurcher.cluster.metadata import describe_shard
 from lurcher.core.shard.handlers.registry import handles
 from lurcher.auth.session import Session
 from lurcher.core.shard.face import ShardFace
@@ -61,8 +61,7 @@ def get_cluster_metadata(shard: ShardFace, session: Session, req: GetClusterMeta
     """A single node, or the real nodes of an enabled ``[cluster]`` (``cluster.metadata``);
     routed to shard 0, which runs the cluster node."""
     if shard.cluster_node is not None:
-        configured = {t: getattr(shard.config.typed, t).address for t in TRANSPORTS}
-        return describe(shard.cluster_config, shard.cluster_node, shard.endpoints, configured)
+        return describe_shard(shard)
     host = (shard.endpoints.get("tcp") or "127.0.0.1:0").rpartition(":")[0].strip("[]")
     node = ClusterNode("lurcher-node", host, _port(shard, "tcp"), _port(shard, "quic"),
                        _port(shard, "http"), _port(shard, "websocket"))

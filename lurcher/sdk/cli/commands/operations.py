@@ -1,5 +1,6 @@
-"""``snapshot``, ``cluster metadata`` and ``completion`` (a bash/zsh completion script built
-from the command tree, so it never lags behind the commands)."""
+"""``snapshot``, ``cluster metadata`` / ``cluster status`` (``commands.cluster``) and
+``completion`` (a bash/zsh completion script built from the command tree, so it never lags
+behind the commands)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from lurcher.core.wire.requests.system.get_snapshot_file import SNAPSHOT_TYPES
 from lurcher.sdk.api.system import SNAPSHOT_ALL
 from lurcher.sdk.cli.commands.base import Sub, group, leaf
+from lurcher.sdk.cli.commands.cluster import cluster_status
 from lurcher.sdk.cli.runtime import Run
 
 COMPRESSIONS = {"stored": 1, "deflated": 2}
@@ -95,6 +97,8 @@ def register(sub: Sub) -> None:
                    help="what to include (repeatable; default all)")
     actions = group(sub, "cluster", "cluster information")
     leaf(actions, "metadata", cluster_metadata, "the cluster's name and nodes")
+    leaf(actions, "status", cluster_status,
+         "nodes, roles and each replication group's view, primary, commit and lag")
     p = leaf(sub, "completion", completion, "print a shell completion script", client=False,
              description="print a shell completion script\n\nexamples:\n"
                          "  source <(lurcher completion bash)\n"
