@@ -6,6 +6,14 @@ it made progress, restarts it from its checkpoint, and finally lets it finish; i
 returns what a test checks: topic B per partition, the consumer offsets the query
 committed, and how many kills left a micro-batch planned but not committed (Spark replays
 those, so those are the kills that exercise deduplication).
+
+A driver that has not printed "started" (its query is not running yet) within
+``STARTUP_S`` is killed and started again, at most ``STARTUP_RESTARTS`` times per run, and
+the restart is written to the outcome's log. Once, in CI, a driver's Spark start-up hung
+for 300 s before the query ran: the executor registered but got no task and the driver
+never connected to the server. Killing a driver at any point is what this harness does
+anyway, so such a restart is one more kill the exactly-once checks must survive; a driver
+that hangs after it started still fails the test.
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ PARTITIONS = 3
 FIRST = 900  # messages per partition before the first start
 MORE = 300  # messages per partition added after each kill
 WAIT_S = 300.0
+STARTUP_S = 120.0
+STARTUP_RESTARTS = 2
 CONSUMER = "spark-pipeline"
 DEDUP_ENV = {
     "LURCHER_SYSTEM_MESSAGE_DEDUPLICATION_ENABLED": "true",
@@ -91,6 +101,7 @@ class Driver:
                  env: dict[str, str], exactly_once: bool = True) -> None:
         connection = f"iggy://iggy:iggy@{server.tcp_address}"
         self.out = open(work / "driver.out", "ab")
+        self.out_path, self.out_start = work / "driver.out", self.out.tell()
         self.proc = subprocess.Popen(
             [sys.executable, str(DRIVER), master, connection, stream, "A", "B",
              str(work / "checkpoint"), CONSUMER, str(exactly_once).lower()],
@@ -100,6 +111,12 @@ class Driver:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def started(self) -> bool:
+        """Its streaming query is running (the driver printed "started")."""
+        with open(self.out_path, "rb") as out:
+            out.seek(self.out_start)
+            return any(line.strip() == b"started" for line in out)
+
     def kill(self) -> None:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -107,6 +124,23 @@ class Driver:
             pass
         self.proc.wait()
         self.out.close()
+
+
+def _started_driver(master: str, server: LurcherServer, stream: str, work: Path,
+                    env: dict[str, str], exactly_once: bool, log: list[str]) -> Driver:
+    """A driver whose query started (or that died trying: the caller's wait reports it);
+    one stuck in start-up past ``STARTUP_S`` is killed and started again (logged)."""
+    for attempt in range(STARTUP_RESTARTS + 1):
+        driver = Driver(master, server, stream, work, env, exactly_once)
+        deadline = time.monotonic() + STARTUP_S
+        while time.monotonic() < deadline and driver.alive() and not driver.started():
+            time.sleep(0.2)
+        if driver.started() or not driver.alive() or attempt == STARTUP_RESTARTS:
+            return driver
+        driver.kill()
+        log.append(f"driver start-up hung for {STARTUP_S:.0f} s before its query ran; "
+                   f"killed and started again")
+    raise AssertionError("unreachable")
 
 
 def _wait(predicate, what: str, driver: Driver, work: Path, state=lambda: "") -> None:
@@ -138,7 +172,8 @@ def run_with_kills(master: str, server: LurcherServer, stream: str, work: Path,
         per_partition = FIRST
         for kill in range(kills + 1):
             before = _stored(client, stream, "B")
-            driver = Driver(master, server, stream, work, env, exactly_once)
+            driver = _started_driver(master, server, stream, work, env, exactly_once,
+                                     outcome.log)
             try:
                 if kill == kills:
                     total = per_partition * PARTITIONS
