@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from lurcher.sdk.cli.commands.cluster import CLUSTERING_OFF
-from tests.support.cluster import eventually, leader_of, start_cluster
+from tests.support.cluster import eventually, leader_of, running_cluster
 from tests.support.server import REPO_ROOT, LurcherServer
 
 HTTP_ENV = {"LURCHER_HTTP_ENABLED": "true", "LURCHER_HTTP_ADDRESS": "127.0.0.1:0"}
@@ -29,13 +29,8 @@ CLI_TIMEOUT_S = 60
 
 @pytest.fixture
 def nodes(tmp_path: Path) -> Iterator[list[LurcherServer]]:
-    servers = start_cluster(tmp_path, 3, env=HTTP_ENV)
-    try:
+    with running_cluster(tmp_path, 3, env=HTTP_ENV) as servers:
         yield servers
-    finally:
-        for server in servers:
-            if server.running:
-                server.kill()
 
 
 def cluster_cli(server: LurcherServer, *args: str, over: tuple[str, ...] = ()

@@ -17,18 +17,14 @@ from pathlib import Path
 import pytest
 from apache_iggy import IggyClient
 
-from tests.support.cluster import LIVENESS_S, eventually, leader_of, observer, start_cluster
+from tests.support.cluster import LIVENESS_S, eventually, leader_of, observer, running_cluster
 from tests.support.official import ROOT_PASSWORD, ROOT_USERNAME
 from tests.support.server import LurcherServer, run_server_to_exit
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[list[LurcherServer]]:
-    servers = start_cluster(tmp_path, 2)
-    try:
+    with running_cluster(tmp_path, 2, graceful=True) as servers:
         yield servers
-    finally:
-        for server in servers:
-            server.close()
 
 
 async def leader_and_follower(servers: list[LurcherServer]) -> tuple[LurcherServer,

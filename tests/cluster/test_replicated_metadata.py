@@ -18,7 +18,7 @@ from apache_iggy import IggyClient
 
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
-from tests.support.cluster import eventually, leader_of, observer, start_cluster
+from tests.support.cluster import eventually, leader_of, observer, running_cluster
 from tests.support.official import ROOT_PASSWORD, ROOT_USERNAME
 from tests.support.server import LurcherServer
 
@@ -30,14 +30,9 @@ COMMIT_TIMEOUT_MS = 2000
 def nodes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[LurcherServer]]:
     """Three nodes; each of one shard, or of two (metadata commands reach shard 0, which
     runs the cluster node, and every change reaches the other shard as it is applied)."""
-    servers = start_cluster(tmp_path, 3, f"commit_timeout_ms = {COMMIT_TIMEOUT_MS}\n",
-                            {"LURCHER_SYSTEM_SHARDING_SHARDS": str(request.param)})
-    try:
+    with running_cluster(tmp_path, 3, f"commit_timeout_ms = {COMMIT_TIMEOUT_MS}\n",
+                         {"LURCHER_SYSTEM_SHARDING_SHARDS": str(request.param)}) as servers:
         yield servers
-    finally:
-        for server in servers:
-            if server.running:
-                server.kill()
 
 
 async def metadata_of(server: LurcherServer) -> tuple:

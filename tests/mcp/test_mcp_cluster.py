@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.mcp.conftest import mcp_env, mcp_session
-from tests.support.cluster import leader_of, start_cluster
+from tests.support.cluster import leader_of, running_cluster
 from tests.support.server import LurcherServer
 
 HTTP_ENV = {"LURCHER_HTTP_ENABLED": "true", "LURCHER_HTTP_ADDRESS": "127.0.0.1:0"}
@@ -19,13 +19,8 @@ HTTP_ENV = {"LURCHER_HTTP_ENABLED": "true", "LURCHER_HTTP_ADDRESS": "127.0.0.1:0
 
 @pytest.fixture
 def nodes(tmp_path: Path) -> Iterator[list[LurcherServer]]:
-    servers = start_cluster(tmp_path, 3, env=HTTP_ENV)
-    try:
+    with running_cluster(tmp_path, 3, env=HTTP_ENV) as servers:
         yield servers
-    finally:
-        for server in servers:
-            if server.running:
-                server.kill()
 
 
 async def test_cluster_metadata_carries_the_groups_on_a_cluster_node(nodes) -> None:

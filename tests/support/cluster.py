@@ -9,6 +9,8 @@ an elected leader is bounded by ``LIVENESS_S``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from lurcher.core.wire.responses.cluster import NodeRole, NodeStatus
@@ -50,6 +52,22 @@ def start_cluster(root: Path, count: int, extra: str = "",
             server.kill()
         raise
     return servers
+
+
+@contextmanager
+def running_cluster(root: Path, count: int, extra: str = "",
+                    env: dict[str, str] | None = None,
+                    graceful: bool = False) -> Iterator[list[LurcherServer]]:
+    """``start_cluster``'s nodes for the ``with`` block. When it ends, those still running
+    are killed, or with ``graceful`` stopped by SIGTERM (a node that does not exit cleanly
+    fails the test); a node the test stopped itself is left as it is."""
+    servers = start_cluster(root, count, extra, env)
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            if server.running:
+                server.stop() if graceful else server.kill()
 
 
 async def observer(server: LurcherServer) -> Client:
