@@ -12,9 +12,8 @@ Human sizes ("1 GiB", "500 MB") and durations ("30 s", "1 m", "none") are parsed
 ``core.wire.units`` (``parse_size`` and ``parse_duration_us`` here raise ConfigError).
 
 ``Config`` holds the merged tables (``data``: what the diagnostic snapshot shows and what a
-shard process is started with) and their decoding (``typed``), which is what the server
-reads. Its dotted accessors (``get``, ``[]``, ``size``, ``duration_us``) are for tests and
-tools; server code reads ``typed`` attributes.
+shard process is started with) and their decoding (``typed``), which is what everything
+reads: there are no dotted accessors, so a key is read with its type or not at all.
 """
 
 from __future__ import annotations
@@ -179,26 +178,3 @@ class Config:
     def merged(self, override: Mapping[str, Any]) -> "Config":
         """A new Config with ``override`` (nested tables) merged over this one."""
         return Config(merge(self.data, override))
-
-    def get(self, dotted: str, default: Any = None) -> Any:
-        node: Any = self.data
-        for key in dotted.split("."):
-            if not isinstance(node, dict) or key not in node:
-                return default
-            node = node[key]
-        return node
-
-    def __getitem__(self, dotted: str) -> Any:
-        value = self.get(dotted, _MISSING)
-        if value is _MISSING:
-            raise ConfigError(f"missing configuration key {dotted}")
-        return value
-
-    def size(self, dotted: str) -> int:
-        return parse_size(self[dotted])
-
-    def duration_us(self, dotted: str) -> int:
-        return parse_duration_us(self[dotted])
-
-
-_MISSING = object()

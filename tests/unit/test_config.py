@@ -1,5 +1,7 @@
 """Configuration: packaged defaults, file overrides, environment overrides, value parsing."""
 
+import functools
+
 import pytest
 
 from lurcher.runtime.config import U64_MAX, ConfigError, load_config, parse_duration_us, parse_size
@@ -7,9 +9,9 @@ from lurcher.runtime.config import U64_MAX, ConfigError, load_config, parse_dura
 
 def test_packaged_defaults_load_without_a_file():
     config = load_config(environ={})
-    assert config["tcp.address"] == "127.0.0.1:8090"
-    assert config.size("system.segment.size") == 1024**3
-    assert config.duration_us("system.topic.message_expiry") == U64_MAX
+    assert config.typed.tcp.address == "127.0.0.1:8090"
+    assert config.typed.system.segment.size == 1024**3
+    assert config.typed.system.topic.message_expiry == U64_MAX
 
 
 def test_environment_overrides_nested_keys_with_underscores():
@@ -19,15 +21,15 @@ def test_environment_overrides_nested_keys_with_underscores():
         "LURCHER_SYSTEM_SEGMENT_SIZE": "1 MiB",
         "LURCHER_PERSONAL_ACCESS_TOKEN_MAX_TOKENS_PER_USER": "7",
     })
-    assert config["system.partition.enforce_fsync"] is True
-    assert config["tcp.address"] == "127.0.0.1:0"
-    assert config.size("system.segment.size") == 1024**2
-    assert config["personal_access_token.max_tokens_per_user"] == 7
+    assert config.typed.system.partition.enforce_fsync is True
+    assert config.typed.tcp.address == "127.0.0.1:0"
+    assert config.typed.system.segment.size == 1024**2
+    assert config.typed.personal_access_token.max_tokens_per_user == 7
 
 
 def test_root_credential_variables_are_not_config_keys():
     config = load_config(environ={"LURCHER_ROOT_PASSWORD": "secret", "LURCHER_ROOT_USERNAME": "x"})
-    assert config.get("root") is None
+    assert "root" not in config.data
 
 
 def test_unknown_environment_key_is_a_clear_error():
@@ -44,8 +46,8 @@ def test_file_overrides_defaults(tmp_path):
     path = tmp_path / "server.toml"
     path.write_text('[system.segment]\nsize = "64 KiB"\n')
     config = load_config(path, environ={})
-    assert config.size("system.segment.size") == 64 * 1024
-    assert config["tcp.enabled"] is True
+    assert config.typed.system.segment.size == 64 * 1024
+    assert config.typed.tcp.enabled is True
 
 
 def test_missing_file_is_a_clear_error(tmp_path):
@@ -92,7 +94,9 @@ def test_every_packaged_default_passes_its_own_check():
 def test_value_kinds_follow_from_the_defaults(key, kind):
     from lurcher.runtime.configcheck import kind_of
 
-    assert kind_of(key, load_config(environ={})[key]) == kind
+    value = functools.reduce(lambda table, name: table[name], key.split("."),
+                             load_config(environ={}).data)
+    assert kind_of(key, value) == kind
 
 
 def test_unknown_file_key_names_the_nearest_valid_one(tmp_path):
