@@ -33,9 +33,14 @@ EXTRA = f"commit_timeout_ms = {COMMIT_TIMEOUT_MS}\nrebalance_after_ticks = 50\n"
 LAYOUT = GroupLayout(3)
 
 
-@pytest.fixture(scope="module")
-def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[LurcherServer]]:
-    with running_cluster(tmp_path_factory.mktemp("cluster"), 3, EXTRA, HTTP_ENV) as servers:
+@pytest.fixture(scope="module", params=[pytest.param(1, id="one-shard"),
+                                        pytest.param(2, id="two-shards")])
+def nodes(request: pytest.FixtureRequest,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[LurcherServer]]:
+    """Three nodes shared by the module's tests (each uses its own stream); of one shard,
+    or of two (shard 0 runs the groups and owns every partition; shard 1 forwards)."""
+    env = {**HTTP_ENV, "LURCHER_SYSTEM_SHARDING_SHARDS": str(request.param)}
+    with running_cluster(tmp_path_factory.mktemp("cluster"), 3, EXTRA, env) as servers:
         yield servers
 
 
@@ -75,6 +80,16 @@ def partition_files(server: LurcherServer, stream: int, topic: int, partition: i
     return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
 
 
+def alike(servers: list[LurcherServer], stream: int, partition: int, messages: int):
+    """A check: every server's partition files hold ``messages`` messages, the same bytes."""
+    async def check() -> bool:
+        files = [partition_files(server, stream, 0, partition) for server in servers]
+        index = [v for name, v in files[0].items() if name.endswith(".index")]
+        return len(index) == 1 and len(index[0]) == messages * INDEX_ENTRY_BYTES and \
+            all(f == files[0] for f in files)
+    return check
+
+
 async def test_sends_through_any_node_are_stored_alike_on_every_replica(nodes) -> None:
     connected = await clients(nodes)
     try:
@@ -92,13 +107,7 @@ async def test_sends_through_any_node_are_stored_alike_on_every_replica(nodes) -
             assert all(m[1] != 0 for m in expected)  # ids assigned once, for every replica
             for client in connected[1:]:
                 assert await polled(client, "alike", "t", p) == expected
-
-            async def alike(p=p) -> bool:  # every replica wrote the 9 messages, the same
-                files = [partition_files(server, 0, 0, p) for server in nodes]
-                index = [v for name, v in files[0].items() if name.endswith(".index")]
-                return len(index) == 1 and len(index[0]) == 9 * INDEX_ENTRY_BYTES and \
-                    all(f == files[0] for f in files)
-            await eventually(alike, f"partition {p} byte-identical on every node")
+            await eventually(alike(nodes, 0, p, 9), f"partition {p} byte-identical on every node")
     finally:
         await close_all(connected)
 
@@ -228,6 +237,7 @@ async def test_a_killed_primary_s_groups_move_and_come_back_after_its_restart(
                 return bool(found) and all(p == node for p in found.values())
             return check
         await eventually(all_on("node-0"), "node-0 primary of its groups")
+        await send_all(connected[1], "failover", "before", 1)
         await connected[0].close()
         own_nodes[0].kill()
 
@@ -239,6 +249,11 @@ async def test_a_killed_primary_s_groups_move_and_come_back_after_its_restart(
         own_nodes[0].restart()
         connected[0] = await observer(own_nodes[0])
         await eventually(all_on("node-0"), "node-0 takes its groups back after its restart")
-        assert len(await polled(connected[0], "failover", "t", 0)) == 2
+        # what it stored before (not stored twice as its log is re-executed) and what it
+        # missed, read from its own log now that it is primary again; replicas identical
+        assert [m[3] for m in await polled(connected[0], "failover", "t", 0)] == [
+            b"before-0-0", b"while-down-0-0", b"while-down-0-1"]
+        for p in range(3):
+            await eventually(alike(own_nodes, 0, p, 3), f"partition {p} alike after healing")
     finally:
         await close_all(connected)
