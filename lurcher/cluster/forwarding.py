@@ -66,11 +66,13 @@ def timed_out(what: str, timeout_s: float) -> IggyError:
 
 class Forwarder:
     def __init__(self, node: Any, handlers: dict[str, Handler],
-                 encode_result: Callable[[Any], bytes], timeout_s: float) -> None:
-        """``handlers`` run on the primary; ``encode_result`` turns their result into the
-        answer's payload for a caller on another node."""
+                 encode_result: Callable[[Any], bytes], timeout_s: float,
+                 anywhere: set[str] = frozenset()) -> None:
+        """``handlers`` run on the primary, those named in ``anywhere`` on any member;
+        ``encode_result`` turns their result into the answer's payload for a caller on
+        another node."""
         self.node, self.handlers, self.encode_result = node, handlers, encode_result
-        self.timeout_s = timeout_s
+        self.timeout_s, self.anywhere = timeout_s, anywhere
         self.waiting: dict[int, asyncio.Future] = {}
         self.ids = itertools.count(1)
         node.on_forward = self._on_message
@@ -100,13 +102,26 @@ class Forwarder:
             await asyncio.sleep(min(self.node.config.tick_ms / 1000, max(remaining, 0)))
         raise AssertionError("unreachable")
 
+    async def on_any_other(self, group: int, kind: str, body: bytes) -> bytes:
+        """Run ``kind`` (one of ``anywhere``) on the first other member that answers it.
+        Raises IggyError when none did within ``timeout_s`` each."""
+        failure: Exception = IggyError(ErrorCode.TASK_TIMEOUT, "no other member")
+        for member in self.node.members_of(group):
+            if member == self.node.index:
+                continue
+            try:
+                return await self._call(member, Call(kind, group, body), self.timeout_s)
+            except (IggyError, NotPrimary, asyncio.TimeoutError) as exc:
+                failure = exc if isinstance(exc, IggyError) else timed_out(kind, 0)
+        raise failure
+
     def _target(self, group: int, members: list[int], attempt: int) -> int | None:
         if group in self.node.groups:
             return self.node.leader(group)
         return members[attempt % len(members)]
 
     async def _run(self, kind: str, group: int, body: bytes) -> Any:
-        if not self.node.is_primary(group):
+        if kind not in self.anywhere and not self.node.is_primary(group):
             raise NotPrimary
         return await self.handlers[kind](group, body)
 

@@ -94,15 +94,18 @@ class ClusterNode:
     def __init__(self, config: ClusterConfig, data_dir: Path,
                  services: dict[int, Callable[[], Service]
                                 | tuple[list[int], Callable[[], Service]]],
-                 new_cluster: bool = True, rebalanced: frozenset[int] = frozenset()) -> None:
+                 new_cluster: bool = True, rebalanced: frozenset[int] = frozenset(),
+                 checkpointed: frozenset[int] = frozenset()) -> None:
         """``services``: per group its service factory (every node a member, in index
         order) or (members, factory). ``rebalanced``: the groups whose view-0 primary takes
-        the group back once caught up (``_maybe_take_back``). ``new_cluster``: a missing journal is created
+        the group back once caught up (``_maybe_take_back``); ``checkpointed``: the groups
+        that take a checkpoint every ``checkpoint_every_ops`` ops. ``new_cluster``: a
+        missing journal is created
         formatted (the node joins a new cluster); False for a node whose disk was lost: it
         recovers from its peers."""
         self.config = config
         self.new_cluster = new_cluster
-        self.rebalanced = rebalanced
+        self.rebalanced, self.checkpointed = rebalanced, checkpointed
         self.index, self.n = config.index, len(config.names)
         self.data_dir = data_dir
         self.services = services
@@ -114,9 +117,10 @@ class ClusterNode:
         self.on_executed: Callable[[int, int, bytes], None] | None = None
         self.on_forward: Callable[[int, Message], None] | None = None
 
-    def replica_config(self, replicas: int) -> Config:
+    def replica_config(self, replicas: int, group: int) -> Config:
         c = self.config
-        return Config(replicas=replicas, heartbeat_ticks=c.heartbeat_ticks,
+        every = c.checkpoint_every_ops if group in self.checkpointed else 0
+        return Config(replicas=replicas, checkpoint_every=every, keep_below_checkpoint=every, heartbeat_ticks=c.heartbeat_ticks,
                       view_timeout_ticks=c.view_timeout_ticks,
                       view_change_timeout_ticks=c.view_change_timeout_ticks,
                       retransmit_ticks=c.retransmit_ticks, max_batch=64, pipeline=32)
@@ -132,7 +136,7 @@ class ClusterNode:
                 list(range(self.n)), spec)
             if self.index not in members:
                 continue
-            replica = Replica(members.index(self.index), self.replica_config(len(members)),
+            replica = Replica(members.index(self.index), self.replica_config(len(members), group),
                               make_service(), nonce=int.from_bytes(os.urandom(7), "little"))
             first = encode_record(Format(len(members))) if self.new_cluster else None
             journal = FileJournal(self.data_dir / f"group-{group}.journal", first)

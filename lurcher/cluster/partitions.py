@@ -29,9 +29,9 @@ same ids: an op for a deleted partition is skipped alike everywhere.
 
 Restarts: a replica re-executes its group's committed log from the start; an ``Append`` whose
 messages the partition log already holds (counted per partition since the start) is not
-stored again (deduplication still sees it). Known limits: the group journals keep every op
-(no checkpoints: memory and journal grow with the data sent); a node-local purge or segment
-deletion does not go through the group.
+stored again (deduplication still sees it). Checkpoints (``partition_state``) bound each
+group's log; a replica adopting one copies the messages it lacks from another replica.
+Known limit: a node-local purge or segment deletion does not go through the group.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ import numpy as np
 from lurcher.cluster.forwarding import Forwarder
 from lurcher.cluster.host import ClusterBusy
 from lurcher.cluster.partition_groups import GroupLayout
+from lurcher.cluster.partition_state import Filler, decode_state, encode_state, fetch_decoder
 from lurcher.core.shard.cluster import payload_of
 from lurcher.core.shard.dedup import ID_BYTES, message_ids
 from lurcher.core.shard.handlers.offsets import offset_target
@@ -153,6 +154,8 @@ class PartitionService:
         self.done: dict[int, asyncio.Future] = {}  # position -> its local effect, until done
         self.failed: dict[int, BaseException] = {}  # recent positions whose effect failed
         self.stored: dict[tuple[int, int, int], int] = {}  # messages per partition so far
+        self.filling = False  # copying messages a restored checkpoint counts (``Filler``)
+        self.filler: Filler | None = None  # set once the node's forwarder exists
 
     def apply(self, body: bytes) -> bytes:
         position = self.calls
@@ -164,7 +167,7 @@ class PartitionService:
 
     def drain(self) -> None:
         """Carry out queued ops whose metadata this node has applied, in order."""
-        while self.queue and self.queue[0][1].meta_base <= self.meta.accepted:
+        while not self.filling and self.queue and self.queue[0][1].meta_base <= self.meta.accepted:
             position, op = self.queue.popleft()
             try:
                 effect = self._execute(op)
@@ -234,16 +237,52 @@ class PartitionService:
         self.stored[key] = stored + batch.count
         if stored + batch.count <= partition.next_offset:
             return None  # stored before this start (the log is re-executed)
+        return self._append(key, partition, batch, timestamp_us)
+
+    def _append(self, key: tuple[int, int, int], partition: Any, batch: MessageBatch,
+                timestamp_us: int) -> Any:
+        """Hand ``batch`` to the partition, to be stamped with ``timestamp_us``."""
         if not isinstance(partition.clock, OpClock):
             partition.clock = OpClock(partition.clock)
         partition.clock.stamps.append(timestamp_us)
         return self.shard.append(partition, batch)
 
+    # ---- checkpoints (``partition_state``) ---------------------------------------------
+
     def snapshot(self) -> bytes:
-        raise NotImplementedError("partition groups take no checkpoints (checkpoint_every=0)")
+        queued = [(position, msgspec.msgpack.encode(op)) for position, op in self.queue]
+        return encode_state(self.calls, self.stored, queued, self.shard.dedup)
 
     def restore(self, state: bytes) -> None:
-        raise NotImplementedError("partition groups take no checkpoints (checkpoint_every=0)")
+        """Adopt a checkpoint's state; copy the messages it counts that this replica's
+        partitions lack before any later op is carried out."""
+        decoded = decode_state(state, self.shard.dedup)
+        had, self.stored = self.stored, {tuple(k): n for k, n in decoded.stored}
+        for position, _ in self.queue:  # covered by the checkpoint (stored or queued)
+            self._finish(position, self.done[position], None)
+        self.calls = decoded.calls
+        self.queue = deque()
+        for position, body in decoded.queued:
+            self.done.setdefault(position, asyncio.get_running_loop().create_future())
+            self.queue.append((position, _op_decoder.decode(body)))
+        gaps = {}
+        for key, count in self.stored.items():
+            partition = self.shard.partitions.get(key)
+            have = max(partition.next_offset, had.get(key, 0)) if partition else count
+            if count > have:
+                gaps[key] = (have, count)
+        if gaps:
+            self.filling = True
+            asyncio.ensure_future(self._fill(gaps))
+
+    async def _fill(self, gaps: dict) -> None:
+        try:
+            await self.filler.fill(gaps, self._append)
+        except Exception:
+            log.exception("copying messages after a checkpoint failed; this replica's "
+                          "partitions now differ from the group's")
+        self.filling = False
+        self.drain()
 
 
 class ReplicatedPartitions:
@@ -254,8 +293,11 @@ class ReplicatedPartitions:
         self.shard, self.node, self.layout, self.services = shard, node, layout, services
         self.meta, self.timeout_s = meta, timeout_s
         self.forwarder = Forwarder(node, {"append": self._submit, "offset": self._offset,
-                                          "get_offset": self._get_offset, "poll": self._poll},
-                                   self._encode, timeout_s)
+                                          "get_offset": self._get_offset, "poll": self._poll,
+                                          "fetch": self._fetch},
+                                   self._encode, timeout_s, anywhere={"fetch"})
+        for group, service in services.items():
+            service.filler = Filler(shard, self._fetch_from_members, group)
 
     def install(self, dispatcher: Any) -> None:
         handlers = {"send_messages": self.send, "poll_messages": self.poll,
@@ -353,6 +395,18 @@ class ReplicatedPartitions:
         if stored is None:
             return None
         return ConsumerOffsetInfo(partition.partition_id, partition.current_offset, stored)
+
+    async def _fetch(self, group: int, body: bytes) -> Any:
+        """Stored messages for a replica filling its partition (any member answers)."""
+        ask = fetch_decoder.decode(body)
+        partition = self.shard.partitions.get(tuple(ask.key))
+        if partition is None or partition.next_offset < ask.offset + ask.count:
+            raise IggyError(ErrorCode.INVALID_OFFSET, "this replica lacks them too")
+        return Parts([within_reply_cap(self.shard, partition,
+                                       partition.read_offset(ask.offset, ask.count))])
+
+    async def _fetch_from_members(self, group: int, body: bytes) -> bytes:
+        return await self.forwarder.on_any_other(group, "fetch", body)
 
     async def _poll(self, group: int, body: bytes) -> tuple[int, Any]:
         call = _poll_decoder.decode(body)
