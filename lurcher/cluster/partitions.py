@@ -10,8 +10,9 @@ Writes are ops of the group, executed on every replica in commit order (``Partit
   execution the partition's clock (``OpClock``) answers the op's timestamp (the batch
   timestamp is ``max(op timestamp, last + 1)``, the same everywhere), deduplication runs with the op's
   timestamp as "now" on the same history, so it drops the same messages everywhere.
-- ``StoreOffset``: a consumer's or group's offset (StoreConsumerOffset, and a poll with
-  auto-commit), so a consumer resumes where it was on any replica after a failover.
+- ``StoreOffset`` / ``DeleteOffset``: a consumer's or group's offset (StoreConsumerOffset,
+  a poll with auto-commit, DeleteConsumerOffset), so a consumer resumes where it was on any
+  replica after a failover.
 
 A message reaches a partition log only when its op is committed (on a quorum of the group's
 journals: in the page cache, and fsynced before the acknowledgement with
@@ -95,6 +96,10 @@ class StoreOffset(ConsumerAt, tag=2):
     offset: int
 
 
+class DeleteOffset(ConsumerAt, tag=3):
+    pass
+
+
 class Poll(ConsumerAt):
     strategy: int
     value: int
@@ -107,7 +112,7 @@ class Polled(msgspec.Struct, array_like=True, frozen=True):
     payload: bytes
 
 
-Op = Append | StoreOffset
+Op = Append | StoreOffset | DeleteOffset
 _op_decoder = msgspec.msgpack.Decoder(Op)
 _poll_decoder = msgspec.msgpack.Decoder(Poll)
 _polled_decoder = msgspec.msgpack.Decoder(Polled)
@@ -225,6 +230,10 @@ class PartitionService:
         if isinstance(op, StoreOffset):
             partition.store_offset(op.kind, op.key, op.offset)
             return None
+        if isinstance(op, DeleteOffset):
+            if partition.get_offset(op.kind, op.key) is not None:
+                partition.delete_offset(op.kind, op.key)
+            return None
         key = (op.stream_id, op.topic_id, op.partition_id)
         batch = MessageBatch(op.count, memoryview(op.index), memoryview(bytearray(op.blob)))
         return self.shard.dedup.append(
@@ -294,6 +303,7 @@ class ReplicatedPartitions:
         self.meta, self.timeout_s = meta, timeout_s
         self.forwarder = Forwarder(node, {"append": self._submit, "offset": self._offset,
                                           "get_offset": self._get_offset, "poll": self._poll,
+                                          "delete_offset": self._delete_offset,
                                           "fetch": self._fetch},
                                    self._encode, timeout_s, anywhere={"fetch"})
         for group, service in services.items():
@@ -302,7 +312,8 @@ class ReplicatedPartitions:
     def install(self, dispatcher: Any) -> None:
         handlers = {"send_messages": self.send, "poll_messages": self.poll,
                     "store_consumer_offset": self.store_offset,
-                    "get_consumer_offset": self.get_offset}
+                    "get_consumer_offset": self.get_offset,
+                    "delete_consumer_offset": self.delete_offset}
         for code, route in list(dispatcher.table.items()):
             if route.spec.name in handlers:
                 dispatcher.table[code] = dataclasses.replace(
@@ -345,6 +356,15 @@ class ReplicatedPartitions:
         return await self.forwarder.on_primary(self.group_of(topic, pid), "get_offset",
                                                msgspec.msgpack.encode(ask))
 
+    async def delete_offset(self, shard: Any, session: Any, req: Any) -> None:
+        target, _ = offset_target(shard, session, req)
+        topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+        pid = target.partition_id
+        op = DeleteOffset(self.meta.accepted, topic.stream_id, topic.id, pid,
+                          topic.partition_created_at[pid], target.kind, target.key)
+        await self.forwarder.on_primary(self.group_of(topic, pid), "delete_offset",
+                                        msgspec.msgpack.encode(op))
+
     async def poll(self, shard: Any, session: Any, req: Any) -> Any:
         topic = shard.meta.state.topic(req.stream_id, req.topic_id)
         target = resolve(shard, session, topic, req.consumer, req.partition_id, advance=True)
@@ -385,6 +405,15 @@ class ReplicatedPartitions:
         if partition.messages_count == 0 or op.offset > partition.current_offset:
             raise IggyError(ErrorCode.INVALID_OFFSET,
                             f"offset {op.offset} is past the partition's last offset")
+        await self._submit(group, body)
+
+    async def _delete_offset(self, group: int, body: bytes) -> None:
+        """Refused (CONSUMER_OFFSET_NOT_FOUND) when the primary stores none, as on a node."""
+        op = _op_decoder.decode(body)
+        await self.meta.reached(op.meta_base, self.timeout_s)
+        partition = self.services[group]._partition(op)
+        if partition.get_offset(op.kind, op.key) is None:
+            raise IggyError(ErrorCode.CONSUMER_OFFSET_NOT_FOUND, "no stored offset")
         await self._submit(group, body)
 
     async def _get_offset(self, group: int, body: bytes) -> Any:

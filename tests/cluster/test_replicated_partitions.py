@@ -3,7 +3,7 @@
 Three nodes on loopback, our SDK connected to a chosen node (it stays there). Sends made
 through any node are stored alike, byte for byte, on every replica; the partitions of a
 topic have their primaries on different nodes; consumer offsets stored through one node
-are what every node answers; a factor of 1 still serves every node (forwarded to the one
+(and deleted) are what every node answers; a factor of 1 still serves every node (forwarded to the one
 replica) and a factor above the node count is refused. Slow: with one node killed the
 cluster keeps acknowledging sends, every acknowledged message is readable through both
 survivors, and with two killed a send fails with TaskTimeout (12001) instead of hanging;
@@ -148,6 +148,12 @@ async def test_a_consumer_offset_stored_through_one_node_is_read_through_every_n
         then = await connected[2].poll_messages("offsets", "t", 0, "next", 1, True,
                                                 consumer=5)
         assert [m.payload for m in then.messages()] == [b"m3"]
+        await connected[2].delete_consumer_offset(5, "offsets", "t", 0)
+        for client in connected:
+            assert await client.get_consumer_offset(5, "offsets", "t", 0) is None
+        with pytest.raises(IggyError) as missing:
+            await connected[1].delete_consumer_offset(5, "offsets", "t", 0)
+        assert missing.value.status == ErrorCode.CONSUMER_OFFSET_NOT_FOUND
     finally:
         await close_all(connected)
 
