@@ -5,8 +5,13 @@ Iggy's keys: ``enabled``, ``name``, ``[cluster.node.current]`` (``name``, ``ip``
 ``http``, ``websocket``). lurcher adds what replication needs: ``secret`` (shared by every
 node; a peer that cannot prove it is refused), ``replication_port`` on the current node and
 in each other node's ``ports`` (where nodes talk to each other), and the timing of the
-replication core (``tick``, view timeouts in ticks) and ``commit_timeout_ms``, after which
-a change the group could not commit (no quorum) fails instead of waiting.
+replication core (``tick``, view timeouts in ticks; ``rebalance_after_ticks``: how long a
+node must have been caught up in a group whose view-0 primary it is before it starts a view
+change that makes it primary again, 0 never), ``commit_timeout_ms``, after which
+a change or send the group could not commit (no quorum) fails instead of waiting, and
+``checkpoint_every_ops`` (a partition group checkpoints every so many ops and keeps as many
+below the checkpoint), ``replication_factor``, the replicas of each partition of a topic created without one
+(Iggy 0.8 has no such key: it stores 1), at most the number of nodes.
 
 Nodes are numbered by their names in sorted order, so every node derives the same index for
 each member from the same list of names. ``decode_cluster`` refuses unknown keys, missing
@@ -18,6 +23,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+
+from lurcher.cluster.partition_groups import MAX_NODES
 
 
 class ClusterConfigError(ValueError):
@@ -58,7 +65,10 @@ class ClusterConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     view_timeout_ticks: int = 100
     view_change_timeout_ticks: int = 150
     retransmit_ticks: int = 20
-    commit_timeout_ms: int = 5000  # a metadata change not committed by then fails
+    commit_timeout_ms: int = 5000  # a change or send not committed by then fails
+    rebalance_after_ticks: int = 200  # a caught-up preferred primary takes its group back
+    checkpoint_every_ops: int = 256  # a partition group's checkpoint interval, 0: none
+    replication_factor: int = 3  # replicas of a partition of a topic created without one
     node: Nodes | None = None
 
     @property
@@ -92,6 +102,15 @@ def decode_cluster(table: dict[str, Any]) -> ClusterConfig:
     if not config.secret:
         raise ClusterConfigError("[cluster] enabled without a secret: set cluster.secret")
     names = [config.node.current.name, *(o.name for o in config.node.others)]
+    if config.checkpoint_every_ops < 0:
+        raise ClusterConfigError("cluster.checkpoint_every_ops must be >= 0")
+    if config.rebalance_after_ticks < 0:
+        raise ClusterConfigError("cluster.rebalance_after_ticks must be >= 0")
+    if not 1 <= config.replication_factor <= 255:
+        raise ClusterConfigError(f"cluster.replication_factor must be 1..255, got "
+                                 f"{config.replication_factor}")
+    if len(names) > MAX_NODES:
+        raise ClusterConfigError(f"[cluster]: at most {MAX_NODES} nodes, got {len(names)}")
     if len(set(names)) != len(names):
         raise ClusterConfigError(f"[cluster]: node names must differ, got {names}")
     for other in config.node.others:

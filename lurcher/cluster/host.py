@@ -14,6 +14,20 @@ view every ``retransmit_ticks`` until answered; the client table executes a rese
 once. Waiting submissions are bounded (``MAX_WAITING``); beyond it ``submit`` raises
 ``ClusterBusy``.
 
+Groups and members: ``services`` maps each group this node runs to its members (node
+indices, in the group's own order) and its service factory. A group's replica ``i`` is node
+``members[i]``: the replica core numbers its replicas 0..k-1 and makes replica ``view % k``
+primary, so rotating ``members`` is how a group chooses which node is primary in view 0
+(``partition_groups`` spreads the partition groups' primaries this way). A node runs only
+the groups it is a member of; ``primary_node(group)`` and ``leader`` answer in node indices.
+
+Taking primaries back: in the ``rebalanced`` groups (the partition groups; not the
+metadata group, whose primary is the Leader clients follow), ``_maybe_take_back`` (see
+there), after ``rebalance_after_ticks``.
+
+Forwarding: frames on group ``FORWARD_GROUP`` are not replication but node-to-node calls
+(``forwarding``); they are handed to ``on_forward`` untouched.
+
 Observing (for ``cluster.status`` and the metrics): after every step of a replica the shell
 compares its status and view with what it saw before, logs each view change at INFO (group,
 new view, new primary) and counts it; it notes the highest commit number the primary has
@@ -44,6 +58,7 @@ log = logging.getLogger(__name__)
 
 CLIENTS_PER_NODE = 16
 MAX_WAITING = 10_000
+FORWARD_GROUP = 0xFFFF_FFFF  # link frames of node-to-node calls, not of a group
 
 
 class ClusterBusy(Exception):
@@ -62,6 +77,7 @@ class _Slot:
 @dataclass
 class _Group:
     replica: Replica
+    members: list[int]  # node index of each replica index
     journal: FileJournal
     executor: ThreadPoolExecutor
     slots: list[_Slot]
@@ -70,16 +86,26 @@ class _Group:
     status: Status = Status.LOADING  # the replica's status after its last step
     view_changes: int = 0  # views this node saw its replica move to after its first one
     primary_commit: int = 0  # the highest commit number announced by a primary
+    caught_up_since: int | None = None  # tick since this preferred backup is caught up
     commit_times: LatencyTally = field(default_factory=LatencyTally)
 
 
 class ClusterNode:
     def __init__(self, config: ClusterConfig, data_dir: Path,
-                 services: dict[int, Callable[[], Service]], new_cluster: bool = True) -> None:
-        """``new_cluster``: a missing journal is created formatted (the node joins a new
-        cluster); False for a node whose disk was lost: it recovers from its peers."""
+                 services: dict[int, Callable[[], Service]
+                                | tuple[list[int], Callable[[], Service]]],
+                 new_cluster: bool = True, rebalanced: frozenset[int] = frozenset(),
+                 checkpointed: frozenset[int] = frozenset()) -> None:
+        """``services``: per group its service factory (every node a member, in index
+        order) or (members, factory). ``rebalanced``: the groups whose view-0 primary takes
+        the group back once caught up (``_maybe_take_back``); ``checkpointed``: the groups
+        that take a checkpoint every ``checkpoint_every_ops`` ops. ``new_cluster``: a
+        missing journal is created
+        formatted (the node joins a new cluster); False for a node whose disk was lost: it
+        recovers from its peers."""
         self.config = config
         self.new_cluster = new_cluster
+        self.rebalanced, self.checkpointed = rebalanced, checkpointed
         self.index, self.n = config.index, len(config.names)
         self.data_dir = data_dir
         self.services = services
@@ -89,10 +115,12 @@ class ClusterNode:
                            self._deliver)
         self.ticker: asyncio.Task | None = None
         self.on_executed: Callable[[int, int, bytes], None] | None = None
+        self.on_forward: Callable[[int, Message], None] | None = None
 
-    def replica_config(self) -> Config:
+    def replica_config(self, replicas: int, group: int) -> Config:
         c = self.config
-        return Config(replicas=self.n, heartbeat_ticks=c.heartbeat_ticks,
+        every = c.checkpoint_every_ops if group in self.checkpointed else 0
+        return Config(replicas=replicas, checkpoint_every=every, keep_below_checkpoint=every, heartbeat_ticks=c.heartbeat_ticks,
                       view_timeout_ticks=c.view_timeout_ticks,
                       view_change_timeout_ticks=c.view_change_timeout_ticks,
                       retransmit_ticks=c.retransmit_ticks, max_batch=64, pipeline=32)
@@ -103,13 +131,17 @@ class ClusterNode:
         current = self.config.node.current
         await self.links.start(current.ip, current.replication_port)
         nonce = int.from_bytes(os.urandom(5), "little") << 16
-        for group, make_service in sorted(self.services.items()):
-            replica = Replica(self.index, self.replica_config(), make_service(),
-                              nonce=int.from_bytes(os.urandom(7), "little"))
-            first = encode_record(Format(self.n)) if self.new_cluster else None
+        for group, spec in sorted(self.services.items()):
+            members, make_service = spec if isinstance(spec, tuple) else (
+                list(range(self.n)), spec)
+            if self.index not in members:
+                continue
+            replica = Replica(members.index(self.index), self.replica_config(len(members), group),
+                              make_service(), nonce=int.from_bytes(os.urandom(7), "little"))
+            first = encode_record(Format(len(members))) if self.new_cluster else None
             journal = FileJournal(self.data_dir / f"group-{group}.journal", first)
             slots = [_Slot(nonce | (i << 8) | self.index) for i in range(CLIENTS_PER_NODE)]
-            self.groups[group] = _Group(replica, journal,
+            self.groups[group] = _Group(replica, list(members), journal,
                                         ThreadPoolExecutor(1, f"journal-{group}"), slots)
             self._apply(group, replica.start())
         self.ticker = asyncio.create_task(self._tick_forever())
@@ -155,7 +187,7 @@ class ClusterNode:
         g = self.groups[group]
         slot.sent_at = g.replica.now
         request = Request(slot.client, slot.request, slot.body)
-        primary = g.replica.primary_of(g.replica.view)
+        primary = g.members[g.replica.primary_of(g.replica.view)]
         if primary == self.index:
             self._apply(group, g.replica.on_message(request))
         else:
@@ -180,6 +212,7 @@ class ClusterNode:
             for group, g in self.groups.items():
                 self._apply(group, g.replica.on_tick())
                 self._resend(group)
+                self._maybe_take_back(group, g)
 
     def _resend(self, group: int) -> None:
         g = self.groups[group]
@@ -188,7 +221,33 @@ class ClusterNode:
             if slot.future is not None and g.replica.now >= due:
                 self._send_request(group, slot)
 
+    def _maybe_take_back(self, group: int, g: _Group) -> None:
+        """Become primary again of a group this node leads in view 0 (``members[0]``), once
+        its replica has been in normal operation, caught up with the primary's announced
+        commit and linked to every member for ``rebalance_after_ticks``: a view change to
+        the next view this node is primary of."""
+        replica, wait = g.replica, self.config.rebalance_after_ticks
+        if (not wait or group not in self.rebalanced or g.members[0] != self.index
+                or replica.status is not Status.NORMAL
+                or replica.is_primary or replica.commit < g.primary_commit
+                or not all(self.link_up(m) for m in g.members)):
+            g.caught_up_since = None
+            return
+        if g.caught_up_since is None:
+            g.caught_up_since = replica.now
+        elif replica.now - g.caught_up_since >= wait:
+            k = len(g.members)
+            view = (replica.view // k + 1) * k
+            log.info("group %d: node %s is caught up and takes its primary back (view %d)",
+                     group, self.config.names[self.index], view)
+            g.caught_up_since = None
+            self._apply(group, replica.request_view(view))
+
     def _deliver(self, peer: int, group: int, message: Message) -> None:
+        if group == FORWARD_GROUP:
+            if self.on_forward is not None:
+                self.on_forward(peer, message)
+            return
         g = self.groups.get(group)
         if g is None:
             return
@@ -202,7 +261,7 @@ class ClusterNode:
     def _apply(self, group: int, fx: Effects) -> None:
         g = self.groups[group]
         for to, message in fx.sends:
-            self.links.send(to, group, message)
+            self.links.send(g.members[to], group, message)
         for reply in fx.replies:
             owner = reply.client & 0xFF
             if owner == self.index:
@@ -245,11 +304,11 @@ class ClusterNode:
 
     def _log_view(self, group: int, g: _Group) -> None:
         """Log and count a view change, seen by comparing the replica with its last step."""
-        replica, names = g.replica, self.config.names
+        replica, names = g.replica, [self.config.names[m] for m in g.members]
         status, g.status = g.status, replica.status
         if replica.status is Status.VIEW_CHANGE and status is not Status.VIEW_CHANGE:
             log.info("group %d: view change under way (to view %d) on node %s", group,
-                     replica.view, names[self.index])
+                     replica.view, names[replica.index])
         if replica.status is not Status.NORMAL or replica.view == g.view:
             return
         what = "started in" if g.view < 0 else "view change to"
@@ -258,23 +317,39 @@ class ClusterNode:
         g.view = replica.view
         role = "primary" if replica.is_primary else "backup"
         log.info("group %d: %s view %d, primary %s (node %s is %s)", group, what,
-                 replica.view, names[replica.primary_of(replica.view)], names[self.index], role)
+                 replica.view, names[replica.primary_of(replica.view)], names[replica.index],
+                 role)
 
     # ---- observing --------------------------------------------------------------------
 
     def leader(self, group: int) -> int | None:
         """The node whose replica is primary of ``group``'s current view, as this node
         sees it; None while this node's replica is not in normal operation."""
-        replica = self.groups[group].replica
-        if replica.status is not Status.NORMAL:
+        g = self.groups[group]
+        if g.replica.status is not Status.NORMAL:
             return None
-        return replica.primary_of(replica.view)
+        return g.members[g.replica.primary_of(g.replica.view)]
+
+    def is_primary(self, group: int) -> bool:
+        """This node's replica of ``group`` is the primary, in normal operation."""
+        g = self.groups.get(group)
+        return g is not None and g.replica.status is Status.NORMAL and g.replica.is_primary
+
+    def members_of(self, group: int) -> list[int]:
+        """``group``'s members (node indices), whether or not this node is one."""
+        spec = self.services[group]
+        return list(spec[0]) if isinstance(spec, tuple) else list(range(self.n))
+
+    def node_of(self, group: int, replica: int) -> int:
+        """The node index of ``group``'s replica index ``replica``."""
+        return self.groups[group].members[replica]
 
     def link_up(self, index: int) -> bool:
         return index == self.index or index in self.links.outgoing
 
     def status(self, group: int) -> dict[str, object]:
         """``group``'s replica by indices (``cluster.status.group_status`` names nodes)."""
-        r = self.groups[group].replica
+        g = self.groups[group]
+        r = g.replica
         return {"node": self.index, "status": r.status.value, "view": r.view,
-                "primary": r.primary_of(r.view), "op": r.op, "commit": r.commit}
+                "primary": g.members[r.primary_of(r.view)], "op": r.op, "commit": r.commit}

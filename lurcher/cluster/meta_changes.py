@@ -124,6 +124,7 @@ class MetaService:
         self.calls = 0  # requests executed since the replica started
         self.accepted, self.skip_below, self.done_events = self._load()
         self.waiters: list[tuple[int, asyncio.Future]] = []
+        self.on_applied: list[Callable[[], None]] = []  # told after each accepted change
 
     def _load(self) -> tuple[int, int, int]:
         """(changes accepted, first position to execute, events of it already stored)."""
@@ -165,6 +166,8 @@ class MetaService:
             CAPTURE.reset(token)
         self.accepted += 1
         self._wake()
+        for listener in self.on_applied:
+            listener()
         return msgspec.msgpack.encode(Outcome(True, self.accepted))
 
     def _record(self, event: Event) -> None:

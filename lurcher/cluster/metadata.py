@@ -9,9 +9,9 @@ node is Leader, and Iggy's clients stay where they are.
 What the group carries: every metadata change (streams, topics, partitions, consumer
 groups, users, tokens), as the events the change's handler decided, applied on every node in
 commit order (``meta_changes``). A change made on any node is acknowledged once committed on
-a quorum, and every node serves reads of it. Not carried yet: message data (partitions are
-each node's own), consumer offsets and group membership (runtime state of the node the
-consumer is connected to).
+a quorum, and every node serves reads of it. Partitions (messages, consumer offsets) are
+carried by the partition groups (``partitions``, ``partition_groups``); consumer group
+membership stays runtime state of the node the consumer is connected to.
 
 Endpoints: this node's are the addresses its listeners really bound; another node's are the
 ports its ``[[cluster.node.others]]`` entry gives, else this node's configured ones (Iggy's
@@ -25,6 +25,8 @@ from typing import Any
 from lurcher.cluster.config import ClusterConfig
 from lurcher.cluster.host import ClusterNode
 from lurcher.cluster.meta_changes import MetaChanges, MetaService, MetaView
+from lurcher.cluster.partition_groups import GroupLayout
+from lurcher.cluster.partitions import PartitionService, ReplicatedPartitions
 from lurcher.cluster.status import META_GROUP
 from lurcher.core.wire.responses.cluster import ClusterMetadata, NodeRole, NodeStatus
 from lurcher.core.wire.responses.cluster import ClusterNode as NodeInfo
@@ -39,10 +41,22 @@ async def start_node(config: ClusterConfig, shard: Any) -> ClusterNode:
     cluster_dir = shard.data_path / "cluster"
     cluster_dir.mkdir(parents=True, exist_ok=True)
     service = MetaService(shard, store, cluster_dir / "meta-applied.json")
-    node = ClusterNode(config, cluster_dir, {META_GROUP: lambda: service})
+    layout = GroupLayout(len(config.names))
+    partition_services = {group: PartitionService(shard, service)
+                          for group, members in layout.members().items()
+                          if config.index in members}
+    for partition_service in partition_services.values():
+        service.on_applied.append(partition_service.drain)
+    groups: dict[int, Any] = {META_GROUP: lambda: service}
+    groups.update({group: (members, lambda s=partition_services.get(group): s)
+                   for group, members in layout.members().items()})
+    node = ClusterNode(config, cluster_dir, groups, rebalanced=frozenset(layout.members()),
+                       checkpointed=frozenset(layout.members()))
     shard.meta = MetaView(store)
-    MetaChanges(node, META_GROUP, service, config.commit_timeout_ms / 1000).install(
-        shard.dispatcher)
+    timeout_s = config.commit_timeout_ms / 1000
+    MetaChanges(node, META_GROUP, service, timeout_s).install(shard.dispatcher)
+    ReplicatedPartitions(shard, node, layout, partition_services, service,
+                         timeout_s).install(shard.dispatcher)
     shard.cluster_config, shard.cluster_node = config, node
     await node.start()
     return node

@@ -65,7 +65,7 @@ def replica_lags(replica: Replica, primary_commit: int) -> list[int | None]:
 def group_status(node: Any, group: int) -> dict[str, Any]:
     """One replication group as ``node`` (a ``ClusterNode``) sees it."""
     g = node.groups[group]
-    r, names = g.replica, node.config.names
+    r, names = g.replica, [node.config.names[m] for m in g.members]
     normal = r.status is Status.NORMAL
     lags = replica_lags(r, g.primary_commit)
     return {"group": group, "name": GROUP_NAMES.get(group, f"group-{group}"),

@@ -1,7 +1,7 @@
 """One VR replica as a pure state machine (no sockets, clock, files or randomness).
 
 Inputs: ``start()``, ``on_loaded(stored)``, ``on_message(msg)``, ``on_tick()``,
-``on_written(pos)``, ``on_synced(upto)``. Each returns ``Effects``: messages to send
+``on_written(pos)``, ``on_synced(upto)``, ``request_view(view)``. Each returns ``Effects``: messages to send
 (``sends``, to a replica index), ``replies`` to clients, ``storage`` intents (``Write``,
 ``Sync``, ``Read``), and for observers the ``committed`` entries and ``executed`` requests
 in execution order.
@@ -171,6 +171,14 @@ class Replica:
         elif (self.status is Status.RECOVERING and self.nonce >= 0
               and self.now % self.config.retransmit_ticks == 0):
             self._broadcast(Recovery(self.nonce, self.index))
+        return self._take()
+
+    def request_view(self, view: int) -> Effects:
+        """Start a view change to ``view`` (the host moving the primary back to a preferred
+        replica). Only from normal operation and towards a higher view; as safe as a view
+        change started by a timeout, which any replica may start at any moment."""
+        if self.status is Status.NORMAL and view > self.view:
+            self._start_view_change(view)
         return self._take()
 
     def on_written(self, pos: int) -> Effects:

@@ -89,6 +89,8 @@ class Shard:
         self.config = config
         self.shard_id = shard_id
         self.shards_count = shards_count
+        # on a cluster node shard 0 owns every partition: it runs the replication groups
+        self.partition_shards = 1 if config.typed.cluster.enabled else shards_count
         self.clock = clock
         system = config.typed.system
         self.data_path = Path(system.path).resolve()
@@ -140,10 +142,10 @@ class Shard:
         return self.shard_id == 0
 
     def owns(self, stream_id: int, topic_id: int, partition_id: int) -> bool:
-        return owner_of(stream_id, topic_id, partition_id, self.shards_count) == self.shard_id
+        return owner_of(stream_id, topic_id, partition_id, self.partition_shards) == self.shard_id
 
     def owner(self, stream_id: int, topic_id: int, partition_id: int) -> int:
-        return owner_of(stream_id, topic_id, partition_id, self.shards_count)
+        return owner_of(stream_id, topic_id, partition_id, self.partition_shards)
 
     def partition_path(self, stream_id: int, topic_id: int, partition_id: int) -> Path:
         return entity_path(self.data_path, stream_id, topic_id, partition_id)

@@ -82,9 +82,9 @@ class ClusterCollector:
                                 labels=["group", "node"])
         commit = HistogramMetricFamily("lurcher_cluster_commit_duration_seconds",
                                        "Submit-to-commit time on this node", labels=g)
-        names = node.config.names
         for group, state in sorted(node.groups.items()):
             key, replica = [str(group)], state.replica
+            names = [node.config.names[m] for m in state.members]
             view.add_metric(key, replica.view)
             changes.add_metric(key, state.view_changes)
             primary.add_metric(key, int(node.leader(group) == node.index))

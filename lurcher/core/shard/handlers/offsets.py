@@ -16,7 +16,7 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.responses.consumer_offsets import ConsumerOffsetInfo
 
 
-def _target(shard: ShardFace, session: Session, req: Any) -> tuple[Any, Any]:
+def offset_target(shard: ShardFace, session: Session, req: Any) -> tuple[Any, Any]:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     target = resolve(shard, session, topic, req.consumer, req.partition_id, advance=False)
     if target.partition_id is None:
@@ -26,7 +26,7 @@ def _target(shard: ShardFace, session: Session, req: Any) -> tuple[Any, Any]:
 
 @handles("get_consumer_offset")
 def get_consumer_offset(shard: ShardFace, session: Session, req: GetConsumerOffset) -> Any:
-    target, partition = _target(shard, session, req)
+    target, partition = offset_target(shard, session, req)
     stored = partition.get_offset(target.kind, target.key)
     if stored is None:
         return None
@@ -35,7 +35,7 @@ def get_consumer_offset(shard: ShardFace, session: Session, req: GetConsumerOffs
 
 @handles("store_consumer_offset")
 def store_consumer_offset(shard: ShardFace, session: Session, req: StoreConsumerOffset) -> Any:
-    target, partition = _target(shard, session, req)
+    target, partition = offset_target(shard, session, req)
     if partition.messages_count == 0 or req.offset > partition.current_offset:
         raise IggyError(ErrorCode.INVALID_OFFSET,
                         f"offset {req.offset} is past the partition's last offset")
@@ -48,6 +48,6 @@ def store_consumer_offset(shard: ShardFace, session: Session, req: StoreConsumer
 
 @handles("delete_consumer_offset")
 def delete_consumer_offset(shard: ShardFace, session: Session, req: DeleteConsumerOffset) -> Any:
-    target, partition = _target(shard, session, req)
+    target, partition = offset_target(shard, session, req)
     partition.delete_offset(target.kind, target.key)
     return None

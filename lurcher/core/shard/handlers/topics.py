@@ -66,6 +66,20 @@ def get_topics(shard: ShardFace, session: Session, req: GetTopics) -> Any:
             if may_read(state, session, "read_topic", stream.id, tid)]
 
 
+def replication_factor(shard: ShardFace, asked: int) -> int:
+    """The factor stored for a new topic: as asked (0: 1 on a single node, the cluster's
+    ``replication_factor`` capped at its node count on a cluster node). Raises IggyError
+    INVALID_REPLICATION_FACTOR when a cluster node is asked for more replicas than nodes."""
+    cluster = shard.cluster_config
+    if cluster is None:
+        return asked or 1
+    nodes = len(cluster.names)
+    if asked > nodes:
+        raise IggyError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                        f"replication factor {asked} exceeds the cluster's {nodes} nodes")
+    return asked or min(cluster.replication_factor, nodes)
+
+
 @handles("create_topic")
 def create_topic(shard: ShardFace, session: Session, req: CreateTopic) -> Any:
     state = shard.meta.state
@@ -77,7 +91,7 @@ def create_topic(shard: ShardFace, session: Session, req: CreateTopic) -> Any:
     tid = stream.topic_ids.peek()
     shard.meta.record(ev.TopicCreated(stream.id, tid, req.name, shard.clock(),
                                       req.partitions_count, req.compression, expiry, max_size,
-                                      req.replication_factor or 1))
+                                      replication_factor(shard, req.replication_factor)))
     return topic_details(shard, stream.topics[tid])
 
 
@@ -89,8 +103,11 @@ def update_topic(shard: ShardFace, session: Session, req: UpdateTopic) -> Any:
     if req.name != topic.name and req.name in stream.topic_names:
         raise IggyError(ErrorCode.TOPIC_NAME_ALREADY_EXISTS, req.name)
     expiry, max_size = resolve_limits(shard, req.message_expiry_us, req.max_topic_size_bytes)
+    # a partition's replica set follows from its factor: it stays as created
+    factor = topic.replication_factor if shard.cluster_config is not None \
+        else req.replication_factor or 1
     shard.meta.record(ev.TopicUpdated(stream.id, topic.id, req.name, req.compression, expiry,
-                                      max_size, req.replication_factor or 1))
+                                      max_size, factor))
     return None
 
 

@@ -1,0 +1,138 @@
+"""Checkpoints of a partition group, and filling a replica's partitions up to one.
+
+A partition group takes a checkpoint every ``cluster.checkpoint_every_ops`` executed ops, so
+its replicas keep only the ops since (plus as many below) in memory and in their journal,
+and view changes carry a bounded log. The checkpoint's state is small (``GroupState``):
+the position count, how many messages each partition of the group has been handed, the ops
+still waiting for metadata, and the deduplication windows of the group's partitions. The
+messages themselves stay in the partition logs, byte-identical on every replica.
+
+A replica that adopts a checkpoint covering ops it never carried out (a lagging backup
+given another replica's checkpoint, or a node whose last writes before a crash were lost)
+finds its partitions short of the counts: ``Filler`` copies the missing messages from
+another member's partition log (``fetch`` calls, any member holding them answers), in the
+original batches: stored batches are told apart by their timestamps (strictly increasing
+from batch to batch, equal within one), and each is appended again with its own timestamp,
+so offsets, timestamps, ids, checksums and the index come out the same bytes. Until the
+fill is done the group's later ops wait (``PartitionService.drain`` holds them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from lurcher.core.shard.dedup import IdWindow
+from lurcher.core.wire.batch import HEADER_BYTES, INDEX_DTYPE, MessageBatch, read_timestamps
+
+log = logging.getLogger(__name__)
+
+FETCH_MESSAGES = 1000
+RETRY_S = 0.2
+Key = tuple[int, int, int]
+
+
+class WindowState(msgspec.Struct, array_like=True, frozen=True):
+    key: tuple[int, int, int]
+    batches: list[tuple[int, list[bytes]]]
+
+
+class GroupState(msgspec.Struct, array_like=True, frozen=True):
+    calls: int
+    stored: list[tuple[tuple[int, int, int], int]]
+    queued: list[tuple[int, bytes]]  # (position, op) executed, waiting for metadata
+    windows: list[WindowState]
+
+
+class Fetch(msgspec.Struct, array_like=True, frozen=True):
+    key: tuple[int, int, int]
+    offset: int
+    count: int
+
+
+_state_decoder = msgspec.msgpack.Decoder(GroupState)
+fetch_decoder = msgspec.msgpack.Decoder(Fetch)
+
+
+def encode_state(calls: int, stored: dict[Key, int], queued: list[tuple[int, bytes]],
+                 dedup: Any) -> bytes:
+    windows = [WindowState(key, [(stamp, list(keys)) for stamp, keys in dedup.windows[key]
+                                 .batches]) for key in stored if key in dedup.windows]
+    return msgspec.msgpack.encode(GroupState(calls, sorted(stored.items()), queued, windows))
+
+
+def decode_state(state: bytes, dedup: Any) -> GroupState:
+    """The state, with the deduplication windows of its partitions put in place."""
+    decoded = _state_decoder.decode(state)
+    for window in decoded.windows:
+        restored = IdWindow(dedup.max_entries, dedup.expiry_us)
+        for stamp, keys in window.batches:
+            restored.ids.update(keys)
+            restored.batches.append((stamp, keys))
+        dedup.windows[tuple(window.key)] = restored
+    return decoded
+
+
+def stored_batches(blob: bytes) -> list[tuple[int, MessageBatch]]:
+    """Stored messages (as a poll returns them) cut into their original batches, each with
+    its timestamp. A Python walk over the headers: a repair path, not the hot path."""
+    ends, position = [], 0
+    view = memoryview(blob)
+    while position + HEADER_BYTES <= len(blob):
+        user_headers = int.from_bytes(view[position + 48:position + 52], "little")
+        payload = int.from_bytes(view[position + 52:position + 56], "little")
+        position += HEADER_BYTES + payload + user_headers
+        ends.append(position)
+    ends_array = np.asarray(ends, dtype=np.int64)
+    starts = np.concatenate(([0], ends_array[:-1])).astype(np.int64)
+    stamps = read_timestamps(blob, starts)
+    cuts = [0, *(np.flatnonzero(np.diff(stamps)) + 1).tolist(), len(ends)]
+    batches = []
+    for a, b in zip(cuts, cuts[1:]):
+        base = int(starts[a])
+        index = np.zeros(b - a, dtype=INDEX_DTYPE)
+        index["position"] = ends_array[a:b] - base
+        batches.append((int(stamps[a]), MessageBatch(
+            b - a, memoryview(index.tobytes()),
+            memoryview(bytearray(view[base:int(ends_array[b - 1])])))))
+    return batches
+
+
+class Filler:
+    """Copies the messages a replica lacks from another member (see the module doc)."""
+
+    def __init__(self, shard: Any, fetch: Any, group: int) -> None:
+        self.shard, self.fetch, self.group = shard, fetch, group
+
+    async def fill(self, gaps: dict[Key, tuple[int, int]], append: Any) -> None:
+        """``gaps``: per partition, [have, want) offsets; ``append(key, partition, batch,
+        timestamp)`` stores one batch (returns an awaitable or None)."""
+        for key, (have, want) in gaps.items():
+            log.warning("group %d: partition %s lacks offsets %d..%d after a checkpoint; "
+                        "copying them from another replica", self.group, key, have, want - 1)
+            while have < want:
+                partition = self.shard.partitions.get(key)
+                if partition is None:
+                    break  # deleted meanwhile
+                blob = await self._fetch(Fetch(key, have, min(want - have, FETCH_MESSAGES)))
+                batches = stored_batches(blob)
+                pending = [append(key, partition, batch, stamp) for stamp, batch in batches]
+                for written in pending:
+                    if written is not None:
+                        await written
+                have += sum(batch.count for _, batch in batches)
+
+    async def _fetch(self, ask: Fetch) -> bytes:
+        while True:
+            try:
+                blob = await self.fetch(self.group, msgspec.msgpack.encode(ask))
+                if blob:
+                    return blob
+            except Exception as exc:  # noqa: BLE001 - no member holds it yet: ask again
+                log.info("group %d: fetching %s failed (%s); retrying", self.group, ask, exc)
+            await asyncio.sleep(RETRY_S)
+

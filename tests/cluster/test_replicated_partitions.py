@@ -1,0 +1,269 @@
+"""Partitions replicated through their partition groups, on real ``lurcher-server`` processes.
+
+Three nodes on loopback, our SDK connected to a chosen node (it stays there). Sends made
+through any node are stored alike, byte for byte, on every replica; the partitions of a
+topic have their primaries on different nodes; consumer offsets stored through one node
+(and deleted) are what every node answers; a factor of 1 still serves every node (forwarded to the one
+replica) and a factor above the node count is refused. Slow: with one node killed the
+cluster keeps acknowledging sends, every acknowledged message is readable through both
+survivors, and with two killed a send fails with TaskTimeout (12001) instead of hanging;
+a killed primary's groups move to another node, and once restarted and caught up the node
+takes them back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lurcher.cluster.partition_groups import GroupLayout
+from lurcher.core.wire.batch import INDEX_ENTRY_BYTES
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.sdk import Client
+from tests.support.cluster import eventually, observer, running_cluster
+from tests.support.server import LurcherServer
+
+COMMIT_TIMEOUT_MS = 2000
+HTTP_ENV = {"LURCHER_HTTP_ENABLED": "true", "LURCHER_HTTP_ADDRESS": "127.0.0.1:0"}
+# checkpoints every 4 ops: the tests' few sends go through checkpoints and trimmed logs
+EXTRA = (f"commit_timeout_ms = {COMMIT_TIMEOUT_MS}\nrebalance_after_ticks = 50\n"
+         f"checkpoint_every_ops = 4\n")
+LAYOUT = GroupLayout(3)
+
+
+@pytest.fixture(scope="module", params=[pytest.param(1, id="one-shard"),
+                                        pytest.param(2, id="two-shards")])
+def nodes(request: pytest.FixtureRequest,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[LurcherServer]]:
+    """Three nodes shared by the module's tests (each uses its own stream); of one shard,
+    or of two (shard 0 runs the groups and owns every partition; shard 1 forwards)."""
+    env = {**HTTP_ENV, "LURCHER_SYSTEM_SHARDING_SHARDS": str(request.param)}
+    with running_cluster(tmp_path_factory.mktemp("cluster"), 3, EXTRA, env) as servers:
+        yield servers
+
+
+async def clients(servers: list[LurcherServer]) -> list[Client]:
+    return [await observer(server) for server in servers]
+
+
+async def close_all(connected: list[Client]) -> None:
+    for client in connected:
+        await client.close()
+
+
+async def topic_everywhere(connected: list[Client], stream: str, topic: str,
+                           partitions: int, factor: int = 0) -> None:
+    """Create ``stream``/``topic`` through node 0 and wait until every node knows it."""
+    await connected[0].create_stream(stream)
+    await connected[0].create_topic(stream, topic, partitions, replication_factor=factor)
+
+    async def known(client: Client) -> bool:
+        try:
+            return await client.get_topic(stream, topic) is not None
+        except IggyError:  # the stream is not there yet
+            return False
+    for client in connected:
+        await eventually(lambda c=client: known(c), f"{stream}/{topic} on every node")
+
+
+async def polled(client: Client, stream: str, topic: str, partition: int) -> list[tuple]:
+    got = await client.poll_messages(stream, topic, partition, "first", 1000)
+    return [(m.offset, m.id, m.timestamp, m.payload) for m in got.messages()]
+
+
+def partition_files(server: LurcherServer, stream: int, topic: int, partition: int) -> dict:
+    """Name -> bytes of the partition's segment and index files on ``server``'s disk."""
+    root = server.data_dir / "streams" / str(stream) / "topics" / str(topic) / \
+        "partitions" / str(partition)
+    return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
+
+
+def alike(servers: list[LurcherServer], stream: int, partition: int, messages: int):
+    """A check: every server's partition files hold ``messages`` messages, the same bytes."""
+    async def check() -> bool:
+        files = [partition_files(server, stream, 0, partition) for server in servers]
+        index = [v for name, v in files[0].items() if name.endswith(".index")]
+        return len(index) == 1 and len(index[0]) == messages * INDEX_ENTRY_BYTES and \
+            all(f == files[0] for f in files)
+    return check
+
+
+async def test_sends_through_any_node_are_stored_alike_on_every_replica(nodes) -> None:
+    connected = await clients(nodes)
+    try:
+        await topic_everywhere(connected, "alike", "t", 3)
+        details = await connected[1].get_topic("alike", "t")
+        assert details.header.replication_factor == 3
+        for i, client in enumerate(connected):
+            for p in range(3):
+                await client.send_messages("alike", "t", [f"{i}-{p}-{k}" for k in range(3)], p)
+        for p in range(3):
+            expected = await polled(connected[0], "alike", "t", p)
+            assert sorted(m[3] for m in expected) == sorted(
+                f"{i}-{p}-{k}".encode() for i in range(3) for k in range(3))
+            assert [m[0] for m in expected] == list(range(9))
+            assert all(m[1] != 0 for m in expected)  # ids assigned once, for every replica
+            for client in connected[1:]:
+                assert await polled(client, "alike", "t", p) == expected
+            await eventually(alike(nodes, 0, p, 9), f"partition {p} byte-identical on every node")
+    finally:
+        await close_all(connected)
+
+
+async def test_the_partitions_of_a_topic_have_primaries_on_different_nodes(nodes) -> None:
+    connected = await clients(nodes)
+    try:
+        await topic_everywhere(connected, "spread", "t", 3)
+        stream = (await connected[0].get_stream("spread")).header.id
+        groups = {LAYOUT.group_of(stream, 0, p, 3) for p in range(3)}
+
+        async def primaries() -> set[str] | None:
+            status = await connected[0].get_cluster_status()
+            found = {g["primary"] for g in status["groups"] if g["group"] in groups}
+            return found if len(found) == 3 else None
+        assert await eventually(primaries, "three partition primaries on three nodes") == {
+            "node-0", "node-1", "node-2"}
+    finally:
+        await close_all(connected)
+
+
+async def test_a_consumer_offset_stored_through_one_node_is_read_through_every_node(
+        nodes) -> None:
+    connected = await clients(nodes)
+    try:
+        await topic_everywhere(connected, "offsets", "t", 1)
+        await connected[0].send_messages("offsets", "t", [b"m0", b"m1", b"m2", b"m3"], 0)
+        await connected[0].store_consumer_offset(5, "offsets", "t", 1, partition_id=0)
+        for client in connected:
+            info = await client.get_consumer_offset(5, "offsets", "t", 0)
+            assert info is not None and info.stored_offset == 1
+        # a consumer moving to another node resumes where it was
+        first = await connected[1].poll_messages("offsets", "t", 0, "next", 1, True,
+                                                 consumer=5)
+        assert [m.payload for m in first.messages()] == [b"m2"]
+        then = await connected[2].poll_messages("offsets", "t", 0, "next", 1, True,
+                                                consumer=5)
+        assert [m.payload for m in then.messages()] == [b"m3"]
+        await connected[2].delete_consumer_offset(5, "offsets", "t", 0)
+        for client in connected:
+            assert await client.get_consumer_offset(5, "offsets", "t", 0) is None
+        with pytest.raises(IggyError) as missing:
+            await connected[1].delete_consumer_offset(5, "offsets", "t", 0)
+        assert missing.value.status == ErrorCode.CONSUMER_OFFSET_NOT_FOUND
+    finally:
+        await close_all(connected)
+
+
+async def test_a_factor_of_one_serves_every_node_and_above_the_node_count_is_refused(
+        nodes) -> None:
+    connected = await clients(nodes)
+    try:
+        with pytest.raises(IggyError) as refused:
+            await connected[0].create_topic(await stream_named(connected[0], "factors"),
+                                            "too-many", 1, replication_factor=4)
+        assert refused.value.status == ErrorCode.INVALID_REPLICATION_FACTOR
+        await topic_everywhere(connected, "single", "t", 2, factor=1)
+        for i, client in enumerate(connected):
+            await client.send_messages("single", "t", [f"from-{i}"], i % 2)
+        for client in connected:
+            assert [m[3] for m in await polled(client, "single", "t", 0)] == [
+                b"from-0", b"from-2"]
+            assert [m[3] for m in await polled(client, "single", "t", 1)] == [b"from-1"]
+    finally:
+        await close_all(connected)
+
+
+async def stream_named(client: Client, name: str) -> str:
+    await client.create_stream(name)
+    return name
+
+
+# ---- faults ------------------------------------------------------------------------------
+
+@pytest.fixture
+def own_nodes(tmp_path: Path) -> Iterator[list[LurcherServer]]:
+    with running_cluster(tmp_path, 3, EXTRA, HTTP_ENV) as servers:
+        yield servers
+
+
+async def send_all(client: Client, stream: str, tag: str, count: int) -> list[bytes]:
+    """``count`` sends of one message to each of 3 partitions; the payloads acknowledged."""
+    acknowledged = []
+    for k in range(count):
+        for p in range(3):
+            payload = f"{tag}-{p}-{k}".encode()
+            await client.send_messages(stream, "t", [payload], p)
+            acknowledged.append(payload)
+    return acknowledged
+
+
+@pytest.mark.slow
+async def test_one_node_down_sends_go_on_and_two_down_they_are_refused(own_nodes) -> None:
+    connected = await clients(own_nodes)
+    try:
+        await topic_everywhere(connected, "faults", "t", 3)
+        acknowledged = await send_all(connected[1], "faults", "before", 3)
+        await connected[0].close()
+        own_nodes[0].kill()  # SIGKILL: primary of one of the three partitions' groups
+        acknowledged += await send_all(connected[1], "faults", "one-down", 3)
+        acknowledged += await send_all(connected[2], "faults", "one-down-b", 3)
+        for client in connected[1:]:
+            stored = [m[3] for p in range(3) for m in await polled(client, "faults", "t", p)]
+            assert sorted(stored) == sorted(acknowledged)
+        await connected[1].close()
+        own_nodes[1].kill()
+        with pytest.raises(IggyError) as refused:
+            # a hang fails here: the refusal must come within commit_timeout_ms
+            await asyncio.wait_for(connected[2].send_messages("faults", "t", [b"x"], 1),
+                                   3 * COMMIT_TIMEOUT_MS / 1000)
+        assert refused.value.status == ErrorCode.TASK_TIMEOUT
+    finally:
+        await close_all(connected[2:])
+
+
+@pytest.mark.slow
+async def test_a_killed_primary_s_groups_move_and_come_back_after_its_restart(
+        own_nodes) -> None:
+    connected = await clients(own_nodes)
+    try:
+        await topic_everywhere(connected, "failover", "t", 3)
+        preferred = {gid for gid, members in LAYOUT.members().items() if members[0] == 0}
+
+        async def primaries(client: Client) -> dict[int, str] | None:
+            status = await client.get_cluster_status()
+            found = {g["group"]: g["primary"] for g in status["groups"]
+                     if g["group"] in preferred and len(g["replicas"]) == 3}
+            return found if all(found.values()) else None
+
+        def all_on(node: str):
+            async def check() -> bool:
+                found = await primaries(connected[1])
+                return bool(found) and all(p == node for p in found.values())
+            return check
+        await eventually(all_on("node-0"), "node-0 primary of its groups")
+        await send_all(connected[1], "failover", "before", 1)
+        await connected[0].close()
+        own_nodes[0].kill()
+
+        async def moved() -> bool:
+            found = await primaries(connected[1])
+            return bool(found) and "node-0" not in found.values()
+        await eventually(moved, "node-0's groups have new primaries")
+        # more ops than the survivors keep below their checkpoints: node-0 gets a checkpoint
+        # and copies the messages it lacks from them
+        await send_all(connected[1], "failover", "while-down", 10)
+        own_nodes[0].restart()
+        connected[0] = await observer(own_nodes[0])
+        await eventually(all_on("node-0"), "node-0 takes its groups back after its restart")
+        # what it stored before (not stored twice as its log is re-executed) and what it
+        # missed, read from its own log now that it is primary again; replicas identical
+        assert [m[3] for m in await polled(connected[0], "failover", "t", 0)] == [
+            b"before-0-0", *(f"while-down-0-{k}".encode() for k in range(10))]
+        for p in range(3):
+            await eventually(alike(own_nodes, 0, p, 11), f"partition {p} alike after healing")
+    finally:
+        await close_all(connected)
