@@ -89,20 +89,29 @@ def start_lurcher_cluster(enforce_fsync: bool = False, transport: str = "tcp",
         server.address = ",".join(found)
         return True
     _wait(server, ready)
-    _wait_for_leader(server, f"127.0.0.1:{tcp[0]}", nodes)
+    try:
+        _wait_for_leader(f"127.0.0.1:{tcp[0]}", nodes)
+    except BaseException:
+        server.stop()
+        raise
     return server
 
 
-def _wait_for_leader(server: ManagedServer, address: str, nodes: int) -> None:
-    """Until node 0 sees a leader and every node healthy. Raises ServerStartError."""
+def _wait_for_leader(address: str, nodes: int) -> None:
+    """Until node 0 sees a leader and every node healthy (from a thread without a running
+    event loop). Raises ServerStartError."""
+    from lurcher.core.wire.errors import IggyError
     from lurcher.core.wire.responses.cluster import NodeRole, NodeStatus
     from lurcher.sdk import Client
 
     async def agreed() -> bool:
         client = Client.from_connection_string(f"iggy://iggy:iggy@{address}",
                                                heartbeat_interval_s=None)
-        async with client:
-            meta = await client.get_cluster_metadata()
+        try:
+            async with client:
+                meta = await client.get_cluster_metadata()
+        except (OSError, IggyError):  # node 0 still starting
+            return False
         healthy = [n for n in meta.nodes if n.status == NodeStatus.HEALTHY]
         return len(healthy) == nodes and any(n.role == NodeRole.LEADER for n in healthy)
 
@@ -111,7 +120,6 @@ def _wait_for_leader(server: ManagedServer, address: str, nodes: int) -> None:
         if asyncio.run(agreed()):
             return
         time.sleep(0.1)
-    server.stop()
     raise ServerStartError(f"the bench cluster elected no leader within {START_TIMEOUT_S}s")
 
 
