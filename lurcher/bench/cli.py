@@ -2,6 +2,7 @@
 
     lurcher-bench WORKLOAD [options]            one workload on one --target
     lurcher-bench compare WORKLOAD [options]    the workload on lurcher, redis, nats, rabbitmq
+                                                (or on --targets, e.g. a 3-node lurcher-cluster)
     lurcher-bench list                          the workloads
 
 Exit status: 0 done, 2 bad options, 1 a run failed (missing peer binary, server did not
@@ -15,7 +16,13 @@ import signal
 import sys
 import threading
 
-from lurcher.bench.options import TARGETS, TRANSPORTS, BenchOptions, BenchOptionsError
+from lurcher.bench.options import (
+    TARGETS,
+    TRANSPORTS,
+    BenchOptions,
+    BenchOptionsError,
+    target_options,
+)
 from lurcher.bench.workloads import WORKLOADS, layout, workload
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.units import parse_duration
@@ -71,6 +78,13 @@ def build_parser(compare: bool) -> argparse.ArgumentParser:
     a("--enforce-fsync", action="store_true",
       help="fsync before ack (lurcher enforce_fsync, redis appendfsync always, nats "
            "sync_interval always where supported)")
+    a("--replication-factor", type=int, default=0, metavar="N",
+      help="lurcher targets: the topics' replication factor (0: the server's default)")
+    if compare:
+        a("--targets", nargs="+", metavar="TARGET[:N]",
+          help="targets to compare (default: lurcher redis nats rabbitmq); TARGET:N gives "
+               "a lurcher target topics of replication factor N, e.g. lurcher "
+               "lurcher-cluster:1 lurcher-cluster:3")
     a("--output-dir", "-o", default="bench-results")
     a("--no-progress", action="store_true")
     a("--no-charts", action="store_true")
@@ -94,7 +108,7 @@ def to_options(ns: argparse.Namespace, target: str) -> BenchOptions:
         transport=ns.transport, connection_options=dict(ns.connection_option),
         server_address=ns.server_address, server_pid=ns.server_pid,
         username=ns.username, password=ns.password, enforce_fsync=ns.enforce_fsync,
-        output_dir=ns.output_dir, progress=not ns.no_progress, charts=not ns.no_charts)
+        replication_factor=ns.replication_factor, output_dir=ns.output_dir, progress=not ns.no_progress, charts=not ns.no_charts)
 
 
 def _list() -> int:
@@ -118,13 +132,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = to_options(ns, "lurcher" if compare else ns.target).validate()
         layout(options)
+        for text in getattr(ns, "targets", None) or ():
+            target_options(options, text)
     except BenchOptionsError as e:
         print(f"lurcher-bench: {e}", file=sys.stderr)
         return 2
-    return _execute(options, compare)
+    return _execute(options, compare, getattr(ns, "targets", None))
 
 
-def _execute(options: BenchOptions, compare: bool) -> int:
+def _execute(options: BenchOptions, compare: bool, targets: list[str] | None = None) -> int:
     _exit_on_sigterm()
     from lurcher.bench.compare import run_compare
     from lurcher.bench.drivers import DriverUnavailable
@@ -133,7 +149,7 @@ def _execute(options: BenchOptions, compare: bool) -> int:
     from lurcher.bench.servers import ServerStartError
     try:
         if compare:
-            run_compare(options)
+            run_compare(options, tuple(targets)) if targets else run_compare(options)
         else:
             run_benchmark(options)
     except (ServerStartError, DriverUnavailable, ActorFailed, BenchOptionsError) as e:

@@ -1,4 +1,6 @@
-"""``compare``: one workload on lurcher, Redis, NATS and RabbitMQ Streams in one go, and a table of ratios.
+"""``compare``: one workload on lurcher, Redis, NATS and RabbitMQ Streams in one go (or on
+the ``--targets`` given, e.g. ``lurcher lurcher-cluster:1 lurcher-cluster:3``: a single node
+beside a 3-node cluster with topics of replication factor 1 and 3), and a table of ratios.
 
 Every target runs with identical options (each with its own freshly started server unless
 ``--server-address`` is given, which applies to lurcher only). Rows are throughput and the
@@ -15,7 +17,7 @@ from pathlib import Path
 import msgspec
 
 from lurcher.bench import charts, report
-from lurcher.bench.options import BenchOptions
+from lurcher.bench.options import BenchOptions, target_options
 from lurcher.bench.run import run_benchmark
 
 PEERS = ("redis", "nats", "rabbitmq")
@@ -75,13 +77,10 @@ def run_compare(options: BenchOptions, targets: tuple[str, ...] = ("lurcher", *P
     Raises what ``run_benchmark`` raises (a missing peer binary names its apt package)."""
     o = options.validate()
     base = Path(o.output_dir) / f"compare_{report.run_name(o).replace('_lurcher_', '_')}"
+    runs = [target_options(o, text) for text in targets]  # all checked before any run
     docs: dict[str, dict] = {}
-    for target in targets:
-        t_opts = msgspec.structs.replace(
-            o, target=target,
-            server_address=o.server_address if target == "lurcher" else None,
-            server_pid=o.server_pid if target == "lurcher" else None)
-        docs[target] = run_benchmark(t_opts, base / target, echo=echo).doc
+    for label, t_opts in runs:
+        docs[label] = run_benchmark(t_opts, base / label, echo=echo).doc
     volume = f"{o.message_batches} batches" if o.message_batches else f"{o.duration_s:g}s"
     text = (f"compare {o.workload}: {o.message_size} B x {o.messages_per_batch} msgs/batch, "
             f"{o.producers} producer(s), {o.consumers} consumer(s), {volume} per actor"

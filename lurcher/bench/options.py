@@ -12,8 +12,11 @@ import msgspec
 
 from lurcher.sdk.connstring import ALLOWED_OPTIONS
 
-# iggy-py: the official apache-iggy client against a lurcher server (pinned workloads)
-TARGETS = ("lurcher", "nats", "redis", "rabbitmq", "iggy-py")
+# iggy-py: the official apache-iggy client against a lurcher server (pinned workloads);
+# lurcher-cluster: our SDK against 3 lurcher nodes on loopback, actors spread over them
+TARGETS = ("lurcher", "nats", "redis", "rabbitmq", "iggy-py", "lurcher-cluster")
+LURCHER_TARGETS = ("lurcher", "iggy-py", "lurcher-cluster")
+MAX_REPLICATION_FACTOR = 255  # CreateTopic's u8
 TRANSPORTS = ("tcp", "quic", "ws", "http")
 BUILT_TRANSPORTS = TRANSPORTS
 DEFAULT_MESSAGE_BATCHES = 1000
@@ -43,6 +46,7 @@ class BenchOptions(msgspec.Struct, frozen=True, kw_only=True):
     username: str = "iggy"
     password: str = "iggy"
     enforce_fsync: bool = False
+    replication_factor: int = 0         # the topics' replication_factor (0: server default)
     output_dir: str = "bench-results"
     progress: bool = True
     charts: bool = True
@@ -70,6 +74,10 @@ class BenchOptions(msgspec.Struct, frozen=True, kw_only=True):
         if unknown:
             raise BenchOptionsError(f"--connection-option {unknown[0]} is not an option of "
                                     f"the {self.transport} transport")
+        if not 0 <= self.replication_factor <= MAX_REPLICATION_FACTOR:
+            raise BenchOptionsError(f"--replication-factor must be 0..{MAX_REPLICATION_FACTOR}")
+        if self.replication_factor and self.target not in LURCHER_TARGETS:
+            raise BenchOptionsError("--replication-factor applies to lurcher targets only")
         if self.message_batches is not None and self.duration_s is not None:
             raise BenchOptionsError("give --message-batches or --duration, not both")
         if self.duration_s is not None and self.duration_s <= 0:
@@ -84,3 +92,20 @@ class BenchOptions(msgspec.Struct, frozen=True, kw_only=True):
     def seed_batches(self) -> int:
         """Batches each seeding producer writes before a consumer-only workload."""
         return self.message_batches or DEFAULT_MESSAGE_BATCHES
+
+
+def target_options(o: BenchOptions, text: str) -> tuple[str, BenchOptions]:
+    """(column label, options) of one ``--targets`` entry: a target, or ``TARGET:N`` for a
+    lurcher target with topics of replication factor N (label ``TARGET-rfN``). Raises
+    BenchOptionsError."""
+    target, sep, factor = text.partition(":")
+    if sep and not factor.isdigit():
+        raise BenchOptionsError(f"--targets {text!r}: expected TARGET or TARGET:REPLICATION_FACTOR")
+    replication = int(factor) if sep else o.replication_factor
+    t_opts = msgspec.structs.replace(
+        o, target=target, replication_factor=replication if target in LURCHER_TARGETS else 0,
+        server_address=o.server_address if target == "lurcher" else None,
+        server_pid=o.server_pid if target == "lurcher" else None)
+    if sep and target not in LURCHER_TARGETS:
+        raise BenchOptionsError(f"--targets {text!r}: a replication factor needs a lurcher target")
+    return (f"{target}-rf{replication}" if sep else target), t_opts.validate()

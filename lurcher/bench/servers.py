@@ -1,5 +1,6 @@
-"""Servers the bench starts for itself: lurcher, nats-server (JetStream), redis-server,
-rabbitmq-server (Streams plugin).
+"""Servers the bench starts for itself: lurcher, a 3-node lurcher cluster
+(``lurcher.bench.cluster``), nats-server (JetStream), redis-server, rabbitmq-server (Streams
+plugin).
 
 Each ``start_*`` spawns the server on 127.0.0.1 over a fresh temporary data directory, waits
 until it accepts connections, and returns a ``ManagedServer`` (address, pid, data dir) whose
@@ -146,19 +147,27 @@ LURCHER_LISTENERS = {"tcp": ("TCP", "tcp"), "ws": ("WEBSOCKET", "websocket"),
                      "quic": ("QUIC", "quic"), "http": ("HTTP", "http")}
 
 
-def start_lurcher(enforce_fsync: bool = False, transport: str = "tcp") -> ManagedServer:
-    """``python -m lurcher.server`` (root iggy/iggy) on a temp dir, listening on TCP and on
-    ``transport`` (an ephemeral port each). Raises ServerStartError."""
-    data_dir = Path(tempfile.mkdtemp(prefix="lurcher-bench-"))
+def lurcher_env(data_dir: Path, enforce_fsync: bool, transport: str) -> dict[str, str]:
+    """The environment of a bench lurcher server: TCP and ``transport`` on ephemeral ports,
+    the other listeners off, fsync as asked."""
     env = {**os.environ, "LURCHER_SYSTEM_PATH": str(data_dir),
            "LURCHER_TCP_ADDRESS": "127.0.0.1:0", "LURCHER_HTTP_ENABLED": "false",
            "LURCHER_QUIC_ENABLED": "false", "LURCHER_WEBSOCKET_ENABLED": "false",
            "LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC": "true" if enforce_fsync else "false",
            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT),
                                                      os.environ.get("PYTHONPATH")) if p)}
-    section, key = LURCHER_LISTENERS[transport]
+    section = LURCHER_LISTENERS[transport][0]
     env[f"LURCHER_{section}_ENABLED"] = "true"
     env[f"LURCHER_{section}_ADDRESS"] = "127.0.0.1:0"
+    return env
+
+
+def start_lurcher(enforce_fsync: bool = False, transport: str = "tcp") -> ManagedServer:
+    """``python -m lurcher.server`` (root iggy/iggy) on a temp dir, listening on TCP and on
+    ``transport`` (an ephemeral port each). Raises ServerStartError."""
+    data_dir = Path(tempfile.mkdtemp(prefix="lurcher-bench-"))
+    env = lurcher_env(data_dir, enforce_fsync, transport)
+    key = LURCHER_LISTENERS[transport][1]
     proc = _spawn("lurcher", [sys.executable, "-m", "lurcher.server",
                               "--with-default-root-credentials"], data_dir, env)
     server = ManagedServer("lurcher", proc, "", data_dir)
@@ -244,8 +253,15 @@ def nats_version(binary: str) -> tuple[int, ...]:
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
+def start_lurcher_cluster(enforce_fsync: bool = False, transport: str = "tcp") -> ManagedServer:
+    """Three lurcher nodes on loopback (``lurcher.bench.cluster``)."""
+    from lurcher.bench import cluster  # it imports this module
+    return cluster.start_lurcher_cluster(enforce_fsync, transport)
+
+
 STARTERS = {"lurcher": start_lurcher, "nats": start_nats, "redis": start_redis,
-            "rabbitmq": start_rabbitmq, "iggy-py": start_lurcher}
+            "rabbitmq": start_rabbitmq, "iggy-py": start_lurcher,
+            "lurcher-cluster": start_lurcher_cluster}
 
 
 def start(target: str, enforce_fsync: bool = False, transport: str = "tcp") -> ManagedServer:

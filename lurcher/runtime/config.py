@@ -31,7 +31,10 @@ from lurcher.runtime import configcheck, settings
 
 ENV_PREFIX = "LURCHER_"
 U64_MAX = units.U64_MAX  # re-exported for configuration users
-NOT_CONFIG_ENV = {"LURCHER_CONFIG_PATH", "LURCHER_ROOT_USERNAME", "LURCHER_ROOT_PASSWORD"}
+NOT_CONFIG_ENV = {"LURCHER_CONFIG_PATH", "LURCHER_ROOT_USERNAME", "LURCHER_ROOT_PASSWORD",
+                  # the CLI's own (lurcher.sdk.cli), often set in the shell that starts a server
+                  "LURCHER_CLI_CONFIG", "LURCHER_CONNECTION", "LURCHER_CONTEXT",
+                  "LURCHER_USERNAME", "LURCHER_PASSWORD", "LURCHER_TOKEN"}
 
 
 

@@ -5,6 +5,7 @@ them with apt; nothing here is skipped). Tiny counts keep each run to a few seco
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -120,3 +121,54 @@ def test_bad_options_exit_2(tmp_path: Path, capsys) -> None:
     assert main(["no-such-workload", "--output-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "must equal --producers" in err and "unknown workload" in err
+
+
+def test_compare_puts_a_single_node_beside_a_three_node_cluster(tmp_path: Path, capsys) -> None:
+    targets = {"lurcher": ("lurcher", 0), "lurcher-cluster-rf1": ("lurcher-cluster", 1),
+               "lurcher-cluster-rf3": ("lurcher-cluster", 3)}
+    assert main(["compare", "pinned-producer", "--targets", "lurcher", "lurcher-cluster:1",
+                 "lurcher-cluster:3", "--output-dir", str(tmp_path), *TINY,
+                 *SHAPES["pinned-producer"]]) == 0
+    printed = capsys.readouterr().out
+    assert "lurcher/lurcher-cluster-rf1" in printed and "lurcher/lurcher-cluster-rf3" in printed
+    (cdir,) = tmp_path.glob("compare_*")
+    assert set(json.loads((cdir / "compare.json").read_text())["targets"]) == set(targets)
+    for label, (target, factor) in targets.items():
+        doc = json.loads((cdir / label / "result.json").read_text())
+        assert (doc["target"], doc["params"]["replication_factor"]) == (target, factor)
+        assert doc["total"]["total_messages"] == expected_total("pinned-producer")
+
+
+async def test_the_bench_cluster_has_three_nodes_and_topics_of_the_factor_asked() -> None:
+    from lurcher.bench.cluster import node_address
+    from lurcher.bench.drivers.lurcher import client, prepare
+    from lurcher.bench.options import BenchOptions
+    from lurcher.bench.workloads import TOPIC, layout, stream_name
+    options = BenchOptions(workload="pinned-producer", producers=3,
+                           replication_factor=3).validate()
+    cluster = await asyncio.to_thread(servers.start, "lurcher-cluster")
+    try:
+        addresses = cluster.address.split(",")
+        assert len(set(addresses)) == 3
+        assert [node_address(cluster.address, i) for i in range(4)] == [*addresses, addresses[0]]
+        await prepare(cluster.address, options, layout(options))
+        for address in addresses:  # the topic reached every node, with its factor
+            c = client(address, options)
+            async with c:
+                topic = await c.get_topic(stream_name(1), TOPIC)
+            assert topic is not None and topic.header.replication_factor == 3
+    finally:
+        cluster.stop()
+    assert not cluster.data_dir.exists()
+
+
+def test_bad_replication_options_exit_2(tmp_path: Path, capsys) -> None:
+    assert main(["compare", "pinned-producer", "--targets", "redis:3",
+                 "--output-dir", str(tmp_path)]) == 2
+    assert main(["pinned-producer", "--target", "nats", "--replication-factor", "3",
+                 "--output-dir", str(tmp_path)]) == 2
+    assert main(["compare", "pinned-producer", "--targets", "lurcher-cluster:x",
+                 "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "needs a lurcher target" in err and "lurcher targets only" in err
+    assert "TARGET:REPLICATION_FACTOR" in err

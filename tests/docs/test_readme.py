@@ -3,7 +3,8 @@
 
 Not run here, and why (``NOT_RUN``): the install commands, which ``tests/setup/
 test_bare_machine.py`` runs in a fresh virtualenv; the Spark block, which needs a Spark
-session: ``tests/spark/test_spark_readme.py`` runs it. A new block fails
+session: ``tests/spark/test_spark_readme.py`` runs it; the two blocks of the 3-node cluster,
+which ``tests/cluster/test_cluster_readme.py`` runs against three nodes. A new block fails
 ``test_every_block_is_run_or_explained`` until it is covered.
 """
 
@@ -26,6 +27,8 @@ from tests.support.readme import Block, code_blocks, localize, run_python
 NOT_RUN = {
     "pip install -e .": "the install commands: tests/setup/test_bare_machine.py",
     "register(spark)": "needs a Spark session: tests/spark/test_spark_readme.py",
+    "configs/cluster/node-1.toml": "starts 3 nodes: tests/cluster/test_cluster_readme.py",
+    "stream create payments": "needs the 3 nodes: tests/cluster/test_cluster_readme.py",
 }
 # Blocks that run until interrupted: stopped once they printed what they must.
 FOREVER_PY = {"async for message in Consumer(": ['b\'{"id": 1}\'', 'b\'{"id": 2}\'']}

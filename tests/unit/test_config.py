@@ -32,6 +32,13 @@ def test_root_credential_variables_are_not_config_keys():
     assert "root" not in config.data
 
 
+def test_the_cli_variables_of_the_shell_do_not_stop_a_server_from_starting():
+    from lurcher.sdk.cli.contexts import CONFIG_ENV
+    from lurcher.sdk.cli.options import ENV
+    config = load_config(environ={name: "x" for name in (CONFIG_ENV, *ENV.values())})
+    assert config["tcp.address"] == load_config(environ={})["tcp.address"]
+
+
 def test_unknown_environment_key_is_a_clear_error():
     with pytest.raises(ConfigError, match="LURCHER_TCP_NOPE"):
         load_config(environ={"LURCHER_TCP_NOPE": "1"})

@@ -25,10 +25,11 @@ from lurcher.bench.workloads import ActorSpec, Layout
 
 MODULES = {"lurcher": "lurcher.bench.drivers.lurcher", "nats": "lurcher.bench.drivers.nats",
            "redis": "lurcher.bench.drivers.redis", "rabbitmq": "lurcher.bench.drivers.rabbitmq",
-           "iggy-py": "lurcher.bench.drivers.iggy_py"}
+           "iggy-py": "lurcher.bench.drivers.iggy_py",
+           "lurcher-cluster": "lurcher.bench.drivers.lurcher"}
 # target -> pip package needed by its driver
 PIP_PACKAGES = {"lurcher": None, "nats": "nats-py", "redis": "redis", "rabbitmq": "rstream",
-                "iggy-py": "apache-iggy==0.8.0"}
+                "iggy-py": "apache-iggy==0.8.0", "lurcher-cluster": None}
 
 
 class DriverUnavailable(RuntimeError):

@@ -3,11 +3,14 @@
 ``open`` builds one ``MessageBatch`` (vectorised) and every ``send`` re-sends it; ``poll``
 reads ``messages_count`` from the response prefix and never parses messages. Plain
 consumers poll by offset (advancing by what they got); group members poll Next with
-auto-commit, as Iggy's benchmark does.
+auto-commit, as Iggy's benchmark does. Against a cluster (comma-separated addresses) each
+actor talks to one node, taken in turn by actor id; the topics are created on the first,
+with the ``--replication-factor`` asked.
 """
 
 from __future__ import annotations
 
+from lurcher.bench.cluster import node_address
 from lurcher.bench.drivers import Driver
 from lurcher.bench.options import BenchOptions
 from lurcher.bench.workloads import TOPIC, Layout, group_name, stream_name
@@ -25,7 +28,7 @@ def client(address: str, options: BenchOptions) -> Client:
 
 async def prepare(address: str, options: BenchOptions, layout: Layout) -> None:
     """Delete stale bench streams, then create streams, topics and groups. Raises IggyError."""
-    c = client(address, options)
+    c = client(node_address(address, 0), options)
     await c.connect()
     try:
         for s in await c.get_streams():
@@ -33,7 +36,8 @@ async def prepare(address: str, options: BenchOptions, layout: Layout) -> None:
                 await c.delete_stream(s.name)
         for i in range(1, layout.streams + 1):
             await c.create_stream(stream_name(i))
-            await c.create_topic(stream_name(i), TOPIC, layout.partitions)
+            await c.create_topic(stream_name(i), TOPIC, layout.partitions,
+                                 replication_factor=options.replication_factor)
             if layout.groups:
                 await c.create_consumer_group(stream_name(i), TOPIC, group_name(i))
     finally:
@@ -42,7 +46,7 @@ async def prepare(address: str, options: BenchOptions, layout: Layout) -> None:
 
 class LurcherDriver(Driver):
     async def open(self) -> None:
-        self.client = client(self.address, self.options)
+        self.client = client(node_address(self.address, self.spec.actor_id), self.options)
         await self.client.connect()
         self.stream = stream_name(self.spec.stream)
         self.batch = MessageBatch.build(self.payloads)
