@@ -45,6 +45,7 @@ from typing import Any, Callable, Mapping
 from aioquic import tls
 from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.quic.configuration import SMALLEST_MAX_DATAGRAM_SIZE, QuicConfiguration
+from aioquic.quic.congestion.base import K_INITIAL_WINDOW
 
 from lurcher.core.quic_frames import MAX_DATAGRAM_BYTES, use_long_frames
 from lurcher.core.wire.units import parse_duration, parse_size
@@ -57,8 +58,8 @@ MTU_RETRY_MAX_S = 600.0
 STREAM_COUNT_MAX = 1 << 60
 DRAIN_DATAGRAMS = 64
 RECEIVE_BYTES = 65_536
-ACK_DELAY_S = 0.010
-TRANSMIT_CHUNK_BYTES = 128 * 1024  # within the 25 ms max_ack_delay aioquic announces to the peer
+ACK_DELAY_S = 0.010  # within the 25 ms max_ack_delay aioquic announces to the peer
+TRANSMIT_CHUNK_BYTES = 128 * 1024  # sent as soon as built (``TunedQuicProtocol.send_ahead``)
 
 
 @dataclass(frozen=True)
@@ -211,6 +212,9 @@ class QuicTuning:
 
     def handshake_done(self) -> None:
         self.raise_size()
+        cc = self.quic._loss._cc  # the initial window, in datagrams of the size now used
+        initial = min(K_INITIAL_WINDOW * self.quic._max_datagram_size, self.settings.send_window)
+        cc.congestion_window = max(cc.congestion_window, initial)
         if self.settings.keep_alive_s > 0 and self.keep_alive is None:
             self.keep_alive = self.loop.call_later(self.settings.keep_alive_s, self.ping)
 

@@ -81,3 +81,11 @@ def test_an_ack_waits_for_its_delay_or_rides_on_stream_data(tmp_path: Path) -> N
     st.ack_with_data()
     assert len(sq.datagrams_to_send(now)) == 1 and space.ack_at is None  # one packet, ACK in it
     exchange(cq, sq, now)
+
+
+def test_the_initial_window_counts_datagrams_of_the_size_used_after_the_handshake(
+        tmp_path: Path) -> None:
+    cq, _, _, _ = connected_pair(tmp_path, QuicSettings(initial_mtu=64_000), QuicSettings())
+    assert cq._loss._cc.congestion_window >= 10 * 64_000
+    capped, _, _, _ = connected_pair(tmp_path, QuicSettings(send_window=100_000), QuicSettings())
+    assert capped._loss._cc.congestion_window <= 100_000
