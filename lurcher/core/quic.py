@@ -27,7 +27,8 @@ turn (``TunedQuicProtocol``), so the datagrams read in one turn (libuv reads up 
 with asyncio's loop ``drain_socket`` reads the queued ones, at most ``DRAIN_DATAGRAMS``)
 cost one transmit. ACKs: an ACK waits up to ``ACK_DELAY_S`` and rides on the next packet
 that carries stream data (a reply, the next request) when one goes out first
-(``send_soon``), instead of one ACK-only packet per millisecond.
+(``send_soon``), instead of one ACK-only packet per millisecond. ``TunedQuicProtocol.transmit``
+replaces aioquic's (same steps, datagrams sent in chunks as they are built).
 
 Invariants: packet pacing is off (aioquic paces with asyncio timers, whose millisecond
 resolution caps a connection near 16 datagrams per millisecond; the congestion window still
@@ -59,7 +60,7 @@ STREAM_COUNT_MAX = 1 << 60
 DRAIN_DATAGRAMS = 64
 RECEIVE_BYTES = 65_536
 ACK_DELAY_S = 0.010  # within the 25 ms max_ack_delay aioquic announces to the peer
-TRANSMIT_CHUNK_BYTES = 128 * 1024  # sent as soon as built (``TunedQuicProtocol.send_ahead``)
+TRANSMIT_CHUNK_BYTES = 128 * 1024  # sent as soon as built (``TunedQuicProtocol.send_datagrams``)
 
 
 @dataclass(frozen=True)
@@ -285,36 +286,45 @@ class TunedQuicProtocol(QuicConnectionProtocol):
             self.receiving = False
 
     def transmit(self) -> None:
+        """aioquic's transmit, with the datagrams sent in chunks (``send_datagrams``)."""
         if self.receiving:
             self._transmit_soon()
             return
+        self._transmit_task = None
         self.tuning.before_transmit()
-        self.send_ahead()
-        super().transmit()
+        self.send_datagrams()
+        self.arm_timer()
 
-    def send_ahead(self) -> None:
-        """Send what the congestion window allows in chunks of ``TRANSMIT_CHUNK_BYTES``,
-        each as soon as it is built, so the peer works on the first datagrams while later
-        ones are built (aioquic builds all before sending any); the rest, if any, and the
-        timer are left to aioquic's transmit."""
+    def send_datagrams(self) -> None:
+        """Send what the congestion window allows, in chunks of ``TRANSMIT_CHUNK_BYTES``
+        each sent as soon as it is built, so the peer works on the first datagrams while
+        later ones are built (aioquic builds all before sending any)."""
         quic = self._quic
-        if not quic._handshake_complete:
-            return
         loss, send, now = quic._loss, self._transport.sendto, self._loop.time()
         cc = loss._cc
         window = cc.congestion_window
         try:
             while True:
                 cap = loss.bytes_in_flight + TRANSMIT_CHUNK_BYTES
-                if cap >= window:
-                    return
-                cc.congestion_window = cap
+                chunked = cap < window and quic._handshake_complete
+                if chunked:
+                    cc.congestion_window = cap
                 for data, addr in quic.datagrams_to_send(now=now):
                     send(data, addr)
-                if loss.bytes_in_flight + quic._max_datagram_size <= cap:
-                    return  # the chunk had room left: nothing more to send
+                if not chunked or loss.bytes_in_flight + quic._max_datagram_size <= cap:
+                    return  # not held back by the chunk: nothing more to send now
         finally:
             cc.congestion_window = window
+
+    def arm_timer(self) -> None:
+        """Re-arm the connection's timer (as aioquic's transmit does)."""
+        timer_at = self._quic.get_timer()
+        if self._timer is not None and self._timer_at != timer_at:
+            self._timer.cancel()
+            self._timer = None
+        if self._timer is None and timer_at is not None:
+            self._timer = self._loop.call_at(timer_at, self._handle_timer)
+        self._timer_at = timer_at
 
     def send_soon(self) -> None:
         """Transmit newly queued stream data soon, with any pending ACK in its packet."""

@@ -9,6 +9,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from aioquic import tls
+from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.quic.connection import QuicConnection
 from aioquic.quic.events import StreamDataReceived
 
@@ -30,6 +31,14 @@ def test_the_overridden_method_keeps_its_signature_and_its_two_byte_length() -> 
         "self", "builder", "space", "stream", "max_offset"]
     source = inspect.getsource(QuicConnection._write_stream_frame)
     assert "push_uint16(len(frame.data) | 0x4000)" in source  # what the override replaces
+
+
+def test_the_replaced_protocol_transmit_is_still_the_one_it_copies() -> None:
+    source = inspect.getsource(QuicConnectionProtocol.transmit)
+    for step in ("self._transmit_task = None", "self._quic.datagrams_to_send(now=self._loop.time())",
+                 "timer_at = self._quic.get_timer()", "self._timer_at != timer_at",
+                 "self._loop.call_at(timer_at, self._handle_timer)", "self._timer_at = timer_at"):
+        assert step in source, f"aioquic's transmit changed: re-check TunedQuicProtocol ({step})"
 
 
 def test_the_private_state_the_tuning_uses_is_there(tmp_path: Path) -> None:
