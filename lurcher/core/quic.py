@@ -18,10 +18,17 @@ no option for, applied per connection by ``QuicTuning``:
 - ``max_concurrent_bidi_streams``: the bidirectional streams the peer may have open at once.
 - ``max_idle_timeout``: the QUIC idle timeout.
 
-Receiving (``drain_socket`` and ``TransmitBatch``): when a datagram arrives, the datagrams
-already queued on the socket are read in the same event-loop turn (at most
-``DRAIN_DATAGRAMS``) and each connection that received any transmits once afterwards (ACKs,
-replies), instead of one loop turn and one transmit per datagram.
+``initial_mtu`` goes up to 65,507 bytes (the largest IPv4 UDP payload): STREAM frames are
+written with a 4-byte length (``lurcher.core.quic_frames``), so one frame fills a datagram
+of any size.
+
+Receiving: a transmit asked for while a datagram is received waits for the end of the loop
+turn (``TunedQuicProtocol``), so the datagrams read in one turn (libuv reads up to 32;
+with asyncio's loop ``drain_socket`` reads the queued ones, at most ``DRAIN_DATAGRAMS``)
+cost one transmit. ACKs: an ACK waits up to ``ACK_DELAY_S`` and rides on the next packet
+that carries stream data (a reply, the next request) when one goes out first
+(``send_soon``), instead of one ACK-only packet per millisecond. ``TunedQuicProtocol.transmit``
+replaces aioquic's (same steps, datagrams sent in chunks as they are built).
 
 Invariants: packet pacing is off (aioquic paces with asyncio timers, whose millisecond
 resolution caps a connection near 16 datagrams per millisecond; the congestion window still
@@ -36,15 +43,14 @@ import socket
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from aioquic import tls
 from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.quic.configuration import SMALLEST_MAX_DATAGRAM_SIZE, QuicConfiguration
+from aioquic.quic.congestion.base import K_INITIAL_WINDOW
 
+from lurcher.core.quic_frames import MAX_DATAGRAM_BYTES, use_long_frames
 from lurcher.core.wire.units import parse_duration, parse_size
 
-# aioquic 1.x writes a STREAM frame's length as a two-byte varint (at most 16,383): a larger
-# datagram would carry longer frames whose length is corrupt, and the peer closes the
-# connection with FRAME_ENCODING_ERROR (what happened with max_datagram_size=60000).
-MAX_DATAGRAM_BYTES = 16_383
 SMALLEST_DATAGRAM_BYTES = SMALLEST_MAX_DATAGRAM_SIZE  # 1,200: what every QUIC path carries
 SOCKET_BUFFER_BYTES = 4 * 1024 * 1024
 STREAM_WINDOW_BYTES = 4 * 1024 * 1024
@@ -53,12 +59,14 @@ MTU_RETRY_MAX_S = 600.0
 STREAM_COUNT_MAX = 1 << 60
 DRAIN_DATAGRAMS = 64
 RECEIVE_BYTES = 65_536
+ACK_DELAY_S = 0.010  # within the 25 ms max_ack_delay aioquic announces to the peer
+TRANSMIT_CHUNK_BYTES = 128 * 1024  # sent as soon as built (``TunedQuicProtocol.send_datagrams``)
 
 
 @dataclass(frozen=True)
 class QuicSettings:
     """The QUIC options of one end, in bytes and seconds (0 disables ``keep_alive_s``)."""
-    initial_mtu: int = 16_000
+    initial_mtu: int = 64_000
     send_window: int = 16 * 1024 * 1024
     receive_window: int = 16 * 1024 * 1024
     keep_alive_s: float = 5.0
@@ -144,9 +152,9 @@ def enlarge_socket_buffers(sock: Any) -> None:
 
 def drain_socket(transport: Any, receive: Callable[[bytes, Any], None]) -> None:
     """Hand each datagram already queued on the socket of asyncio datagram ``transport`` to
-    ``receive`` (a bounded number, so other connections and timers get their turn). asyncio
-    exposes only a wrapper without ``recvfrom``; its selector transports keep the socket in
-    ``_sock`` (no draining without it)."""
+    ``receive`` (a bounded number, so other connections and timers get their turn). asyncio's
+    selector transport reads one datagram per loop turn and keeps its socket in ``_sock``;
+    uvloop's has no ``_sock`` and needs no draining (libuv reads up to 32 per turn)."""
     sock = getattr(transport, "_sock", None)
     for _ in range(DRAIN_DATAGRAMS if sock is not None else 0):
         try:
@@ -156,36 +164,6 @@ def drain_socket(transport: Any, receive: Callable[[bytes, Any], None]) -> None:
         except OSError:  # e.g. ICMP unreachable reported on a connected socket
             return
         receive(data, addr)
-
-
-class TransmitBatch:
-    """Defers ``transmit`` of the connections fed by one drained batch to its end."""
-
-    def __init__(self) -> None:
-        self.active = False
-        self.pending: dict[int, Callable[[], None]] = {}
-
-    def defer(self, key: int, transmit: Callable[[], None]) -> bool:
-        """True if ``transmit`` is deferred to the end of the batch."""
-        if self.active:
-            self.pending[key] = transmit
-        return self.active
-
-    def run(self, first: bytes, addr: Any, transport: Any,
-            receive: Callable[[bytes, Any], None]) -> None:
-        """``receive`` the first datagram and those queued behind it, then transmit once each."""
-        if self.active:  # re-entered: already inside a batch
-            receive(first, addr)
-            return
-        self.active = True
-        try:
-            receive(first, addr)
-            drain_socket(transport, receive)
-        finally:
-            self.active = False
-            pending, self.pending = self.pending, {}
-            for transmit in pending.values():
-                transmit()
 
 
 class _NoPacing:
@@ -228,11 +206,16 @@ class QuicTuning:
         self.raised_at = 0.0
         self.keep_alive: Any = None
         quic._loss._pacer = _NoPacing()
+        quic._ack_delay = ACK_DELAY_S
+        use_long_frames(quic)
         streams = quic._local_max_streams_bidi
         streams.value = streams.sent = settings.max_concurrent_bidi_streams
 
     def handshake_done(self) -> None:
         self.raise_size()
+        cc = self.quic._loss._cc  # the initial window, in datagrams of the size now used
+        initial = min(K_INITIAL_WINDOW * self.quic._max_datagram_size, self.settings.send_window)
+        cc.congestion_window = max(cc.congestion_window, initial)
         if self.settings.keep_alive_s > 0 and self.keep_alive is None:
             self.keep_alive = self.loop.call_later(self.settings.keep_alive_s, self.ping)
 
@@ -241,6 +224,12 @@ class QuicTuning:
             set_datagram_size(self.quic, self.settings.initial_mtu)
             self.large = True
             self.raised_at = self.loop.time()
+
+    def ack_with_data(self) -> None:
+        """Let the next packet carry the ACK that is waiting for its delay to pass."""
+        space = self.quic._spaces.get(tls.Epoch.ONE_RTT)
+        if space is not None and space.ack_at is not None:
+            space.ack_at = self.loop.time()
 
     def before_transmit(self) -> None:
         """Fall back to small datagrams on a probe timeout, retry later; cap the window."""
@@ -273,24 +262,74 @@ class QuicTuning:
 
 
 class TunedQuicProtocol(QuicConnectionProtocol):
-    """aioquic's connection protocol with ``QuicTuning`` and batched transmits; the base of
-    the server's and the SDK's QUIC protocols. Subclasses call ``handshake_done`` on
-    HandshakeCompleted."""
+    """aioquic's connection protocol with ``QuicTuning``; the base of the server's and the
+    SDK's QUIC protocols. Subclasses call ``handshake_done`` on HandshakeCompleted.
 
-    def __init__(self, *args: Any, settings: QuicSettings, batch: TransmitBatch,
-                 **kwargs: Any) -> None:
+    A transmit asked for while a datagram is being received is deferred to one transmit at
+    the end of the loop turn (aioquic's ``_transmit_soon``), so a burst of datagrams read in
+    one turn costs one transmit, one timer re-arm and at most one ACK.
+    """
+
+    def __init__(self, *args: Any, settings: QuicSettings, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.batch = batch
+        self.receiving = False
         self.tuning = QuicTuning(self._quic, settings, self._loop, self.transmit)
 
     def handshake_done(self) -> None:
         self.tuning.handshake_done()
 
+    def datagram_received(self, data: bytes | str, addr: Any) -> None:
+        self.receiving = True
+        try:
+            super().datagram_received(data, addr)
+        finally:
+            self.receiving = False
+
     def transmit(self) -> None:
-        if self.batch.defer(id(self), self.transmit):
+        """aioquic's transmit, with the datagrams sent in chunks (``send_datagrams``)."""
+        if self.receiving:
+            self._transmit_soon()
             return
+        self._transmit_task = None
         self.tuning.before_transmit()
-        super().transmit()
+        self.send_datagrams()
+        self.arm_timer()
+
+    def send_datagrams(self) -> None:
+        """Send what the congestion window allows, in chunks of ``TRANSMIT_CHUNK_BYTES``
+        each sent as soon as it is built, so the peer works on the first datagrams while
+        later ones are built (aioquic builds all before sending any)."""
+        quic = self._quic
+        loss, send, now = quic._loss, self._transport.sendto, self._loop.time()
+        cc = loss._cc
+        window = cc.congestion_window
+        try:
+            while True:
+                cap = loss.bytes_in_flight + TRANSMIT_CHUNK_BYTES
+                chunked = cap < window and quic._handshake_complete
+                if chunked:
+                    cc.congestion_window = cap
+                for data, addr in quic.datagrams_to_send(now=now):
+                    send(data, addr)
+                if not chunked or loss.bytes_in_flight + quic._max_datagram_size <= cap:
+                    return  # not held back by the chunk: nothing more to send now
+        finally:
+            cc.congestion_window = window
+
+    def arm_timer(self) -> None:
+        """Re-arm the connection's timer (as aioquic's transmit does)."""
+        timer_at = self._quic.get_timer()
+        if self._timer is not None and self._timer_at != timer_at:
+            self._timer.cancel()
+            self._timer = None
+        if self._timer is None and timer_at is not None:
+            self._timer = self._loop.call_at(timer_at, self._handle_timer)
+        self._timer_at = timer_at
+
+    def send_soon(self) -> None:
+        """Transmit newly queued stream data soon, with any pending ACK in its packet."""
+        self.tuning.ack_with_data()
+        self._transmit_soon()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.tuning.stop()

@@ -165,7 +165,7 @@ class Quic(Section):
     enabled: bool
     address: str
     max_idle_timeout: Micros
-    # bounds: core.quic (1,200 every QUIC path carries; 16,383 aioquic's frame length limit)
+    # bounds: core.quic (1,200 every QUIC path carries; 65,507 the largest IPv4 UDP payload)
     initial_mtu: Annotated[int, Quantity("size", units.parse_size),
                            msgspec.Meta(ge=SMALLEST_DATAGRAM_BYTES, le=MAX_DATAGRAM_BYTES)]
     send_window: Annotated[int, Quantity("size", units.parse_size),

@@ -13,7 +13,8 @@ a stream that ends inside a frame is answered with InvalidCommand; bytes after t
 frame of a stream are ignored. A stream reset by the client drops its partial request.
 The ``[quic]`` keys (initial_mtu, send_window, receive_window, keep_alive_interval,
 max_concurrent_bidi_streams, max_idle_timeout) and the run-time tuning (no pacing, datagram
-size fall-back, batched receive) are ``lurcher.core.quic``'s; ``section_settings`` reads them.
+size fall-back, long STREAM frames, one transmit per receive burst, delayed ACKs riding on
+replies) are ``lurcher.core.quic``'s; ``section_settings`` reads them.
 
 Memory bounds of one connection (issue 14, point 3):
 
@@ -48,7 +49,7 @@ from aioquic.quic.events import (
 from lurcher.auth.session import TRANSPORT_QUIC
 from lurcher.core.connection.framing import BadFrame, Frame, FrameLimits, FrameReader
 from lurcher.core.connection.server import FrameQueue, ServerConnection
-from lurcher.core.quic import (QuicSettings, TransmitBatch, TunedQuicProtocol,
+from lurcher.core.quic import (QuicSettings, TunedQuicProtocol, drain_socket,
                                enlarge_socket_buffers, quic_configuration)
 from lurcher.core.shard.reply import error_frame, materialise
 from lurcher.core.wire.error_codes import ErrorCode
@@ -69,6 +70,7 @@ QUIC_APP_REFUSED = 1
 MAX_QUEUED_REPLY_BYTES = 16 * 1024 * 1024
 MAX_PENDING_REQUESTS = 32
 MAX_UNFINISHED_STREAMS = 16
+MAX_WRITE_PARTS = 16  # a reply in more parts is joined first (one send call per part)
 
 
 def queued_reply_bytes(quic: Any) -> int:
@@ -210,13 +212,17 @@ class QuicClientProtocol(TunedQuicProtocol):
         if not self.answer_to:
             return  # a disconnect with no request in flight: the close says it all
         stream_id = self.answer_to.popleft()
+        parts = materialise(parts)
+        if len(parts) > MAX_WRITE_PARTS:
+            parts = [b"".join(parts)]
         try:
-            self._quic.send_stream_data(stream_id, b"".join(materialise(parts)),
-                                        end_stream=True)
+            for part in parts:  # each is copied once, into the stream's send buffer
+                self._quic.send_stream_data(stream_id, part)
+            self._quic.send_stream_data(stream_id, b"", end_stream=True)
         except (AssertionError, ValueError) as exc:  # stream reset or closed meanwhile
             log.debug("cannot answer stream %d: %s", stream_id, exc)
             return
-        self.transmit()
+        self.send_soon()
         if not self.paused and self.replies_backlogged():
             self.paused = True
             self.core.pause_writing()
@@ -252,16 +258,14 @@ class QuicClientProtocol(TunedQuicProtocol):
             log.debug("QUIC disconnect: %s", exc)
 
 
-class BatchingQuicServer(QuicServer):
-    """aioquic's server endpoint, receiving in batches (``TransmitBatch``)."""
-
-    def __init__(self, batch: TransmitBatch, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.batch = batch
+class DrainingQuicServer(QuicServer):
+    """aioquic's server endpoint that reads the datagrams queued behind each one
+    (``drain_socket``)."""
 
     def datagram_received(self, data: bytes | str, addr: Any) -> None:
         receive = super().datagram_received
-        self.batch.run(data, addr, self._transport, receive)
+        receive(data, addr)
+        drain_socket(self._transport, receive)
 
 
 def _seconds(micros: int) -> float:
@@ -293,13 +297,11 @@ async def listen(shard: Any, section: Quic, context: ListenContext) -> Listener:
     host, port = split_address(section.address)
     settings, configuration = server_configuration(section, context.data_path)
 
-    batch = TransmitBatch()
-
     def create(*args: Any, **kwargs: Any) -> QuicClientProtocol:
-        return QuicClientProtocol(*args, shard=shard, settings=settings, batch=batch, **kwargs)
+        return QuicClientProtocol(*args, shard=shard, settings=settings, **kwargs)
 
     transport, server = await asyncio.get_running_loop().create_datagram_endpoint(
-        lambda: BatchingQuicServer(batch, configuration=configuration, create_protocol=create),
+        lambda: DrainingQuicServer(configuration=configuration, create_protocol=create),
         local_addr=(host, port))
     enlarge_socket_buffers(transport.get_extra_info("socket"))
     return ServerListener(server, transport.get_extra_info("sockname"))

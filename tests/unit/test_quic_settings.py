@@ -3,50 +3,27 @@ the run-time tuning, exercised on a real pair of aioquic connections joined in m
 
 from __future__ import annotations
 
-import ssl
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.connection import QuicConnection
 
 from lurcher.runtime.config import ConfigError, load_config
-from lurcher.core.quic import (MAX_DATAGRAM_BYTES, QuicSettings, QuicTuning, quic_configuration,
-                               quic_settings)
+from lurcher.core.quic import MAX_DATAGRAM_BYTES, QuicSettings
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.sdk import connstring
 from lurcher.sdk.connection.quic import client_configuration, client_settings
 from lurcher.transports.quic import server_configuration
-from lurcher.transports.tls import ensure_certificate
+from tests.support.quic_pair import connected_pair
 
-CLIENT_ADDR, SERVER_ADDR = ("127.0.0.1", 1), ("127.0.0.1", 2)
 MIB = 1024 * 1024
-
-
-class FakeLoop:
-    """A clock the test moves; timers are recorded, not run."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.timers: list[tuple[float, Any]] = []
-
-    def time(self) -> float:
-        return self.now
-
-    def call_later(self, delay: float, callback: Any) -> Any:
-        self.timers.append((self.now + delay, callback))
-        return self
-
-    def cancel(self) -> None:
-        """The handle's cancel."""
 
 
 def test_the_packaged_server_keys_map_to_settings(tmp_path: Path) -> None:
     section = load_config(environ={}).typed.quic
     settings, config = server_configuration(section, tmp_path)
-    assert settings == QuicSettings(initial_mtu=16_000, send_window=16 * MIB,
+    assert settings == QuicSettings(initial_mtu=64_000, send_window=16 * MIB,
                                     receive_window=16 * MIB, keep_alive_s=5.0,
                                     max_concurrent_bidi_streams=10_000, idle_timeout_s=10.0)
     assert config.max_data == 16 * MIB and config.idle_timeout == 10.0
@@ -64,7 +41,7 @@ def test_server_keys_in_iggy_form(tmp_path: Path) -> None:
     assert config.max_data == 100_000
 
 
-@pytest.mark.parametrize("key, value", [("initial_mtu", "1000 B"), ("initial_mtu", "60000 B"),
+@pytest.mark.parametrize("key, value", [("initial_mtu", "1000 B"), ("initial_mtu", "65508 B"),
                                         ("max_concurrent_bidi_streams", 0),
                                         ("send_window", "lots")])
 def test_bad_server_keys_are_one_line_config_errors(tmp_path: Path, key: str, value: Any) -> None:
@@ -89,40 +66,6 @@ def test_a_bad_connection_string_option_is_invalid_configuration() -> None:
         client_settings(config)
     assert caught.value.code == ErrorCode.INVALID_CONFIGURATION
     assert "initial_mtu" in str(caught.value)
-
-
-def connected_pair(tmp_path: Path, client: QuicSettings, server: QuicSettings
-                   ) -> tuple[QuicConnection, QuicConnection, QuicTuning, QuicTuning]:
-    """A client and a server aioquic connection, handshaken by passing datagrams in memory."""
-    paths = ensure_certificate(load_config(environ={}).typed.quic.certificate, tmp_path)
-    client_config = quic_configuration(client, is_client=True)
-    client_config.verify_mode = ssl.CERT_NONE
-    server_config: QuicConfiguration = quic_configuration(server, is_client=False)
-    server_config.load_cert_chain(str(paths.cert_file), str(paths.key_file))
-    loop = FakeLoop()
-    cq = QuicConnection(configuration=client_config)
-    ct = QuicTuning(cq, client, loop, lambda: None)
-    cq.connect(SERVER_ADDR, now=loop.now)
-    sq = QuicConnection(configuration=server_config,
-                        original_destination_connection_id=cq.original_destination_connection_id)
-    st = QuicTuning(sq, server, loop, lambda: None)
-    for _ in range(10):
-        exchange(cq, sq, loop.now)
-    assert cq._handshake_complete and sq._handshake_complete
-    ct.handshake_done()
-    st.handshake_done()
-    return cq, sq, ct, st
-
-
-def exchange(cq: QuicConnection, sq: QuicConnection, now: float) -> int:
-    """One round each way; the bytes the client sent."""
-    sent = 0
-    for data, _ in cq.datagrams_to_send(now):
-        sent += len(data)
-        sq.receive_datagram(data, CLIENT_ADDR, now)
-    for data, _ in sq.datagrams_to_send(now):
-        cq.receive_datagram(data, SERVER_ADDR, now)
-    return sent
 
 
 def test_send_window_caps_the_bytes_in_flight(tmp_path: Path) -> None:
@@ -158,5 +101,5 @@ def test_the_peer_may_open_max_concurrent_bidi_streams(tmp_path: Path) -> None:
 
 
 def test_the_server_refuses_a_bad_quic_key_at_start_in_one_line() -> None:
-    with pytest.raises(ConfigError, match=r"^quic\.initial_mtu: expected `int` <= 16383$"):
-        load_config(environ={"LURCHER_QUIC_INITIAL_MTU": "60000"})
+    with pytest.raises(ConfigError, match=r"^quic\.initial_mtu: expected `int` <= 65507$"):
+        load_config(environ={"LURCHER_QUIC_INITIAL_MTU": "65508"})

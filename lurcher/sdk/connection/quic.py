@@ -21,9 +21,10 @@ from typing import Any
 
 from aioquic.asyncio import connect
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import HandshakeCompleted, QuicEvent
+from aioquic.quic.events import (ConnectionTerminated, HandshakeCompleted, QuicEvent,
+                                  StreamDataReceived, StreamReset)
 
-from lurcher.core.quic import (QuicSettings, TransmitBatch, TunedQuicProtocol,
+from lurcher.core.quic import (QuicSettings, TunedQuicProtocol, drain_socket,
                                enlarge_socket_buffers, quic_configuration, quic_settings)
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.error_codes import ErrorCode
@@ -36,6 +37,7 @@ from lurcher.sdk.connection.websocket import size_option
 _EMPTY = memoryview(b"")
 DEFAULT_RESPONSE_BUFFER_BYTES = 10_000_000
 DEFAULT_SERVER_NAME = "localhost"
+QUIC_NO_ERROR = 0
 
 
 def client_settings(config: ClientConfig) -> QuicSettings:
@@ -57,16 +59,52 @@ def client_configuration(config: ClientConfig, settings: QuicSettings) -> QuicCo
     return quic
 
 
+class _Response:
+    """The response frame of one request stream, gathered until the stream ends."""
+
+    def __init__(self, done: asyncio.Future, limit: int) -> None:
+        self.done, self.limit = done, limit
+        self.chunks: list[bytes] = []
+        self.size = 0
+
+    def data(self, data: bytes, end_stream: bool) -> None:
+        if self.done.done():
+            return
+        self.chunks.append(data)
+        self.size += len(data)
+        if self.size > FRAME_HEADER_BYTES + self.limit:
+            self.chunks.clear()
+            self.done.set_exception(IggyError(
+                ErrorCode.INVALID_BYTES_RESPONSE,
+                f"response of more than {self.limit} bytes exceeds response_buffer_size"))
+        elif end_stream:
+            response = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+            if len(response) < FRAME_HEADER_BYTES:
+                self.fail(asyncio.IncompleteReadError(response, FRAME_HEADER_BYTES))
+            else:
+                self.done.set_result(response)
+
+    def fail(self, error: BaseException) -> None:
+        if not self.done.done():
+            self.done.set_exception(error)
+
+
 class _ClientProtocol(TunedQuicProtocol):
     """aioquic's client protocol on a *connected* UDP socket, so an ICMP "port unreachable"
     (nobody listens there) reaches ``error_received`` and fails the handshake at once
     instead of after the connect timeout. The handshake waiter's exception is always
     retrieved (no "Future exception was never retrieved" when a connect is abandoned).
-    Datagrams are received in batches (the connection owns its socket)."""
+    The datagrams queued behind each one are read at once (``drain_socket``; the connection
+owns its socket)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.responses: dict[int, _Response] = {}
 
     def datagram_received(self, data: bytes | str, addr: Any) -> None:
         receive = super().datagram_received
-        self.batch.run(data, addr, self._transport, receive)
+        receive(data, addr)
+        drain_socket(self._transport, receive)
 
     def connect(self, addr: Any, transmit: bool = True) -> None:
         sock = self._transport.get_extra_info("socket")
@@ -76,9 +114,47 @@ class _ClientProtocol(TunedQuicProtocol):
         super().connect(addr, transmit)
 
     def quic_event_received(self, event: QuicEvent) -> None:
+        if isinstance(event, StreamDataReceived):
+            response = self.responses.get(event.stream_id)
+            if response is not None:
+                response.data(event.data, event.end_stream)
+            return  # the server opens no streams; late bytes of a dropped request go
         if isinstance(event, HandshakeCompleted):
             self.handshake_done()
+        elif isinstance(event, StreamReset) and event.stream_id in self.responses:
+            self.responses[event.stream_id].fail(ConnectionResetError("response stream reset"))
+        elif isinstance(event, ConnectionTerminated):
+            for response in list(self.responses.values()):
+                response.fail(ConnectionError(f"QUIC connection closed: {event.reason_phrase}"))
         super().quic_event_received(event)
+
+    async def request(self, code: int, parts: list[Buffer], limit: int) -> bytes:
+        """Send one request frame on a new stream; its response frame, whole (``limit``:
+        the largest response payload accepted, larger raises IggyError)."""
+        quic = self._quic
+        stream_id = quic.get_next_available_stream_id()
+        size = sum(len(p) for p in parts)
+        quic.send_stream_data(stream_id, FRAME_HEADER.pack(CODE_BYTES + size, code))
+        for part in parts:
+            quic.send_stream_data(stream_id, part)
+        quic.send_stream_data(stream_id, b"", end_stream=True)
+        response = self.responses[stream_id] = _Response(self._loop.create_future(), limit)
+        self.send_soon()
+        try:
+            return await response.done
+        except BaseException:
+            self.stop_receiving(stream_id)
+            raise
+        finally:
+            del self.responses[stream_id]
+
+    def stop_receiving(self, stream_id: int) -> None:
+        """Ask the server to stop sending a response nobody waits for any more."""
+        try:
+            self._quic.stop_stream(stream_id, QUIC_NO_ERROR)
+        except (AssertionError, ValueError):  # the stream is finished or gone
+            return
+        self._transmit_soon()
 
     async def wait_connected(self) -> None:
         if not self._connected and self._connected_waiter is None:
@@ -127,7 +203,7 @@ class QuicConnection(Connection):
         settings = client_settings(self.config)
 
         def create(*args: Any, **kwargs: Any) -> _ClientProtocol:
-            return _ClientProtocol(*args, settings=settings, batch=TransmitBatch(), **kwargs)
+            return _ClientProtocol(*args, settings=settings, **kwargs)
 
         cm = connect(self.host, self.port, configuration=client_configuration(self.config, settings),
                      create_protocol=create, wait_connected=True)
@@ -146,20 +222,13 @@ class QuicConnection(Connection):
 
     async def _roundtrip(self, code: int, parts: list[Buffer]) -> tuple[int, memoryview]:
         assert self._proto is not None
-        reader, writer = await self._proto.create_stream()
-        size = sum(len(p) for p in parts)
-        writer.write(FRAME_HEADER.pack(CODE_BYTES + size, code))
-        for part in parts:
-            writer.write(bytes(part))
-        writer.write_eof()
-        header = await reader.readexactly(FRAME_HEADER_BYTES)
-        status, length = FRAME_HEADER.unpack(header)
+        response = await self._proto.request(code, parts, self.limit)
+        status, length = FRAME_HEADER.unpack_from(response)
         if status or length <= 1:
             return status, _EMPTY
-        if length > self.limit:
-            raise IggyError(ErrorCode.INVALID_BYTES_RESPONSE,
-                            f"response of {length} bytes exceeds response_buffer_size {self.limit}")
-        return status, memoryview(await reader.readexactly(length))
+        if len(response) < FRAME_HEADER_BYTES + length:
+            raise asyncio.IncompleteReadError(response, FRAME_HEADER_BYTES + length)
+        return status, memoryview(response)[FRAME_HEADER_BYTES:FRAME_HEADER_BYTES + length]
 
     async def _abort(self) -> None:
         cm, self._cm, self._proto = self._cm, None, None

@@ -1,0 +1,70 @@
+"""STREAM frames longer than 16,383 bytes for aioquic (``LongFrameQuicConnection``).
+
+Owns: the one override of a private aioquic method, ``QuicConnection._write_stream_frame``,
+which writes a STREAM frame's length as a 2-byte varint (at most 16,383 bytes) and so caps
+the useful datagram size. The override writes it as a 4-byte varint (RFC 9000 §16: any
+encoding is valid, the peer reads the prefix), so one STREAM frame fills a datagram of up to
+``MAX_DATAGRAM_BYTES`` (the largest IPv4 UDP payload). Every other step is aioquic's.
+
+Invariants: aioquic is pinned to one version in pyproject.toml (``AIOQUIC_VERSION``); the
+overridden method's signature and the frame type bits it relies on are checked by
+tests/unit/test_quic_frames.py, which fails loudly if an aioquic upgrade changes them.
+A connection becomes a ``LongFrameQuicConnection`` by ``use_long_frames`` (aioquic creates
+its connections itself, client and server, so the class is swapped on the instance).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aioquic.buffer import size_uint_var
+from aioquic.quic.connection import QuicConnection
+from aioquic.quic.packet import QuicFrameType
+
+AIOQUIC_VERSION = "1.7.2"
+MAX_DATAGRAM_BYTES = 65_507  # 65,535 - 20 (IPv4 header) - 8 (UDP header)
+LENGTH_BYTES = 4
+LENGTH_PREFIX = 0x80000000  # varint prefix 0b10: a 4-byte length
+STREAM_FRAME_LENGTH_BIT = 2
+STREAM_FRAME_OFFSET_BIT = 4
+STREAM_FRAME_FIN_BIT = 1
+
+
+class LongFrameQuicConnection(QuicConnection):
+    """aioquic's connection whose STREAM frames carry a 4-byte length."""
+
+    def _write_stream_frame(self, builder: Any, space: Any, stream: Any,
+                            max_offset: int) -> int:
+        """Write one STREAM frame of ``stream`` into ``builder``'s packet, as far as flow
+        control (``max_offset``) and the packet's room allow; the bytes newly sent."""
+        sender = stream.sender
+        overhead = (1 + LENGTH_BYTES + size_uint_var(stream.stream_id)
+                    + (size_uint_var(sender.next_offset) if sender.next_offset else 0))
+        previous_highest = sender.highest_offset
+        frame = sender.get_frame(builder.remaining_flight_space - overhead, max_offset)
+        if frame is None:
+            return 0
+        frame_type = QuicFrameType.STREAM_BASE | STREAM_FRAME_LENGTH_BIT
+        if frame.offset:
+            frame_type |= STREAM_FRAME_OFFSET_BIT
+        if frame.fin:
+            frame_type |= STREAM_FRAME_FIN_BIT
+        end = frame.offset + len(frame.data)
+        buf = builder.start_frame(frame_type, capacity=overhead,
+                                  handler=sender.on_data_delivery,
+                                  handler_args=(frame.offset, end, frame.fin))
+        buf.push_uint_var(stream.stream_id)
+        if frame.offset:
+            buf.push_uint_var(frame.offset)
+        buf.push_uint32(len(frame.data) | LENGTH_PREFIX)
+        buf.push_bytes(frame.data)
+        if self._quic_logger is not None:
+            builder.quic_logger_frames.append(
+                self._quic_logger.encode_stream_frame(frame, stream_id=stream.stream_id))
+        return sender.highest_offset - previous_highest
+
+
+def use_long_frames(quic: QuicConnection) -> None:
+    """Make ``quic`` (an aioquic connection, client or server) write long STREAM frames."""
+    if type(quic) is QuicConnection:
+        quic.__class__ = LongFrameQuicConnection

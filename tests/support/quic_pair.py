@@ -1,0 +1,71 @@
+"""A client and a server aioquic connection joined in memory, each with its ``QuicTuning``
+(the run-time tuning of ``lurcher.core.quic``), for unit tests of the QUIC tuning."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Any
+
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.connection import QuicConnection
+
+from lurcher.core.quic import QuicSettings, QuicTuning, quic_configuration
+from lurcher.runtime.config import load_config
+from lurcher.transports.tls import ensure_certificate
+
+CLIENT_ADDR, SERVER_ADDR = ("127.0.0.1", 1), ("127.0.0.1", 2)
+
+
+class FakeLoop:
+    """A clock the test moves; timers are recorded, not run."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.timers: list[tuple[float, Any]] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def call_later(self, delay: float, callback: Any) -> Any:
+        self.timers.append((self.now + delay, callback))
+        return self
+
+    def cancel(self) -> None:
+        """The handle's cancel."""
+
+
+def connected_pair(tmp_path: Path, client: QuicSettings, server: QuicSettings
+                   ) -> tuple[QuicConnection, QuicConnection, QuicTuning, QuicTuning]:
+    """A client and a server aioquic connection, handshaken by passing datagrams in memory."""
+    paths = ensure_certificate(load_config(environ={}).typed.quic.certificate, tmp_path)
+    client_config = quic_configuration(client, is_client=True)
+    client_config.verify_mode = ssl.CERT_NONE
+    server_config: QuicConfiguration = quic_configuration(server, is_client=False)
+    server_config.load_cert_chain(str(paths.cert_file), str(paths.key_file))
+    loop = FakeLoop()
+    cq = QuicConnection(configuration=client_config)
+    ct = QuicTuning(cq, client, loop, lambda: None)
+    cq.connect(SERVER_ADDR, now=loop.now)
+    sq = QuicConnection(configuration=server_config,
+                        original_destination_connection_id=cq.original_destination_connection_id)
+    st = QuicTuning(sq, server, loop, lambda: None)
+    for _ in range(10):
+        exchange(cq, sq, loop.now)
+    assert cq._handshake_complete and sq._handshake_complete
+    ct.handshake_done()
+    st.handshake_done()
+    return cq, sq, ct, st
+
+
+def exchange(cq: QuicConnection, sq: QuicConnection, now: float) -> int:
+    """One round each way; the bytes the client sent."""
+    sent = 0
+    for data, _ in cq.datagrams_to_send(now):
+        sent += len(data)
+        sq.receive_datagram(data, CLIENT_ADDR, now)
+    for data, _ in sq.datagrams_to_send(now):
+        cq.receive_datagram(data, SERVER_ADDR, now)
+    return sent
+
+
