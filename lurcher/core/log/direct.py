@@ -33,6 +33,11 @@ and must land in order: the posix writer thread runs them in order, io_uring get
 ``ordered_pairs`` (IOSQE_IO_DRAIN on each pair). A failed write is always followed by a
 ``truncate`` to the accepted state (``Segment.cut_back``), which resets the tail.
 
+The pooled buffers are not registered as io_uring fixed buffers: the python ``liburing``
+binding registers them (``io_uring_register_buffers_update_tag`` takes an mmap), but its
+``io_uring_prep_write_fixed`` takes the data as ``char *`` converted from a ``bytes`` object
+only, so it cannot point into a registered buffer; ``io_uring_prep_write`` takes any buffer.
+
 Where O_DIRECT cannot be opened (EINVAL: tmpfs and other file systems without it) the
 backend logs one line and writes through the page cache from then on.
 """

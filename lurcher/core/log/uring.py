@@ -16,6 +16,9 @@ belongs to the event loop thread (it is never waited on); the first ring keeps t
 synchronous calls. A short or failed write is finished or reported there; finishing a short
 write (rare: the kernel writes whole buffers to regular files) uses a blocking ``pwrite``.
 
+With ``ordered_pairs`` (O_DIRECT segment files, see ``direct``) the log write of each pair
+carries IOSQE_IO_DRAIN, so a pair starts only once every earlier submission completed.
+
 ``open_uring_io`` returns None (and logs why) where io_uring is missing or forbidden
 (old kernels, seccomp in containers), so ``system.io = "auto"`` can fall back to posix.
 """
