@@ -11,34 +11,35 @@ set -euo pipefail
 OUT=${OUT:-bench-results}
 ROUNDS=${ROUNDS:-3}
 HERE=$(pwd)
-bench() { flock /tmp/bench.lock lurcher-bench "$@" --no-progress --no-charts --output-dir "$OUT"; }
 row() { grep -E "sum|server:" | sed "s/^/$1  /"; }
 
-producer() {  # label checkout io direct_io [--enforce-fsync]
-  local label=$1 checkout=$2 io=$3 direct=$4; shift 4
-  PYTHONPATH=$checkout LURCHER_SYSTEM_IO=$io LURCHER_SYSTEM_SEGMENT_DIRECT_IO=$direct \
-    bench pinned-producer "$@" | row "$label"
+producer() {  # label checkout "VAR=value ..." [--enforce-fsync]
+  local label=$1 checkout=$2 vars=$3; shift 3
+  env PYTHONPATH="$checkout" $vars flock /tmp/bench.lock lurcher-bench pinned-producer "$@" \
+    --no-progress --no-charts --output-dir "$OUT" | row "$label"
 }
 
-round_trip() {  # label checkout direct_io [--target redis]
-  local label=$1 checkout=$2 direct=$3; shift 3
-  PYTHONPATH=$checkout LURCHER_SYSTEM_SEGMENT_DIRECT_IO=$direct \
-    bench end-to-end-producing-consumer --messages-per-batch 1 --message-batches 20000 "$@" \
-    | grep -E "sum|server:|consumer|actor" | sed "s/^/$label  /"
+round_trip() {  # label checkout "VAR=value ..." [--target redis]
+  local label=$1 checkout=$2 vars=$3; shift 3
+  env PYTHONPATH="$checkout" $vars flock /tmp/bench.lock lurcher-bench \
+    end-to-end-producing-consumer --messages-per-batch 1 --message-batches 20000 "$@" \
+    --no-progress --no-charts --output-dir "$OUT" | row "$label"
 }
 
 for round in $(seq "$ROUNDS"); do
   echo "### round $round"
   for fsync in "" "--enforce-fsync"; do
-    [ -n "${BASE:-}" ] && producer "base-auto${fsync}" "$BASE" auto false $fsync
+    if [ -n "${BASE:-}" ]; then producer "base$fsync" "$BASE" "" $fsync; fi
     for io in uring posix; do
       for direct in false true; do
-        producer "$io-direct=$direct${fsync}" "$HERE" "$io" "$direct" $fsync
+        producer "$io-direct=$direct$fsync" "$HERE" \
+          "LURCHER_SYSTEM_IO=$io LURCHER_SYSTEM_SEGMENT_DIRECT_IO=$direct" $fsync
       done
     done
   done
-  [ -n "${BASE:-}" ] && round_trip "base-e2e" "$BASE" false
-  round_trip "e2e-direct=false" "$HERE" false
-  round_trip "e2e-direct=true" "$HERE" true
-  round_trip "e2e-redis" "$HERE" false --target redis
+  if [ -n "${BASE:-}" ]; then round_trip "e2e-base" "$BASE" ""; fi
+  for direct in false true; do
+    round_trip "e2e-direct=$direct" "$HERE" "LURCHER_SYSTEM_SEGMENT_DIRECT_IO=$direct"
+  done
+  round_trip "e2e-redis" "$HERE" "" --target redis
 done
