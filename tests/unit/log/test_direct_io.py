@@ -5,6 +5,7 @@ asynchronous appends, a failed write cut back, a padded tail left by a crash).""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 
 import pytest
@@ -185,4 +186,32 @@ def test_failed_write_is_cut_back_and_the_tail_reset(tmp_path):
     reopened = open_part(path, PosixIo())
     assert reopened.read_first(100).to_bytes() == data
     assert not any(r.changed for r in reopened.recovery.values())
+    reopened.close()
+
+
+def test_file_system_without_o_direct_falls_back_with_one_log_line(tmp_path, monkeypatch,
+                                                                   caplog):
+    """Where opening with O_DIRECT fails with EINVAL (tmpfs on older kernels, some network
+    file systems), segment files are written through the page cache; one warning says so."""
+    plain_open = os.open
+
+    def no_direct(path, flags, mode=0o777):
+        if flags & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return plain_open(path, flags, mode)
+
+    monkeypatch.setattr(os, "open", no_direct)
+    io = DirectIo(PosixIo())
+    path = str(tmp_path / "p")
+    with caplog.at_level("WARNING", logger="lurcher.core.log.direct"):
+        part = open_part(path, io, segment_size_bytes=1500)
+        for i in range(5):
+            part.append(batch(4, tag=i, size=100))
+    assert part.segments_count > 1 and not io.enabled
+    warnings = [r for r in caplog.records if "O_DIRECT" in r.getMessage()]
+    assert len(warnings) == 1
+    data = part.read_first(100).to_bytes()
+    part.close()
+    reopened = open_part(path, PosixIo())
+    assert reopened.read_first(100).to_bytes() == data and reopened.next_offset == 20
     reopened.close()
