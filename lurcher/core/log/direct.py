@@ -10,7 +10,8 @@ descriptor opened O_DIRECT cannot do). Reads after a direct write are coherent: 
 drops the cached pages a direct write covers.
 
 O_DIRECT wants the file offset, the length and the memory address aligned to the logical
-block (``BLOCK``, 4096: safe for every device). So each direct file keeps, in memory:
+block (``BLOCK``, 4096: safe for every device). So each direct file (one state per inode,
+shared by every descriptor open on it) keeps, in memory:
 
 - ``end``: its logical length (what was written, without padding), and
 - ``tail``: the bytes from the last block boundary at or before ``end`` up to ``end``
@@ -98,12 +99,14 @@ class AlignedPool:
 
 
 class DirectFile:
-    """One segment file's O_DIRECT descriptor and its in-memory ``end`` and ``tail``."""
+    """One segment file's O_DIRECT descriptor and its in-memory ``end`` and ``tail``,
+    shared by every descriptor open on that file (``users`` of them; ``inode`` names it)."""
 
-    __slots__ = ("fd", "path", "end", "tail")
+    __slots__ = ("fd", "path", "inode", "users", "end", "tail")
 
-    def __init__(self, fd: int, path: str, end: int, tail: bytes) -> None:
-        self.fd, self.path, self.end, self.tail = fd, path, end, tail
+    def __init__(self, fd: int, path: str, inode: tuple[int, int]) -> None:
+        self.fd, self.path, self.inode = fd, path, inode
+        self.users, self.end, self.tail = 1, 0, b""
 
 
 def lay_out(buffer: Any, end: int, tail: bytes, position: int,
@@ -141,7 +144,8 @@ class DirectIo:
         self.inner = inner
         self.pool = pool or AlignedPool()
         self.enabled = True
-        self._files: dict[int, DirectFile] = {}
+        self._files: dict[int, DirectFile] = {}  # by the caller's descriptor
+        self._by_inode: dict[tuple[int, int], DirectFile] = {}
         if hasattr(inner, "ordered_pairs"):
             inner.ordered_pairs = True
 
@@ -151,9 +155,18 @@ class DirectIo:
     # -- descriptors ---------------------------------------------------------------------
 
     def open(self, path: str, create: bool = True, mode: int = 0o644) -> int:
-        """Open as ``inner`` does; a segment file also gets its O_DIRECT descriptor."""
+        """Open as ``inner`` does; a segment file also gets its O_DIRECT descriptor and
+        state, or shares them with the descriptors already open on it (a file evicted from
+        the descriptor cache and reopened while a write through the old one is in flight
+        must not start again from what the disk shows)."""
         fd = self.inner.open(path, create, mode)
         if self.enabled and is_segment_file(path):
+            info = os.fstat(fd)
+            shared = self._by_inode.get((info.st_dev, info.st_ino))
+            if shared is not None:
+                shared.users += 1
+                self._files[fd] = shared
+                return fd
             try:
                 direct = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_DIRECT)
             except OSError as exc:
@@ -165,13 +178,16 @@ class DirectIo:
                             "written through the page cache (system.segment.direct_io)",
                             os.path.dirname(path) or ".", exc)
                 return fd
-            self._files[fd] = state = DirectFile(direct, path, 0, b"")
-            self._reset(fd, state, self.inner.size(fd))
+            state = DirectFile(direct, path, (info.st_dev, info.st_ino))
+            self._files[fd] = self._by_inode[state.inode] = state
+            self._reset(fd, state, info.st_size)
         return fd
 
     def close(self, fd: int) -> None:
-        """Close both descriptors; the block padding past the logical end is cut first."""
+        """Close ``fd``; with the file's last one, its O_DIRECT descriptor too, after
+        cutting the block padding past the logical end."""
         state = self._files.pop(fd, None)
+        state = state if state is not None and self._last_user(state) else None
         if state is not None:
             os.close(state.fd)
             try:
@@ -180,6 +196,13 @@ class DirectIo:
             except OSError as exc:  # recovery cuts the padding at the next start
                 log.warning("cannot cut the block padding of a segment file: %s", exc)
         self.inner.close(fd)
+
+    def _last_user(self, state: DirectFile) -> bool:
+        state.users -= 1
+        if state.users:
+            return False
+        del self._by_inode[state.inode]
+        return True
 
     def _reset(self, fd: int, state: DirectFile, end: int) -> None:
         """The file's logical length is ``end``: read its tail block back."""

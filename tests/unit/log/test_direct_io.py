@@ -215,3 +215,20 @@ def test_file_system_without_o_direct_falls_back_with_one_log_line(tmp_path, mon
     reopened = open_part(path, PosixIo())
     assert reopened.read_first(100).to_bytes() == data and reopened.next_offset == 20
     reopened.close()
+
+
+def test_a_file_opened_twice_shares_its_tail_and_end(tmp_path):
+    """The descriptor cache may reopen a segment file while a write through the old
+    descriptor is in flight: both descriptors continue one logical file."""
+    io = DirectIo(PosixIo())
+    path = str(tmp_path / "00000000000000000000.log")
+    first = io.open(path)
+    io.pwrite(first, b"a" * 100, 0)
+    second = io.open(path)
+    assert io.size(second) == 100  # not the padded size on disk
+    io.pwrite(second, b"b" * 50, 100)
+    io.close(first)
+    assert io.size(second) == 150 and io.pread(second, 150, 0) == b"a" * 100 + b"b" * 50
+    io.close(second)
+    with open(path, "rb") as f:
+        assert f.read() == b"a" * 100 + b"b" * 50
