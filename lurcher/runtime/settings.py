@@ -52,6 +52,7 @@ class Sharding(Section):
 class Segment(Section):
     size: Bytes
     max_open_files: Annotated[int, msgspec.Meta(ge=2)]
+    direct_io: bool
 
 
 class Partition(Section):

@@ -111,6 +111,7 @@ def damage_newest_segment(server: LurcherServer, how: str, rng: random.Random,
         return
     log_path = disk.segments(dirs[0])[-1]
     index_path = log_path.with_suffix(".index")
+    disk.drop_block_padding(log_path)
     if how == "partial header":
         with open(log_path, "ab") as f:
             f.write(rng.randbytes(rng.randrange(1, 64)))
@@ -192,13 +193,15 @@ def check_files(server: LurcherServer, stored: list[raw.PolledMessage], where: s
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("io,enforce_fsync", [
-    ("uring", False), ("posix", False), ("uring", True), ("posix", True)])
+@pytest.mark.parametrize("io,enforce_fsync,direct_io", [
+    ("uring", False, False), ("posix", False, False), ("uring", True, False),
+    ("posix", True, False), ("uring", False, True), ("posix", True, True)])
 def test_sigkill_loses_nothing_acknowledged(server_factory: ServerFactory, io: str,
-                                            enforce_fsync: bool) -> None:
+                                            enforce_fsync: bool, direct_io: bool) -> None:
     server = server_factory({
         "LURCHER_SYSTEM_SEGMENT_SIZE": SEGMENT_SIZE,
         "LURCHER_SYSTEM_IO": io,
+        "LURCHER_SYSTEM_SEGMENT_DIRECT_IO": str(direct_io).lower(),
         "LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC": str(enforce_fsync).lower(),
     })
     with raw.RawClient(server.tcp_address) as c:

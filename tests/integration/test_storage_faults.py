@@ -1,5 +1,6 @@
 """Storage faults injected through the storage interface (``TEST_LURCHER_IO_FAULT``, see
-``lurcher.core.log.faulty_io``) into a real server, over the posix and io_uring backends.
+``lurcher.core.log.faulty_io``) into a real server, over the posix and io_uring backends,
+with segment files written through the page cache and with O_DIRECT.
 
 Checked, for EIO on a batch write, a short (torn) batch write, and a failed group-commit
 fsync with ``enforce_fsync``: the affected send is refused with a clear code (10006
@@ -57,13 +58,16 @@ def stored(server: LurcherServer) -> list[bytes]:
     return [m.payload for m in polled]
 
 
+@pytest.mark.parametrize("direct_io", [False, True], ids=["page-cache", "direct"])
 @pytest.mark.parametrize("io", ["posix", "uring"])
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_storage_fault_fails_the_send_and_loses_nothing_acknowledged(server_factory, io: str,
-                                                                     fault: str) -> None:
+                                                                     fault: str,
+                                                                     direct_io: bool) -> None:
     spec, enforce_fsync, failing_code, later_code = FAULTS[fault]
     server = server_factory({
         "LURCHER_SYSTEM_IO": io,
+        "LURCHER_SYSTEM_SEGMENT_DIRECT_IO": str(direct_io).lower(),
         "LURCHER_SYSTEM_SHARDING_SHARDS": "1",
         "LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC": str(enforce_fsync).lower(),
         FAULT_ENV: spec,

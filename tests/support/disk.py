@@ -2,13 +2,15 @@
 
 Layout assumed (wire reference §17, DESIGN "on-disk record format IS the wire format"):
 each partition directory holds segments ``<20-digit start offset>.log`` (messages back to
-back, exactly as polled) and ``<same>.index`` (16-byte entries: relative offset u32,
-end position u32, timestamp u64). ``read_partition`` raises ``ValueError`` naming the file
+back, exactly as polled; while an O_DIRECT server has them open, followed by zeros up to a
+multiple of 4096 bytes, which the readers here check and skip) and ``<same>.index``
+(16-byte entries: relative offset u32, end position u32, timestamp u64). ``read_partition`` raises ``ValueError`` naming the file
 and byte position of the first inconsistency (torn record, offset gap, index mismatch).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from pathlib import Path
@@ -19,6 +21,7 @@ from tests.support.raw import PolledMessage, message, parse_messages
 
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 INDEX_ENTRY = struct.Struct("<IIQ")
+BLOCK = 4096  # O_DIRECT segment files are padded with zeros up to a multiple of it
 
 
 def partition_dirs(data_dir: Path) -> list[Path]:
@@ -34,8 +37,10 @@ def segments(partition_dir: Path) -> list[Path]:
 def read_segment(log_path: Path) -> list[PolledMessage]:
     """All messages of one segment; ValueError on a torn tail or offset gap inside it."""
     start = int(SEGMENT_NAME.match(log_path.name).group(1))  # type: ignore[union-attr]
+    data = log_path.read_bytes()
+    data = unpadded(data, log_end(data))
     try:
-        messages = parse_messages(log_path.read_bytes())
+        messages = parse_messages(data)
     except ValueError as exc:
         raise ValueError(f"{log_path}: {exc}") from None
     for i, m in enumerate(messages):
@@ -44,12 +49,41 @@ def read_segment(log_path: Path) -> list[PolledMessage]:
     return messages
 
 
+def log_end(data: bytes) -> int:
+    """Where the whole records at the start of a segment log end (a run of zeros, which
+    parses as empty records, is padding, not records)."""
+    end = 0
+    for m in parse_messages(data, strict=False):
+        if not any(m.raw):
+            break
+        end += len(m.raw)
+    return end
+
+
+def index_end(data: bytes) -> int:
+    """Where the last index entry that is not all zeros ends."""
+    count = len(data) // INDEX_ENTRY.size
+    while count and not any(data[(count - 1) * INDEX_ENTRY.size:count * INDEX_ENTRY.size]):
+        count -= 1
+    return count * INDEX_ENTRY.size
+
+
+def unpadded(data: bytes, end: int) -> bytes:
+    """``data[:end]`` when what follows ``end`` is the block padding of a segment file open
+    O_DIRECT (zeros, less than a block, up to a multiple of ``BLOCK``); else ``data``."""
+    rest = len(data) - end
+    if 0 < rest < BLOCK and len(data) % BLOCK == 0 and not any(data[end:]):
+        return data[:end]
+    return data
+
+
 def check_index(log_path: Path, messages: list[PolledMessage], start: int) -> None:
     """If ``<segment>.index`` exists, its entries must describe ``messages`` exactly."""
     index_path = log_path.with_suffix(".index")
     if not index_path.exists():
         return
     data = index_path.read_bytes()
+    data = unpadded(data, index_end(data))
     if len(data) % INDEX_ENTRY.size:
         raise ValueError(f"{index_path}: size {len(data)} is not a multiple of 16")
     entries = list(INDEX_ENTRY.iter_unpack(data))
@@ -104,3 +138,15 @@ def append_unindexed_batch(log_path: Path, payloads: list[bytes], message_id: in
         for i, payload in enumerate(payloads):
             f.write(stored_record(payload, message_id + i, offset + i, timestamp))
     return True
+
+
+def drop_block_padding(log_path: Path) -> None:
+    """Cut the zeros an O_DIRECT server (``system.segment.direct_io``) killed while running
+    leaves after the real end of a segment's log and index (see ``unpadded``), as recovery
+    would, so damage appended next lands at the real end."""
+    for path, end_of in ((log_path, log_end), (log_path.with_suffix(".index"), index_end)):
+        if path.exists():
+            data = path.read_bytes()
+            real = unpadded(data, end_of(data))
+            if len(real) < len(data):
+                os.truncate(path, len(real))

@@ -47,6 +47,40 @@ def test_large_frame_is_read_into_its_own_buffer():
     assert r.big is None
 
 
+def big_frame(r: FrameReader, payload: bytes) -> Frame:
+    data = frame(101, payload)
+    r.feed(data[:1000])
+    assert r.next_frame() is None and r.big is not None  # read into a buffer of its own
+    r.feed(data[1000:])
+    got = r.next_frame()
+    assert isinstance(got, Frame) and bytes(got.payload) == payload
+    return got
+
+
+def test_big_buffer_is_reused_once_nothing_references_it():
+    r = reader()
+    first = big_frame(r, b"a" * MIB)
+    buffer_id = id(first.payload.obj)
+    del first
+    second = big_frame(r, b"b" * MIB)
+    assert id(second.payload.obj) == buffer_id
+    held = big_frame(reader(), b"c" * MIB)  # another connection of this thread
+    assert held.payload.obj is not second.payload.obj
+    del second
+    assert id(big_frame(reader(), b"d" * MIB).payload.obj) == buffer_id
+
+
+def test_big_buffer_still_referenced_is_not_reused():
+    r = reader()
+    first = big_frame(r, b"a" * MIB)
+    kept = first.payload[10:20]  # a view of it lives on (e.g. a batch still in flight)
+    del first
+    second = big_frame(r, b"b" * MIB)
+    assert second.payload.obj is not kept.obj and bytes(kept) == b"a" * 10
+    different_size = big_frame(r, b"c" * (MIB + 1))
+    assert different_size.payload.obj is not second.payload.obj
+
+
 def test_length_below_four_is_refused_and_reading_goes_on():
     r = reader()
     r.feed(struct.pack("<II", 2, 1) + frame(1, b""))

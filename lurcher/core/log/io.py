@@ -220,17 +220,20 @@ def reserve_space(fd: int, position: int, length: int) -> bool | None:
 IO_MODES = ("auto", "uring", "posix")
 
 
-def select_io(mode: str) -> IoBackend:
+def select_io(mode: str, direct: bool = False) -> IoBackend:
     """The backend for ``system.io``: "posix", "uring" (raises OSError if unavailable) or
-    "auto" (io_uring where it works, else posix, with a log line)."""
+    "auto" (io_uring where it works, else posix, with a log line); with ``direct``
+    (``system.segment.direct_io``) segment files are written O_DIRECT (``direct``)."""
     if mode not in IO_MODES:
         raise ValueError(f"system.io must be one of {IO_MODES}, got {mode!r}")
+    from lurcher.core.log.direct import DirectIo
     from lurcher.core.log.faulty_io import wrap_for_faults
-    if mode == "posix":
-        return wrap_for_faults(PosixIo())
-    from lurcher.core.log.uring import open_uring_io
-    backend = open_uring_io()
-    if backend is None and mode == "uring":
-        raise OSError("system.io = \"uring\" but io_uring is unavailable here (see the log "
-                      "line above; set system.io = \"auto\" or \"posix\")")
-    return wrap_for_faults(backend or PosixIo())
+    backend: IoBackend | None = PosixIo() if mode == "posix" else None
+    if backend is None:
+        from lurcher.core.log.uring import open_uring_io
+        backend = open_uring_io()
+        if backend is None and mode == "uring":
+            raise OSError("system.io = \"uring\" but io_uring is unavailable here (see the "
+                          "log line above; set system.io = \"auto\" or \"posix\")")
+    backend = backend or PosixIo()
+    return wrap_for_faults(DirectIo(backend) if direct else backend)

@@ -16,6 +16,9 @@ belongs to the event loop thread (it is never waited on); the first ring keeps t
 synchronous calls. A short or failed write is finished or reported there; finishing a short
 write (rare: the kernel writes whole buffers to regular files) uses a blocking ``pwrite``.
 
+With ``ordered_pairs`` (O_DIRECT segment files, see ``direct``) the log write of each pair
+carries IOSQE_IO_DRAIN, so a pair starts only once every earlier submission completed.
+
 ``open_uring_io`` returns None (and logs why) where io_uring is missing or forbidden
 (old kernels, seccomp in containers), so ``system.io = "auto"`` can fall back to posix.
 """
@@ -34,13 +37,19 @@ from lurcher.core.wire.buffer import Buffer
 
 log = logging.getLogger(__name__)
 
+IOSQE_IO_DRAIN = 1 << 1  # kernel ABI: start only after every earlier SQE completed
 IOSQE_IO_LINK = 1 << 2  # kernel ABI: link this SQE to the next one
 RING_ENTRIES = 64
 ASYNC_RING_ENTRIES = 256
 
 
 class UringIo(PosixIo):
-    """``IoBackend`` whose writes, reads and fsyncs go through one io_uring."""
+    """``IoBackend`` whose writes, reads and fsyncs go through one io_uring.
+
+    ``ordered_pairs``: each ``submit_pair`` starts only after every earlier one completed
+    (set by ``direct.DirectIo``, whose consecutive writes share a block)."""
+
+    ordered_pairs = False
 
     def __init__(self, liburing, ring) -> None:
         self._lib = liburing
@@ -115,6 +124,7 @@ class UringIo(PosixIo):
             if self._async is not None:
                 self._async.close()
             self._async = CompletionRing(self._lib, loop)
+            self._async.ordered = self.ordered_pairs
         self._async.submit_pair(log_fd, blob, log_position, index_fd, entries, index_position,
                                 done)
 
@@ -206,6 +216,7 @@ class CompletionRing:
         liburing.io_uring_register_eventfd(self._ring, self._eventfd)
         self._pending: dict[int, _PairWrite] = {}
         self._next_id = 0
+        self.ordered = False  # drain: a pair starts after every earlier one completed
         loop.add_reader(self._eventfd, self._reap)
 
     def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
@@ -214,7 +225,9 @@ class CompletionRing:
                            _byte_view(entries), index_position, done)
         self._next_id += 1
         self._pending[self._next_id] = write
-        self._queue(log_fd, write.log_view, log_position, self._next_id << 1, IOSQE_IO_LINK)
+        drain = IOSQE_IO_DRAIN if self.ordered else 0
+        self._queue(log_fd, write.log_view, log_position, self._next_id << 1,
+                    IOSQE_IO_LINK | drain)
         self._queue(index_fd, write.index_view, index_position, self._next_id << 1 | 1, 0)
         self._lib.io_uring_submit(self._ring)
 

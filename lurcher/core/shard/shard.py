@@ -95,7 +95,7 @@ class Shard:
         system = config.typed.system
         self.data_path = Path(system.path).resolve()
         self.limits = Limits.from_config(config.typed.limits)
-        self.io = select_io(system.io)
+        self.io = select_io(system.io, system.segment.direct_io)
         self.meta = meta or MetaStore(self.data_path / "state" / "log",
                                       enforce_fsync=system.state.enforce_fsync, io=self.io)
         self.enforce_fsync = system.partition.enforce_fsync

@@ -1,11 +1,40 @@
-"""Fixtures for the storage tests."""
+"""Fixtures for the storage tests.
+
+Every test here runs twice: with segment files written through the page cache and with
+O_DIRECT (``segment_writes``: ``Partition.open`` wraps the backend it is given, or posix,
+in ``DirectIo``), so every storage behaviour is checked on both write paths."""
 
 from __future__ import annotations
 
 import pytest
-from log_helpers import ManualClock
+from log_helpers import OPEN_DIRECT, ManualClock
 
-from lurcher.core.log import IoBackend, LogConfig, Partition
+from lurcher.core.log import IoBackend, LogConfig, Partition, PosixIo
+from lurcher.core.log.direct import DirectIo
+
+
+def pytest_generate_tests(metafunc):
+    """Both write paths, but the page cache only for tests marked ``page_cache_only``."""
+    if "segment_writes" in metafunc.fixturenames:
+        only = metafunc.definition.get_closest_marker("page_cache_only")
+        modes = ["page-cache"] if only else ["page-cache", "direct"]
+        metafunc.parametrize("segment_writes", modes, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def segment_writes(request, monkeypatch) -> str:
+    if request.param == "direct":
+        plain_open = Partition.open.__func__
+
+        def open_direct(cls, path, partition_id, config=None, io=None, *args, **kwargs):
+            if kwargs.get("files") is None and not isinstance(io, DirectIo):
+                io = DirectIo(io or PosixIo())
+                OPEN_DIRECT.append(io)
+            return plain_open(cls, path, partition_id, config, io, *args, **kwargs)
+
+        monkeypatch.setattr(Partition, "open", classmethod(open_direct))
+    yield request.param
+    OPEN_DIRECT.clear()
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from lurcher.core.log import PosixIo
+from lurcher.core.log.direct import BLOCK
 from lurcher.core.wire.batch import MessageBatch
 
 
@@ -57,9 +58,21 @@ def batch(n: int, tag: int = 0, size: int = PAYLOAD_BYTES) -> MessageBatch:
     return MessageBatch.build(payloads, origin_timestamp_us=42).writable()
 
 
+OPEN_DIRECT: list = []  # the DirectIo backends of the running test (see conftest)
+
+
 def read_file(directory: str, name: str) -> bytes:
-    with open(os.path.join(directory, name), "rb") as f:
-        return f.read()
+    """The file's bytes; for a segment file open O_DIRECT, its logical bytes, after checking
+    that what follows them on disk is block padding (zeros, less than a block)."""
+    path = os.path.join(directory, name)
+    with open(path, "rb") as f:
+        data = f.read()
+    for io in OPEN_DIRECT:
+        end = io.logical_size(path)
+        if end is not None:
+            assert data[end:] == bytes(len(data) - end) and len(data) - end < BLOCK
+            return data[:end]
+    return data
 
 
 def write_file(directory: str, name: str, data: bytes) -> None:

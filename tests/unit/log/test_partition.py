@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 import xxhash
-from log_helpers import MESSAGE_BYTES, FailingIo, RecordingIo, batch
+from log_helpers import MESSAGE_BYTES, FailingIo, RecordingIo, batch, read_file
 
 from lurcher.core.log import EMPTY, PollKind
 from lurcher.core.wire.batch import INDEX_DTYPE
@@ -58,14 +58,12 @@ def test_append_assigns_offsets_and_writes_log_and_index(open_partition, clock, 
     p.append(batch(2, tag=3))
     assert (p.current_offset, p.next_offset, p.messages_count) == (4, 5, 5)
     assert p.size_bytes == 5 * MESSAGE_BYTES
-    with open(os.path.join(part_dir, "00000000000000000000.log"), "rb") as f:
-        log = f.read()
+    log = read_file(part_dir, "00000000000000000000.log")
     got = messages(log)
     assert [m[0] for m in got] == [0, 1, 2, 3, 4]
     assert [m[1] for m in got] == [5555] * 3 + [5556] * 2  # one per batch, increasing
     assert [m[2] for m in got] == [bytes([i]) * 10 for i in range(5)]
-    with open(os.path.join(part_dir, "00000000000000000000.index"), "rb") as f:
-        index = np.frombuffer(f.read(), dtype=INDEX_DTYPE)
+    index = np.frombuffer(read_file(part_dir, "00000000000000000000.index"), dtype=INDEX_DTYPE)
     assert index["offset"].tolist() == [0, 1, 2, 3, 4]
     assert index["position"].tolist() == [MESSAGE_BYTES * (i + 1) for i in range(5)]
     assert index["timestamp"].tolist() == [5555] * 3 + [5556] * 2
