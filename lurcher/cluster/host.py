@@ -7,7 +7,9 @@ group, so intents complete in the order issued and the event loop never waits fo
 disk) and feeds the completions back.
 
 Clients: ``submit(group, body)`` runs ``body`` through the group and returns the result once
-it is committed and executed. The node keeps a small pool of client ids (its index in the
+it is committed and executed. A primary prepares the requests it received at the end of the
+event-loop turn (``Replica.flush``), all of them in one Prepare, rather than at its next
+tick. The node keeps a small pool of client ids (its index in the
 low byte, so a primary on another node can route the ``Reply`` back); each id has at most
 one request outstanding (as VR requires), resent to the primary of the replica's current
 view every ``retransmit_ticks`` until answered; the client table executes a resent request
@@ -87,6 +89,7 @@ class _Group:
     view_changes: int = 0  # views this node saw its replica move to after its first one
     primary_commit: int = 0  # the highest commit number announced by a primary
     caught_up_since: int | None = None  # tick since this preferred backup is caught up
+    flush_due: bool = False  # a flush of the replica's waiting requests is scheduled
     commit_times: LatencyTally = field(default_factory=LatencyTally)
 
 
@@ -95,17 +98,20 @@ class ClusterNode:
                  services: dict[int, Callable[[], Service]
                                 | tuple[list[int], Callable[[], Service]]],
                  new_cluster: bool = True, rebalanced: frozenset[int] = frozenset(),
-                 checkpointed: frozenset[int] = frozenset()) -> None:
+                 checkpointed: frozenset[int] = frozenset(),
+                 page_cache: frozenset[int] = frozenset()) -> None:
         """``services``: per group its service factory (every node a member, in index
         order) or (members, factory). ``rebalanced``: the groups whose view-0 primary takes
         the group back once caught up (``_maybe_take_back``); ``checkpointed``: the groups
-        that take a checkpoint every ``checkpoint_every_ops`` ops. ``new_cluster``: a
+        that take a checkpoint every ``checkpoint_every_ops`` ops; ``page_cache``: the groups
+        whose journal is not fsynced (``FileJournal``'s ``fsync``). ``new_cluster``: a
         missing journal is created
         formatted (the node joins a new cluster); False for a node whose disk was lost: it
         recovers from its peers."""
         self.config = config
         self.new_cluster = new_cluster
         self.rebalanced, self.checkpointed = rebalanced, checkpointed
+        self.page_cache = page_cache
         self.index, self.n = config.index, len(config.names)
         self.data_dir = data_dir
         self.services = services
@@ -139,7 +145,8 @@ class ClusterNode:
             replica = Replica(members.index(self.index), self.replica_config(len(members), group),
                               make_service(), nonce=int.from_bytes(os.urandom(7), "little"))
             first = encode_record(Format(len(members))) if self.new_cluster else None
-            journal = FileJournal(self.data_dir / f"group-{group}.journal", first)
+            journal = FileJournal(self.data_dir / f"group-{group}.journal", first,
+                                  fsync=group not in self.page_cache)
             slots = [_Slot(nonce | (i << 8) | self.index) for i in range(CLIENTS_PER_NODE)]
             self.groups[group] = _Group(replica, list(members), journal,
                                         ThreadPoolExecutor(1, f"journal-{group}"), slots)
@@ -190,6 +197,7 @@ class ClusterNode:
         primary = g.members[g.replica.primary_of(g.replica.view)]
         if primary == self.index:
             self._apply(group, g.replica.on_message(request))
+            self._flush_soon(group, g)
         else:
             self.links.send(primary, group, request)
 
@@ -257,6 +265,20 @@ class ClusterNode:
             if isinstance(message, (Prepare, Commit)):
                 g.primary_commit = max(g.primary_commit, message.commit)
             self._apply(group, g.replica.on_message(message))
+            if isinstance(message, Request):
+                self._flush_soon(group, g)
+
+    def _flush_soon(self, group: int, g: _Group) -> None:
+        """Have the replica prepare its waiting requests at the end of this loop turn, not
+        at its next tick: one Prepare for whatever arrived meanwhile, without the wait."""
+        if not g.flush_due:
+            g.flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush, group, g)
+
+    def _flush(self, group: int, g: _Group) -> None:
+        g.flush_due = False
+        if self.groups.get(group) is g:
+            self._apply(group, g.replica.flush())
 
     def _apply(self, group: int, fx: Effects) -> None:
         g = self.groups[group]

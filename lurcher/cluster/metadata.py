@@ -50,8 +50,10 @@ async def start_node(config: ClusterConfig, shard: Any) -> ClusterNode:
     groups: dict[int, Any] = {META_GROUP: lambda: service}
     groups.update({group: (members, lambda s=partition_services.get(group): s)
                    for group, members in layout.members().items()})
-    node = ClusterNode(config, cluster_dir, groups, rebalanced=frozenset(layout.members()),
-                       checkpointed=frozenset(layout.members()))
+    partition_groups = frozenset(layout.members())
+    node = ClusterNode(config, cluster_dir, groups, rebalanced=partition_groups,
+                       checkpointed=partition_groups,
+                       page_cache=frozenset() if shard.enforce_fsync else partition_groups)
     shard.meta = MetaView(store)
     timeout_s = config.commit_timeout_ms / 1000
     MetaChanges(node, META_GROUP, service, timeout_s).install(shard.dispatcher)

@@ -1,7 +1,7 @@
 """One VR replica as a pure state machine (no sockets, clock, files or randomness).
 
 Inputs: ``start()``, ``on_loaded(stored)``, ``on_message(msg)``, ``on_tick()``,
-``on_written(pos)``, ``on_synced(upto)``, ``request_view(view)``. Each returns ``Effects``: messages to send
+``on_written(pos)``, ``on_synced(upto)``, ``request_view(view)``, ``flush()``. Each returns ``Effects``: messages to send
 (``sends``, to a replica index), ``replies`` to clients, ``storage`` intents (``Write``,
 ``Sync``, ``Read``), and for observers the ``committed`` entries and ``executed`` requests
 in execution order.
@@ -171,6 +171,13 @@ class Replica:
         elif (self.status is Status.RECOVERING and self.nonce >= 0
               and self.now % self.config.retransmit_ticks == 0):
             self._broadcast(Recovery(self.nonce, self.index))
+        return self._take()
+
+    def flush(self) -> Effects:
+        """Prepare the requests waiting for the next tick now (the host calls it once per
+        turn of its event loop, so requests that arrived together still share a Prepare)."""
+        if self.status is Status.NORMAL and self.is_primary:
+            self._flush()
         return self._take()
 
     def request_view(self, view: int) -> Effects:
