@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 
 CLIENTS_PER_NODE = 16
 MAX_WAITING = 10_000
+MAX_PREPARE_BYTES = 16 * 1024 * 1024  # request bodies per Prepare (one larger goes alone)
 FORWARD_GROUP = 0xFFFF_FFFF  # link frames of node-to-node calls, not of a group
 
 
@@ -126,7 +127,8 @@ class ClusterNode:
     def replica_config(self, replicas: int, group: int) -> Config:
         c = self.config
         every = c.checkpoint_every_ops if group in self.checkpointed else 0
-        return Config(replicas=replicas, checkpoint_every=every, keep_below_checkpoint=every, heartbeat_ticks=c.heartbeat_ticks,
+        return Config(replicas=replicas, checkpoint_every=every, keep_below_checkpoint=every,
+                      max_batch_bytes=MAX_PREPARE_BYTES, heartbeat_ticks=c.heartbeat_ticks,
                       view_timeout_ticks=c.view_timeout_ticks,
                       view_change_timeout_ticks=c.view_change_timeout_ticks,
                       retransmit_ticks=c.retransmit_ticks, max_batch=64, pipeline=32)
