@@ -364,10 +364,6 @@ class ClusterNode:
         spec = self.services[group]
         return list(spec[0]) if isinstance(spec, tuple) else list(range(self.n))
 
-    def node_of(self, group: int, replica: int) -> int:
-        """The node index of ``group``'s replica index ``replica``."""
-        return self.groups[group].members[replica]
-
     def link_up(self, index: int) -> bool:
         return index == self.index or index in self.links.outgoing
 
