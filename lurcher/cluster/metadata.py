@@ -26,7 +26,8 @@ from lurcher.cluster.config import ClusterConfig
 from lurcher.cluster.host import ClusterNode
 from lurcher.cluster.meta_changes import MetaChanges, MetaService, MetaView
 from lurcher.cluster.partition_groups import GroupLayout
-from lurcher.cluster.partitions import PartitionService, ReplicatedPartitions
+from lurcher.cluster.partition_service import PartitionService
+from lurcher.cluster.partitions import ReplicatedPartitions
 from lurcher.cluster.status import META_GROUP
 from lurcher.core.wire.responses.cluster import ClusterMetadata, NodeRole, NodeStatus
 from lurcher.core.wire.responses.cluster import ClusterNode as NodeInfo
