@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 CLIENTS_PER_NODE = 16
 MAX_WAITING = 10_000
 MAX_PREPARE_BYTES = 16 * 1024 * 1024  # request bodies per Prepare (one larger goes alone)
+NOOP = b""  # the empty request a new primary announces itself with (``_announce``)
 FORWARD_GROUP = 0xFFFF_FFFF  # link frames of node-to-node calls, not of a group
 
 
@@ -100,19 +101,21 @@ class ClusterNode:
                                 | tuple[list[int], Callable[[], Service]]],
                  new_cluster: bool = True, rebalanced: frozenset[int] = frozenset(),
                  checkpointed: frozenset[int] = frozenset(),
-                 page_cache: frozenset[int] = frozenset()) -> None:
+                 page_cache: frozenset[int] = frozenset(),
+                 announced: frozenset[int] = frozenset()) -> None:
         """``services``: per group its service factory (every node a member, in index
         order) or (members, factory). ``rebalanced``: the groups whose view-0 primary takes
         the group back once caught up (``_maybe_take_back``); ``checkpointed``: the groups
         that take a checkpoint every ``checkpoint_every_ops`` ops; ``page_cache``: the groups
-        whose journal is not fsynced (``FileJournal``'s ``fsync``). ``new_cluster``: a
+        whose journal is not fsynced (``FileJournal``'s ``fsync``); ``announced``: the groups
+        whose service executes ``NOOP`` as nothing (``_announce``). ``new_cluster``: a
         missing journal is created
         formatted (the node joins a new cluster); False for a node whose disk was lost: it
         recovers from its peers."""
         self.config = config
         self.new_cluster = new_cluster
         self.rebalanced, self.checkpointed = rebalanced, checkpointed
-        self.page_cache = page_cache
+        self.page_cache, self.announced = page_cache, announced
         self.index, self.n = config.index, len(config.names)
         self.data_dir = data_dir
         self.services = services
@@ -343,6 +346,17 @@ class ClusterNode:
         log.info("group %d: %s view %d, primary %s (node %s is %s)", group, what,
                  replica.view, names[replica.primary_of(replica.view)], names[replica.index],
                  role)
+        if replica.is_primary and replica.n > 1 and group in self.announced:
+            asyncio.get_running_loop().call_soon(self._announce, group)
+
+    def _announce(self, group: int) -> None:
+        """A new primary runs one empty request (``NOOP``) through its group: the backups
+        acknowledge it, so the primary knows their progress (lag) and they learn its commit
+        number at once. Services execute ``NOOP`` as nothing, without counting it."""
+        try:
+            self.submit(group, NOOP).add_done_callback(lambda f: f.cancelled() or f.exception())
+        except (ClusterBusy, KeyError):
+            pass
 
     # ---- observing --------------------------------------------------------------------
 

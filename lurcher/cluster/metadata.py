@@ -54,7 +54,8 @@ async def start_node(config: ClusterConfig, shard: Any) -> ClusterNode:
     partition_groups = frozenset(layout.members())
     node = ClusterNode(config, cluster_dir, groups, rebalanced=partition_groups,
                        checkpointed=partition_groups,
-                       page_cache=frozenset() if shard.enforce_fsync else partition_groups)
+                       page_cache=frozenset() if shard.enforce_fsync else partition_groups,
+                       announced=partition_groups | {META_GROUP})
     shard.meta = MetaView(store)
     timeout_s = config.commit_timeout_ms / 1000
     MetaChanges(node, META_GROUP, service, timeout_s).install(shard.dispatcher)

@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from lurcher.cluster.host import NOOP
 from lurcher.cluster.partition_ops import DeleteOffset, Op, StoreOffset, op_decoder
 from lurcher.cluster.partition_state import Filler, decode_state, encode_state
 from lurcher.core.wire.batch import MessageBatch
@@ -61,6 +62,8 @@ class PartitionService:
         self.filler: Filler | None = None  # set once the node's forwarder exists
 
     def apply(self, body: bytes) -> bytes:
+        if body == NOOP:
+            return b""  # a new primary's announcement: not an op, not counted
         position = self.calls
         self.calls += 1
         self.done[position] = asyncio.get_running_loop().create_future()
