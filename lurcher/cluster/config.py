@@ -67,7 +67,7 @@ class ClusterConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     retransmit_ticks: int = 20
     commit_timeout_ms: int = 5000  # a change or send not committed by then fails
     rebalance_after_ticks: int = 200  # a caught-up preferred primary takes its group back
-    checkpoint_every_ops: int = 256  # a partition group's checkpoint interval, 0: none
+    checkpoint_every_ops: int = 64  # a partition group's checkpoint interval, 0: none
     replication_factor: int = 3  # replicas of a partition of a topic created without one
     node: Nodes | None = None
 

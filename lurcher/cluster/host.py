@@ -7,7 +7,9 @@ group, so intents complete in the order issued and the event loop never waits fo
 disk) and feeds the completions back.
 
 Clients: ``submit(group, body)`` runs ``body`` through the group and returns the result once
-it is committed and executed. The node keeps a small pool of client ids (its index in the
+it is committed and executed. A primary prepares the requests it received at the end of the
+event-loop turn (``Replica.flush``), all of them in one Prepare, rather than at its next
+tick. The node keeps a small pool of client ids (its index in the
 low byte, so a primary on another node can route the ``Reply`` back); each id has at most
 one request outstanding (as VR requires), resent to the primary of the replica's current
 view every ``retransmit_ticks`` until answered; the client table executes a resent request
@@ -58,6 +60,8 @@ log = logging.getLogger(__name__)
 
 CLIENTS_PER_NODE = 16
 MAX_WAITING = 10_000
+MAX_PREPARE_BYTES = 16 * 1024 * 1024  # request bodies per Prepare (one larger goes alone)
+NOOP = b""  # the empty request a new primary announces itself with (``_announce``)
 FORWARD_GROUP = 0xFFFF_FFFF  # link frames of node-to-node calls, not of a group
 
 
@@ -87,6 +91,7 @@ class _Group:
     view_changes: int = 0  # views this node saw its replica move to after its first one
     primary_commit: int = 0  # the highest commit number announced by a primary
     caught_up_since: int | None = None  # tick since this preferred backup is caught up
+    flush_due: bool = False  # a flush of the replica's waiting requests is scheduled
     commit_times: LatencyTally = field(default_factory=LatencyTally)
 
 
@@ -95,17 +100,22 @@ class ClusterNode:
                  services: dict[int, Callable[[], Service]
                                 | tuple[list[int], Callable[[], Service]]],
                  new_cluster: bool = True, rebalanced: frozenset[int] = frozenset(),
-                 checkpointed: frozenset[int] = frozenset()) -> None:
+                 checkpointed: frozenset[int] = frozenset(),
+                 page_cache: frozenset[int] = frozenset(),
+                 announced: frozenset[int] = frozenset()) -> None:
         """``services``: per group its service factory (every node a member, in index
         order) or (members, factory). ``rebalanced``: the groups whose view-0 primary takes
         the group back once caught up (``_maybe_take_back``); ``checkpointed``: the groups
-        that take a checkpoint every ``checkpoint_every_ops`` ops. ``new_cluster``: a
+        that take a checkpoint every ``checkpoint_every_ops`` ops; ``page_cache``: the groups
+        whose journal is not fsynced (``FileJournal``'s ``fsync``); ``announced``: the groups
+        whose service executes ``NOOP`` as nothing (``_announce``). ``new_cluster``: a
         missing journal is created
         formatted (the node joins a new cluster); False for a node whose disk was lost: it
         recovers from its peers."""
         self.config = config
         self.new_cluster = new_cluster
         self.rebalanced, self.checkpointed = rebalanced, checkpointed
+        self.page_cache, self.announced = page_cache, announced
         self.index, self.n = config.index, len(config.names)
         self.data_dir = data_dir
         self.services = services
@@ -120,7 +130,8 @@ class ClusterNode:
     def replica_config(self, replicas: int, group: int) -> Config:
         c = self.config
         every = c.checkpoint_every_ops if group in self.checkpointed else 0
-        return Config(replicas=replicas, checkpoint_every=every, keep_below_checkpoint=every, heartbeat_ticks=c.heartbeat_ticks,
+        return Config(replicas=replicas, checkpoint_every=every, keep_below_checkpoint=every,
+                      max_batch_bytes=MAX_PREPARE_BYTES, heartbeat_ticks=c.heartbeat_ticks,
                       view_timeout_ticks=c.view_timeout_ticks,
                       view_change_timeout_ticks=c.view_change_timeout_ticks,
                       retransmit_ticks=c.retransmit_ticks, max_batch=64, pipeline=32)
@@ -139,7 +150,8 @@ class ClusterNode:
             replica = Replica(members.index(self.index), self.replica_config(len(members), group),
                               make_service(), nonce=int.from_bytes(os.urandom(7), "little"))
             first = encode_record(Format(len(members))) if self.new_cluster else None
-            journal = FileJournal(self.data_dir / f"group-{group}.journal", first)
+            journal = FileJournal(self.data_dir / f"group-{group}.journal", first,
+                                  fsync=group not in self.page_cache)
             slots = [_Slot(nonce | (i << 8) | self.index) for i in range(CLIENTS_PER_NODE)]
             self.groups[group] = _Group(replica, list(members), journal,
                                         ThreadPoolExecutor(1, f"journal-{group}"), slots)
@@ -190,6 +202,7 @@ class ClusterNode:
         primary = g.members[g.replica.primary_of(g.replica.view)]
         if primary == self.index:
             self._apply(group, g.replica.on_message(request))
+            self._flush_soon(group, g)
         else:
             self.links.send(primary, group, request)
 
@@ -257,6 +270,20 @@ class ClusterNode:
             if isinstance(message, (Prepare, Commit)):
                 g.primary_commit = max(g.primary_commit, message.commit)
             self._apply(group, g.replica.on_message(message))
+            if isinstance(message, Request):
+                self._flush_soon(group, g)
+
+    def _flush_soon(self, group: int, g: _Group) -> None:
+        """Have the replica prepare its waiting requests at the end of this loop turn, not
+        at its next tick: one Prepare for whatever arrived meanwhile, without the wait."""
+        if not g.flush_due:
+            g.flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush, group, g)
+
+    def _flush(self, group: int, g: _Group) -> None:
+        g.flush_due = False
+        if self.groups.get(group) is g:
+            self._apply(group, g.replica.flush())
 
     def _apply(self, group: int, fx: Effects) -> None:
         g = self.groups[group]
@@ -319,6 +346,17 @@ class ClusterNode:
         log.info("group %d: %s view %d, primary %s (node %s is %s)", group, what,
                  replica.view, names[replica.primary_of(replica.view)], names[replica.index],
                  role)
+        if replica.is_primary and replica.n > 1 and group in self.announced:
+            asyncio.get_running_loop().call_soon(self._announce, group)
+
+    def _announce(self, group: int) -> None:
+        """A new primary runs one empty request (``NOOP``) through its group: the backups
+        acknowledge it, so the primary knows their progress (lag) and they learn its commit
+        number at once. Services execute ``NOOP`` as nothing, without counting it."""
+        try:
+            self.submit(group, NOOP).add_done_callback(lambda f: f.cancelled() or f.exception())
+        except (ClusterBusy, KeyError):
+            pass
 
     # ---- observing --------------------------------------------------------------------
 
@@ -339,10 +377,6 @@ class ClusterNode:
         """``group``'s members (node indices), whether or not this node is one."""
         spec = self.services[group]
         return list(spec[0]) if isinstance(spec, tuple) else list(range(self.n))
-
-    def node_of(self, group: int, replica: int) -> int:
-        """The node index of ``group``'s replica index ``replica``."""
-        return self.groups[group].members[replica]
 
     def link_up(self, index: int) -> bool:
         return index == self.index or index in self.links.outgoing

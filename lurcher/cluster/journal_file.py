@@ -6,7 +6,9 @@ bytes are the replica's (checksummed) records; this layer only frames them.
 
 Intents and their completions (what the replica is told back):
 - ``Write(pos, data)``: drops records from ``pos`` on, appends ``data`` -> ``("written", pos)``;
-- ``Sync(upto)``: ``fdatasync`` -> ``("synced", upto)``;
+- ``Sync(upto)``: ``fdatasync`` -> ``("synced", upto)``; with ``fsync=False`` the records
+  are already in the page cache and nothing more is done (they survive the process, not a
+  power loss: the partition groups' durability without ``enforce_fsync``);
 - ``Read()``: -> ``("loaded", (records, start))``; a frame cut short by a crash ends the
   list and is cut off the file;
 - ``Discard(below)``: rewrites the file without the records before ``below`` (temporary
@@ -35,8 +37,9 @@ class FileJournal:
     the replica's ``Format`` for a node of a new cluster; without it a new journal is empty,
     which the replica reads as a lost disk (it then recovers from its peers)."""
 
-    def __init__(self, path: Path, first_record: bytes | None = None) -> None:
-        self.path = path
+    def __init__(self, path: Path, first_record: bytes | None = None,
+                 fsync: bool = True) -> None:
+        self.path, self.fsync = path, fsync
         path.parent.mkdir(parents=True, exist_ok=True)
         fresh = not path.exists()
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -59,7 +62,8 @@ class FileJournal:
                 self.write(intent.pos, intent.data)
                 out.append(("written", intent.pos))
             elif isinstance(intent, Sync):
-                os.fdatasync(self.fd)
+                if self.fsync:
+                    os.fdatasync(self.fd)
                 out.append(("synced", intent.upto))
             elif isinstance(intent, Read):
                 out.append(("loaded", self.read()))

@@ -25,6 +25,11 @@ log = logging.getLogger(__name__)
 
 RECONNECT_S = 0.2
 MAX_QUEUED_BYTES = 32 * 1024 * 1024
+# Frames between authenticated nodes may carry a group's log since its checkpoint (view
+# changes, state transfer): up to about 2 x checkpoint_every_ops + the pipeline of ops, each
+# at most one send (64 MiB) or MAX_PREPARE_BYTES of sends. Bounded, but not by the
+# replication core's 64 MiB default meant for an unauthenticated peer.
+MAX_FRAME_BYTES = 1024 * 1024 * 1024
 Deliver = Callable[[int, int, Message], None]  # (peer, group, message)
 
 
@@ -79,7 +84,8 @@ class Links:
         self.dialers: list[asyncio.Task] = []
 
     def new_link(self) -> PeerLink:
-        return PeerLink(self.cluster, self.secret, self.index, os.urandom(16))
+        return PeerLink(self.cluster, self.secret, self.index, os.urandom(16),
+                        max_frame_bytes=MAX_FRAME_BYTES)
 
     async def start(self, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()

@@ -48,7 +48,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from lurcher.cluster.host import ClusterBusy
+from lurcher.cluster.host import NOOP, ClusterBusy
 from lurcher.core.meta.events import AnyEvent, Event, PartitionsDeleted, StreamDeleted, \
     TopicDeleted
 from lurcher.core.shard.tombstones import record_deletion
@@ -149,6 +149,8 @@ class MetaService:
         os.replace(temporary, self.path)
 
     def apply(self, body: bytes) -> bytes:
+        if body == NOOP:
+            return b""  # a new primary's announcement: not a change, not counted
         position = self.calls
         self.calls += 1
         if position < self.skip_below:

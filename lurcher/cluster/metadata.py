@@ -26,7 +26,8 @@ from lurcher.cluster.config import ClusterConfig
 from lurcher.cluster.host import ClusterNode
 from lurcher.cluster.meta_changes import MetaChanges, MetaService, MetaView
 from lurcher.cluster.partition_groups import GroupLayout
-from lurcher.cluster.partitions import PartitionService, ReplicatedPartitions
+from lurcher.cluster.partition_service import PartitionService
+from lurcher.cluster.partitions import ReplicatedPartitions
 from lurcher.cluster.status import META_GROUP
 from lurcher.core.wire.responses.cluster import ClusterMetadata, NodeRole, NodeStatus
 from lurcher.core.wire.responses.cluster import ClusterNode as NodeInfo
@@ -50,8 +51,11 @@ async def start_node(config: ClusterConfig, shard: Any) -> ClusterNode:
     groups: dict[int, Any] = {META_GROUP: lambda: service}
     groups.update({group: (members, lambda s=partition_services.get(group): s)
                    for group, members in layout.members().items()})
-    node = ClusterNode(config, cluster_dir, groups, rebalanced=frozenset(layout.members()),
-                       checkpointed=frozenset(layout.members()))
+    partition_groups = frozenset(layout.members())
+    node = ClusterNode(config, cluster_dir, groups, rebalanced=partition_groups,
+                       checkpointed=partition_groups,
+                       page_cache=frozenset() if shard.enforce_fsync else partition_groups,
+                       announced=partition_groups | {META_GROUP})
     shard.meta = MetaView(store)
     timeout_s = config.commit_timeout_ms / 1000
     MetaChanges(node, META_GROUP, service, timeout_s).install(shard.dispatcher)

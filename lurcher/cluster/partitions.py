@@ -28,270 +28,44 @@ created just before may not have reached it yet), holding later ops of the group
 ``created_at`` (the partition's creation time) tells a partition from a later one with the
 same ids: an op for a deleted partition is skipped alike everywhere.
 
-Restarts: a replica re-executes its group's committed log from the start; an ``Append`` whose
+Restarts: a replica re-executes its group's committed log from its last checkpoint; an ``Append`` whose
 messages the partition log already holds (counted per partition since the start) is not
 stored again (deduplication still sees it). Checkpoints (``partition_state``) bound each
 group's log; a replica adopting one copies the messages it lacks from another replica.
-Known limit: a node-local purge or segment deletion does not go through the group.
+A purge is refused on a cluster node (it would restart one replica at offset 0); segment
+deletion by retention stays node-local (offsets are unaffected).
+
+Modules: ``partition_ops`` (the values), ``partition_service`` (execution on each replica),
+``partition_state`` (checkpoints, filling), ``forwarding`` (calls to the primary); this
+module installs the commands.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import inspect
 import logging
-import os
-from collections import deque
 from typing import Any
 
 import msgspec
-import numpy as np
 
 from lurcher.cluster.forwarding import Forwarder
 from lurcher.cluster.host import ClusterBusy
 from lurcher.cluster.partition_groups import GroupLayout
-from lurcher.cluster.partition_state import Filler, decode_state, encode_state, fetch_decoder
+from lurcher.cluster.partition_ops import (
+    Append, DeleteOffset, Poll, Polled, StoreOffset, op_decoder, poll_decoder, polled_decoder,
+    with_ids)
+from lurcher.cluster.partition_service import PartitionService
+from lurcher.cluster.partition_state import Filler, fetch_decoder
 from lurcher.core.shard.cluster import payload_of
-from lurcher.core.shard.dedup import ID_BYTES, message_ids
 from lurcher.core.shard.handlers.offsets import offset_target
 from lurcher.core.shard.handlers.messages import POLL_PREFIX, empty_poll, within_reply_cap
 from lurcher.core.shard.placement import choose_partition, resolve
 from lurcher.core.shard.reply import Parts
-from lurcher.core.wire.batch import ID_AT, MessageBatch
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.responses.consumer_offsets import ConsumerOffsetInfo
 
 log = logging.getLogger(__name__)
-
-REMEMBERED_FAILURES = 1024
-_ID_SPAN = np.arange(ID_BYTES, dtype=np.int64)
-
-
-class Addressed(msgspec.Struct, array_like=True, frozen=True):
-    """What every op and call starts with: the metadata it was decided on and the
-    partition (ids and creation time)."""
-
-    meta_base: int
-    stream_id: int
-    topic_id: int
-    partition_id: int
-    created_at: int
-
-
-class Append(Addressed, tag=1):
-    timestamp_us: int
-    count: int
-    index: bytes
-    blob: bytes
-
-
-class ConsumerAt(Addressed):
-    kind: str
-    key: int
-
-
-class StoreOffset(ConsumerAt, tag=2):
-    offset: int
-
-
-class DeleteOffset(ConsumerAt, tag=3):
-    pass
-
-
-class Poll(ConsumerAt):
-    strategy: int
-    value: int
-    count: int
-    auto_commit: bool
-
-
-class Polled(msgspec.Struct, array_like=True, frozen=True):
-    last_offset: int  # -1: nothing polled
-    payload: bytes
-
-
-Op = Append | StoreOffset | DeleteOffset
-_op_decoder = msgspec.msgpack.Decoder(Op)
-_poll_decoder = msgspec.msgpack.Decoder(Poll)
-_polled_decoder = msgspec.msgpack.Decoder(Polled)
-
-
-def with_ids(batch: MessageBatch) -> bytearray:
-    """The batch's blob (a copy) with every id left 0 replaced by a random one."""
-    blob = bytearray(batch.blob)
-    ids = message_ids(batch)
-    zero = ids == np.zeros(1, dtype="V16")
-    k = int(np.count_nonzero(zero))
-    if k:
-        at = (batch.starts()[zero] + ID_AT)[:, None] + _ID_SPAN
-        np.frombuffer(blob, dtype=np.uint8)[at] = np.frombuffer(
-            os.urandom(ID_BYTES * k), dtype=np.uint8).reshape(k, ID_BYTES)
-    return blob
-
-
-class OpClock:
-    """A replicated partition's clock: the timestamps of the ops appended to it, in order.
-
-    The partition reads its clock once per batch it stamps, in the order the batches were
-    handed to it, but possibly later (its pipeline holds batches back while
-    ``max_inflight_batches`` are in flight), so the clock hands out each op's timestamp in
-    turn rather than "the latest op's". Before any op (opening) it is the wall clock."""
-
-    def __init__(self, wall: Any) -> None:
-        self.wall, self.last = wall, 0
-        self.stamps: deque[int] = deque()
-
-    def __call__(self) -> int:
-        if self.stamps:
-            self.last = self.stamps.popleft()
-        return self.last or self.wall()
-
-
-class PartitionService:
-    """One partition group's replicated object on this node (see the module doc)."""
-
-    def __init__(self, shard: Any, meta: Any) -> None:
-        self.shard, self.meta = shard, meta
-        self.calls = 0  # requests executed since the replica started: the same everywhere
-        self.queue: deque[tuple[int, Op]] = deque()  # executed, waiting for metadata
-        self.done: dict[int, asyncio.Future] = {}  # position -> its local effect, until done
-        self.failed: dict[int, BaseException] = {}  # recent positions whose effect failed
-        self.stored: dict[tuple[int, int, int], int] = {}  # messages per partition so far
-        self.filling = False  # copying messages a restored checkpoint counts (``Filler``)
-        self.filler: Filler | None = None  # set once the node's forwarder exists
-
-    def apply(self, body: bytes) -> bytes:
-        position = self.calls
-        self.calls += 1
-        self.done[position] = asyncio.get_running_loop().create_future()
-        self.queue.append((position, _op_decoder.decode(body)))
-        self.drain()
-        return position.to_bytes(8, "little")
-
-    def drain(self) -> None:
-        """Carry out queued ops whose metadata this node has applied, in order."""
-        while not self.filling and self.queue and self.queue[0][1].meta_base <= self.meta.accepted:
-            position, op = self.queue.popleft()
-            try:
-                effect = self._execute(op)
-            except Exception as exc:  # noqa: BLE001 - every replica sees the same op
-                effect = exc
-            self._settle(position, effect)
-
-    def _settle(self, position: int, effect: Any) -> None:
-        future = self.done[position]
-        if isinstance(effect, BaseException):
-            self._finish(position, future, effect)
-        elif inspect.isawaitable(effect):
-            task = asyncio.ensure_future(effect)
-            task.add_done_callback(lambda t: self._finish(
-                position, future, None if t.cancelled() else t.exception()))
-        else:
-            self._finish(position, future, None)
-
-    def _finish(self, position: int, future: asyncio.Future, error: BaseException | None) -> None:
-        del self.done[position]
-        if error is not None:
-            if not isinstance(error, IggyError):
-                log.error("replicated op %d failed on this node: %s", position, error)
-            self.failed[position] = error
-            while len(self.failed) > REMEMBERED_FAILURES:
-                del self.failed[next(iter(self.failed))]
-            future.set_exception(error)
-            future.exception()  # nobody may wait for it (a backup): not "never retrieved"
-        else:
-            future.set_result(None)
-
-    async def effect(self, result: bytes) -> None:
-        """Wait for the local effect of the op whose result is ``result``. Raises what it
-        raised."""
-        position = int.from_bytes(result, "little")
-        future = self.done.get(position)
-        if future is not None:
-            await asyncio.shield(future)
-        elif position in self.failed:
-            raise self.failed[position]
-
-    def _partition(self, op: Any) -> Any:
-        key = (op.stream_id, op.topic_id, op.partition_id)
-        partition = self.shard.partitions.get(key)
-        stream = self.shard.meta.state.streams.get(op.stream_id)
-        topic = stream.topics.get(op.topic_id) if stream is not None else None
-        if partition is None or topic is None or \
-                topic.partition_created_at[op.partition_id] != op.created_at:
-            raise IggyError(ErrorCode.PARTITION_NOT_FOUND,
-                            f"partition {op.partition_id} of topic {op.topic_id}")
-        return partition
-
-    def _execute(self, op: Op) -> Any:
-        partition = self._partition(op)
-        if isinstance(op, StoreOffset):
-            partition.store_offset(op.kind, op.key, op.offset)
-            return None
-        if isinstance(op, DeleteOffset):
-            if partition.get_offset(op.kind, op.key) is not None:
-                partition.delete_offset(op.kind, op.key)
-            return None
-        key = (op.stream_id, op.topic_id, op.partition_id)
-        batch = MessageBatch(op.count, memoryview(op.index), memoryview(bytearray(op.blob)))
-        return self.shard.dedup.append(
-            key, batch, op.timestamp_us,
-            lambda kept: self._store(key, partition, kept, op.timestamp_us))
-
-    def _store(self, key: tuple[int, int, int], partition: Any, batch: MessageBatch,
-               timestamp_us: int) -> Any:
-        stored = self.stored.get(key, 0)
-        self.stored[key] = stored + batch.count
-        if stored + batch.count <= partition.next_offset:
-            return None  # stored before this start (the log is re-executed)
-        return self._append(key, partition, batch, timestamp_us)
-
-    def _append(self, key: tuple[int, int, int], partition: Any, batch: MessageBatch,
-                timestamp_us: int) -> Any:
-        """Hand ``batch`` to the partition, to be stamped with ``timestamp_us``."""
-        if not isinstance(partition.clock, OpClock):
-            partition.clock = OpClock(partition.clock)
-        partition.clock.stamps.append(timestamp_us)
-        return self.shard.append(partition, batch)
-
-    # ---- checkpoints (``partition_state``) ---------------------------------------------
-
-    def snapshot(self) -> bytes:
-        queued = [(position, msgspec.msgpack.encode(op)) for position, op in self.queue]
-        return encode_state(self.calls, self.stored, queued, self.shard.dedup)
-
-    def restore(self, state: bytes) -> None:
-        """Adopt a checkpoint's state; copy the messages it counts that this replica's
-        partitions lack before any later op is carried out."""
-        decoded = decode_state(state, self.shard.dedup)
-        had, self.stored = self.stored, {tuple(k): n for k, n in decoded.stored}
-        for position, _ in self.queue:  # covered by the checkpoint (stored or queued)
-            self._finish(position, self.done[position], None)
-        self.calls = decoded.calls
-        self.queue = deque()
-        for position, body in decoded.queued:
-            self.done.setdefault(position, asyncio.get_running_loop().create_future())
-            self.queue.append((position, _op_decoder.decode(body)))
-        gaps = {}
-        for key, count in self.stored.items():
-            partition = self.shard.partitions.get(key)
-            have = max(partition.next_offset, had.get(key, 0)) if partition else count
-            if count > have:
-                gaps[key] = (have, count)
-        if gaps:
-            self.filling = True
-            asyncio.ensure_future(self._fill(gaps))
-
-    async def _fill(self, gaps: dict) -> None:
-        try:
-            await self.filler.fill(gaps, self._append)
-        except Exception:
-            log.exception("copying messages after a checkpoint failed; this replica's "
-                          "partitions now differ from the group's")
-        self.filling = False
-        self.drain()
 
 
 class ReplicatedPartitions:
@@ -378,7 +152,7 @@ class ReplicatedPartitions:
         result = await self.forwarder.on_primary(self.group_of(topic, pid), "poll",
                                                  msgspec.msgpack.encode(call))
         if isinstance(result, bytes):
-            result = _polled_decoder.decode(result)
+            result = polled_decoder.decode(result)
             payload: Any = result.payload
         else:
             payload = result[1]
@@ -399,7 +173,7 @@ class ReplicatedPartitions:
 
     async def _offset(self, group: int, body: bytes) -> None:
         """An offset is checked against what the primary stored (every acknowledged send)."""
-        op = _op_decoder.decode(body)
+        op = op_decoder.decode(body)
         await self.meta.reached(op.meta_base, self.timeout_s)
         partition = self.services[group]._partition(op)
         if partition.messages_count == 0 or op.offset > partition.current_offset:
@@ -409,7 +183,7 @@ class ReplicatedPartitions:
 
     async def _delete_offset(self, group: int, body: bytes) -> None:
         """Refused (CONSUMER_OFFSET_NOT_FOUND) when the primary stores none, as on a node."""
-        op = _op_decoder.decode(body)
+        op = op_decoder.decode(body)
         await self.meta.reached(op.meta_base, self.timeout_s)
         partition = self.services[group]._partition(op)
         if partition.get_offset(op.kind, op.key) is None:
@@ -417,7 +191,7 @@ class ReplicatedPartitions:
         await self._submit(group, body)
 
     async def _get_offset(self, group: int, body: bytes) -> Any:
-        ask = _op_decoder.decode(body)
+        ask = op_decoder.decode(body)
         await self.meta.reached(ask.meta_base, self.timeout_s)
         partition = self.services[group]._partition(ask)
         stored = partition.get_offset(ask.kind, ask.key)
@@ -438,7 +212,7 @@ class ReplicatedPartitions:
         return await self.forwarder.on_any_other(group, "fetch", body)
 
     async def _poll(self, group: int, body: bytes) -> tuple[int, Any]:
-        call = _poll_decoder.decode(body)
+        call = poll_decoder.decode(body)
         await self.meta.reached(call.meta_base, self.timeout_s)
         partition = self.services[group]._partition(call)
         polled = within_reply_cap(self.shard, partition, partition.poll(

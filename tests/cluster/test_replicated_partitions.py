@@ -267,3 +267,19 @@ async def test_a_killed_primary_s_groups_move_and_come_back_after_its_restart(
             await eventually(alike(own_nodes, 0, p, 11), f"partition {p} alike after healing")
     finally:
         await close_all(connected)
+
+
+async def test_purging_is_refused_on_a_cluster_node(nodes) -> None:
+    connected = await clients(nodes[1:2])
+    try:
+        await connected[0].create_stream("purged")
+        await connected[0].create_topic("purged", "t", 1)
+        await connected[0].send_messages("purged", "t", [b"kept"], 0)
+        for purge in (lambda: connected[0].purge_topic("purged", "t"),
+                      lambda: connected[0].purge_stream("purged")):
+            with pytest.raises(IggyError) as refused:
+                await purge()
+            assert refused.value.status == ErrorCode.FEATURE_UNAVAILABLE
+        assert [m[3] for m in await polled(connected[0], "purged", "t", 0)] == [b"kept"]
+    finally:
+        await close_all(connected)

@@ -42,6 +42,15 @@ def test_quick_seed_sweep_passes_on_3_and_5_replicas() -> None:
     assert summary.by_size.get(3, 0) > 0 and summary.by_size.get(5, 0) > 0
 
 
+def test_seeds_pass_with_the_host_inputs_flush_and_request_view() -> None:
+    """The cluster host's two inputs (a primary preparing at once; a node asking for a
+    view where it is primary) keep every safety and liveness check green."""
+    failed = [(seed, out.reason) for seed in range(300)
+              if not (out := run_seed(seed, host_inputs=True)).ok]
+    assert failed == []
+    assert run_seed(7, host_inputs=True).trace != run_seed(7).trace  # they did run
+
+
 def test_a_sweep_exercises_state_transfer_from_a_checkpoint() -> None:
     seeds_with_transfers: list[int] = []
     summary = run_many(range(50), on_outcome=lambda out, _: (

@@ -1,7 +1,7 @@
 """One VR replica as a pure state machine (no sockets, clock, files or randomness).
 
 Inputs: ``start()``, ``on_loaded(stored)``, ``on_message(msg)``, ``on_tick()``,
-``on_written(pos)``, ``on_synced(upto)``, ``request_view(view)``. Each returns ``Effects``: messages to send
+``on_written(pos)``, ``on_synced(upto)``, ``request_view(view)``, ``flush()``. Each returns ``Effects``: messages to send
 (``sends``, to a replica index), ``replies`` to clients, ``storage`` intents (``Write``,
 ``Sync``, ``Read``), and for observers the ``committed`` entries and ``executed`` requests
 in execution order.
@@ -78,6 +78,7 @@ class Service(Protocol):
 class Config:
     replicas: int
     max_batch: int = 64
+    max_batch_bytes: int = 0  # request bodies per Prepare (at least one request); 0: any
     pipeline: int = 8
     heartbeat_ticks: int = 4
     view_timeout_ticks: int = 30
@@ -171,6 +172,13 @@ class Replica:
         elif (self.status is Status.RECOVERING and self.nonce >= 0
               and self.now % self.config.retransmit_ticks == 0):
             self._broadcast(Recovery(self.nonce, self.index))
+        return self._take()
+
+    def flush(self) -> Effects:
+        """Prepare the requests waiting for the next tick now (the host calls it once per
+        turn of its event loop, so requests that arrived together still share a Prepare)."""
+        if self.status is Status.NORMAL and self.is_primary:
+            self._flush()
         return self._take()
 
     def request_view(self, view: int) -> Effects:
@@ -405,8 +413,9 @@ class Replica:
     def _flush(self) -> None:
         cfg = self.config
         while self.pending and not self.announcing and self.op - self.commit < cfg.pipeline:
-            batch = tuple(self.pending[:cfg.max_batch])
-            del self.pending[:cfg.max_batch]
+            take = self._batch_size()
+            batch = tuple(self.pending[:take])
+            del self.pending[:take]
             entry = Entry(self.view, self.op + 1, batch)
             self._append(entry)
             self.prepared_at[entry.op] = self.now
@@ -415,6 +424,20 @@ class Replica:
             if Bug.COMMIT_BEFORE_PREPARE_OK in self.bugs:
                 self.commit = entry.op
                 self._execute()
+
+    def _batch_size(self) -> int:
+        """How many pending requests the next Prepare carries: at most ``max_batch``, and
+        with ``max_batch_bytes`` no more bodies than fit in it (always at least one)."""
+        cfg = self.config
+        if not cfg.max_batch_bytes:
+            return cfg.max_batch
+        take, total = 0, 0
+        for req in self.pending[:cfg.max_batch]:
+            total += len(req.body)
+            if take and total > cfg.max_batch_bytes:
+                break
+            take += 1
+        return take
 
     def _on_prepare_ok(self, m: PrepareOk) -> None:
         if self.status is not Status.NORMAL or not self.is_primary or m.view != self.view:

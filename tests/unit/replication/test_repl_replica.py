@@ -222,3 +222,29 @@ def test_a_reloaded_journal_is_synced_before_anything_vouches_for_it() -> None:
     assert sent(fx, PrepareOk) == [], "a PrepareOk vouched for a reloaded, unsynced journal"
     fx = restarted.on_synced(len(stored))
     assert sent(fx, PrepareOk) == [(1, PrepareOk(1, 1, 2))]
+
+
+def test_flush_prepares_waiting_requests_at_once_in_one_prepare() -> None:
+    primary = make_primary(max_batch=64)
+    for client in (100, 101):
+        settle(primary, primary.on_message(Request(client, 1, b"x")))
+    fx = settle(primary, primary.flush())
+    prepares = [m for to, m in sent(fx, Prepare) if to == 0]
+    assert [len(p.entry.requests) for p in prepares] == [2]
+
+
+def test_a_prepare_carries_no_more_request_bytes_than_max_batch_bytes() -> None:
+    primary = make_primary(max_batch=64, max_batch_bytes=10, pipeline=8)
+    for client, body in ((100, b"a" * 6), (101, b"b" * 4), (102, b"c" * 1), (103, b"d" * 30)):
+        settle(primary, primary.on_message(Request(client, 1, body)))
+    fx = settle(primary, primary.flush())
+    prepares = [m for to, m in sent(fx, Prepare) if to == 0]
+    assert [[len(r.body) for r in p.entry.requests] for p in prepares] == [[6, 4], [1], [30]]
+
+
+def test_a_backup_asked_for_a_view_change_starts_it_towards_that_view() -> None:
+    backup = make(2, view=1)
+    fx = backup.request_view(3)
+    assert backup.view == 3 and backup.status.value == "view-change"
+    assert {to for to, m in sent(fx, StartViewChange)} == {0, 1}
+    assert backup.request_view(2).sends == [] and backup.view == 3  # only from normal

@@ -53,8 +53,13 @@ class Outcome:
 
 
 class Simulation:
-    def __init__(self, seed: int, bugs: frozenset[Bug] = frozenset()) -> None:
+    def __init__(self, seed: int, bugs: frozenset[Bug] = frozenset(),
+                 host_inputs: bool = False) -> None:
+        """``host_inputs``: also drive the inputs a host adds (``flush`` after a replica's
+        step, ``request_view`` to a random higher view while faults run), from a second
+        generator, so the seeds' runs without them stay as they were."""
         rng = self.rng = random.Random(seed)
+        self.host_rng = random.Random(seed * 7919 + 1) if host_inputs else None
         self.seed, self.bugs = seed, bugs
         self.n = n = rng.choice((3, 5))
         self.f = (n - 1) // 2
@@ -142,10 +147,19 @@ class Simulation:
             while self.clock[r] >= 1.0:
                 self.clock[r] -= 1.0
                 self._effects(r, replica.on_tick())
+            if self.host_rng is not None:
+                self._host_inputs(r, replica)
             if r in self.lost and replica.status is Status.NORMAL:
                 self.lost.discard(r)
         for client in self.clients:
             client.tick(now, self._client_send)
+
+    def _host_inputs(self, r: int, replica: Replica) -> None:
+        rng = self.host_rng
+        if rng.random() < 0.3:
+            self._effects(r, replica.flush())
+        if self.now < self.fault_ticks and rng.random() < 0.003:
+            self._effects(r, replica.request_view(replica.view + rng.randint(1, self.n)))
 
     def _deliver(self, src: int, dst: int, msg: object) -> None:
         self.hash.update(self.encode((self.now, src, dst)))
@@ -260,5 +274,6 @@ class Simulation:
                 f"{waiting}, committed {self.auditor.top}, replicas {states}")
 
 
-def run_seed(seed: int, bugs: frozenset[Bug] = frozenset()) -> Outcome:
-    return Simulation(seed, bugs).run()
+def run_seed(seed: int, bugs: frozenset[Bug] = frozenset(),
+             host_inputs: bool = False) -> Outcome:
+    return Simulation(seed, bugs, host_inputs).run()

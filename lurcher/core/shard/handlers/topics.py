@@ -118,8 +118,18 @@ def delete_topic(shard: ShardFace, session: Session, req: DeleteTopic) -> Any:
     return None
 
 
+def refuse_purge_on_cluster(shard: ShardFace) -> None:
+    """Purging restarts partitions at offset 0 on this node alone; replicated partitions
+    would then differ between replicas, so a cluster node refuses it (FEATURE_UNAVAILABLE)."""
+    if shard.config.typed.cluster.enabled:
+        raise IggyError(ErrorCode.FEATURE_UNAVAILABLE,
+                        "purging is not available on a cluster node: replicated partitions "
+                        "are not purged through their groups yet")
+
+
 @handles("purge_topic")
 def purge_topic(shard: ShardFace, session: Session, req: PurgeTopic) -> Any:
+    refuse_purge_on_cluster(shard)
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     for partition in shard.topic_partitions(topic):
         partition.purge()

@@ -1,0 +1,195 @@
+"""A partition group's replicated object on one node (``PartitionService``).
+
+Executes the group's committed ops in commit order (see ``partitions`` for the rules:
+identical bytes on every replica through ``OpClock``, ops held until their metadata is
+applied, re-executed ops not stored twice) and gives the primary the local effect of each
+op (``effect``). Checkpoints and filling a replica up to one are ``partition_state``'s.
+Invariant: ``calls`` (the position of the next op) is the same on every replica at the
+same op, so positions name ops across replicas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import deque
+from typing import Any
+
+import msgspec
+
+from lurcher.cluster.host import NOOP
+from lurcher.cluster.partition_ops import DeleteOffset, Op, StoreOffset, op_decoder
+from lurcher.cluster.partition_state import Filler, decode_state, encode_state
+from lurcher.core.wire.batch import MessageBatch
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
+log = logging.getLogger(__name__)
+
+REMEMBERED_FAILURES = 1024
+
+
+class OpClock:
+    """A replicated partition's clock: the timestamps of the ops appended to it, in order.
+
+    The partition reads its clock once per batch it stamps, in the order the batches were
+    handed to it, but possibly later (its pipeline holds batches back while
+    ``max_inflight_batches`` are in flight), so the clock hands out each op's timestamp in
+    turn rather than "the latest op's". Before any op (opening) it is the wall clock."""
+
+    def __init__(self, wall: Any) -> None:
+        self.wall, self.last = wall, 0
+        self.stamps: deque[int] = deque()
+
+    def __call__(self) -> int:
+        if self.stamps:
+            self.last = self.stamps.popleft()
+        return self.last or self.wall()
+
+
+class PartitionService:
+    """One partition group's replicated object on this node (see the module doc)."""
+
+    def __init__(self, shard: Any, meta: Any) -> None:
+        self.shard, self.meta = shard, meta
+        self.calls = 0  # requests executed since the replica started: the same everywhere
+        self.queue: deque[tuple[int, Op]] = deque()  # executed, waiting for metadata
+        self.done: dict[int, asyncio.Future] = {}  # position -> its local effect, until done
+        self.failed: dict[int, BaseException] = {}  # recent positions whose effect failed
+        self.stored: dict[tuple[int, int, int], int] = {}  # messages per partition so far
+        self.filling = False  # copying messages a restored checkpoint counts (``Filler``)
+        self.filler: Filler | None = None  # set once the node's forwarder exists
+
+    def apply(self, body: bytes) -> bytes:
+        if body == NOOP:
+            return b""  # a new primary's announcement: not an op, not counted
+        position = self.calls
+        self.calls += 1
+        self.done[position] = asyncio.get_running_loop().create_future()
+        self.queue.append((position, op_decoder.decode(body)))
+        self.drain()
+        return position.to_bytes(8, "little")
+
+    def drain(self) -> None:
+        """Carry out queued ops whose metadata this node has applied, in order."""
+        while not self.filling and self.queue and self.queue[0][1].meta_base <= self.meta.accepted:
+            position, op = self.queue.popleft()
+            try:
+                effect = self._execute(op)
+            except Exception as exc:  # noqa: BLE001 - every replica sees the same op
+                effect = exc
+            self._settle(position, effect)
+
+    def _settle(self, position: int, effect: Any) -> None:
+        future = self.done[position]
+        if isinstance(effect, BaseException):
+            self._finish(position, future, effect)
+        elif inspect.isawaitable(effect):
+            task = asyncio.ensure_future(effect)
+            task.add_done_callback(lambda t: self._finish(
+                position, future, None if t.cancelled() else t.exception()))
+        else:
+            self._finish(position, future, None)
+
+    def _finish(self, position: int, future: asyncio.Future, error: BaseException | None) -> None:
+        del self.done[position]
+        if error is not None:
+            if not isinstance(error, IggyError):
+                log.error("replicated op %d failed on this node: %s", position, error)
+            self.failed[position] = error
+            while len(self.failed) > REMEMBERED_FAILURES:
+                del self.failed[next(iter(self.failed))]
+            future.set_exception(error)
+            future.exception()  # nobody may wait for it (a backup): not "never retrieved"
+        else:
+            future.set_result(None)
+
+    async def effect(self, result: bytes) -> None:
+        """Wait for the local effect of the op whose result is ``result``. Raises what it
+        raised."""
+        position = int.from_bytes(result, "little")
+        future = self.done.get(position)
+        if future is not None:
+            await asyncio.shield(future)
+        elif position in self.failed:
+            raise self.failed[position]
+
+    def _partition(self, op: Any) -> Any:
+        key = (op.stream_id, op.topic_id, op.partition_id)
+        partition = self.shard.partitions.get(key)
+        stream = self.shard.meta.state.streams.get(op.stream_id)
+        topic = stream.topics.get(op.topic_id) if stream is not None else None
+        if partition is None or topic is None or \
+                topic.partition_created_at[op.partition_id] != op.created_at:
+            raise IggyError(ErrorCode.PARTITION_NOT_FOUND,
+                            f"partition {op.partition_id} of topic {op.topic_id}")
+        return partition
+
+    def _execute(self, op: Op) -> Any:
+        partition = self._partition(op)
+        if isinstance(op, StoreOffset):
+            partition.store_offset(op.kind, op.key, op.offset)
+            return None
+        if isinstance(op, DeleteOffset):
+            if partition.get_offset(op.kind, op.key) is not None:
+                partition.delete_offset(op.kind, op.key)
+            return None
+        key = (op.stream_id, op.topic_id, op.partition_id)
+        batch = MessageBatch(op.count, memoryview(op.index), memoryview(bytearray(op.blob)))
+        return self.shard.dedup.append(
+            key, batch, op.timestamp_us,
+            lambda kept: self._store(key, partition, kept, op.timestamp_us))
+
+    def _store(self, key: tuple[int, int, int], partition: Any, batch: MessageBatch,
+               timestamp_us: int) -> Any:
+        stored = self.stored.get(key, 0)
+        self.stored[key] = stored + batch.count
+        if stored + batch.count <= partition.next_offset:
+            return None  # stored before this start (the log is re-executed)
+        return self._append(key, partition, batch, timestamp_us)
+
+    def _append(self, key: tuple[int, int, int], partition: Any, batch: MessageBatch,
+                timestamp_us: int) -> Any:
+        """Hand ``batch`` to the partition, to be stamped with ``timestamp_us``."""
+        if not isinstance(partition.clock, OpClock):
+            partition.clock = OpClock(partition.clock)
+        partition.clock.stamps.append(timestamp_us)
+        return self.shard.append(partition, batch)
+
+    # ---- checkpoints (``partition_state``) ---------------------------------------------
+
+    def snapshot(self) -> bytes:
+        queued = [(position, msgspec.msgpack.encode(op)) for position, op in self.queue]
+        return encode_state(self.calls, self.stored, queued, self.shard.dedup)
+
+    def restore(self, state: bytes) -> None:
+        """Adopt a checkpoint's state; copy the messages it counts that this replica's
+        partitions lack before any later op is carried out."""
+        decoded = decode_state(state, self.shard.dedup)
+        had, self.stored = self.stored, {tuple(k): n for k, n in decoded.stored}
+        for position, _ in self.queue:  # covered by the checkpoint (stored or queued)
+            self._finish(position, self.done[position], None)
+        self.calls = decoded.calls
+        self.queue = deque()
+        for position, body in decoded.queued:
+            self.done.setdefault(position, asyncio.get_running_loop().create_future())
+            self.queue.append((position, op_decoder.decode(body)))
+        gaps = {}
+        for key, count in self.stored.items():
+            partition = self.shard.partitions.get(key)
+            have = max(partition.next_offset, had.get(key, 0)) if partition else count
+            if count > have:
+                gaps[key] = (have, count)
+        if gaps:
+            self.filling = True
+            asyncio.ensure_future(self._fill(gaps))
+
+    async def _fill(self, gaps: dict) -> None:
+        try:
+            await self.filler.fill(gaps, self._append)
+        except Exception:
+            log.exception("copying messages after a checkpoint failed; this replica's "
+                          "partitions now differ from the group's")
+        self.filling = False
+        self.drain()
