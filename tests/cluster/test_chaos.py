@@ -11,15 +11,13 @@ node: every acknowledged message is present exactly once and in order per partit
 nothing a consumer received has disappeared; then, with the nodes stopped, the replicas'
 segment files are byte-identical.
 
-Until partitions are replicated (issue 20) this fails, and is marked so while
-``lurcher.cluster.partitions`` does not exist (strict: a pass then fails the run): each node
-keeps what it received, so the other nodes lack it.
+The official client cannot set message ids and resends a request by itself after it
+reconnects, so its sends are at least once: its batches may repeat, but only whole.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import random
 from pathlib import Path
@@ -45,9 +43,6 @@ from tests.support.chaos_traffic import (
 )
 
 PARTITIONS = 3
-# Partition replication lives in lurcher.cluster.partitions (branch `cluster`); without it
-# this test is expected to fail, and must pass as soon as it is there.
-PARTITIONS_REPLICATED = importlib.util.find_spec("lurcher.cluster.partitions") is not None
 REPLICATION_FACTOR = 3
 DEDUPLICATION = {"LURCHER_SYSTEM_MESSAGE_DEDUPLICATION_ENABLED": "true",
                  "LURCHER_SYSTEM_MESSAGE_DEDUPLICATION_EXPIRY": "1 h",
@@ -101,10 +96,6 @@ async def settle(cluster: ChaosCluster) -> list[list[int]]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(not PARTITIONS_REPLICATED, strict=True, reason=(
-    "issue 20: partitions are not replicated on this branch (a send is stored only on the "
-    "node that received it), so acknowledged messages are missing on the other nodes and "
-    "the replicas differ on disk"))
 async def test_acknowledged_messages_survive_random_faults_on_three_nodes(tmp_path: Path):
     seed = chaos_seed()
     plan = plan_faults(seed, int(os.environ.get("CHAOS_FAULTS", "20")))
