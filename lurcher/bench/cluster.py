@@ -36,6 +36,7 @@ from lurcher.bench.servers import (
     free_port,
     lurcher_env,
 )
+from lurcher.cluster.config import node_toml
 
 NODES = 3
 
@@ -44,19 +45,6 @@ def node_address(addresses: str, actor_id: int) -> str:
     """The node an actor talks to: the cluster's addresses taken in turn."""
     nodes = addresses.split(",")
     return nodes[actor_id % len(nodes)]
-
-
-def node_config(me: int, tcp: list[int], replication: list[int], secret: str,
-                data_dir: Path) -> str:
-    """Node ``me``'s configuration file (TOML)."""
-    lines = [f'[system]\npath = "{data_dir}"\n', f'[tcp]\naddress = "127.0.0.1:{tcp[me]}"\n',
-             f'[cluster]\nenabled = true\nname = "bench-cluster"\nsecret = "{secret}"\n',
-             f'[cluster.node.current]\nname = "node-{me}"\nip = "127.0.0.1"\n'
-             f'replication_port = {replication[me]}\n']
-    lines += [f'[[cluster.node.others]]\nname = "node-{i}"\nip = "127.0.0.1"\n'
-              f'ports = {{ tcp = {tcp[i]}, replication = {replication[i]} }}\n'
-              for i in range(len(tcp)) if i != me]
-    return "\n".join(lines)
 
 
 def start_lurcher_cluster(enforce_fsync: bool = False, transport: str = "tcp",
@@ -70,7 +58,8 @@ def start_lurcher_cluster(enforce_fsync: bool = False, transport: str = "tcp",
         data_dir = root / f"node-{me}"
         data_dir.mkdir()
         config = root / f"node-{me}.toml"
-        config.write_text(node_config(me, tcp, replication, secret, data_dir))
+        config.write_text(node_toml(me, tcp, replication, secret, name="bench-cluster",
+                                     data_dir=str(data_dir)))
         configs.append(str(config))
     env = lurcher_env(root, enforce_fsync, transport)
     for key in ("LURCHER_SYSTEM_PATH", "LURCHER_TCP_ADDRESS"):  # per node, in its file

@@ -117,3 +117,21 @@ def decode_cluster(table: dict[str, Any]) -> ClusterConfig:
         if other.ports.replication is None:
             raise ClusterConfigError(f"cluster.node.others {other.name!r}: no ports.replication")
     return config
+
+
+def node_toml(me: int, tcp: list[int], replication: list[int], secret: str,
+              name: str = "lurcher-cluster", data_dir: str | None = None,
+              extra: str = "") -> str:
+    """A configuration file (TOML) for node ``me`` of a cluster on one host (127.0.0.1):
+    node ``i`` is named ``node-i`` and listens for clients on ``tcp[i]`` and for its peers on
+    ``replication[i]``; ``extra`` holds more keys of the ``[cluster]`` table. Used by the
+    benchmark's cluster target and by the tests."""
+    system = f'[system]\npath = "{data_dir}"\n\n' if data_dir is not None else ""
+    others = "".join(
+        f'\n[[cluster.node.others]]\nname = "node-{i}"\nip = "127.0.0.1"\n'
+        f'ports = {{ tcp = {tcp[i]}, replication = {replication[i]} }}\n'
+        for i in range(len(tcp)) if i != me)
+    return (f'{system}[tcp]\naddress = "127.0.0.1:{tcp[me]}"\n\n'
+            f'[cluster]\nenabled = true\nname = "{name}"\nsecret = "{secret}"\n{extra}\n'
+            f'[cluster.node.current]\nname = "node-{me}"\nip = "127.0.0.1"\n'
+            f'replication_port = {replication[me]}\n{others}')

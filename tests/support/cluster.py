@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from lurcher.cluster import config as cluster_config
 from lurcher.core.wire.responses.cluster import NodeRole, NodeStatus
 from lurcher.sdk import Client
 from tests.support.server import LurcherServer, free_ports
@@ -22,14 +23,8 @@ LIVENESS_S = 30.0  # a bound on waiting for an election, not a performance figur
 
 def node_toml(me: int, tcp: list[int], replication: list[int], extra: str = "") -> str:
     """Node ``me``'s configuration; ``extra``: more keys of the ``[cluster]`` table."""
-    others = "".join(
-        f'\n[[cluster.node.others]]\nname = "node-{i}"\nip = "127.0.0.1"\n'
-        f'ports = {{ tcp = {tcp[i]}, replication = {replication[i]} }}\n'
-        for i in range(len(tcp)) if i != me)
-    return (f'[tcp]\naddress = "127.0.0.1:{tcp[me]}"\n\n'
-            f'[cluster]\nenabled = true\nname = "test-cluster"\nsecret = "s3cret"\n{extra}\n'
-            f'[cluster.node.current]\nname = "node-{me}"\nip = "127.0.0.1"\n'
-            f'replication_port = {replication[me]}\n{others}')
+    return cluster_config.node_toml(me, tcp, replication, "s3cret", name="test-cluster",
+                                    extra=extra)
 
 
 def start_cluster(root: Path, count: int, extra: str = "",
