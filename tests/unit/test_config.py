@@ -36,7 +36,7 @@ def test_the_cli_variables_of_the_shell_do_not_stop_a_server_from_starting():
     from lurcher.sdk.cli.contexts import CONFIG_ENV
     from lurcher.sdk.cli.options import ENV
     config = load_config(environ={name: "x" for name in (CONFIG_ENV, *ENV.values())})
-    assert config["tcp.address"] == load_config(environ={})["tcp.address"]
+    assert config.typed.tcp.address == load_config(environ={}).typed.tcp.address
 
 
 def test_unknown_environment_key_is_a_clear_error():
