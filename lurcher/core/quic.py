@@ -166,6 +166,12 @@ def drain_socket(transport: Any, receive: Callable[[bytes, Any], None]) -> None:
         receive(data, addr)
 
 
+def chunk_bytes(datagram_bytes: int) -> int:
+    """The bytes sent per chunk: whole datagrams only, at least one and about
+    ``TRANSMIT_CHUNK_BYTES`` (a chunk ending inside a datagram would make a short one)."""
+    return max(1, round(TRANSMIT_CHUNK_BYTES / datagram_bytes)) * datagram_bytes
+
+
 class _NoPacing:
     """Stands in for aioquic's packet pacer: never holds a packet back."""
     packet_time = None
@@ -305,7 +311,7 @@ class TunedQuicProtocol(QuicConnectionProtocol):
         window = cc.congestion_window
         try:
             while True:
-                cap = loss.bytes_in_flight + TRANSMIT_CHUNK_BYTES
+                cap = loss.bytes_in_flight + chunk_bytes(quic._max_datagram_size)
                 chunked = cap < window and quic._handshake_complete
                 if chunked:
                     cc.congestion_window = cap
