@@ -10,9 +10,9 @@ no option for, applied per connection by ``QuicTuning``:
   every packet, so nothing is acknowledged), the connection drops to 1,200 bytes; it tries
   the larger size again after ``MTU_RETRY_S``, doubling the wait after each failure up to
   ``MTU_RETRY_MAX_S``. Once a packet sent since the larger size was put in use has been
-  acknowledged the path is taken to carry it, and only ``PROVEN_PATH_PTOS`` probe timeouts in a row (no ACK at all
-  for several round trips) make it fall back: a single late ACK from a busy peer is not a
-  path that drops large datagrams.
+  acknowledged the path is taken to carry it, and only ``PROVEN_PATH_PTOS`` probe timeouts
+  in a row (no ACK at all for several round trips) make it fall back: a single late ACK
+  from a busy peer is not a path that drops large datagrams.
 - ``send_window``: the bytes in flight without acknowledgement never exceed it (a cap on
   the congestion window).
 - ``receive_window``: the connection-level flow-control window offered to the peer

@@ -3,9 +3,10 @@
 Owns: the overrides of aioquic's ``QuicConnection``. ``send_stream_data`` hands a write to a
 stream whose send buffer is empty over without copying it (``lurcher.core.quic_send``).
 aioquic's private ``_write_stream_frame`` writes a STREAM frame's length as a 2-byte varint
-(at most 16,383 bytes) and so caps the useful datagram size; the override writes it as a 4-byte varint (RFC 9000 §16: any
-encoding is valid, the peer reads the prefix), so one STREAM frame fills a datagram of up to
-``MAX_DATAGRAM_BYTES`` (the largest IPv4 UDP payload). Every other step is aioquic's.
+(at most 16,383 bytes) and so caps the useful datagram size; the override writes it as a
+4-byte varint (RFC 9000 §16: any encoding is valid, the peer reads the prefix), so one
+STREAM frame fills a datagram of up to ``MAX_DATAGRAM_BYTES`` (the largest IPv4 UDP
+payload). Every other step is aioquic's.
 
 Invariants: aioquic is pinned to one version in pyproject.toml (``AIOQUIC_VERSION``); the
 overridden methods' signatures and the frame type bits it relies on are checked by

@@ -4,12 +4,12 @@ Owns: the send buffer of an aioquic stream sender (``QuicStreamSender._buffer``,
 ``bytearray`` in aioquic 1.7). aioquic copies every ``send_stream_data`` into that bytearray,
 then copies each packet's share out of it twice (a bytearray slice, then ``bytes``), and
 deletes acknowledged bytes from its front. A sender whose buffer is empty gets a
-``HeldBytes`` instead (``LongFrameQuicConnection.send_stream_data``): the first write is kept as the caller's own
-buffer (a reply or request of one piece is never copied into the stream), each packet's
-share is copied once (``bytes`` of a memoryview slice) and an acknowledgement only moves
-the view's start. A second write to a non-empty ``HeldBytes`` turns it back into aioquic's
-``bytearray`` (the bytes not yet acknowledged are copied once), so every sequence of writes
-stays correct.
+``HeldBytes`` instead (``LongFrameQuicConnection.send_stream_data``): the first write is
+kept as the caller's own buffer (a reply or request of one piece is never copied into the
+stream), each packet's share is copied once (``bytes`` of a memoryview slice) and an
+acknowledgement only moves the view's start. A second write to a non-empty ``HeldBytes``
+turns it back into aioquic's ``bytearray`` (the bytes not yet acknowledged are copied
+once), so every sequence of writes stays correct.
 
 Invariants: the caller never changes a buffer after handing it over (the server's replies
 and the SDK's requests are built fresh for each stream). The sender touches its buffer
