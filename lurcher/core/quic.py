@@ -9,7 +9,10 @@ no option for, applied per connection by ``QuicTuning``:
   timeout fires while the larger size is in use (a path that drops large datagrams loses
   every packet, so nothing is acknowledged), the connection drops to 1,200 bytes; it tries
   the larger size again after ``MTU_RETRY_S``, doubling the wait after each failure up to
-  ``MTU_RETRY_MAX_S``.
+  ``MTU_RETRY_MAX_S``. Once a packet sent since the larger size was put in use has been
+  acknowledged the path is taken to carry it, and only ``PROVEN_PATH_PTOS`` probe timeouts
+  in a row (no ACK at all for several round trips) make it fall back: a single late ACK
+  from a busy peer is not a path that drops large datagrams.
 - ``send_window``: the bytes in flight without acknowledgement never exceed it (a cap on
   the congestion window).
 - ``receive_window``: the connection-level flow-control window offered to the peer
@@ -28,7 +31,9 @@ with asyncio's loop ``drain_socket`` reads the queued ones, at most ``DRAIN_DATA
 cost one transmit. ACKs: an ACK waits up to ``ACK_DELAY_S`` and rides on the next packet
 that carries stream data (a reply, the next request) when one goes out first
 (``send_soon``), instead of one ACK-only packet per millisecond. ``TunedQuicProtocol.transmit``
-replaces aioquic's (same steps, datagrams sent in chunks as they are built).
+replaces aioquic's (same steps, datagrams sent in chunks of whole datagrams as they are
+built). Once the handshake is done, 1-RTT packets are protected without aioquic's
+whole-packet copies (``lurcher.core.quic_crypto``).
 
 Invariants: packet pacing is off (aioquic paces with asyncio timers, whose millisecond
 resolution caps a connection near 16 datagrams per millisecond; the congestion window still
@@ -48,6 +53,7 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.quic.configuration import SMALLEST_MAX_DATAGRAM_SIZE, QuicConfiguration
 from aioquic.quic.congestion.base import K_INITIAL_WINDOW
 
+from lurcher.core.quic_crypto import lean_packet_protection
 from lurcher.core.quic_frames import MAX_DATAGRAM_BYTES, use_long_frames
 from lurcher.core.wire.units import parse_duration, parse_size
 
@@ -56,6 +62,7 @@ SOCKET_BUFFER_BYTES = 4 * 1024 * 1024
 STREAM_WINDOW_BYTES = 4 * 1024 * 1024
 MTU_RETRY_S = 2.0
 MTU_RETRY_MAX_S = 600.0
+PROVEN_PATH_PTOS = 3  # probe timeouts in a row that make a proven large size fall back
 STREAM_COUNT_MAX = 1 << 60
 DRAIN_DATAGRAMS = 64
 RECEIVE_BYTES = 65_536
@@ -166,6 +173,12 @@ def drain_socket(transport: Any, receive: Callable[[bytes, Any], None]) -> None:
         receive(data, addr)
 
 
+def chunk_bytes(datagram_bytes: int) -> int:
+    """The bytes sent per chunk: whole datagrams only, at least one and about
+    ``TRANSMIT_CHUNK_BYTES`` (a chunk ending inside a datagram would make a short one)."""
+    return max(1, round(TRANSMIT_CHUNK_BYTES / datagram_bytes)) * datagram_bytes
+
+
 class _NoPacing:
     """Stands in for aioquic's packet pacer: never holds a packet back."""
     packet_time = None
@@ -204,6 +217,7 @@ class QuicTuning:
         self.failures = 0
         self.retry_at = 0.0
         self.raised_at = 0.0
+        self.first_large_packet = 0  # the first packet number sent at the larger size
         self.keep_alive: Any = None
         quic._loss._pacer = _NoPacing()
         quic._ack_delay = ACK_DELAY_S
@@ -212,6 +226,7 @@ class QuicTuning:
         streams.value = streams.sent = settings.max_concurrent_bidi_streams
 
     def handshake_done(self) -> None:
+        lean_packet_protection(self.quic)
         self.raise_size()
         cc = self.quic._loss._cc  # the initial window, in datagrams of the size now used
         initial = min(K_INITIAL_WINDOW * self.quic._max_datagram_size, self.settings.send_window)
@@ -224,6 +239,7 @@ class QuicTuning:
             set_datagram_size(self.quic, self.settings.initial_mtu)
             self.large = True
             self.raised_at = self.loop.time()
+            self.first_large_packet = self.quic._packet_number
 
     def ack_with_data(self) -> None:
         """Let the next packet carry the ACK that is waiting for its delay to pass."""
@@ -234,7 +250,7 @@ class QuicTuning:
     def before_transmit(self) -> None:
         """Fall back to small datagrams on a probe timeout, retry later; cap the window."""
         loss = self.quic._loss
-        if self.large and loss._pto_count > 0:
+        if self.large and loss._pto_count >= (PROVEN_PATH_PTOS if self.proven() else 1):
             set_datagram_size(self.quic, SMALLEST_MAX_DATAGRAM_SIZE)
             self.large = False
             self.retry_at = self.loop.time() + min(MTU_RETRY_S * 2 ** self.failures,
@@ -247,6 +263,11 @@ class QuicTuning:
             self.raise_size()
         if loss._cc.congestion_window > self.settings.send_window:
             loss._cc.congestion_window = self.settings.send_window
+
+    def proven(self) -> bool:
+        """Whether the peer acknowledged a packet sent at the larger datagram size."""
+        space = self.quic._spaces.get(tls.Epoch.ONE_RTT)
+        return space is not None and space.largest_acked_packet >= self.first_large_packet
 
     def ping(self) -> None:
         self.keep_alive = None
@@ -305,7 +326,7 @@ class TunedQuicProtocol(QuicConnectionProtocol):
         window = cc.congestion_window
         try:
             while True:
-                cap = loss.bytes_in_flight + TRANSMIT_CHUNK_BYTES
+                cap = loss.bytes_in_flight + chunk_bytes(quic._max_datagram_size)
                 chunked = cap < window and quic._handshake_complete
                 if chunked:
                     cc.congestion_window = cap

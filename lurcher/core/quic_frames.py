@@ -1,13 +1,15 @@
 """STREAM frames longer than 16,383 bytes for aioquic (``LongFrameQuicConnection``).
 
-Owns: the one override of a private aioquic method, ``QuicConnection._write_stream_frame``,
-which writes a STREAM frame's length as a 2-byte varint (at most 16,383 bytes) and so caps
-the useful datagram size. The override writes it as a 4-byte varint (RFC 9000 §16: any
-encoding is valid, the peer reads the prefix), so one STREAM frame fills a datagram of up to
-``MAX_DATAGRAM_BYTES`` (the largest IPv4 UDP payload). Every other step is aioquic's.
+Owns: the overrides of aioquic's ``QuicConnection``. ``send_stream_data`` hands a write to a
+stream whose send buffer is empty over without copying it (``lurcher.core.quic_send``).
+aioquic's private ``_write_stream_frame`` writes a STREAM frame's length as a 2-byte varint
+(at most 16,383 bytes) and so caps the useful datagram size; the override writes it as a
+4-byte varint (RFC 9000 §16: any encoding is valid, the peer reads the prefix), so one
+STREAM frame fills a datagram of up to ``MAX_DATAGRAM_BYTES`` (the largest IPv4 UDP
+payload). Every other step is aioquic's.
 
 Invariants: aioquic is pinned to one version in pyproject.toml (``AIOQUIC_VERSION``); the
-overridden method's signature and the frame type bits it relies on are checked by
+overridden methods' signatures and the frame type bits it relies on are checked by
 tests/unit/test_quic_frames.py, which fails loudly if an aioquic upgrade changes them.
 A connection becomes a ``LongFrameQuicConnection`` by ``use_long_frames`` (aioquic creates
 its connections itself, client and server, so the class is swapped on the instance).
@@ -21,6 +23,8 @@ from aioquic.buffer import size_uint_var
 from aioquic.quic.connection import QuicConnection
 from aioquic.quic.packet import QuicFrameType
 
+from lurcher.core.quic_send import HeldBytes
+
 AIOQUIC_VERSION = "1.7.2"
 MAX_DATAGRAM_BYTES = 65_507  # 65,535 - 20 (IPv4 header) - 8 (UDP header)
 LENGTH_BYTES = 4
@@ -31,7 +35,17 @@ STREAM_FRAME_FIN_BIT = 1
 
 
 class LongFrameQuicConnection(QuicConnection):
-    """aioquic's connection whose STREAM frames carry a 4-byte length."""
+    """aioquic's connection whose STREAM frames carry a 4-byte length and whose stream
+    writes are held, not copied, when the stream's send buffer is empty."""
+
+    def send_stream_data(self, stream_id: int, data: Any, end_stream: bool = False) -> None:
+        """aioquic's, except that ``data`` is kept as it is when nothing else is queued
+        on the stream: the caller must never change it afterwards."""
+        stream = self._get_or_create_stream_for_send(stream_id)
+        sender = stream.sender
+        if data and not sender._buffer and type(sender._buffer) is bytearray:
+            sender._buffer = HeldBytes()
+        sender.write(data, end_stream=end_stream)
 
     def _write_stream_frame(self, builder: Any, space: Any, stream: Any,
                             max_offset: int) -> int:

@@ -51,7 +51,7 @@ from lurcher.core.connection.framing import BadFrame, Frame, FrameLimits, FrameR
 from lurcher.core.connection.server import FrameQueue, ServerConnection
 from lurcher.core.quic import (QuicSettings, TunedQuicProtocol, drain_socket,
                                enlarge_socket_buffers, quic_configuration)
-from lurcher.core.shard.reply import error_frame, materialise
+from lurcher.core.shard.reply import error_frame, gathered
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.transports.connection import peer_address
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener
@@ -70,7 +70,6 @@ QUIC_APP_REFUSED = 1
 MAX_QUEUED_REPLY_BYTES = 16 * 1024 * 1024
 MAX_PENDING_REQUESTS = 32
 MAX_UNFINISHED_STREAMS = 16
-MAX_WRITE_PARTS = 16  # a reply in more parts is joined first (one send call per part)
 
 
 def queued_reply_bytes(quic: Any) -> int:
@@ -212,13 +211,9 @@ class QuicClientProtocol(TunedQuicProtocol):
         if not self.answer_to:
             return  # a disconnect with no request in flight: the close says it all
         stream_id = self.answer_to.popleft()
-        parts = materialise(parts)
-        if len(parts) > MAX_WRITE_PARTS:
-            parts = [b"".join(parts)]
+        reply = gathered(parts)  # one fresh buffer, which aioquic holds without a copy
         try:
-            for part in parts:  # each is copied once, into the stream's send buffer
-                self._quic.send_stream_data(stream_id, part)
-            self._quic.send_stream_data(stream_id, b"", end_stream=True)
+            self._quic.send_stream_data(stream_id, reply, end_stream=True)
         except (AssertionError, ValueError) as exc:  # stream reset or closed meanwhile
             log.debug("cannot answer stream %d: %s", stream_id, exc)
             return

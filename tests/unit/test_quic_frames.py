@@ -13,8 +13,9 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.quic.connection import QuicConnection
 from aioquic.quic.events import StreamDataReceived
 
-from lurcher.core.quic import ACK_DELAY_S, QuicSettings
+from lurcher.core.quic import ACK_DELAY_S, TRANSMIT_CHUNK_BYTES, QuicSettings, chunk_bytes
 from lurcher.core.quic_frames import AIOQUIC_VERSION, LongFrameQuicConnection
+from lurcher.core.quic_send import HeldBytes
 from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair, exchange
 
 
@@ -98,3 +99,59 @@ def test_the_initial_window_counts_datagrams_of_the_size_used_after_the_handshak
     assert cq._loss._cc.congestion_window >= 10 * 64_000
     capped, _, _, _ = connected_pair(tmp_path, QuicSettings(send_window=100_000), QuicSettings())
     assert capped._loss._cc.congestion_window <= 100_000
+
+
+def _deliver(sender: QuicConnection, receiver: QuicConnection, now: float, drop: set[int],
+             sent: list[int]) -> None:
+    """Pass ``sender``'s datagrams to ``receiver``, dropping those whose number (counted over
+    the whole test in ``sent``) is in ``drop``."""
+    to = SERVER_ADDR if receiver._is_client else CLIENT_ADDR
+    for data, _ in sender.datagrams_to_send(now):
+        sent.append(len(data))
+        if len(sent) not in drop:
+            receiver.receive_datagram(data, to, now)
+
+
+def test_a_reply_handed_over_whole_is_held_without_a_copy_and_resent_from_it(
+        tmp_path: Path) -> None:
+    big = QuicSettings(initial_mtu=64_000)
+    cq, sq, _, _ = connected_pair(tmp_path, big, big)
+    stream_id = cq.get_next_available_stream_id()
+    cq.send_stream_data(stream_id, b"request", end_stream=True)
+    exchange(cq, sq, 1.0)
+    reply = bytearray(bytes(range(256)) * 4096)
+    expected = bytes(reply)
+    sq.send_stream_data(stream_id, reply, end_stream=True)
+    held = sq._streams[stream_id].sender._buffer
+    assert isinstance(held, HeldBytes) and held.view.obj is reply  # no copy in the stream
+    received, now, sent_by_server, sent_by_client = bytearray(), 1.0, [], []
+    for _ in range(40):
+        _deliver(sq, cq, now, {2}, sent_by_server)  # the second reply datagram is lost
+        _deliver(cq, sq, now, set(), sent_by_client)
+        while (event := cq.next_event()) is not None:
+            if isinstance(event, StreamDataReceived):
+                received += event.data
+        now += 0.05
+        for quic in (cq, sq):
+            if quic.get_timer() is not None and quic.get_timer() <= now:
+                quic.handle_timer(now)
+    assert bytes(received) == expected
+    assert sum(sent_by_server) > len(expected) + 60_000  # the lost datagram went again
+    assert max(sent_by_server) == 64_000 and len(held) == 0  # all acknowledged and dropped
+
+
+def test_held_bytes_fall_back_to_a_bytearray_on_a_second_write() -> None:
+    held = HeldBytes()
+    held += b"head"
+    assert isinstance(held, HeldBytes) and bytes(held[1:3]) == b"ea"
+    del held[:2]
+    assert bytes(held[:]) == b"ad"
+    joined = held
+    joined += b"-tail"
+    assert isinstance(joined, bytearray) and joined == bytearray(b"ad-tail")
+
+
+def test_transmit_chunks_hold_whole_datagrams() -> None:
+    assert chunk_bytes(64_000) == 128_000
+    assert chunk_bytes(1_200) % 1_200 == 0 and chunk_bytes(1_200) <= TRANSMIT_CHUNK_BYTES
+    assert chunk_bytes(65_507) == 2 * 65_507

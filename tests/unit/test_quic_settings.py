@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from lurcher.runtime.config import ConfigError, load_config
-from lurcher.core.quic import MAX_DATAGRAM_BYTES, QuicSettings
+from lurcher.core.quic import MAX_DATAGRAM_BYTES, PROVEN_PATH_PTOS, QuicSettings
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.sdk import connstring
 from lurcher.sdk.connection.quic import client_configuration, client_settings
 from lurcher.transports.quic import server_configuration
-from tests.support.quic_pair import connected_pair
+from tests.support.quic_pair import connected_pair, exchange
 
 MIB = 1024 * 1024
 
@@ -93,6 +93,22 @@ def test_initial_mtu_applies_after_the_handshake_and_a_probe_timeout_falls_back(
     ct.loop.now += 1.5
     ct.before_transmit()
     assert cq._max_datagram_size == 9_000  # retried after MTU_RETRY_S
+
+
+def test_once_the_peer_acknowledged_large_datagrams_one_probe_timeout_does_not_fall_back(
+        tmp_path: Path) -> None:
+    cq, sq, ct, _ = connected_pair(tmp_path, QuicSettings(initial_mtu=9_000), QuicSettings())
+    cq.send_stream_data(cq.get_next_available_stream_id(), b"x" * 100_000, end_stream=True)
+    assert not ct.proven()
+    for now in (1.0, 1.05, 1.1):  # the server's ACK goes out once its delay has passed
+        exchange(cq, sq, now)
+    assert ct.proven()
+    cq._loss._pto_count = PROVEN_PATH_PTOS - 1  # a busy peer, late with its ACKs
+    ct.before_transmit()
+    assert cq._max_datagram_size == 9_000 and ct.large
+    cq._loss._pto_count = PROVEN_PATH_PTOS  # nothing acknowledged for several round trips
+    ct.before_transmit()
+    assert cq._max_datagram_size == 1_200 and not ct.large
 
 
 def test_the_peer_may_open_max_concurrent_bidi_streams(tmp_path: Path) -> None:

@@ -85,6 +85,22 @@ def materialise(parts: list[Any]) -> list[Any]:
     return [p.read() if is_file_part(p) else p for p in parts]
 
 
+def gathered(parts: list[Any]) -> bytearray:
+    """The parts back to back in one fresh buffer, file slices read straight into it
+    (for a transport that hands a reply over whole, e.g. QUIC)."""
+    out = bytearray(sum(part_length(p) for p in parts))
+    view = memoryview(out)
+    at = 0
+    for part in parts:
+        size = part_length(part)
+        if is_file_part(part):
+            part.read_into(view[at:at + size])
+        else:
+            out[at:at + size] = part
+        at += size
+    return out
+
+
 def ok_frame(result: Any) -> list[Any]:
     """Response header + payload buffers (in memory) for a successful command."""
     return materialise(ok_frame_parts(result))

@@ -134,10 +134,8 @@ owns its socket)."""
         quic = self._quic
         stream_id = quic.get_next_available_stream_id()
         size = sum(len(p) for p in parts)
-        quic.send_stream_data(stream_id, FRAME_HEADER.pack(CODE_BYTES + size, code))
-        for part in parts:
-            quic.send_stream_data(stream_id, part)
-        quic.send_stream_data(stream_id, b"", end_stream=True)
+        frame = b"".join([FRAME_HEADER.pack(CODE_BYTES + size, code), *parts])
+        quic.send_stream_data(stream_id, frame, end_stream=True)  # held, not copied
         response = self.responses[stream_id] = _Response(self._loop.create_future(), limit)
         self.send_soon()
         try:

@@ -1,0 +1,56 @@
+"""Lean 1-RTT packet protection (issue 18): ``LeanCryptoContext`` puts the same bytes on the
+wire as aioquic's ``CryptoContext`` and reads aioquic's packets back, both cipher suites."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from aioquic import tls
+from aioquic.quic.crypto import CryptoContext, CryptoError
+
+from lurcher.core.quic import QuicSettings
+from lurcher.core.quic_crypto import LeanCryptoContext
+from tests.support.quic_pair import connected_pair
+
+SUITES = [tls.CipherSuite.AES_128_GCM_SHA256, tls.CipherSuite.CHACHA20_POLY1305_SHA256]
+SHORT_HEADER = bytes([0x41]) + bytes(range(8)) + bytes([0x12, 0x34])  # 2-byte packet number
+
+
+def _contexts(suite: tls.CipherSuite) -> tuple[CryptoContext, LeanCryptoContext]:
+    secret = bytes(range(32))
+    theirs, ours = CryptoContext(), LeanCryptoContext()
+    for context in (theirs, ours):
+        context.setup(cipher_suite=suite, secret=secret, version=1)
+    return theirs, ours
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_the_same_packet_bytes_as_aioquic_and_each_reads_the_other(suite: tls.CipherSuite) -> None:
+    theirs, ours = _contexts(suite)
+    payload = os.urandom(64_000)
+    packet = ours.encrypt_packet(SHORT_HEADER, payload, 0x1234)
+    assert packet == theirs.encrypt_packet(SHORT_HEADER, payload, 0x1234)
+    header_end = len(SHORT_HEADER) - 2
+    assert ours.decrypt_packet(packet, header_end, 0x1230) == theirs.decrypt_packet(
+        packet, header_end, 0x1230)
+    assert ours.decrypt_packet(packet, header_end, 0x1230)[1:3] == (payload, 0x1234)
+
+
+def test_a_damaged_packet_is_refused() -> None:
+    _, ours = _contexts(SUITES[0])
+    packet = bytearray(ours.encrypt_packet(SHORT_HEADER, b"x" * 100, 7))
+    packet[-1] ^= 1
+    with pytest.raises(CryptoError):
+        ours.decrypt_packet(bytes(packet), len(SHORT_HEADER) - 2, 7)
+    with pytest.raises(CryptoError):
+        ours.decrypt_packet(bytes(packet[:20]), len(SHORT_HEADER) - 2, 7)
+
+
+def test_connections_switch_their_one_rtt_protection_once_handshaken(tmp_path: Path) -> None:
+    cq, sq, ct, st = connected_pair(tmp_path, QuicSettings(), QuicSettings())
+    for quic in (cq, sq):
+        pair = quic._cryptos[tls.Epoch.ONE_RTT]
+        assert type(pair.send) is LeanCryptoContext and type(pair.recv) is LeanCryptoContext
+        assert type(quic._cryptos[tls.Epoch.HANDSHAKE].send) is CryptoContext
