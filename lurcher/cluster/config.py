@@ -9,8 +9,8 @@ replication core (``tick``, view timeouts in ticks; ``rebalance_after_ticks``: h
 node must have been caught up in a group whose view-0 primary it is before it starts a view
 change that makes it primary again, 0 never), ``commit_timeout_ms``, after which
 a change or send the group could not commit (no quorum) fails instead of waiting, and
-``checkpoint_every_ops`` (a partition group checkpoints every so many ops and keeps as many
-below the checkpoint), ``replication_factor``, the replicas of each partition of a topic created without one
+``checkpoint_every_ops`` (every group, metadata and partitions, checkpoints every so many ops
+and keeps as many below the checkpoint), ``replication_factor``, the replicas of each partition of a topic created without one
 (Iggy 0.8 has no such key: it stores 1), at most the number of nodes.
 
 Nodes are numbered by their names in sorted order, so every node derives the same index for
@@ -67,7 +67,7 @@ class ClusterConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     retransmit_ticks: int = 20
     commit_timeout_ms: int = 5000  # a change or send not committed by then fails
     rebalance_after_ticks: int = 200  # a caught-up preferred primary takes its group back
-    checkpoint_every_ops: int = 64  # a partition group's checkpoint interval, 0: none
+    checkpoint_every_ops: int = 64  # every group's checkpoint interval, 0: none
     replication_factor: int = 3  # replicas of a partition of a topic created without one
     node: Nodes | None = None
 

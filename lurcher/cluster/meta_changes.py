@@ -21,12 +21,29 @@ Bounded failure: a change not committed within ``commit_timeout_s`` (the group l
 quorum) fails with TASK_TIMEOUT (12001, 0.8's "task did not finish in time"); it may still
 commit later, once a quorum is back (the usual ambiguity of a timed-out write).
 
-Restarts: the replica re-executes its committed log from the start, so ``MetaService``
-persists, before recording a change's events, where it is (``<system.path>/cluster/meta-applied.json``: position of
-the change among executed requests, changes accepted, store event count before it). On
-start it skips what its store already holds and finishes a change cut short by a crash.
-The mark is fsynced when the store is (``system.state.enforce_fsync``); without it a power
-cut, which may lose the store's last records anyway, may also lose the mark.
+Restarts: the replica executes its committed log again from its latest checkpoint. The
+store already holds what was recorded before (it is persisted as each event is recorded),
+so ``MetaService`` skips as many of the re-executed changes' events as the store holds past
+the checkpoint (``extra``): each change is decided again with the same outcome, only the
+events the store lacks are recorded (the rest of a change a crash cut short), nothing
+twice. This needs one number kept beside the store, written once at the node's first
+start on a worker thread (``<system.path>/cluster/meta-applied.json``): ``prefix``, the store
+events that are not the group's (the root user a node creates at its first start), so that
+the group's i-th event is the store's ``prefix + i``-th on every node.
+
+Checkpoints: the group checkpoints every ``cluster.checkpoint_every_ops`` like the partition
+groups (the replica's own machinery: its journal and memory keep a bounded log). The state
+is ``MetaCheckpoint``: the next position, the changes accepted and the group's events they
+recorded; the metadata itself is each node's persisted store. A replica that adopts a
+checkpoint its store is behind of (a node down across checkpoints, given one by state
+transfer; a power cut that lost the store's last records) copies the group's events it
+lacks from a peer's store (``events_for``, by index past the peer's ``prefix``, any node
+answers), records them in order, then carries out the changes after the checkpoint, which
+wait meanwhile (``pending``). So the group's events are in every store in the same order
+with the same bytes (each the one encoding the deciding node produced); only the prefix
+differs between nodes. ``accepted`` (what this node's store holds) lags ``count`` during
+such a fill.
+
 Invariant: every node's store holds the same replicated events in the same order (the
 root user a node creates at its first start is its own, outside the group). What a handler
 does besides recording events (ending the sessions of a deleted user) happens on the node
@@ -42,9 +59,10 @@ import inspect
 import json
 import logging
 import os
+from collections import deque
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import msgspec
 
@@ -116,61 +134,115 @@ class MetaView:
                        name)
 
 
+class MetaCheckpoint(msgspec.Struct, array_like=True, frozen=True):
+    """The metadata group's checkpoint state: where the group is, not the metadata."""
+    calls: int  # position of the next request
+    count: int  # changes accepted by the group so far
+    events: int  # replicated events those changes recorded
+
+
+class EventsAsk(msgspec.Struct, array_like=True, frozen=True):
+    first: int  # index among the group's replicated events
+    count: int
+
+
+_checkpoint_decoder = msgspec.msgpack.Decoder(MetaCheckpoint)
+_ask_decoder = msgspec.msgpack.Decoder(EventsAsk)
+_bodies_decoder = msgspec.msgpack.Decoder(list[bytes])
+_event_decoder = msgspec.msgpack.Decoder(AnyEvent)
+FETCH_EVENTS = 500
+RETRY_S = 0.2
+
+
 class MetaService:
-    """The metadata group's replicated object: executes committed changes on this node."""
+    """The metadata group's replicated object: carries out committed changes on this node
+    in commit order. ``count`` is the group's count of accepted changes at the op being
+    executed (the same on every replica); ``accepted`` the changes this node's store
+    holds (``reached`` waits on it, partition ops wait for it)."""
 
     def __init__(self, shard: Any, store: Any, path: Path) -> None:
         self.shard, self.store, self.path = shard, store, path
-        self.calls = 0  # requests executed since the replica started
-        self.accepted, self.skip_below, self.done_events = self._load()
+        self.calls = 0  # position of the next request (restored from a checkpoint)
+        self.count = 0  # changes the group accepted up to ``calls``
+        self.events = 0  # the group's events those changes recorded
+        self.accepted = 0
+        self.prefix = self._load_prefix()
+        self.extra = self.replicated  # stored events the replay has not reached yet
+        self.pending: deque[Change] = deque()  # accepted while the store is being filled
+        self.target: MetaCheckpoint | None = None  # a checkpoint the store is behind of
+        self.runner: asyncio.Task | None = None
+        self.fetch: Callable[[bytes], Awaitable[bytes]] | None = None  # set by metadata
         self.waiters: list[tuple[int, asyncio.Future]] = []
         self.on_applied: list[Callable[[], None]] = []  # told after each accepted change
 
-    def _load(self) -> tuple[int, int, int]:
-        """(changes accepted, first position to execute, events of it already stored)."""
+    def _load_prefix(self) -> int | None:
+        """The store events that are not the group's (None: first start, see ``open``)."""
         try:
-            mark = json.loads(self.path.read_text())
+            return int(json.loads(self.path.read_text())["prefix"])
         except FileNotFoundError:
-            return 0, 0, 0
-        stored = self.store.events_count - mark["events_before"]
-        if stored >= mark["events"]:
-            return mark["accepted"], mark["position"] + 1, 0
-        return mark["accepted"] - 1, mark["position"], stored
+            return None
 
-    def _mark(self, position: int, events: int) -> None:
-        mark = {"position": position, "accepted": self.accepted + 1, "events": events,
-                "events_before": self.store.events_count}
-        temporary = self.path.with_suffix(".tmp")
-        with open(temporary, "w") as f:
-            json.dump(mark, f)
-            if self.store.enforce_fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(temporary, self.path)
+    async def open(self) -> None:
+        """At a node's first start: persist ``prefix`` (the store's events so far), on a
+        worker thread."""
+        if self.prefix is None:
+            self.prefix, self.extra = self.store.events_count, 0
+            await asyncio.get_running_loop().run_in_executor(
+                None, _write_atomically, self.path, {"prefix": self.prefix})
+
+    @property
+    def replicated(self) -> int:
+        """The group's events this node's store holds."""
+        return self.store.events_count - (self.prefix or 0)
 
     def apply(self, body: bytes) -> bytes:
         if body == NOOP:
             return b""  # a new primary's announcement: not a change, not counted
-        position = self.calls
         self.calls += 1
-        if position < self.skip_below:
-            return b""  # already in the store before this start
         change = _change_decoder.decode(body)
-        if change.base != self.accepted:
-            return msgspec.msgpack.encode(Outcome(False, self.accepted))
-        done, self.done_events = self.done_events, 0
-        self._mark(position, len(change.events))
+        if change.base != self.count:
+            return msgspec.msgpack.encode(Outcome(False, self.count))
+        self.count += 1
+        self.events += len(change.events)
+        if self.target is not None or self.pending:
+            self.pending.append(change)
+            self._run_soon()
+        else:
+            self._carry_out(change)
+        return msgspec.msgpack.encode(Outcome(True, self.count))
+
+    def _carry_out(self, change: Change) -> None:
+        """Record the change's events the store does not hold yet (a re-executed change
+        may be stored already, or in part when a crash cut it short)."""
+        held = min(self.extra, len(change.events))
+        self.extra -= held
         token = CAPTURE.set(None)
         try:
-            for event in change.events[done:]:
+            for event in change.events[held:]:
                 self._record(event)
         finally:
             CAPTURE.reset(token)
-        self.accepted += 1
+        self._accepted(self.accepted + 1)
+
+    def _accepted(self, accepted: int) -> None:
+        self.accepted = accepted
         self._wake()
         for listener in self.on_applied:
             listener()
-        return msgspec.msgpack.encode(Outcome(True, self.accepted))
+
+    def _run_soon(self) -> None:
+        if self.runner is None or self.runner.done():
+            self.runner = asyncio.ensure_future(self._catch_up())
+
+    async def _catch_up(self) -> None:
+        """Fill the store up to a restored checkpoint, then carry out the changes after."""
+        try:
+            while self.target is not None:
+                await self._fill()
+            while self.pending and self.target is None:
+                self._carry_out(self.pending.popleft())
+        except Exception:
+            log.exception("catching up with the metadata group failed on this node")
 
     def _record(self, event: Event) -> None:
         try:
@@ -202,11 +274,76 @@ class MetaService:
             return False
         return True
 
+    # ---- checkpoints ------------------------------------------------------------------
+
     def snapshot(self) -> bytes:
-        raise NotImplementedError("the metadata group takes no checkpoints (checkpoint_every=0)")
+        return msgspec.msgpack.encode(MetaCheckpoint(self.calls, self.count, self.events))
 
     def restore(self, state: bytes) -> None:
-        raise NotImplementedError("the metadata group takes no checkpoints (checkpoint_every=0)")
+        """Adopt a checkpoint: the group's position and counts. The changes it covers are
+        in the store (a restart: later stored events are skipped as the log above it is
+        executed again), or are copied from a peer's store before any later change."""
+        checkpoint = _checkpoint_decoder.decode(state)
+        self.calls, self.count, self.events = checkpoint.calls, checkpoint.count, \
+            checkpoint.events
+        self.pending.clear()  # executed before the checkpoint: covered by it
+        self.extra = max(0, self.replicated - checkpoint.events)
+        if self.replicated >= checkpoint.events:
+            self.target = None
+            self._accepted(max(self.accepted, checkpoint.count))
+        else:
+            self.target = checkpoint
+            self._run_soon()
+
+    async def _fill(self) -> None:
+        """Copy the group's events from ``replicated`` up to the target's from a peer and
+        record them in order; then the store holds the target's changes."""
+        log.warning("metadata: this node's store lacks the group's events %d..%d after a "
+                    "checkpoint; copying them from another node", self.replicated,
+                    self.target.events - 1)
+        while self.target is not None and self.replicated < self.target.events:
+            ask = EventsAsk(self.replicated, min(self.target.events - self.replicated,
+                                                 FETCH_EVENTS))
+            bodies = await self._fetch(ask)
+            if self.target is None or self.replicated != ask.first:
+                continue  # a newer checkpoint meanwhile: ask again from where we are
+            token = CAPTURE.set(None)
+            try:
+                for body in bodies[:self.target.events - self.replicated]:
+                    self._record(_event_decoder.decode(body))
+            finally:
+                CAPTURE.reset(token)
+        if self.target is not None:
+            count, self.target = self.target.count, None
+            self._accepted(max(self.accepted, count))
+
+    async def _fetch(self, ask: EventsAsk) -> list[bytes]:
+        while True:
+            try:
+                bodies = _bodies_decoder.decode(await self.fetch(msgspec.msgpack.encode(ask)))
+                if bodies:
+                    return bodies
+            except Exception as exc:  # noqa: BLE001 - no peer holds them yet: ask again
+                log.info("metadata: fetching events %s failed (%s); retrying", ask, exc)
+            await asyncio.sleep(RETRY_S)
+
+    async def events_for(self, group: int, body: bytes) -> bytes:
+        """A peer's ask for the group's events (any node answers from its store)."""
+        ask = _ask_decoder.decode(body)
+        if self.replicated < ask.first + ask.count:
+            raise IggyError(ErrorCode.INVALID_OFFSET, "this node's store lacks them too")
+        first = (self.prefix or 0) + ask.first
+        return msgspec.msgpack.encode(self.store.history[first:first + ask.count])
+
+
+def _write_atomically(path: Path, content: dict) -> None:
+    """Blocking: ``content`` as JSON at ``path``, replaced atomically and fsynced."""
+    temporary = path.with_suffix(".tmp")
+    with open(temporary, "w") as f:
+        json.dump(content, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
 
 
 class MetaChanges:

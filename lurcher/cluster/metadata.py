@@ -42,6 +42,7 @@ async def start_node(config: ClusterConfig, shard: Any) -> ClusterNode:
     cluster_dir = shard.data_path / "cluster"
     cluster_dir.mkdir(parents=True, exist_ok=True)
     service = MetaService(shard, store, cluster_dir / "meta-applied.json")
+    await service.open()
     layout = GroupLayout(len(config.names))
     partition_services = {group: PartitionService(shard, service)
                           for group, members in layout.members().items()
@@ -53,17 +54,30 @@ async def start_node(config: ClusterConfig, shard: Any) -> ClusterNode:
                    for group, members in layout.members().items()})
     partition_groups = frozenset(layout.members())
     node = ClusterNode(config, cluster_dir, groups, rebalanced=partition_groups,
-                       checkpointed=partition_groups,
+                       checkpointed=partition_groups | {META_GROUP},
                        page_cache=frozenset() if shard.enforce_fsync else partition_groups,
                        announced=partition_groups | {META_GROUP})
     shard.meta = MetaView(store)
     timeout_s = config.commit_timeout_ms / 1000
     MetaChanges(node, META_GROUP, service, timeout_s).install(shard.dispatcher)
-    ReplicatedPartitions(shard, node, layout, partition_services, service,
-                         timeout_s).install(shard.dispatcher)
+    partitions = ReplicatedPartitions(shard, node, layout, partition_services, service,
+                                      timeout_s)
+    partitions.install(shard.dispatcher)
+    _serve_meta_events(partitions.forwarder, service)
     shard.cluster_config, shard.cluster_node = config, node
     await node.start()
     return node
+
+
+def _serve_meta_events(forwarder: Any, service: MetaService) -> None:
+    """Any node answers a peer's ask for the metadata group's events (``MetaService``'s
+    fill after a checkpoint), over the node's forwarder."""
+    forwarder.handlers["meta_events"] = service.events_for
+    forwarder.anywhere = frozenset(forwarder.anywhere) | {"meta_events"}
+
+    async def fetch(body: bytes) -> bytes:
+        return await forwarder.on_any_other(META_GROUP, "meta_events", body)
+    service.fetch = fetch
 
 
 def _port(address: str | None) -> int:

@@ -2,7 +2,7 @@
 
 Ops (``Op``, executed on every replica; see ``partitions`` for their meaning): ``Append``
 (one send batch, its ids filled and its timestamp decided by the receiving node),
-``StoreOffset`` and ``DeleteOffset``. Calls: ``Poll`` (answered with ``Polled``). Each
+``StoreOffset``, ``DeleteOffset`` and ``PurgePartition``. Calls: ``Poll`` (answered with ``Polled``). Each
 starts with ``Addressed``: the metadata count it was decided on and the partition, with its
 creation time to tell it from a later partition of the same ids.
 """
@@ -51,6 +51,10 @@ class DeleteOffset(ConsumerAt, tag=3):
     pass
 
 
+class PurgePartition(Addressed, tag=4):
+    pass
+
+
 class Poll(ConsumerAt):
     strategy: int
     value: int
@@ -63,7 +67,7 @@ class Polled(msgspec.Struct, array_like=True, frozen=True):
     payload: bytes
 
 
-Op = Append | StoreOffset | DeleteOffset
+Op = Append | StoreOffset | DeleteOffset | PurgePartition
 op_decoder = msgspec.msgpack.Decoder(Op)
 poll_decoder = msgspec.msgpack.Decoder(Poll)
 polled_decoder = msgspec.msgpack.Decoder(Polled)

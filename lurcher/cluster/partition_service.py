@@ -6,6 +6,16 @@ applied, re-executed ops not stored twice) and gives the primary the local effec
 op (``effect``). Checkpoints and filling a replica up to one are ``partition_state``'s.
 Invariant: ``calls`` (the position of the next op) is the same on every replica at the
 same op, so positions name ops across replicas.
+
+Purges: a ``PurgePartition`` op empties the partition (offset 0 again, offsets dropped) on
+every replica at the same point of the group's order. ``purged`` counts each partition's
+purges (in the checkpoint state); the partition's directory keeps how many it has been
+through (``PURGES_FILE``, written right after the purge, before any later op is carried
+out). When the log is executed again after a restart, an op the partition already purged
+past (its file counts more purges than ``purged`` so far) is not stored again, so purged
+messages are not resurrected, and a purge it already did is not done again, so messages
+sent after it survive. A replica adopting a checkpoint that counts more purges than its
+partition went through purges it before copying the messages it lacks.
 """
 
 from __future__ import annotations
@@ -13,13 +23,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import weakref
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from lurcher.cluster.host import NOOP
-from lurcher.cluster.partition_ops import DeleteOffset, Op, StoreOffset, op_decoder
+from lurcher.cluster.partition_ops import DeleteOffset, Op, PurgePartition, StoreOffset, \
+    op_decoder
 from lurcher.cluster.partition_state import Filler, decode_state, encode_state
 from lurcher.core.wire.batch import MessageBatch
 from lurcher.core.wire.error_codes import ErrorCode
@@ -28,6 +41,31 @@ from lurcher.core.wire.errors import IggyError
 log = logging.getLogger(__name__)
 
 REMEMBERED_FAILURES = 1024
+PURGES_FILE = "cluster-purges"
+
+
+_purges: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # partition -> its count
+
+
+def purges_of(partition: Any) -> int:
+    """How many replicated purges ``partition``'s directory has been through (read from
+    its file once, then kept with the partition object)."""
+    purges = _purges.get(partition)
+    if purges is None:
+        try:
+            purges = int((Path(partition.path) / PURGES_FILE).read_text())
+        except FileNotFoundError:
+            purges = 0
+        _purges[partition] = purges
+    return purges
+
+
+def purge(partition: Any, purges: int) -> None:
+    """Empty ``partition`` and record that it went through ``purges`` purges. (A purge is
+    rare: its small write is done in place, before any later op touches the partition.)"""
+    partition.purge()
+    (Path(partition.path) / PURGES_FILE).write_text(str(purges))
+    _purges[partition] = purges
 
 
 class OpClock:
@@ -58,6 +96,7 @@ class PartitionService:
         self.done: dict[int, asyncio.Future] = {}  # position -> its local effect, until done
         self.failed: dict[int, BaseException] = {}  # recent positions whose effect failed
         self.stored: dict[tuple[int, int, int], int] = {}  # messages per partition so far
+        self.purged: dict[tuple[int, int, int], int] = {}  # purges per partition so far
         self.filling = False  # copying messages a restored checkpoint counts (``Filler``)
         self.filler: Filler | None = None  # set once the node's forwarder exists
 
@@ -136,17 +175,26 @@ class PartitionService:
                 partition.delete_offset(op.kind, op.key)
             return None
         key = (op.stream_id, op.topic_id, op.partition_id)
+        if isinstance(op, PurgePartition):
+            return self._purge(key, partition)
         batch = MessageBatch(op.count, memoryview(op.index), memoryview(bytearray(op.blob)))
         return self.shard.dedup.append(
             key, batch, op.timestamp_us,
             lambda kept: self._store(key, partition, kept, op.timestamp_us))
 
+    def _purge(self, key: tuple[int, int, int], partition: Any) -> None:
+        purges = self.purged[key] = self.purged.get(key, 0) + 1
+        self.stored[key] = 0
+        if purges_of(partition) < purges:  # else purged before this start
+            purge(partition, purges)
+
     def _store(self, key: tuple[int, int, int], partition: Any, batch: MessageBatch,
                timestamp_us: int) -> Any:
         stored = self.stored.get(key, 0)
         self.stored[key] = stored + batch.count
-        if stored + batch.count <= partition.next_offset:
-            return None  # stored before this start (the log is re-executed)
+        if stored + batch.count <= partition.next_offset or \
+                purges_of(partition) > self.purged.get(key, 0):
+            return None  # stored before this start (the log is re-executed), or purged
         return self._append(key, partition, batch, timestamp_us)
 
     def _append(self, key: tuple[int, int, int], partition: Any, batch: MessageBatch,
@@ -161,13 +209,19 @@ class PartitionService:
 
     def snapshot(self) -> bytes:
         queued = [(position, msgspec.msgpack.encode(op)) for position, op in self.queue]
-        return encode_state(self.calls, self.stored, queued, self.shard.dedup)
+        return encode_state(self.calls, self.stored, queued, self.shard.dedup, self.purged)
 
     def restore(self, state: bytes) -> None:
         """Adopt a checkpoint's state; copy the messages it counts that this replica's
         partitions lack before any later op is carried out."""
         decoded = decode_state(state, self.shard.dedup)
         had, self.stored = self.stored, {tuple(k): n for k, n in decoded.stored}
+        self.purged = {tuple(k): n for k, n in decoded.purged}
+        for key, purges in self.purged.items():
+            partition = self.shard.partitions.get(key)
+            if partition is not None and purges_of(partition) < purges:
+                purge(partition, purges)  # purged on the others while this one was behind
+                had[key] = 0
         for position, _ in self.queue:  # covered by the checkpoint (stored or queued)
             self._finish(position, self.done[position], None)
         self.calls = decoded.calls

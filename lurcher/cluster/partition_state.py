@@ -3,7 +3,8 @@
 A partition group takes a checkpoint every ``cluster.checkpoint_every_ops`` executed ops, so
 its replicas keep only the ops since (plus as many below) in memory and in their journal,
 and view changes carry a bounded log. The checkpoint's state is small (``GroupState``):
-the position count, how many messages each partition of the group has been handed, the ops
+the position count, how many messages each partition of the group has been handed (since
+its last purge) and how many purges it has been through, the ops
 still waiting for metadata, and the deduplication windows of the group's partitions. The
 messages themselves stay in the partition logs, byte-identical on every replica.
 
@@ -46,6 +47,7 @@ class GroupState(msgspec.Struct, array_like=True, frozen=True):
     stored: list[tuple[tuple[int, int, int], int]]
     queued: list[tuple[int, bytes]]  # (position, op) executed, waiting for metadata
     windows: list[WindowState]
+    purged: list[tuple[tuple[int, int, int], int]] = []  # purges per partition so far
 
 
 class Fetch(msgspec.Struct, array_like=True, frozen=True):
@@ -59,10 +61,11 @@ fetch_decoder = msgspec.msgpack.Decoder(Fetch)
 
 
 def encode_state(calls: int, stored: dict[Key, int], queued: list[tuple[int, bytes]],
-                 dedup: Any) -> bytes:
+                 dedup: Any, purged: dict[Key, int]) -> bytes:
     windows = [WindowState(key, [(stamp, list(keys)) for stamp, keys in dedup.windows[key]
                                  .batches]) for key in stored if key in dedup.windows]
-    return msgspec.msgpack.encode(GroupState(calls, sorted(stored.items()), queued, windows))
+    return msgspec.msgpack.encode(GroupState(calls, sorted(stored.items()), queued, windows,
+                                             sorted(purged.items())))
 
 
 def decode_state(state: bytes, dedup: Any) -> GroupState:

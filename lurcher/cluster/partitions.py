@@ -32,8 +32,10 @@ Restarts: a replica re-executes its group's committed log from its last checkpoi
 messages the partition log already holds (counted per partition since the start) is not
 stored again (deduplication still sees it). Checkpoints (``partition_state``) bound each
 group's log; a replica adopting one copies the messages it lacks from another replica.
-A purge is refused on a cluster node (it would restart one replica at offset 0); segment
-deletion by retention stays node-local (offsets are unaffected).
+A purge (of a stream or topic) is one ``PurgePartition`` op through each of its partitions'
+groups, acknowledged once every one is committed (``partition_service``: every replica
+empties the partition at the same point of the group's order); segment deletion by
+retention stays node-local (offsets are unaffected).
 
 Modules: ``partition_ops`` (the values), ``partition_service`` (execution on each replica),
 ``partition_state`` (checkpoints, filling), ``forwarding`` (calls to the primary); this
@@ -42,6 +44,7 @@ module installs the commands.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from typing import Any
@@ -52,8 +55,8 @@ from lurcher.cluster.forwarding import Forwarder
 from lurcher.cluster.host import ClusterBusy
 from lurcher.cluster.partition_groups import GroupLayout
 from lurcher.cluster.partition_ops import (
-    Append, DeleteOffset, Poll, Polled, StoreOffset, op_decoder, poll_decoder, polled_decoder,
-    with_ids)
+    Append, DeleteOffset, Poll, Polled, PurgePartition, StoreOffset, op_decoder, poll_decoder,
+    polled_decoder, with_ids)
 from lurcher.cluster.partition_service import PartitionService
 from lurcher.cluster.partition_state import Filler, fetch_decoder
 from lurcher.core.shard.cluster import payload_of
@@ -78,6 +81,7 @@ class ReplicatedPartitions:
         self.forwarder = Forwarder(node, {"append": self._submit, "offset": self._offset,
                                           "get_offset": self._get_offset, "poll": self._poll,
                                           "delete_offset": self._delete_offset,
+                                          "purge": self._submit,
                                           "fetch": self._fetch},
                                    self._encode, timeout_s, anywhere={"fetch"})
         for group, service in services.items():
@@ -87,7 +91,8 @@ class ReplicatedPartitions:
         handlers = {"send_messages": self.send, "poll_messages": self.poll,
                     "store_consumer_offset": self.store_offset,
                     "get_consumer_offset": self.get_offset,
-                    "delete_consumer_offset": self.delete_offset}
+                    "delete_consumer_offset": self.delete_offset,
+                    "purge_stream": self.purge_stream, "purge_topic": self.purge_topic}
         for code, route in list(dispatcher.table.items()):
             if route.spec.name in handlers:
                 dispatcher.table[code] = dataclasses.replace(
@@ -138,6 +143,21 @@ class ReplicatedPartitions:
                           topic.partition_created_at[pid], target.kind, target.key)
         await self.forwarder.on_primary(self.group_of(topic, pid), "delete_offset",
                                         msgspec.msgpack.encode(op))
+
+    async def purge_stream(self, shard: Any, session: Any, req: Any) -> None:
+        stream = shard.meta.state.stream(req.stream_id)
+        await self._purge([t for _, t in sorted(stream.topics.items())])
+
+    async def purge_topic(self, shard: Any, session: Any, req: Any) -> None:
+        await self._purge([shard.meta.state.topic(req.stream_id, req.topic_id)])
+
+    async def _purge(self, topics: list[Any]) -> None:
+        """One ``PurgePartition`` op through each partition's group, all at once."""
+        await asyncio.gather(*(self.forwarder.on_primary(
+            self.group_of(topic, pid), "purge", msgspec.msgpack.encode(PurgePartition(
+                self.meta.accepted, topic.stream_id, topic.id, pid,
+                topic.partition_created_at[pid])))
+            for topic in topics for pid in range(topic.partitions_count)))
 
     async def poll(self, shard: Any, session: Any, req: Any) -> Any:
         topic = shard.meta.state.topic(req.stream_id, req.topic_id)

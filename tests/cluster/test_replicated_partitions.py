@@ -8,7 +8,8 @@ replica) and a factor above the node count is refused. Slow: with one node kille
 cluster keeps acknowledging sends, every acknowledged message is readable through both
 survivors, and with two killed a send fails with TaskTimeout (12001) instead of hanging;
 a killed primary's groups move to another node, and once restarted and caught up the node
-takes them back.
+takes them back. A purge through any node empties the partitions on every replica, and
+later sends start again at offset 0 everywhere.
 """
 
 from __future__ import annotations
@@ -269,17 +270,29 @@ async def test_a_killed_primary_s_groups_move_and_come_back_after_its_restart(
         await close_all(connected)
 
 
-async def test_purging_is_refused_on_a_cluster_node(nodes) -> None:
-    connected = await clients(nodes[1:2])
+async def test_a_purge_through_one_node_empties_the_partitions_on_every_replica(
+        nodes) -> None:
+    connected = await clients(nodes)
     try:
-        await connected[0].create_stream("purged")
-        await connected[0].create_topic("purged", "t", 1)
-        await connected[0].send_messages("purged", "t", [b"kept"], 0)
-        for purge in (lambda: connected[0].purge_topic("purged", "t"),
-                      lambda: connected[0].purge_stream("purged")):
-            with pytest.raises(IggyError) as refused:
-                await purge()
-            assert refused.value.status == ErrorCode.FEATURE_UNAVAILABLE
-        assert [m[3] for m in await polled(connected[0], "purged", "t", 0)] == [b"kept"]
+        await topic_everywhere(connected, "purged", "t", 2)
+        await connected[0].create_topic("purged", "u", 1)
+        stream = (await connected[0].get_stream("purged")).header.id
+        for p in range(2):
+            await connected[0].send_messages("purged", "t", [b"gone-1", b"gone-2"], p)
+        await connected[0].send_messages("purged", "u", [b"kept"], 0)
+        await connected[1].purge_topic("purged", "t")  # through a node that leads neither
+        for client in connected:
+            for p in range(2):
+                assert await polled(client, "purged", "t", p) == []
+        await connected[2].send_messages("purged", "t", [b"after"], 0)
+        for client in connected:
+            assert [(m[0], m[3]) for m in await polled(client, "purged", "t", 0)] == [
+                (0, b"after")]
+            assert [m[3] for m in await polled(client, "purged", "u", 0)] == [b"kept"]
+        await eventually(alike(nodes, stream, 0, 1), "the purged partition alike everywhere")
+        await connected[2].purge_stream("purged")  # every topic of the stream
+        for client in connected:
+            assert await polled(client, "purged", "t", 0) == []
+            assert await polled(client, "purged", "u", 0) == []
     finally:
         await close_all(connected)

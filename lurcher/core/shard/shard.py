@@ -202,7 +202,10 @@ class Shard:
         return list(self.sessions.values()) + remote
 
     def purge_local(self, stream_id: int, topic_id: int | None) -> None:
-        """Purge the owned partitions of a stream (every topic) or of one topic."""
+        """Purge the owned partitions of a stream (every topic) or of one topic. Nothing on
+        a cluster node: its partitions are purged through their replication groups."""
+        if self.config.typed.cluster.enabled:
+            return
         for (sid, tid, _), partition in self.partitions.items():
             if sid == stream_id and (topic_id is None or tid == topic_id):
                 partition.purge()

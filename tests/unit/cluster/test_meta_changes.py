@@ -30,46 +30,79 @@ def outcome(result: bytes) -> Outcome:
     return msgspec.msgpack.decode(result, type=Outcome)
 
 
-def service_of(harness: ShardHarness, store: MetaStore | None = None) -> MetaService:
-    store = store or harness.shard.meta
-    return MetaService(harness.shard, store, harness.shard.data_path / "meta-applied.json")
+def log_size(data: Path) -> int:
+    return (data / "state" / "log").stat().st_size
 
 
-def test_a_change_on_the_current_base_is_recorded_a_stale_one_refused(tmp_path: Path) -> None:
+async def service_of(harness: ShardHarness, store: MetaStore | None = None) -> MetaService:
+    service = MetaService(harness.shard, store or harness.shard.meta,
+                          harness.shard.data_path / "meta-applied.json")
+    await service.open()
+    return service
+
+
+async def settled(service: MetaService) -> None:
+    """Wait until the service has carried out every change it accepted."""
+    while service.runner is not None and not service.runner.done():
+        await service.runner
+
+
+async def test_a_change_on_the_current_base_is_recorded_a_stale_one_refused(
+        tmp_path: Path) -> None:
     harness = ShardHarness(tmp_path)
-    service = service_of(harness)
+    service = await service_of(harness)
     assert outcome(service.apply(body(0, ev.StreamCreated(0, "a", 1)))) == Outcome(True, 1)
     assert outcome(service.apply(body(0, ev.StreamCreated(0, "b", 2)))) == Outcome(False, 1)
     assert [s.name for s in harness.shard.meta.state.streams.values()] == ["a"]
+    assert service.accepted == 1
 
 
-def test_after_a_restart_the_executed_changes_are_skipped(tmp_path: Path) -> None:
+async def test_after_a_restart_the_executed_changes_are_not_recorded_again(
+        tmp_path: Path) -> None:
     harness = ShardHarness(tmp_path)
-    service = service_of(harness)
+    service = await service_of(harness)
     changes = [body(0, ev.StreamCreated(0, "a", 1)), body(0, ev.StreamCreated(0, "x", 1)),
                body(1, ev.StreamCreated(1, "b", 2))]
     for change in changes:
         service.apply(change)
-    count = harness.shard.meta.events_count
+    count, size = harness.shard.meta.events_count, log_size(tmp_path)
     harness.shard.close()
     store = MetaStore(tmp_path / "state" / "log")
-    again = MetaService(harness.shard, store, tmp_path / "meta-applied.json")
-    assert [again.apply(change) for change in changes] == [b"", b"", b""]
+    again = await service_of(harness, store)
+    assert [outcome(again.apply(change)) for change in changes] == [
+        Outcome(True, 1), Outcome(False, 1), Outcome(True, 2)]  # decided again, same way
     assert (store.events_count, again.accepted) == (count, 2)
+    assert log_size(tmp_path) == size  # nothing recorded twice
     assert outcome(again.apply(body(2, ev.StreamCreated(2, "c", 3)))) == Outcome(True, 3)
     assert sorted(s.name for s in store.state.streams.values()) == ["a", "b", "c"]
 
 
-def test_a_change_cut_short_by_a_crash_is_finished_not_repeated(tmp_path: Path) -> None:
+async def test_a_change_cut_short_by_a_crash_is_finished_not_repeated(tmp_path: Path) -> None:
     harness = ShardHarness(tmp_path)
-    service = service_of(harness)
+    await service_of(harness)
     first, second = ev.StreamCreated(0, "a", 1), ev.StreamCreated(1, "b", 1)
-    service._mark(0, 2)  # the crash: after the mark and the first event, before the second
-    harness.shard.meta.record(first)
-    again = service_of(harness)
+    harness.shard.meta.record(first)  # the crash: after the first event, before the second
+    again = await service_of(harness)
     assert outcome(again.apply(body(0, first, second))) == Outcome(True, 1)
     assert sorted(s.name for s in harness.shard.meta.state.streams.values()) == ["a", "b"]
     assert harness.shard.meta.events_count == 3  # root, a, b: nothing twice
+    assert MetaStore(tmp_path / "state" / "log").events_count == 3
+
+
+async def test_after_a_restart_from_a_checkpoint_only_later_changes_are_executed_again(
+        tmp_path: Path) -> None:
+    harness = ShardHarness(tmp_path)
+    service = await service_of(harness)
+    service.apply(body(0, ev.StreamCreated(0, "a", 1)))
+    checkpoint = service.snapshot()
+    later = body(1, ev.StreamCreated(1, "b", 1))
+    service.apply(later)
+    size = log_size(tmp_path)
+    again = await service_of(harness)
+    again.restore(checkpoint)
+    assert again.accepted == 1
+    assert outcome(again.apply(later)) == Outcome(True, 2)
+    assert again.accepted == 2 and log_size(tmp_path) == size  # "b" not recorded twice
 
 
 @pytest.fixture
@@ -115,3 +148,27 @@ async def test_a_deletion_removes_files_only_when_applied(one_node) -> None:
     await harness.call(session, DeleteTopic(Identifier.parse(0), Identifier.parse(0)))
     assert not path.exists() and harness.shard.partitions == {}
     assert not list((harness.shard.data_path / "streams" / "0" / "topics").iterdir())
+
+
+async def test_a_store_behind_a_restored_checkpoint_is_filled_from_a_peer(
+        tmp_path: Path) -> None:
+    ahead, behind = ShardHarness(tmp_path / "a"), ShardHarness(tmp_path / "b")
+    peer, lagging = await service_of(ahead), await service_of(behind)
+    changes = [body(0, ev.StreamCreated(0, "a", 1)), body(1, ev.StreamCreated(1, "b", 2)),
+               body(2, ev.StreamDeleted(0))]
+    for change in changes:
+        peer.apply(change)
+    lagging.apply(changes[0])  # it saw the first change only, then the checkpoint
+    await settled(lagging)
+
+    async def fetch(ask: bytes) -> bytes:
+        return await peer.events_for(0, ask)
+    lagging.fetch = fetch
+    lagging.restore(peer.snapshot())
+    later = body(3, ev.StreamCreated(2, "c", 3))
+    assert outcome(lagging.apply(later)) == outcome(peer.apply(later)) == Outcome(True, 4)
+    await settled(lagging)
+    await settled(peer)
+    assert lagging.accepted == peer.accepted == 4
+    assert behind.shard.meta.history[1:] == ahead.shard.meta.history[1:]  # after root
+    assert sorted(s.name for s in behind.shard.meta.state.streams.values()) == ["b", "c"]

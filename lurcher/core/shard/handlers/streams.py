@@ -7,7 +7,7 @@ from typing import Any
 from lurcher.auth.permissions import may_read
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
-from lurcher.core.shard.handlers.topics import refuse_purge_on_cluster
+from lurcher.core.shard.handlers.topics import purge_on_cluster
 from lurcher.auth.session import Session
 from lurcher.core.shard.face import ShardFace
 from lurcher.core.wire.requests.streams.create_stream import CreateStream
@@ -74,7 +74,9 @@ def delete_stream(shard: ShardFace, session: Session, req: DeleteStream) -> Any:
 
 @handles("purge_stream")
 def purge_stream(shard: ShardFace, session: Session, req: PurgeStream) -> Any:
-    refuse_purge_on_cluster(shard)
+    forwarded = purge_on_cluster(shard, session, req)
+    if forwarded is not None:
+        return forwarded
     stream = shard.meta.state.stream(req.stream_id)
     for topic in stream.topics.values():
         for partition in shard.topic_partitions(topic):

@@ -118,18 +118,20 @@ def delete_topic(shard: ShardFace, session: Session, req: DeleteTopic) -> Any:
     return None
 
 
-def refuse_purge_on_cluster(shard: ShardFace) -> None:
-    """Purging restarts partitions at offset 0 on this node alone; replicated partitions
-    would then differ between replicas, so a cluster node refuses it (FEATURE_UNAVAILABLE)."""
-    if shard.config.typed.cluster.enabled:
-        raise IggyError(ErrorCode.FEATURE_UNAVAILABLE,
-                        "purging is not available on a cluster node: replicated partitions "
-                        "are not purged through their groups yet")
+def purge_on_cluster(shard: ShardFace, session: Session, req: Any) -> Any:
+    """On a cluster node a purge goes through the partitions' replication groups: shard 0
+    runs them (``cluster.partitions`` replaces the purge handlers there), another shard of
+    the node forwards the purge to it. None when this node is not a cluster node."""
+    if not shard.config.typed.cluster.enabled:
+        return None
+    return shard.cluster.forward(0, session, req.CODE, req.encode())
 
 
 @handles("purge_topic")
 def purge_topic(shard: ShardFace, session: Session, req: PurgeTopic) -> Any:
-    refuse_purge_on_cluster(shard)
+    forwarded = purge_on_cluster(shard, session, req)
+    if forwarded is not None:
+        return forwarded
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     for partition in shard.topic_partitions(topic):
         partition.purge()
