@@ -69,6 +69,7 @@ import msgspec
 from lurcher.cluster.host import NOOP, ClusterBusy
 from lurcher.core.meta.events import AnyEvent, Event, PartitionsDeleted, StreamDeleted, \
     TopicDeleted
+from lurcher.core.meta.store import MetaLogCorrupt
 from lurcher.core.shard.tombstones import record_deletion
 from lurcher.core.wire.commands import META
 from lurcher.core.wire.error_codes import ErrorCode
@@ -181,6 +182,12 @@ class MetaService:
             return int(json.loads(self.path.read_text())["prefix"])
         except FileNotFoundError:
             return None
+        except (ValueError, KeyError, TypeError):
+            raise MetaLogCorrupt(
+                f"{self.path} is not this version's record of where the replicated "
+                f"metadata starts (a damaged file, or a cluster node's data from an earlier "
+                f"lurcher, which cannot be upgraded in place: start the cluster on empty "
+                f"data directories)") from None
 
     async def open(self) -> None:
         """At a node's first start: persist ``prefix`` (the store's events so far), on a

@@ -13,7 +13,7 @@ from lurcher.cluster.config import decode_cluster
 from lurcher.cluster.meta_changes import Change, MetaService, Outcome
 from lurcher.cluster.metadata import start_node
 from lurcher.core.meta import events as ev
-from lurcher.core.meta.store import MetaStore
+from lurcher.core.meta.store import MetaLogCorrupt, MetaStore
 from lurcher.core.wire.identifier import Identifier
 from lurcher.core.wire.requests.streams.create_stream import CreateStream
 from lurcher.core.wire.requests.topics.create_topic import CreateTopic
@@ -172,3 +172,17 @@ async def test_a_store_behind_a_restored_checkpoint_is_filled_from_a_peer(
     assert lagging.accepted == peer.accepted == 4
     assert behind.shard.meta.history[1:] == ahead.shard.meta.history[1:]  # after root
     assert sorted(s.name for s in behind.shard.meta.state.streams.values()) == ["b", "c"]
+
+
+@pytest.mark.parametrize("marker", [
+    '{"position": 3, "accepted": 2, "events": 1, "events_before": 1}',  # the earlier format
+    '{"prefix": ',  # cut short
+])
+def test_a_marker_this_version_cannot_read_stops_the_start_with_one_line(
+        tmp_path: Path, marker: str) -> None:
+    harness = ShardHarness(tmp_path)
+    path = harness.shard.data_path / "meta-applied.json"
+    path.write_text(marker)
+    with pytest.raises(MetaLogCorrupt, match="cannot be upgraded in place") as caught:
+        MetaService(harness.shard, harness.shard.meta, path)
+    assert "\n" not in str(caught.value)
