@@ -52,6 +52,7 @@ from lurcher.cluster.config import ClusterConfig
 from lurcher.cluster.journal_file import Completion, FileJournal
 from lurcher.cluster.links import Links
 from lurcher.cluster.status import LatencyTally
+from lurcher.core.replication.codec import encode_parts
 from lurcher.core.replication.journal import Format, encode_record
 from lurcher.core.replication.messages import Commit, Message, Prepare, Reply, Request
 from lurcher.core.replication.replica import Config, Effects, Replica, Service, Status
@@ -287,8 +288,12 @@ class ClusterNode:
 
     def _apply(self, group: int, fx: Effects) -> None:
         g = self.groups[group]
+        encoded: dict[int, list] = {}  # a message broadcast to several peers: encoded once
         for to, message in fx.sends:
-            self.links.send(g.members[to], group, message)
+            body = encoded.get(id(message))
+            if body is None:
+                body = encoded[id(message)] = encode_parts(message)
+            self.links.send(g.members[to], group, message, body)
         for reply in fx.replies:
             owner = reply.client & 0xFF
             if owner == self.index:

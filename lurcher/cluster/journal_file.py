@@ -2,7 +2,9 @@
 
 File layout: ``u64 start`` (the position of the first record kept), then one
 ``u32 length + bytes`` frame per record, positions counting up from ``start``. The record
-bytes are the replica's (checksummed) records; this layer only frames them.
+bytes are the replica's (checksummed) records; this layer only frames them. A record comes
+as bytes or as a list of parts (``journal.record_parts``), written with one ``pwritev``
+without joining them; ``read`` returns records as views into the file's bytes.
 
 Intents and their completions (what the replica is told back):
 - ``Write(pos, data)``: drops records from ``pos`` on, appends ``data`` -> ``("written", pos)``;
@@ -25,10 +27,13 @@ import os
 import struct
 from pathlib import Path
 
-from lurcher.core.replication.journal import Discard, Read, StorageIntent, Sync, Write
+from lurcher.core.replication.journal import (
+    Discard, Read, StorageIntent, StoredRecord, Sync, Write,
+)
 
 START = struct.Struct("<Q")
 LENGTH = struct.Struct("<I")
+IOV_MAX = 1024
 Completion = tuple[str, object]
 
 
@@ -75,7 +80,7 @@ class FileJournal:
     def end_offset(self) -> int:
         return self.ends[-1] if self.ends else START.size
 
-    def write(self, pos: int, data: bytes) -> None:
+    def write(self, pos: int, data: StoredRecord) -> None:
         keep = pos - self.start
         if keep < 0:
             raise ValueError(f"write at {pos} below the journal start {self.start}")
@@ -84,11 +89,14 @@ class FileJournal:
             os.ftruncate(self.fd, self.end_offset)
         elif keep > len(self.ends):
             raise ValueError(f"write at {pos} leaves a gap after {self.start + len(self.ends)}")
-        os.pwrite(self.fd, LENGTH.pack(len(data)) + data, self.end_offset)
-        self.ends.append(self.end_offset + LENGTH.size + len(data))
+        parts = data if isinstance(data, list) else [data]
+        size = sum(map(len, parts))
+        _pwrite_all(self.fd, [LENGTH.pack(size), *parts], self.end_offset)
+        self.ends.append(self.end_offset + LENGTH.size + size)
 
-    def read(self) -> tuple[list[bytes], int]:
+    def read(self) -> tuple[list[memoryview], int]:
         raw = Path(self.path).read_bytes()
+        view = memoryview(raw)
         self.start = START.unpack_from(raw)[0] if len(raw) >= START.size else 0
         records, self.ends, at = [], [], START.size
         while at + LENGTH.size <= len(raw):
@@ -96,7 +104,7 @@ class FileJournal:
             end = at + LENGTH.size + length
             if end > len(raw):
                 break
-            records.append(raw[at + LENGTH.size:end])
+            records.append(view[at + LENGTH.size:end])
             self.ends.append(end)
             at = end
         if self.end_offset != len(raw):
@@ -120,6 +128,19 @@ class FileJournal:
         os.close(self.fd)
         self.fd = os.open(self.path, os.O_RDWR)
         self.read()
+
+
+def _pwrite_all(fd: int, parts: list, offset: int) -> None:
+    """``pwritev`` until every byte of ``parts`` is written (a short write resumes)."""
+    views = [memoryview(p).cast("B") for p in parts]
+    while views:
+        done = os.pwritev(fd, views[:IOV_MAX], offset)
+        offset += done
+        while views and done >= len(views[0]):
+            done -= len(views[0])
+            views.pop(0)
+        if views and done:
+            views[0] = views[0][done:]
 
 
 def _fsync_directory(path: Path) -> None:

@@ -18,6 +18,7 @@ import logging
 import os
 from collections.abc import Callable
 
+from lurcher.core.replication.codec import encode_parts
 from lurcher.core.replication.link import Established, PeerLink, Received, Refused
 from lurcher.core.replication.messages import Message
 
@@ -109,12 +110,15 @@ class Links:
                 pass
             await asyncio.sleep(RECONNECT_S)
 
-    def send(self, peer: int, group: int, message: Message) -> bool:
-        """Queue ``message`` for ``peer``; False when it was dropped."""
+    def send(self, peer: int, group: int, message: Message,
+             body: list | None = None) -> bool:
+        """Queue ``message`` for ``peer``; False when it was dropped. ``body``: the
+        message already encoded (``encode_parts``), when it goes to several peers."""
         protocol = self.outgoing.get(peer)
         if protocol is None or protocol.transport.get_write_buffer_size() > MAX_QUEUED_BYTES:
             return False
-        protocol.transport.write(protocol.link.send(group, message))
+        parts = body if body is not None else encode_parts(message)
+        protocol.transport.writelines(protocol.link.frame(group, parts))
         return True
 
     async def close(self) -> None:

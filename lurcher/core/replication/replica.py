@@ -38,7 +38,7 @@ from typing import Callable, Protocol
 
 from lurcher.core.replication.journal import (
     Append, Discard, Format, Read, Snapshot, StorageIntent, Sync, Truncate, ViewState, Write,
-    decode_records, encode_record,
+    decode_records, record_parts,
 )
 from lurcher.core.replication.messages import (
     Checkpoint, ClientSlot, Commit, DoViewChange, Entry, GetState, Message, NewState, Prepare, PrepareOk, Recovery,
@@ -245,7 +245,7 @@ class Replica:
             self._after_sync(lambda: self._deliver(to, msg))
 
     def _journal(self, record: Append | Truncate | ViewState | Format | Snapshot) -> None:
-        self.fx.storage.append(Write(self.wal_len, encode_record(record)))
+        self.fx.storage.append(Write(self.wal_len, record_parts(record)))
         self.wal_len += 1
 
     def _maybe_sync(self) -> None:
