@@ -26,11 +26,6 @@ log = logging.getLogger(__name__)
 
 RECONNECT_S = 0.2
 MAX_QUEUED_BYTES = 32 * 1024 * 1024
-# Frames between authenticated nodes may carry a group's log since its checkpoint (view
-# changes, state transfer): up to about 2 x checkpoint_every_ops + the pipeline of ops, each
-# at most one send (64 MiB) or MAX_PREPARE_BYTES of sends. Bounded, but not by the
-# replication core's 64 MiB default meant for an unauthenticated peer.
-MAX_FRAME_BYTES = 1024 * 1024 * 1024
 Deliver = Callable[[int, int, Message], None]  # (peer, group, message)
 
 
@@ -76,8 +71,12 @@ class _LinkProtocol(asyncio.Protocol):
 
 class Links:
     def __init__(self, cluster: str, secret: bytes, index: int,
-                 addresses: dict[int, tuple[str, int]], deliver: Deliver) -> None:
+                 addresses: dict[int, tuple[str, int]], deliver: Deliver,
+                 max_frame_bytes: int) -> None:
+        """``max_frame_bytes``: the largest frame an authenticated peer may send (the
+        node derives it from its memory bounds, ``host.MAX_FRAME_BYTES``)."""
         self.cluster, self.secret, self.index = cluster, secret, index
+        self.max_frame_bytes = max_frame_bytes
         self.addresses, self.deliver = addresses, deliver
         self.outgoing: dict[int, _LinkProtocol] = {}
         self.open: set[_LinkProtocol] = set()
@@ -86,7 +85,7 @@ class Links:
 
     def new_link(self) -> PeerLink:
         return PeerLink(self.cluster, self.secret, self.index, os.urandom(16),
-                        max_frame_bytes=MAX_FRAME_BYTES)
+                        max_frame_bytes=self.max_frame_bytes)
 
     async def start(self, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
