@@ -14,7 +14,8 @@ Intents and their completions (what the replica is told back):
 - ``Read()``: -> ``("loaded", (records, start))``; a frame cut short by a crash ends the
   list and is cut off the file;
 - ``Discard(below)``: rewrites the file without the records before ``below`` (temporary
-  file, fsync, rename, fsync of the directory), so a crash leaves the old or the new file.
+  file, the kept records copied in the kernel, fsync, rename, fsync of the directory), so a
+  crash leaves the old or the new file.
   The replica emits it only once the records from ``below`` on are durable.
 
 Blocking: every method does file I/O. The host runs ``execute`` on one worker thread per
@@ -115,19 +116,28 @@ class FileJournal:
         drop = min(max(0, below - self.start), len(self.ends))
         if not drop:
             return
-        records, _ = self.read()
+        kept_from, kept_to = self.ends[drop - 1], self.end_offset
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "wb") as f:
             f.write(START.pack(self.start + drop))
-            for record in records[drop:]:
-                f.write(LENGTH.pack(len(record)) + record)
             f.flush()
+            _copy_range(self.fd, f.fileno(), kept_from, kept_to - kept_from)
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
         _fsync_directory(self.path.parent)
         os.close(self.fd)
         self.fd = os.open(self.path, os.O_RDWR)
-        self.read()
+        self.start += drop
+        self.ends = [end - kept_from + START.size for end in self.ends[drop:]]
+
+
+def _copy_range(src: int, dst: int, offset: int, count: int) -> None:
+    """Append ``count`` bytes of ``src`` from ``offset`` to ``dst`` in the kernel."""
+    while count > 0:
+        done = os.copy_file_range(src, dst, count, offset)
+        if done == 0:
+            raise OSError(f"journal shorter than its records ({count} bytes missing)")
+        offset, count = offset + done, count - done
 
 
 def _pwrite_all(fd: int, parts: list, offset: int) -> None:

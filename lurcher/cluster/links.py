@@ -8,7 +8,10 @@ connection runs a ``PeerLink`` (handshake with the cluster secret, then frames).
 Sending is best effort, as the replication core expects of a network: a message for a node
 whose link is down, or whose socket already holds ``MAX_QUEUED_BYTES`` unsent, is dropped
 (the core retransmits). A dialer reconnects after ``RECONNECT_S``. A refused handshake is
-logged once per connection with its one-line reason and the socket closed.
+logged once per connection with its one-line reason and the socket closed; so is a
+connection whose handshake is not done within ``HANDSHAKE_TIMEOUT_S``. An unauthenticated
+peer therefore holds at most ``link.MAX_HANDSHAKE_BYTES`` per connection, for at most that
+long.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from lurcher.core.replication.messages import Message
 log = logging.getLogger(__name__)
 
 RECONNECT_S = 0.2
+HANDSHAKE_TIMEOUT_S = 5.0  # a connection not authenticated by then is closed
 MAX_QUEUED_BYTES = 32 * 1024 * 1024
 Deliver = Callable[[int, int, Message], None]  # (peer, group, message)
 
@@ -39,6 +43,13 @@ class _LinkProtocol(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         self.links.open.add(self)
         self.transport.write(self.link.hello())
+        self.overdue = asyncio.get_running_loop().call_later(HANDSHAKE_TIMEOUT_S,
+                                                             self._handshake_overdue)
+
+    def _handshake_overdue(self) -> None:
+        if not self.link.established and not self.transport.is_closing():
+            log.warning("cluster link refused: no handshake within %gs", HANDSHAKE_TIMEOUT_S)
+            self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         for event in self.link.receive_data(data):
@@ -63,6 +74,7 @@ class _LinkProtocol(asyncio.Protocol):
             log.info("cluster link to node %d up", peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.overdue.cancel()
         self.links.open.discard(self)
         if self.dialed is not None and self.links.outgoing.get(self.dialed) is self:
             del self.links.outgoing[self.dialed]

@@ -1,7 +1,7 @@
 """A node's replication port against an unauthenticated peer: bytes that are not a
 handshake (garbage, or a well-formed hello followed by a flood) are refused, the
 connection is closed after at most a few KiB, and the node keeps serving its clients with
-its memory unchanged."""
+its memory unchanged; a connection that never completes its handshake is closed."""
 
 from __future__ import annotations
 
@@ -51,6 +51,7 @@ async def test_pre_handshake_floods_are_cut_off_and_the_node_keeps_serving(tmp_p
         client = await observer(node)
         await client.ping()
         port, before = replication_port(tmp_path), rss_kib(node.pid)
+        idle = socket.create_connection(("127.0.0.1", port), timeout=LIVENESS_S)
         hello = struct.pack("<4sBB16sB", b"LRCL", 1, 5, bytes(16), 12) + b"test-cluster"
         for first in (b"GET / HTTP/1.1\r\n\r\n", hello) * 3:
             assert flood(port, first) < FLOOD, "the node kept reading a flood"
@@ -60,3 +61,7 @@ async def test_pre_handshake_floods_are_cut_off_and_the_node_keeps_serving(tmp_p
         await client.close()
         assert rss_kib(node.pid) - before < 16 * 1024, "the floods grew the node's memory"
         assert "cluster link refused" in node.output_path.read_text()
+        with idle:  # connected, never says hello: closed after HANDSHAKE_TIMEOUT_S
+            while idle.recv(65536):
+                pass
+        assert "no handshake within" in node.output_path.read_text()
