@@ -6,9 +6,10 @@ bytes), ``requests`` / ``log`` (u32 count + items), ``entry``, ``optlog`` (bool 
 (u32 count + client slots), ``optckpt`` (bool + checkpoint).
 Copies: ``encode_parts`` returns the frame as a list of buffers in which every blob of at
 least ``INLINE_BLOB`` bytes is the caller's object itself (written with ``writelines`` /
-``pwritev``, never joined in Python); ``decode`` returns blobs as read-only memoryviews
-into the buffer it was given (which must be ``bytes``: the views keep it alive and it must
-not change).
+``pwritev``, never joined in Python); ``decode`` returns a blob of at least ``INLINE_BLOB``
+bytes that is at least a quarter of the buffer it was given as a read-only memoryview into
+that buffer (which must be ``bytes``: the view keeps it alive and it must not change), and
+others as copies, so a small blob never pins a large buffer (at most 4x its size).
 ``decode`` returns the message or raises ``ReplicationWireError`` (a ``WireError``): it
 never reads past the buffer, rejects counts the remaining bytes cannot hold (so a hostile
 count cannot allocate), unknown tags, and trailing bytes.
@@ -112,6 +113,13 @@ def _read_struct(r: Reader, cls: type) -> Any:
     return cls(*(_READERS[kind](r, name) for name, kind in zip(cls.__struct_fields__, cls.SCHEMA)))
 
 
+def _read_blob(r: Reader, what: str) -> Buffer:
+    view = r.view(r.u32(what), what)
+    if len(view) >= INLINE_BLOB and 4 * len(view) >= view.obj.__len__():
+        return view.toreadonly()
+    return bytes(view)
+
+
 def _write_items(w: Writer, items: tuple) -> None:
     w.u32(len(items))
     for item in items:
@@ -155,7 +163,7 @@ _WRITERS = {
 _READERS = {
     "u8": lambda r, what: r.u8(what),
     "u64": lambda r, what: r.u64(what),
-    "blob": lambda r, what: r.view(r.u32(what), what).toreadonly(),
+    "blob": lambda r, what: _read_blob(r, what),
     "entry": lambda r, what: _read_struct(r, Entry),
     "requests": lambda r, what: _read_items(r, Request, MIN_REQUEST, what),
     "log": lambda r, what: _read_items(r, Entry, MIN_ENTRY, what),
