@@ -47,7 +47,7 @@ class NotPrimary(Exception):
 class Call(msgspec.Struct, array_like=True, frozen=True):
     kind: str
     group: int
-    body: bytes
+    body: memoryview  # decoded as a view into the received frame, not copied
 
 
 class Answer(msgspec.Struct, array_like=True, frozen=True):
@@ -168,7 +168,7 @@ class Forwarder:
         except asyncio.TimeoutError:
             answer = Answer(int(ErrorCode.TASK_TIMEOUT))
         except Exception:  # a bug: answer it rather than leave the caller waiting
-            log.exception("forwarded %r failed", request.body[:32])
+            log.exception("forwarded %r failed", bytes(request.body[:32]))
             answer = Answer(int(ErrorCode.ERROR))
         self.node.links.send(peer, FORWARD_GROUP, Reply(0, request.client, request.request,
                                                         msgspec.msgpack.encode(answer)))

@@ -52,6 +52,7 @@ from lurcher.cluster.config import ClusterConfig
 from lurcher.cluster.journal_file import Completion, FileJournal
 from lurcher.cluster.links import Links
 from lurcher.cluster.status import LatencyTally
+from lurcher.core.replication.codec import encode_parts
 from lurcher.core.replication.journal import Format, encode_record
 from lurcher.core.replication.messages import Commit, Message, Prepare, Reply, Request
 from lurcher.core.replication.replica import Config, Effects, Replica, Service, Status
@@ -61,6 +62,23 @@ log = logging.getLogger(__name__)
 CLIENTS_PER_NODE = 16
 MAX_WAITING = 10_000
 MAX_PREPARE_BYTES = 16 * 1024 * 1024  # request bodies per Prepare (one larger goes alone)
+# Memory of a group's replica (request bodies held in its log): the primary stops preparing
+# while PIPELINE_BYTES are uncommitted (requests wait in its queue: back-pressure on the
+# senders, whose submissions are bounded by the client slots and ``MAX_WAITING``); a
+# checkpoint is taken once CHECKPOINT_BYTES were executed since the last one (or every
+# ``checkpoint_every_ops`` ops), and at most KEEP_BELOW_BYTES of the ops below it are kept.
+PIPELINE_BYTES = 32 * 1024 * 1024
+CHECKPOINT_BYTES = 32 * 1024 * 1024
+KEEP_BELOW_BYTES = 16 * 1024 * 1024
+MAX_LOG_BYTES = PIPELINE_BYTES + CHECKPOINT_BYTES + KEEP_BELOW_BYTES + 2 * MAX_PREPARE_BYTES
+"""The most request bytes a partition group's replica holds in memory (and the most a
+log-carrying message, a view change's or a state transfer's, carries), when no single send
+exceeds ``MAX_PREPARE_BYTES``."""
+MAX_FRAME_BYTES = 2 * MAX_LOG_BYTES + 32 * 1024 * 1024
+"""The largest link frame a node accepts from an authenticated peer: a log-carrying message
+(``MAX_LOG_BYTES``, passed by up to three single sends larger than a Prepare), its
+checkpoint's state (deduplication windows, ops waiting for metadata) and the metadata
+group's log. Larger is refused and the link closed (``core.replication.link``)."""
 NOOP = b""  # the empty request a new primary announces itself with (``_announce``)
 FORWARD_GROUP = 0xFFFF_FFFF  # link frames of node-to-node calls, not of a group
 
@@ -122,7 +140,7 @@ class ClusterNode:
         self.groups: dict[int, _Group] = {}
         self.links = Links(config.name, config.secret.encode(), self.index,
                            {i: config.peer_address(i) for i in range(self.n) if i != self.index},
-                           self._deliver)
+                           self._deliver, MAX_FRAME_BYTES)
         self.ticker: asyncio.Task | None = None
         self.on_executed: Callable[[int, int, bytes], None] | None = None
         self.on_forward: Callable[[int, Message], None] | None = None
@@ -130,8 +148,12 @@ class ClusterNode:
     def replica_config(self, replicas: int, group: int) -> Config:
         c = self.config
         every = c.checkpoint_every_ops if group in self.checkpointed else 0
+        bounded = every > 0
         return Config(replicas=replicas, checkpoint_every=every, keep_below_checkpoint=every,
-                      max_batch_bytes=MAX_PREPARE_BYTES, heartbeat_ticks=c.heartbeat_ticks,
+                      max_batch_bytes=MAX_PREPARE_BYTES,
+                      pipeline_bytes=PIPELINE_BYTES,
+                      checkpoint_bytes=CHECKPOINT_BYTES if bounded else 0,
+                      keep_below_bytes=KEEP_BELOW_BYTES if bounded else 0, heartbeat_ticks=c.heartbeat_ticks,
                       view_timeout_ticks=c.view_timeout_ticks,
                       view_change_timeout_ticks=c.view_change_timeout_ticks,
                       retransmit_ticks=c.retransmit_ticks, max_batch=64, pipeline=32)
@@ -287,8 +309,12 @@ class ClusterNode:
 
     def _apply(self, group: int, fx: Effects) -> None:
         g = self.groups[group]
+        encoded: dict[int, list] = {}  # a message broadcast to several peers: encoded once
         for to, message in fx.sends:
-            self.links.send(g.members[to], group, message)
+            body = encoded.get(id(message))
+            if body is None:
+                body = encoded[id(message)] = encode_parts(message)
+            self.links.send(g.members[to], group, message, body)
         for reply in fx.replies:
             owner = reply.client & 0xFF
             if owner == self.index:

@@ -2,7 +2,9 @@
 
 File layout: ``u64 start`` (the position of the first record kept), then one
 ``u32 length + bytes`` frame per record, positions counting up from ``start``. The record
-bytes are the replica's (checksummed) records; this layer only frames them.
+bytes are the replica's (checksummed) records; this layer only frames them. A record comes
+as bytes or as a list of parts (``journal.record_parts``), written with one ``pwritev``
+without joining them; ``read`` returns records as views into the file's bytes.
 
 Intents and their completions (what the replica is told back):
 - ``Write(pos, data)``: drops records from ``pos`` on, appends ``data`` -> ``("written", pos)``;
@@ -12,7 +14,8 @@ Intents and their completions (what the replica is told back):
 - ``Read()``: -> ``("loaded", (records, start))``; a frame cut short by a crash ends the
   list and is cut off the file;
 - ``Discard(below)``: rewrites the file without the records before ``below`` (temporary
-  file, fsync, rename, fsync of the directory), so a crash leaves the old or the new file.
+  file, the kept records copied in the kernel, fsync, rename, fsync of the directory), so a
+  crash leaves the old or the new file.
   The replica emits it only once the records from ``below`` on are durable.
 
 Blocking: every method does file I/O. The host runs ``execute`` on one worker thread per
@@ -25,10 +28,13 @@ import os
 import struct
 from pathlib import Path
 
-from lurcher.core.replication.journal import Discard, Read, StorageIntent, Sync, Write
+from lurcher.core.replication.journal import (
+    Discard, Read, StorageIntent, StoredRecord, Sync, Write,
+)
 
 START = struct.Struct("<Q")
 LENGTH = struct.Struct("<I")
+IOV_MAX = 1024
 Completion = tuple[str, object]
 
 
@@ -75,7 +81,7 @@ class FileJournal:
     def end_offset(self) -> int:
         return self.ends[-1] if self.ends else START.size
 
-    def write(self, pos: int, data: bytes) -> None:
+    def write(self, pos: int, data: StoredRecord) -> None:
         keep = pos - self.start
         if keep < 0:
             raise ValueError(f"write at {pos} below the journal start {self.start}")
@@ -84,11 +90,14 @@ class FileJournal:
             os.ftruncate(self.fd, self.end_offset)
         elif keep > len(self.ends):
             raise ValueError(f"write at {pos} leaves a gap after {self.start + len(self.ends)}")
-        os.pwrite(self.fd, LENGTH.pack(len(data)) + data, self.end_offset)
-        self.ends.append(self.end_offset + LENGTH.size + len(data))
+        parts = data if isinstance(data, list) else [data]
+        size = sum(map(len, parts))
+        _pwrite_all(self.fd, [LENGTH.pack(size), *parts], self.end_offset)
+        self.ends.append(self.end_offset + LENGTH.size + size)
 
-    def read(self) -> tuple[list[bytes], int]:
+    def read(self) -> tuple[list[memoryview], int]:
         raw = Path(self.path).read_bytes()
+        view = memoryview(raw)
         self.start = START.unpack_from(raw)[0] if len(raw) >= START.size else 0
         records, self.ends, at = [], [], START.size
         while at + LENGTH.size <= len(raw):
@@ -96,7 +105,7 @@ class FileJournal:
             end = at + LENGTH.size + length
             if end > len(raw):
                 break
-            records.append(raw[at + LENGTH.size:end])
+            records.append(view[at + LENGTH.size:end])
             self.ends.append(end)
             at = end
         if self.end_offset != len(raw):
@@ -107,19 +116,41 @@ class FileJournal:
         drop = min(max(0, below - self.start), len(self.ends))
         if not drop:
             return
-        records, _ = self.read()
+        kept_from, kept_to = self.ends[drop - 1], self.end_offset
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "wb") as f:
             f.write(START.pack(self.start + drop))
-            for record in records[drop:]:
-                f.write(LENGTH.pack(len(record)) + record)
             f.flush()
+            _copy_range(self.fd, f.fileno(), kept_from, kept_to - kept_from)
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
         _fsync_directory(self.path.parent)
         os.close(self.fd)
         self.fd = os.open(self.path, os.O_RDWR)
-        self.read()
+        self.start += drop
+        self.ends = [end - kept_from + START.size for end in self.ends[drop:]]
+
+
+def _copy_range(src: int, dst: int, offset: int, count: int) -> None:
+    """Append ``count`` bytes of ``src`` from ``offset`` to ``dst`` in the kernel."""
+    while count > 0:
+        done = os.copy_file_range(src, dst, count, offset)
+        if done == 0:
+            raise OSError(f"journal shorter than its records ({count} bytes missing)")
+        offset, count = offset + done, count - done
+
+
+def _pwrite_all(fd: int, parts: list, offset: int) -> None:
+    """``pwritev`` until every byte of ``parts`` is written (a short write resumes)."""
+    views = [memoryview(p).cast("B") for p in parts]
+    while views:
+        done = os.pwritev(fd, views[:IOV_MAX], offset)
+        offset += done
+        while views and done >= len(views[0]):
+            done -= len(views[0])
+            views.pop(0)
+        if views and done:
+            views[0] = views[0][done:]
 
 
 def _fsync_directory(path: Path) -> None:

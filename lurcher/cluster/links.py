@@ -8,7 +8,10 @@ connection runs a ``PeerLink`` (handshake with the cluster secret, then frames).
 Sending is best effort, as the replication core expects of a network: a message for a node
 whose link is down, or whose socket already holds ``MAX_QUEUED_BYTES`` unsent, is dropped
 (the core retransmits). A dialer reconnects after ``RECONNECT_S``. A refused handshake is
-logged once per connection with its one-line reason and the socket closed.
+logged once per connection with its one-line reason and the socket closed; so is a
+connection whose handshake is not done within ``HANDSHAKE_TIMEOUT_S``. An unauthenticated
+peer therefore holds at most ``link.MAX_HANDSHAKE_BYTES`` per connection, for at most that
+long.
 """
 
 from __future__ import annotations
@@ -18,18 +21,15 @@ import logging
 import os
 from collections.abc import Callable
 
+from lurcher.core.replication.codec import encode_parts
 from lurcher.core.replication.link import Established, PeerLink, Received, Refused
 from lurcher.core.replication.messages import Message
 
 log = logging.getLogger(__name__)
 
 RECONNECT_S = 0.2
+HANDSHAKE_TIMEOUT_S = 5.0  # a connection not authenticated by then is closed
 MAX_QUEUED_BYTES = 32 * 1024 * 1024
-# Frames between authenticated nodes may carry a group's log since its checkpoint (view
-# changes, state transfer): up to about 2 x checkpoint_every_ops + the pipeline of ops, each
-# at most one send (64 MiB) or MAX_PREPARE_BYTES of sends. Bounded, but not by the
-# replication core's 64 MiB default meant for an unauthenticated peer.
-MAX_FRAME_BYTES = 1024 * 1024 * 1024
 Deliver = Callable[[int, int, Message], None]  # (peer, group, message)
 
 
@@ -43,6 +43,13 @@ class _LinkProtocol(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         self.links.open.add(self)
         self.transport.write(self.link.hello())
+        self.overdue = asyncio.get_running_loop().call_later(HANDSHAKE_TIMEOUT_S,
+                                                             self._handshake_overdue)
+
+    def _handshake_overdue(self) -> None:
+        if not self.link.established and not self.transport.is_closing():
+            log.warning("cluster link refused: no handshake within %gs", HANDSHAKE_TIMEOUT_S)
+            self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         for event in self.link.receive_data(data):
@@ -67,6 +74,7 @@ class _LinkProtocol(asyncio.Protocol):
             log.info("cluster link to node %d up", peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.overdue.cancel()
         self.links.open.discard(self)
         if self.dialed is not None and self.links.outgoing.get(self.dialed) is self:
             del self.links.outgoing[self.dialed]
@@ -75,8 +83,12 @@ class _LinkProtocol(asyncio.Protocol):
 
 class Links:
     def __init__(self, cluster: str, secret: bytes, index: int,
-                 addresses: dict[int, tuple[str, int]], deliver: Deliver) -> None:
+                 addresses: dict[int, tuple[str, int]], deliver: Deliver,
+                 max_frame_bytes: int) -> None:
+        """``max_frame_bytes``: the largest frame an authenticated peer may send (the
+        node derives it from its memory bounds, ``host.MAX_FRAME_BYTES``)."""
         self.cluster, self.secret, self.index = cluster, secret, index
+        self.max_frame_bytes = max_frame_bytes
         self.addresses, self.deliver = addresses, deliver
         self.outgoing: dict[int, _LinkProtocol] = {}
         self.open: set[_LinkProtocol] = set()
@@ -85,7 +97,7 @@ class Links:
 
     def new_link(self) -> PeerLink:
         return PeerLink(self.cluster, self.secret, self.index, os.urandom(16),
-                        max_frame_bytes=MAX_FRAME_BYTES)
+                        max_frame_bytes=self.max_frame_bytes)
 
     async def start(self, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
@@ -109,12 +121,15 @@ class Links:
                 pass
             await asyncio.sleep(RECONNECT_S)
 
-    def send(self, peer: int, group: int, message: Message) -> bool:
-        """Queue ``message`` for ``peer``; False when it was dropped."""
+    def send(self, peer: int, group: int, message: Message,
+             body: list | None = None) -> bool:
+        """Queue ``message`` for ``peer``; False when it was dropped. ``body``: the
+        message already encoded (``encode_parts``), when it goes to several peers."""
         protocol = self.outgoing.get(peer)
         if protocol is None or protocol.transport.get_write_buffer_size() > MAX_QUEUED_BYTES:
             return False
-        protocol.transport.write(protocol.link.send(group, message))
+        parts = body if body is not None else encode_parts(message)
+        protocol.transport.writelines(protocol.link.frame(group, parts))
         return True
 
     async def close(self) -> None:

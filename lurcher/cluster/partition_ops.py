@@ -35,7 +35,7 @@ class Append(Addressed, tag=1):
     timestamp_us: int
     count: int
     index: bytes
-    blob: bytes
+    blob: memoryview  # decoded as a view into the op's body (a 1 MB batch is not copied)
 
 
 class ConsumerAt(Addressed):

@@ -111,7 +111,7 @@ class ReplicatedPartitions:
         req.batch.validate()
         op = Append(self.meta.accepted, topic.stream_id, topic.id, pid,
                     topic.partition_created_at[pid], shard.clock(), req.batch.count,
-                    bytes(req.batch.index), bytes(with_ids(req.batch)))
+                    req.batch.index, with_ids(req.batch))
         await self.forwarder.on_primary(self.group_of(topic, pid), "append",
                                         msgspec.msgpack.encode(op))
 

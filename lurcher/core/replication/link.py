@@ -21,7 +21,9 @@ Then each frame is ``u32 length`` (of what follows) ``u32 group`` and one replic
 message (``core.replication.codec``). A frame longer than ``max_frame_bytes`` or one that does
 not decode is ``Refused`` (the peer is broken or hostile; messages are never skipped
 silently, as a lost prefix would desynchronise the stream). Memory: at most one partial
-frame of ``max_frame_bytes`` is buffered.
+frame of ``max_frame_bytes`` is buffered, and before the handshake completes at most
+``MAX_HANDSHAKE_BYTES`` (a hello and a proof are under 350 bytes; an unauthenticated peer
+that sends more while the handshake is unfinished is ``Refused``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import hmac
 import struct
 from dataclasses import dataclass
 
-from lurcher.core.replication.codec import ReplicationWireError, decode, encode
+from lurcher.core.replication.codec import ReplicationWireError, decode, encode_parts
 from lurcher.core.replication.messages import Message
 
 MAGIC = b"LRCL"
@@ -41,6 +43,7 @@ PROOF_BYTES = 32
 HELLO_FIXED = struct.Struct("<4sBB16sB")
 FRAME_HEADER = struct.Struct("<II")
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
+MAX_HANDSHAKE_BYTES = 4096
 _DOMAIN = b"lurcher-cluster"
 
 
@@ -82,7 +85,10 @@ class PeerLink:
         self.peer: int | None = None
         self.established = False
         self.failed = False
-        self.buffer = bytearray()
+        self.chunks: list[bytes] = []  # received, not yet read
+        self.have = 0  # bytes in ``chunks``
+        self.need = HELLO_FIXED.size  # bytes needed before the next step can be read
+        self.view, self.pos = memoryview(b""), 0  # while reading: the joined chunks
         self.outgoing: list[bytes] = []
 
     # ---- output ---------------------------------------------------------------------
@@ -93,10 +99,15 @@ class PeerLink:
 
     def send(self, group: int, message: Message) -> bytes:
         """The bytes of one frame. Raises RuntimeError before the link is established."""
+        return b"".join(self.frame(group, encode_parts(message)))
+
+    def frame(self, group: int, body: list) -> list:
+        """One frame around a message already encoded (``codec.encode_parts``), as parts
+        for ``writelines``: the body's large blobs are not copied. Raises RuntimeError
+        before the link is established."""
         if not self.established:
             raise RuntimeError("link not established")
-        body = encode(message)
-        return FRAME_HEADER.pack(len(body) + 4, group) + body
+        return [FRAME_HEADER.pack(sum(map(len, body)) + 4, group), *body]
 
     def take_output(self) -> bytes:
         """Bytes the handshake produced while receiving (the proof)."""
@@ -106,16 +117,36 @@ class PeerLink:
     # ---- input ----------------------------------------------------------------------
 
     def receive_data(self, data: bytes) -> list[Event]:
+        """Events of the bytes received so far. Bytes are kept as the chunks they came in
+        and joined once, when the next step (hello, proof, a whole frame) can be read, so a
+        large frame costs one copy and no per-chunk work."""
         if self.failed:
             return []
-        self.buffer += data
+        self.chunks.append(bytes(data))
+        self.have += len(data)
+        if self.have < self.need:
+            return []
+        buf = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+        self.pos, self.view = 0, memoryview(buf)
         events: list[Event] = []
         while not self.failed:
             event = self._next_event()
             if event is None:
                 break
             events.append(event)
+        if self.failed:
+            return events
+        self.chunks = [buf[self.pos:]] if self.pos < len(buf) else []
+        self.have = len(buf) - self.pos
+        self.view = memoryview(b"")
+        if not self.established and self.have > MAX_HANDSHAKE_BYTES:
+            events.append(self._refuse(f"{self.have} bytes before the handshake completed "
+                                       f"(limit {MAX_HANDSHAKE_BYTES})"))
         return events
+
+    @property
+    def _left(self) -> int:
+        return len(self.view) - self.pos
 
     def _next_event(self) -> Event | None:
         if self.peer is None:
@@ -126,22 +157,24 @@ class PeerLink:
 
     def _refuse(self, reason: str) -> Refused:
         self.failed = True
-        self.buffer.clear()
+        self.chunks, self.have, self.view = [], 0, memoryview(b"")
         return Refused(reason)
 
     def _read_hello(self) -> Event | None:
-        if len(self.buffer) < HELLO_FIXED.size:
+        if self._left < HELLO_FIXED.size:
+            self.need = HELLO_FIXED.size
             return None
-        magic, version, peer, nonce, name_len = HELLO_FIXED.unpack_from(self.buffer)
+        magic, version, peer, nonce, name_len = HELLO_FIXED.unpack_from(self.view, self.pos)
         if magic != MAGIC:
             return self._refuse("not a lurcher cluster peer (bad magic)")
         if version != VERSION:
             return self._refuse(f"cluster protocol version {version}, expected {VERSION}")
         end = HELLO_FIXED.size + name_len
-        if len(self.buffer) < end:
+        if self._left < end:
+            self.need = end
             return None
-        name = bytes(self.buffer[HELLO_FIXED.size:end])
-        del self.buffer[:end]
+        name = bytes(self.view[self.pos + HELLO_FIXED.size:self.pos + end])
+        self.pos += end
         if name != self.cluster:
             return self._refuse(f"peer belongs to cluster {name.decode(errors='replace')!r}, "
                                 f"not {self.cluster.decode()!r}")
@@ -152,10 +185,11 @@ class PeerLink:
         return self._next_event()
 
     def _read_proof(self) -> Event | None:
-        if len(self.buffer) < PROOF_BYTES:
+        if self._left < PROOF_BYTES:
+            self.need = PROOF_BYTES
             return None
-        proof = bytes(self.buffer[:PROOF_BYTES])
-        del self.buffer[:PROOF_BYTES]
+        proof = bytes(self.view[self.pos:self.pos + PROOF_BYTES])
+        self.pos += PROOF_BYTES
         expected = _proof(self.secret, self.nonce, self.peer, self.cluster)
         if not hmac.compare_digest(proof, expected):
             return self._refuse(f"node {self.peer} failed authentication (wrong cluster secret)")
@@ -163,17 +197,19 @@ class PeerLink:
         return Established(self.peer)
 
     def _read_frame(self) -> Event | None:
-        if len(self.buffer) < FRAME_HEADER.size:
+        if self._left < FRAME_HEADER.size:
+            self.need = FRAME_HEADER.size
             return None
-        length, group = FRAME_HEADER.unpack_from(self.buffer)
+        length, group = FRAME_HEADER.unpack_from(self.view, self.pos)
         if length < 5 or length > self.max_frame_bytes:
             return self._refuse(f"frame of {length} bytes from node {self.peer} "
                                 f"(limit {self.max_frame_bytes})")
         end = 4 + length
-        if len(self.buffer) < end:
+        if self._left < end:
+            self.need = end
             return None
-        body = bytes(self.buffer[FRAME_HEADER.size:end])
-        del self.buffer[:end]
+        body = self.view[self.pos + FRAME_HEADER.size:self.pos + end]
+        self.pos += end
         try:
             return Received(group, decode(body))
         except ReplicationWireError as e:

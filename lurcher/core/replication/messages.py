@@ -38,6 +38,11 @@ class Entry(msgspec.Struct, frozen=True):
     SCHEMA: ClassVar[tuple[str, ...]] = ("u64", "u64", "requests")
 
 
+def entry_bytes(entry: Entry) -> int:
+    """The bytes of ``entry``'s request bodies (what bounds memory and frames)."""
+    return sum(len(req.body) for req in entry.requests)
+
+
 class ClientSlot(msgspec.Struct, frozen=True):
     """One client-table row: the client's latest executed request and its result."""
 

@@ -38,11 +38,11 @@ from typing import Callable, Protocol
 
 from lurcher.core.replication.journal import (
     Append, Discard, Format, Read, Snapshot, StorageIntent, Sync, Truncate, ViewState, Write,
-    decode_records, encode_record,
+    decode_records, record_parts,
 )
 from lurcher.core.replication.messages import (
     Checkpoint, ClientSlot, Commit, DoViewChange, Entry, GetState, Message, NewState, Prepare, PrepareOk, Recovery,
-    RecoveryResponse, Reply, Request, StartView, StartViewChange,
+    RecoveryResponse, Reply, Request, StartView, StartViewChange, entry_bytes,
 )
 
 
@@ -86,6 +86,12 @@ class Config:
     retransmit_ticks: int = 8
     checkpoint_every: int = 0  # take a checkpoint every N executed ops; 0: never trim
     keep_below_checkpoint: int = 0  # ops kept in memory below the latest checkpoint
+    # Byte bounds of the in-memory log (request bodies; 0: none). Together they bound a
+    # replica's log to about keep_below_bytes + checkpoint_bytes + pipeline_bytes plus two
+    # requests (each bound may be passed by the one request that crosses it).
+    pipeline_bytes: int = 0  # the primary prepares no more while this much is uncommitted
+    checkpoint_bytes: int = 0  # also take a checkpoint once this much was executed since
+    keep_below_bytes: int = 0  # at most this much of the ops below the checkpoint is kept
 
 
 @dataclass
@@ -112,6 +118,7 @@ class Replica:
         self.base = 0
         self.checkpoint: Checkpoint | None = None
         self.checkpointing = False
+        self.executed_bytes = 0  # request bytes executed since the last checkpoint began
         self.table: dict[int, tuple[int, bytes]] = {}
         self.wal_len = self.written = self.synced = 0
         self.sync_inflight = False
@@ -124,6 +131,7 @@ class Replica:
         self.pending: list[Request] = []
         self.inflight: dict[int, int] = {}
         self.prepared_at: dict[int, int] = {}
+        self.prepared_bytes: dict[int, int] = {}  # uncommitted op -> its request bytes
         self.last_heartbeat = self.last_heard = self.vc_started = self.now
         self.announcing = False
         self.svc: set[int] = set()
@@ -245,7 +253,7 @@ class Replica:
             self._after_sync(lambda: self._deliver(to, msg))
 
     def _journal(self, record: Append | Truncate | ViewState | Format | Snapshot) -> None:
-        self.fx.storage.append(Write(self.wal_len, encode_record(record)))
+        self.fx.storage.append(Write(self.wal_len, record_parts(record)))
         self.wal_len += 1
 
     def _maybe_sync(self) -> None:
@@ -324,10 +332,13 @@ class Replica:
             self.fx.restored.append((checkpoint, True))
 
     def _maybe_checkpoint(self) -> None:
-        every = self.config.checkpoint_every
+        every, limit = self.config.checkpoint_every, self.config.checkpoint_bytes
         last = self.checkpoint.op if self.checkpoint is not None else 0
-        if not every or self.checkpointing or self.executed < last + every:
+        if not every or self.checkpointing or (
+                self.executed < last + every
+                and not (limit and self.executed_bytes >= limit)):
             return
+        self.executed_bytes = 0
         table = tuple(ClientSlot(c, r, result) for c, (r, result) in sorted(self.table.items()))
         checkpoint = Checkpoint(self.executed, self.service.snapshot(), table)
         segment = self.wal_len
@@ -348,6 +359,15 @@ class Replica:
         if self.checkpoint is None or checkpoint.op > self.checkpoint.op:
             self.checkpoint = checkpoint
         trim_to = max(self.base, self.checkpoint.op - self.config.keep_below_checkpoint)
+        if self.config.keep_below_bytes:
+            sizes = [entry_bytes(e) for e in self.log[trim_to - self.base:
+                                                      self.checkpoint.op - self.base]]
+            kept = sum(sizes)
+            for size in sizes:
+                if kept <= self.config.keep_below_bytes:
+                    break
+                kept -= size
+                trim_to += 1
         del self.log[:trim_to - self.base]
         self.base = trim_to
         self.fx.storage.append(Discard(segment))
@@ -378,11 +398,13 @@ class Replica:
         while self.executed < self.commit:
             entry = self.log[self.executed - self.base]
             self.executed += 1
+            self.prepared_bytes.pop(entry.op, None)
             self.fx.committed.append(entry)
             for req in entry.requests:
                 known = self.table.get(req.client)
                 if dedup and known is not None and req.request <= known[0]:
                     continue
+                self.executed_bytes += len(req.body)
                 result = self.service.apply(req.body)
                 self.table[req.client] = (req.request, result)
                 self.fx.executed.append((entry.op, req.client, req.request, result))
@@ -412,13 +434,16 @@ class Replica:
 
     def _flush(self) -> None:
         cfg = self.config
-        while self.pending and not self.announcing and self.op - self.commit < cfg.pipeline:
+        while (self.pending and not self.announcing and self.op - self.commit < cfg.pipeline
+               and not (cfg.pipeline_bytes
+                        and sum(self.prepared_bytes.values()) >= cfg.pipeline_bytes)):
             take = self._batch_size()
             batch = tuple(self.pending[:take])
             del self.pending[:take]
             entry = Entry(self.view, self.op + 1, batch)
             self._append(entry)
             self.prepared_at[entry.op] = self.now
+            self.prepared_bytes[entry.op] = entry_bytes(entry)
             self._broadcast(Prepare(self.view, self.commit, entry, self.index))
             self._send_durable(self.index, PrepareOk(self.view, entry.op, self.index))
             if Bug.COMMIT_BEFORE_PREPARE_OK in self.bugs:
@@ -625,6 +650,7 @@ class Replica:
                 self._send_durable(r, start_view)
         for entry in self.log[self.commit - self.base:]:
             self.prepared_at[entry.op] = self.now
+            self.prepared_bytes[entry.op] = entry_bytes(entry)
             for req in entry.requests:
                 self.inflight[req.client] = max(self.inflight.get(req.client, -1), req.request)
         self._send_durable(self.index, PrepareOk(self.view, self.op, self.index))

@@ -52,3 +52,12 @@ def test_a_new_journal_starts_with_the_given_first_record_an_old_one_keeps_its_o
     assert FileJournal(path, b"format").read() == ([b"format"], 0)
     assert FileJournal(path, b"other").read() == ([b"format"], 0)
     assert FileJournal(tmp_path / "lost.journal").read() == ([], 0)
+
+
+def test_writes_after_a_discard_continue_and_truncate_the_kept_records(tmp_path: Path) -> None:
+    path = tmp_path / "g.journal"
+    j = FileJournal(path)
+    j.execute([Write(i, [b"r", bytes([65 + i]) * (i + 1)]) for i in range(5)] + [Discard(2)])
+    j.execute([Write(4, b"X"), Write(5, [b"Y", b"Z"])])  # replaces record 4, then appends
+    j.close()
+    assert FileJournal(path).read() == ([b"rCCC", b"rDDDD", b"X", b"YZ"], 2)

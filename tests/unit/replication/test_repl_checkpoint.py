@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lurcher.core.replication.journal import (
-    Append, Discard, Format, Snapshot, ViewState, Write, decode_records, encode_record,
+    Append, Discard, Format, Snapshot, ViewState, Write, decode_records, encode_record, stored_bytes,
 )
 from lurcher.core.replication.messages import (
     Checkpoint, ClientSlot, DoViewChange, Entry, GetState, NewState, Prepare, PrepareOk,
@@ -129,7 +129,7 @@ def test_a_torn_checkpoint_segment_leaves_the_previous_state() -> None:
     fx = backup.on_message(Prepare(1, 2, entry(1, 3), 1))
     new = [w.data for w in fx.storage if isinstance(w, Write)]
     assert isinstance(decode_records([new[2]])[0], Snapshot)
-    torn = stored + new[:2] + [new[2][:-4] + b"\x00" * 4]  # the Snapshot record is torn
+    torn = stored + new[:2] + [stored_bytes(new[2])[:-4] + b"\x00" * 4]  # the Snapshot record is torn
     restarted = Replica(2, backup.config, AppendLog(), nonce=5)
     restarted.start()
     fx = restarted.on_loaded(torn)

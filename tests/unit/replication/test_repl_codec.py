@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lurcher.core.replication.codec import ReplicationWireError, decode, encode
+from lurcher.core.replication.codec import ReplicationWireError, decode, encode, encode_parts
 from lurcher.core.replication.messages import (
     MESSAGE_TYPES, Checkpoint, ClientSlot, Commit, DoViewChange, Entry, GetState, NewState, Prepare, PrepareOk,
     Recovery, RecoveryResponse, Reply, Request, StartView, StartViewChange,
@@ -134,3 +134,17 @@ def test_property_arbitrary_bytes_decode_or_raise_wire_error(data: bytes) -> Non
     except ReplicationWireError:
         return
     assert encode(msg) == data
+
+
+def test_large_blobs_are_framed_by_reference_and_decoded_as_views_small_ones_copied() -> None:
+    big = b"x" * 100_000
+    msg = Prepare(1, 2, Entry(1, 3, (Request(1, 2, big), Request(1, 3, b"small"))), 0)
+    parts = encode_parts(msg)
+    assert any(part is big for part in parts), "the large body is referenced, not copied"
+    frame = b"".join(parts)
+    bodies = [r.body for r in decode(frame).entry.requests]
+    assert isinstance(bodies[0], memoryview) and bodies[0].obj is frame
+    assert isinstance(bodies[1], bytes)
+    padded = frame + bytes(1_000_000)  # a body would pin a buffer 10x its size: copied
+    pinned = decode(memoryview(padded)[:len(frame)]).entry.requests[0].body
+    assert isinstance(pinned, bytes) and pinned == big

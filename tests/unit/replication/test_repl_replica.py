@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lurcher.core.replication.journal import Format, Read, Sync, ViewState, Write, encode_record
+from lurcher.core.replication.journal import (
+    Format, Read, Sync, ViewState, Write, encode_record, stored_bytes,
+)
 from lurcher.core.replication.messages import (
     Commit, DoViewChange, Entry, GetState, NewState, Prepare, PrepareOk, Recovery,
     RecoveryResponse, Reply, Request, StartView, StartViewChange,
@@ -194,7 +196,7 @@ def test_journal_replay_survives_a_torn_last_record() -> None:
     fx = settle(backup, backup.on_message(Prepare(1, 0, entry(1, 1), 1)))
     fx2 = settle(backup, backup.on_message(Prepare(1, 0, entry(1, 2), 1)))
     stored = [encode_record(Format(3)), *(w.data for w in _writes(fx)), *(w.data for w in _writes(fx2))]
-    stored[-1] = stored[-1][:-3] + b"\x00\x00\x00"
+    stored[-1] = stored_bytes(stored[-1])[:-3] + b"\x00\x00\x00"
     restarted = make(2)
     restarted = type(restarted)(2, restarted.config, restarted.service, nonce=1)
     restarted.start()

@@ -13,7 +13,9 @@ from __future__ import annotations
 import random
 from collections import deque
 
-from lurcher.core.replication.journal import Discard, Read, StorageIntent, Sync, Write
+from lurcher.core.replication.journal import (
+    Discard, Read, StorageIntent, Sync, Write, stored_bytes,
+)
 
 
 class Disk:
@@ -29,7 +31,7 @@ class Disk:
         if isinstance(intent, Write):
             del self.records[intent.pos:]
             self.records.extend(b"" for _ in range(intent.pos - len(self.records)))
-            self.records.append(intent.data)
+            self.records.append(bytes(stored_bytes(intent.data)))
             self.start = min(self.start, intent.pos)
             self.durable = min(self.durable, intent.pos)
             self._complete(now, "written", intent.pos)
