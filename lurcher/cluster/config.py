@@ -11,11 +11,15 @@ change that makes it primary again, 0 never), ``commit_timeout_ms``, after which
 a change or send the group could not commit (no quorum) fails instead of waiting, and
 ``checkpoint_every_ops`` (every group, metadata and partitions, checkpoints every so many ops
 and keeps as many below the checkpoint), ``replication_factor``, the replicas of each partition of a topic created without one
-(Iggy 0.8 has no such key: it stores 1), at most the number of nodes.
+(Iggy 0.8 has no such key: it stores 1), at most the number of nodes. ``[cluster.tls]``
+(Iggy 0.8 has none): ``enabled``, ``cert_file``, ``key_file``, ``ca_file``: node links run
+over mutual TLS, each node's certificate chaining to ``ca_file`` (relative paths under
+``system.path``); the secret handshake still runs inside.
 
 Nodes are numbered by their names in sorted order, so every node derives the same index for
 each member from the same list of names. ``decode_cluster`` refuses unknown keys, missing
-required keys, duplicate names and a missing secret with one line naming the problem.
+required keys, duplicate names, a missing secret and TLS enabled without its three files
+with one line naming the problem.
 """
 
 from __future__ import annotations
@@ -56,6 +60,13 @@ class Nodes(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     others: list[OtherNode] = []
 
 
+class ClusterTls(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    enabled: bool = False
+    cert_file: str = ""
+    key_file: str = ""
+    ca_file: str = ""  # the CA every node's certificate must chain to
+
+
 class ClusterConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     enabled: bool = False
     name: str = "lurcher-cluster"
@@ -70,6 +81,7 @@ class ClusterConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     checkpoint_every_ops: int = 64  # every group's checkpoint interval, 0: none
     replication_factor: int = 3  # replicas of a partition of a topic created without one
     node: Nodes | None = None
+    tls: ClusterTls = ClusterTls()
 
     @property
     def names(self) -> list[str]:
@@ -102,6 +114,7 @@ def decode_cluster(table: dict[str, Any]) -> ClusterConfig:
     if not config.secret:
         raise ClusterConfigError("[cluster] enabled without a secret: set cluster.secret")
     names = [config.node.current.name, *(o.name for o in config.node.others)]
+    _check_tls(config.tls)
     if config.checkpoint_every_ops < 0:
         raise ClusterConfigError("cluster.checkpoint_every_ops must be >= 0")
     if config.rebalance_after_ticks < 0:
@@ -117,6 +130,13 @@ def decode_cluster(table: dict[str, Any]) -> ClusterConfig:
         if other.ports.replication is None:
             raise ClusterConfigError(f"cluster.node.others {other.name!r}: no ports.replication")
     return config
+
+
+def _check_tls(tls: ClusterTls) -> None:
+    missing = [f"cluster.tls.{key}" for key in ("cert_file", "key_file", "ca_file")
+               if tls.enabled and not getattr(tls, key)]
+    if missing:
+        raise ClusterConfigError(f"[cluster.tls] enabled without {', '.join(missing)}")
 
 
 def node_toml(me: int, tcp: list[int], replication: list[int], secret: str,

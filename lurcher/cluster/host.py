@@ -50,7 +50,7 @@ from pathlib import Path
 
 from lurcher.cluster.config import ClusterConfig
 from lurcher.cluster.journal_file import Completion, FileJournal
-from lurcher.cluster.links import Links
+from lurcher.cluster.links import Links, TlsPair
 from lurcher.cluster.status import LatencyTally
 from lurcher.core.replication.codec import encode_parts
 from lurcher.core.replication.journal import Format, encode_record
@@ -120,7 +120,8 @@ class ClusterNode:
                  new_cluster: bool = True, rebalanced: frozenset[int] = frozenset(),
                  checkpointed: frozenset[int] = frozenset(),
                  page_cache: frozenset[int] = frozenset(),
-                 announced: frozenset[int] = frozenset()) -> None:
+                 announced: frozenset[int] = frozenset(),
+                 tls: TlsPair | None = None) -> None:
         """``services``: per group its service factory (every node a member, in index
         order) or (members, factory). ``rebalanced``: the groups whose view-0 primary takes
         the group back once caught up (``_maybe_take_back``); ``checkpointed``: the groups
@@ -129,7 +130,7 @@ class ClusterNode:
         whose service executes ``NOOP`` as nothing (``_announce``). ``new_cluster``: a
         missing journal is created
         formatted (the node joins a new cluster); False for a node whose disk was lost: it
-        recovers from its peers."""
+        recovers from its peers. ``tls``: the links' mutual-TLS contexts (``Links``)."""
         self.config = config
         self.new_cluster = new_cluster
         self.rebalanced, self.checkpointed = rebalanced, checkpointed
@@ -140,7 +141,7 @@ class ClusterNode:
         self.groups: dict[int, _Group] = {}
         self.links = Links(config.name, config.secret.encode(), self.index,
                            {i: config.peer_address(i) for i in range(self.n) if i != self.index},
-                           self._deliver, MAX_FRAME_BYTES)
+                           self._deliver, MAX_FRAME_BYTES, tls)
         self.ticker: asyncio.Task | None = None
         self.on_executed: Callable[[int, int, bytes], None] | None = None
         self.on_forward: Callable[[int, Message], None] | None = None

@@ -12,6 +12,14 @@ logged once per connection with its one-line reason and the socket closed; so is
 connection whose handshake is not done within ``HANDSHAKE_TIMEOUT_S``. An unauthenticated
 peer therefore holds at most ``link.MAX_HANDSHAKE_BYTES`` per connection, for at most that
 long.
+
+With TLS (``[cluster.tls]``: the pair of contexts of ``tls.mutual_contexts``) every
+connection first completes a mutual TLS handshake, within ``HANDSHAKE_TIMEOUT_S``, and the
+``PeerLink`` handshake runs inside it. A peer without TLS, or whose certificate does not
+chain to the cluster's CA, fails it: logged with one line and the socket closed. The
+listener then accepts sockets itself (``sock_accept``) and hands each to
+``connect_accepted_socket``, whose handshake failure is raised here: a listener created with
+``ssl=`` would drop it silently.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
+import ssl
 from collections.abc import Callable
 
 from lurcher.core.replication.codec import encode_parts
@@ -31,6 +41,7 @@ RECONNECT_S = 0.2
 HANDSHAKE_TIMEOUT_S = 5.0  # a connection not authenticated by then is closed
 MAX_QUEUED_BYTES = 32 * 1024 * 1024
 Deliver = Callable[[int, int, Message], None]  # (peer, group, message)
+TlsPair = tuple[ssl.SSLContext, ssl.SSLContext]  # (accepting, dialing)
 
 
 class _LinkProtocol(asyncio.Protocol):
@@ -84,16 +95,20 @@ class _LinkProtocol(asyncio.Protocol):
 class Links:
     def __init__(self, cluster: str, secret: bytes, index: int,
                  addresses: dict[int, tuple[str, int]], deliver: Deliver,
-                 max_frame_bytes: int) -> None:
+                 max_frame_bytes: int, tls: TlsPair | None = None) -> None:
         """``max_frame_bytes``: the largest frame an authenticated peer may send (the
-        node derives it from its memory bounds, ``host.MAX_FRAME_BYTES``)."""
+        node derives it from its memory bounds, ``host.MAX_FRAME_BYTES``); ``tls``: the
+        contexts of mutual TLS, None for plain TCP."""
         self.cluster, self.secret, self.index = cluster, secret, index
         self.max_frame_bytes = max_frame_bytes
         self.addresses, self.deliver = addresses, deliver
         self.outgoing: dict[int, _LinkProtocol] = {}
         self.open: set[_LinkProtocol] = set()
         self.server: asyncio.base_events.Server | None = None
-        self.dialers: list[asyncio.Task] = []
+        self.listener: socket.socket | None = None  # with TLS: accepted by ``_accept_tls``
+        self.tasks: list[asyncio.Task] = []  # the dialers and, with TLS, the accept loop
+        self.handshakes: set[asyncio.Task] = set()  # TLS handshakes of accepted sockets
+        self.tls = tls
 
     def new_link(self) -> PeerLink:
         return PeerLink(self.cluster, self.secret, self.index, os.urandom(16),
@@ -101,22 +116,57 @@ class Links:
 
     async def start(self, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: _LinkProtocol(self, None), host, port)
-        self.dialers = [asyncio.create_task(self._dial(peer)) for peer in self.addresses]
+        self.tasks = []
+        if self.tls is None:
+            self.server = await loop.create_server(lambda: _LinkProtocol(self, None),
+                                                   host, port)
+        else:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            self.listener = socket.create_server((host, port), family=family)
+            self.listener.setblocking(False)
+            self.tasks.append(asyncio.create_task(self._accept_tls()))
+        self.tasks += [asyncio.create_task(self._dial(peer)) for peer in self.addresses]
 
     @property
     def port(self) -> int:
-        return self.server.sockets[0].getsockname()[1]
+        listening = self.listener or self.server.sockets[0]
+        return listening.getsockname()[1]
+
+    async def _accept_tls(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, _ = await loop.sock_accept(self.listener)
+            except OSError as exc:  # out of file descriptors, ...
+                log.warning("cluster link not accepted: %s", exc)
+                await asyncio.sleep(RECONNECT_S)
+                continue
+            task = asyncio.create_task(self._tls_handshake(loop, sock))
+            self.handshakes.add(task)
+            task.add_done_callback(self.handshakes.discard)
+
+    async def _tls_handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+        try:
+            await loop.connect_accepted_socket(
+                lambda: _LinkProtocol(self, None), sock, ssl=self.tls[0],
+                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
+        except (OSError, EOFError) as exc:  # the socket is closed
+            log.warning("cluster link refused: TLS handshake failed: %s", _one_line(exc))
 
     async def _dial(self, peer: int) -> None:
         loop = asyncio.get_running_loop()
         host, port = self.addresses[peer]
+        tls = {} if self.tls is None else {"ssl": self.tls[1],
+                                           "ssl_handshake_timeout": HANDSHAKE_TIMEOUT_S}
         while True:
             try:
                 transport, _ = await loop.create_connection(
-                    lambda: _LinkProtocol(self, peer), host, port)
+                    lambda: _LinkProtocol(self, peer), host, port, **tls)
                 while not transport.is_closing():
                     await asyncio.sleep(RECONNECT_S)
+            except ssl.SSLError as exc:
+                log.warning("cluster link to node %d refused: TLS handshake failed: %s",
+                            peer, _one_line(exc))
             except OSError:
                 pass
             await asyncio.sleep(RECONNECT_S)
@@ -133,10 +183,18 @@ class Links:
         return True
 
     async def close(self) -> None:
-        for task in self.dialers:
+        for task in [*self.tasks, *self.handshakes]:
             task.cancel()
         for protocol in list(self.open):
             protocol.transport.abort()
         if self.server is not None:
             self.server.close()
             await self.server.wait_closed()
+        if self.listener is not None:
+            await asyncio.sleep(0)  # the cancelled accept loop lets go of the socket
+            self.listener.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else f"{type(exc).__name__} (closed by the peer)"

@@ -31,13 +31,16 @@ from lurcher.cluster.partitions import ReplicatedPartitions
 from lurcher.cluster.status import META_GROUP
 from lurcher.core.wire.responses.cluster import ClusterMetadata, NodeRole, NodeStatus
 from lurcher.core.wire.responses.cluster import ClusterNode as NodeInfo
+from lurcher.transports.tls import mutual_contexts
 
 TRANSPORTS = ("tcp", "quic", "http", "websocket")
 
 
 async def start_node(config: ClusterConfig, shard: Any) -> ClusterNode:
     """Start this node's replication groups on ``shard`` (shard 0) and route its metadata
-    changes through the metadata group (``meta_changes``). Raises OSError."""
+    changes through the metadata group (``meta_changes``). Raises OSError, TlsConfigError
+    (``[cluster.tls]``'s files missing or unreadable)."""
+    tls = mutual_contexts(config.tls, shard.data_path) if config.tls.enabled else None
     store = shard.meta
     cluster_dir = shard.data_path / "cluster"
     cluster_dir.mkdir(parents=True, exist_ok=True)
@@ -56,7 +59,7 @@ async def start_node(config: ClusterConfig, shard: Any) -> ClusterNode:
     node = ClusterNode(config, cluster_dir, groups, rebalanced=partition_groups,
                        checkpointed=partition_groups | {META_GROUP},
                        page_cache=frozenset() if shard.enforce_fsync else partition_groups,
-                       announced=partition_groups | {META_GROUP})
+                       announced=partition_groups | {META_GROUP}, tls=tls)
     shard.meta = MetaView(store)
     timeout_s = config.commit_timeout_ms / 1000
     MetaChanges(node, META_GROUP, service, timeout_s).install(shard.dispatcher)

@@ -5,7 +5,9 @@ A ``[<transport>.tls]`` section (``[quic.certificate]`` for QUIC) names ``cert_f
 either file missing, a certificate for ``localhost`` / 127.0.0.1 / ::1 (and its key) is
 generated with ``cryptography`` and written there, so later starts reuse it. Invariants: the
 key file is written with mode 0600 before the certificate; an existing pair is never
-overwritten.
+overwritten. Every context is TLS 1.2 or later. ``mutual_contexts`` serves ``[cluster.tls]``:
+both ends of a node link present their certificate and require the peer's to chain to
+``ca_file`` (no self-signing there: the operator provides every file).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 if TYPE_CHECKING:
+    from lurcher.cluster.config import ClusterTls
     from lurcher.runtime.settings import Certificate, Tls
 
 SELF_SIGNED_VALIDITY_DAYS = 3650
@@ -86,8 +89,13 @@ def make_ca(common_name: str = "lurcher test CA",
 
 
 def make_server_cert(hosts: tuple[str, ...] = DEFAULT_HOSTS, issuer: tuple[Any, Any] | None = None,
-                     days: int = SELF_SIGNED_VALIDITY_DAYS) -> tuple[x509.Certificate, Any]:
-    """A server certificate for ``hosts``, signed by ``issuer`` (cert, key) or self-signed."""
+                     days: int = SELF_SIGNED_VALIDITY_DAYS,
+                     client_auth: bool = False) -> tuple[x509.Certificate, Any]:
+    """A server certificate for ``hosts``, signed by ``issuer`` (cert, key) or self-signed;
+    ``client_auth``: also usable as a client certificate (a cluster node's, which both
+    accepts and dials links)."""
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH] + ([ExtendedKeyUsageOID.CLIENT_AUTH]
+                                                  if client_auth else [])
     key = new_key()
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])])
     issuer_cert, issuer_key = issuer if issuer else (None, key)
@@ -98,8 +106,7 @@ def make_server_cert(hosts: tuple[str, ...] = DEFAULT_HOSTS, issuer: tuple[Any, 
                .not_valid_before(start).not_valid_after(end)
                .add_extension(_san(hosts), critical=False)
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
-                              critical=False))
+               .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
     if issuer_cert is not None:
         ski = issuer_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier)
         builder = builder.add_extension(
@@ -120,12 +127,16 @@ def write_pair(paths: CertPaths, cert: x509.Certificate, key: Any) -> None:
         os.replace(tmp, path)
 
 
-def resolve_paths(section: Tls | Certificate, data_path: Path) -> CertPaths:
+def resolve_path(name: str, data_path: Path) -> Path:
+    """A configured file name; a relative one is under ``data_path``."""
+    path = Path(name)
+    return path if path.is_absolute() else data_path / path
+
+
+def resolve_paths(section: Tls | Certificate | ClusterTls, data_path: Path) -> CertPaths:
     """``cert_file``/``key_file`` of a config section, relative ones under ``data_path``."""
-    def resolve(name: str) -> Path:
-        path = Path(name)
-        return path if path.is_absolute() else data_path / path
-    return CertPaths(resolve(section.cert_file), resolve(section.key_file))
+    return CertPaths(resolve_path(section.cert_file, data_path),
+                     resolve_path(section.key_file, data_path))
 
 
 def ensure_certificate(section: Tls | Certificate, data_path: Path) -> CertPaths:
@@ -144,13 +155,37 @@ def ensure_certificate(section: Tls | Certificate, data_path: Path) -> CertPaths
     return paths
 
 
-def server_context(section: Tls, data_path: Path) -> ssl.SSLContext:
-    """A server SSLContext (TLS 1.2+) for ``section``. Raises TlsConfigError."""
-    paths = ensure_certificate(section, data_path)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+def _context(protocol: int, paths: CertPaths) -> ssl.SSLContext:
+    """A TLS 1.2+ context of ``protocol`` presenting ``paths``. Raises TlsConfigError."""
+    ctx = ssl.SSLContext(protocol)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
         ctx.load_cert_chain(str(paths.cert_file), str(paths.key_file))
     except (OSError, ssl.SSLError) as exc:
         raise TlsConfigError(f"cannot load {paths.cert_file} / {paths.key_file}: {exc}") from exc
     return ctx
+
+
+def server_context(section: Tls, data_path: Path) -> ssl.SSLContext:
+    """A server SSLContext (TLS 1.2+) for ``section``. Raises TlsConfigError."""
+    return _context(ssl.PROTOCOL_TLS_SERVER, ensure_certificate(section, data_path))
+
+
+def mutual_contexts(section: ClusterTls,
+                    data_path: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """The (accepting, dialing) contexts of a mutual-TLS link: each presents ``cert_file``
+    and requires the peer's certificate to chain to ``ca_file``. Names are not checked: any
+    certificate of that CA is a member (the link's secret handshake then proves which node).
+    Raises TlsConfigError (a file missing or unreadable)."""
+    paths, ca_file = resolve_paths(section, data_path), resolve_path(section.ca_file, data_path)
+    contexts = []
+    for protocol in (ssl.PROTOCOL_TLS_SERVER, ssl.PROTOCOL_TLS_CLIENT):
+        ctx = _context(protocol, paths)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        try:
+            ctx.load_verify_locations(cafile=str(ca_file))
+        except (OSError, ssl.SSLError) as exc:
+            raise TlsConfigError(f"cannot load CA {ca_file}: {exc}") from exc
+        contexts.append(ctx)
+    return contexts[0], contexts[1]

@@ -9,7 +9,7 @@ an elected leader is bounded by ``LIVENESS_S``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,17 +27,18 @@ def node_toml(me: int, tcp: list[int], replication: list[int], extra: str = "") 
                                     extra=extra)
 
 
-def start_cluster(root: Path, count: int, extra: str = "",
+def start_cluster(root: Path, count: int, extra: str | Sequence[str] = "",
                   env: dict[str, str] | None = None) -> list[LurcherServer]:
     """``count`` running nodes, each with its data directory under ``root`` (``env``: more
-    ``LURCHER_*`` settings); the caller closes them. When one fails to start, those already
-    started are killed."""
+    ``LURCHER_*`` settings; ``extra``: ``node_toml``'s, for every node or one per node); the
+    caller closes them. When one fails to start, those already started are killed."""
     tcp, replication = free_ports(count), free_ports(count)
+    extras = [extra] * count if isinstance(extra, str) else list(extra)
     servers: list[LurcherServer] = []
     try:
         for me in range(count):
             config = root / f"node-{me}.toml"
-            config.write_text(node_toml(me, tcp, replication, extra))
+            config.write_text(node_toml(me, tcp, replication, extras[me]))
             servers.append(LurcherServer().start(
                 root / f"node-{me}", {**(env or {}),
                                       "LURCHER_TCP_ADDRESS": f"127.0.0.1:{tcp[me]}"},
@@ -50,7 +51,7 @@ def start_cluster(root: Path, count: int, extra: str = "",
 
 
 @contextmanager
-def running_cluster(root: Path, count: int, extra: str = "",
+def running_cluster(root: Path, count: int, extra: str | Sequence[str] = "",
                     env: dict[str, str] | None = None,
                     graceful: bool = False) -> Iterator[list[LurcherServer]]:
     """``start_cluster``'s nodes for the ``with`` block. When it ends, those still running

@@ -28,11 +28,22 @@ def test_disabled_needs_nothing_else() -> None:
     assert decode_cluster({"enabled": False}).node is None
 
 
+def test_tls_is_off_by_default_and_complete_when_on() -> None:
+    assert decode_cluster(table()).tls.enabled is False
+    files = {"cert_file": "n.crt", "key_file": "n.key", "ca_file": "ca.pem"}
+    assert decode_cluster(table(tls={"enabled": True, **files})).tls.ca_file == "ca.pem"
+
+
 @pytest.mark.parametrize("change, words", [
     ({"secret": ""}, "without a secret"),
     ({"node": None}, "without [cluster.node.current]"),
     ({"replicas": 3}, "unknown field `replicas`"),
     ({"tick_ms": "fast"}, "Expected `int`"),
+    ({"tls": {"enabled": True, "cert_file": "n.crt"}},
+     "[cluster.tls] enabled without cluster.tls.key_file, cluster.tls.ca_file"),
+    ({"tls": {"enabled": True, "cert_file": "n.crt", "key_file": "n.key", "ca_file": ""}},
+     "[cluster.tls] enabled without cluster.tls.ca_file"),
+    ({"tls": {"enabled": True, "certfile": "n.crt"}}, "unknown field `certfile`"),
 ])
 def test_bad_sections_are_refused_in_one_line(change: dict, words: str) -> None:
     with pytest.raises(ClusterConfigError) as e:
