@@ -7,6 +7,19 @@ op (``effect``). Checkpoints and filling a replica up to one are ``partition_sta
 Invariant: ``calls`` (the position of the next op) is the same on every replica at the
 same op, so positions name ops across replicas.
 
+Offsets: an ``Append`` op's messages belong at offset ``stored[key]`` (the messages the
+group handed the partition before it, since its last purge): decided by commit order,
+the same on every replica. The service knows how far it has handed each partition
+(``end_of``: the partition's next offset when first seen, then counted at each hand-off,
+so batches still in the partition's pipeline count). An ``Append`` is executed only when
+the partition's end is exactly there (or past it: stored before a restart, not stored
+again); a replica that is short refuses to execute it and fills the gap from a peer first
+(``drain``). Fills run in one task at a time (``_fill``), driven by per-partition targets
+that a later checkpoint raises while a fill is under way, so a second adoption never
+starts a second fill beside the first, and ops wait until every target is reached (the
+bug this closes: a first fill finishing cleared ``filling`` while a second one was still
+fetching, and later ops took the offsets the second fill was copying).
+
 Purges: a ``PurgePartition`` op empties the partition (offset 0 again, offsets dropped) on
 every replica at the same point of the group's order. ``purged`` counts each partition's
 purges (in the checkpoint state); the partition's directory keeps how many it has been
@@ -31,9 +44,9 @@ from typing import Any
 import msgspec
 
 from lurcher.cluster.host import NOOP
-from lurcher.cluster.partition_ops import DeleteOffset, Op, PurgePartition, StoreOffset, \
-    op_decoder
-from lurcher.cluster.partition_state import Filler, decode_state, encode_state
+from lurcher.cluster.partition_ops import Append, DeleteOffset, Op, PurgePartition, \
+    StoreOffset, op_decoder
+from lurcher.cluster.partition_state import RETRY_S, Filler, decode_state, encode_state
 from lurcher.core.wire.batch import MessageBatch
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -45,6 +58,16 @@ PURGES_FILE = "cluster-purges"
 
 
 _purges: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # partition -> its count
+_ends: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # partition -> handed so far
+
+
+def end_of(partition: Any) -> int:
+    """The offset after the last message handed to ``partition`` (written, in flight or
+    waiting in its pipeline): its next offset when first asked, then counted by ``_append``."""
+    end = _ends.get(partition)
+    if end is None:
+        end = _ends[partition] = partition.next_offset
+    return end
 
 
 def purges_of(partition: Any) -> int:
@@ -66,6 +89,7 @@ def purge(partition: Any, purges: int) -> None:
     partition.purge()
     (Path(partition.path) / PURGES_FILE).write_text(str(purges))
     _purges[partition] = purges
+    _ends[partition] = 0
 
 
 class OpClock:
@@ -97,7 +121,9 @@ class PartitionService:
         self.failed: dict[int, BaseException] = {}  # recent positions whose effect failed
         self.stored: dict[tuple[int, int, int], int] = {}  # messages per partition so far
         self.purged: dict[tuple[int, int, int], int] = {}  # purges per partition so far
-        self.filling = False  # copying messages a restored checkpoint counts (``Filler``)
+        self.filling = False  # copying messages the group stored and we lack (``Filler``)
+        self.fill_to: dict[tuple[int, int, int], int] = {}  # per partition: fill up to
+        self.fill_task: asyncio.Future | None = None  # the one fill under way
         self.filler: Filler | None = None  # set once the node's forwarder exists
 
     def apply(self, body: bytes) -> bytes:
@@ -113,12 +139,29 @@ class PartitionService:
     def drain(self) -> None:
         """Carry out queued ops whose metadata this node has applied, in order."""
         while not self.filling and self.queue and self.queue[0][1].meta_base <= self.meta.accepted:
+            if self._short_of(self.queue[0][1]):
+                return  # filled first; ``_fill`` drains again when done
             position, op = self.queue.popleft()
             try:
                 effect = self._execute(op)
             except Exception as exc:  # noqa: BLE001 - every replica sees the same op
                 effect = exc
             self._settle(position, effect)
+
+    def _short_of(self, op: Op) -> bool:
+        """Whether ``op`` appends at an offset this replica's partition has not reached; if
+        so a fill up to it is started (the op waits)."""
+        if not isinstance(op, Append):
+            return False
+        key = (op.stream_id, op.topic_id, op.partition_id)
+        partition = self.shard.partitions.get(key)
+        if partition is None or purges_of(partition) != self.purged.get(key, 0):
+            return False  # refused by ``_execute``, or purged past (not stored again)
+        want = self.stored.get(key, 0)
+        if end_of(partition) >= want:
+            return False
+        self._fill_up_to(key, want)
+        return True
 
     def _settle(self, position: int, effect: Any) -> None:
         future = self.done[position]
@@ -185,6 +228,7 @@ class PartitionService:
     def _purge(self, key: tuple[int, int, int], partition: Any) -> None:
         purges = self.purged[key] = self.purged.get(key, 0) + 1
         self.stored[key] = 0
+        self.fill_to.pop(key, None)
         if purges_of(partition) < purges:  # else purged before this start
             purge(partition, purges)
 
@@ -192,7 +236,7 @@ class PartitionService:
                timestamp_us: int) -> Any:
         stored = self.stored.get(key, 0)
         self.stored[key] = stored + batch.count
-        if stored + batch.count <= partition.next_offset or \
+        if stored + batch.count <= end_of(partition) or \
                 purges_of(partition) > self.purged.get(key, 0):
             return None  # stored before this start (the log is re-executed), or purged
         return self._append(key, partition, batch, timestamp_us)
@@ -200,6 +244,7 @@ class PartitionService:
     def _append(self, key: tuple[int, int, int], partition: Any, batch: MessageBatch,
                 timestamp_us: int) -> Any:
         """Hand ``batch`` to the partition, to be stamped with ``timestamp_us``."""
+        _ends[partition] = end_of(partition) + batch.count
         if not isinstance(partition.clock, OpClock):
             partition.clock = OpClock(partition.clock)
         partition.clock.stamps.append(timestamp_us)
@@ -215,13 +260,13 @@ class PartitionService:
         """Adopt a checkpoint's state; copy the messages it counts that this replica's
         partitions lack before any later op is carried out."""
         decoded = decode_state(state, self.shard.dedup)
-        had, self.stored = self.stored, {tuple(k): n for k, n in decoded.stored}
+        self.stored = {tuple(k): n for k, n in decoded.stored}
         self.purged = {tuple(k): n for k, n in decoded.purged}
         for key, purges in self.purged.items():
             partition = self.shard.partitions.get(key)
             if partition is not None and purges_of(partition) < purges:
                 purge(partition, purges)  # purged on the others while this one was behind
-                had[key] = 0
+                self.fill_to.pop(key, None)
         for position, _ in self.queue:  # covered by the checkpoint (stored or queued)
             self._finish(position, self.done[position], None)
         self.calls = decoded.calls
@@ -229,21 +274,28 @@ class PartitionService:
         for position, body in decoded.queued:
             self.done.setdefault(position, asyncio.get_running_loop().create_future())
             self.queue.append((position, op_decoder.decode(body)))
-        gaps = {}
         for key, count in self.stored.items():
             partition = self.shard.partitions.get(key)
-            have = max(partition.next_offset, had.get(key, 0)) if partition else count
-            if count > have:
-                gaps[key] = (have, count)
-        if gaps:
-            self.filling = True
-            asyncio.ensure_future(self._fill(gaps))
+            if partition is not None and count > end_of(partition):
+                self._fill_up_to(key, count)
 
-    async def _fill(self, gaps: dict) -> None:
-        try:
-            await self.filler.fill(gaps, self._append)
-        except Exception:
-            log.exception("copying messages after a checkpoint failed; this replica's "
-                          "partitions now differ from the group's")
+    def _fill_up_to(self, key: tuple[int, int, int], want: int) -> None:
+        """Copy ``key``'s messages up to offset ``want`` before any later op is carried out
+        (joins the fill under way, if any)."""
+        self.fill_to[key] = max(self.fill_to.get(key, 0), want)
+        self.filling = True
+        if self.fill_task is None or self.fill_task.done():
+            self.fill_task = asyncio.ensure_future(self._fill())
+
+    async def _fill(self) -> None:
+        """The one fill task: reach every target in ``fill_to`` (targets raised meanwhile
+        included), then let the held ops run."""
+        while self.fill_to:
+            try:
+                await self.filler.fill(self.fill_to, end_of, self._append)
+            except Exception:
+                log.exception("copying messages this replica lacks failed; retrying "
+                              "(the group's later ops wait)")
+                await asyncio.sleep(RETRY_S)
         self.filling = False
         self.drain()

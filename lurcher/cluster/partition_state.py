@@ -15,7 +15,9 @@ another member's partition log (``fetch`` calls, any member holding them answers
 original batches: stored batches are told apart by their timestamps (strictly increasing
 from batch to batch, equal within one), and each is appended again with its own timestamp,
 so offsets, timestamps, ids, checksums and the index come out the same bytes. Until the
-fill is done the group's later ops wait (``PartitionService.drain`` holds them).
+fill is done the group's later ops wait (``PartitionService.drain`` holds them). One fill
+runs at a time per group; a checkpoint adopted during it raises its targets, and each fetch
+asks from the partition's current end, so copied batches land at their own offsets.
 """
 
 from __future__ import annotations
@@ -111,23 +113,37 @@ class Filler:
     def __init__(self, shard: Any, fetch: Any, group: int) -> None:
         self.shard, self.fetch, self.group = shard, fetch, group
 
-    async def fill(self, gaps: dict[Key, tuple[int, int]], append: Any) -> None:
-        """``gaps``: per partition, [have, want) offsets; ``append(key, partition, batch,
-        timestamp)`` stores one batch (returns an awaitable or None)."""
-        for key, (have, want) in gaps.items():
-            log.warning("group %d: partition %s lacks offsets %d..%d after a checkpoint; "
-                        "copying them from another replica", self.group, key, have, want - 1)
-            while have < want:
-                partition = self.shard.partitions.get(key)
-                if partition is None:
-                    break  # deleted meanwhile
-                blob = await self._fetch(Fetch(key, have, min(want - have, FETCH_MESSAGES)))
-                batches = stored_batches(blob)
-                pending = [append(key, partition, batch, stamp) for stamp, batch in batches]
-                for written in pending:
-                    if written is not None:
-                        await written
-                have += sum(batch.count for _, batch in batches)
+    async def fill(self, targets: dict[Key, int], end: Any, append: Any) -> None:
+        """Copy messages until each partition of ``targets`` (key -> offset to reach; the
+        caller may raise or add targets meanwhile) reaches its target; a reached target is
+        removed. ``end(partition)`` is the offset the next batch handed goes to;
+        ``append(key, partition, batch, timestamp)`` hands one batch (returns an awaitable
+        or None). Each fetch starts at the partition's end read just before it, and its
+        answer is appended only if that end is still the same afterwards."""
+        logged: set[Key] = set()
+        while targets:
+            key = next(iter(targets))
+            want, partition = targets[key], self.shard.partitions.get(key)
+            if partition is None or end(partition) >= want:
+                if targets.get(key) == want:
+                    del targets[key]  # reached (or deleted meanwhile)
+                continue
+            have = end(partition)
+            if key not in logged:
+                logged.add(key)
+                log.warning("group %d: partition %s lacks offsets %d..%d the group stored; "
+                            "copying them from another replica", self.group, key, have,
+                            want - 1)
+            blob = await self._fetch(Fetch(key, have, min(want - have, FETCH_MESSAGES)))
+            if self.shard.partitions.get(key) is not partition or end(partition) != have:
+                continue  # purged or replaced meanwhile: ask again from where it is now
+            batches = stored_batches(blob)
+            if int(batches[0][1].offsets()[0]) != have:
+                raise ValueError(f"asked for {key} from offset {have}, got another offset")
+            pending = [append(key, partition, batch, stamp) for stamp, batch in batches]
+            for written in pending:
+                if written is not None:
+                    await written
 
     async def _fetch(self, ask: Fetch) -> bytes:
         while True:
