@@ -21,6 +21,7 @@ records every message it got by (partition, offset).
 from __future__ import annotations
 
 import asyncio
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,7 +165,7 @@ class Producer:
     async def _until_acked(self, partition: int, seqs: range, stop: asyncio.Event,
                            loop: asyncio.AbstractEventLoop, drain_s: float) -> bool:
         deadline = None
-        for attempt in range(10**9):
+        for attempt in itertools.count():
             for s in seqs:
                 self.record.sent[s] = partition
             if attempt:
@@ -179,7 +180,7 @@ class Producer:
                 if loop.time() > deadline:
                     return False
             await asyncio.sleep(0.05)
-        return False
+        raise AssertionError("unreachable")
 
 
 @dataclass
