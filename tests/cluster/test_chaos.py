@@ -7,9 +7,10 @@ changes how many). One node at most is faulty at a time, and each heal waits for
 cluster to converge. Throughout, two producers (our SDK, with ids; the official 0.8.0
 client) send with server deduplication on and resend every unacknowledged batch, and two
 consumers (one per client) read every partition. Afterwards (``chaos_checks``), on every
-node: every acknowledged message is present exactly once and in order per partition;
-nothing a consumer received has disappeared; then, with the nodes stopped, the replicas'
-segment files are byte-identical.
+node: every acknowledged message is present, exactly once (the official client's may repeat
+as whole batches: it cannot set ids and resends by itself after a reconnection), in order
+per partition; nothing a consumer received has disappeared; then, with the nodes stopped,
+the replicas' segment files are byte-identical.
 
 The official client cannot set message ids and resends a request by itself after it
 reconnects, so its sends are at least once: its batches may repeat, but only whole.

@@ -11,8 +11,9 @@ of producer ``tag`` carries the payload ``b"<tag>:<seq>"`` (padded); our SDK als
 the id ``tag << 64 | seq``. A batch is resent, same payloads and same ids, until it is
 acknowledged; only then does the producer go on, so acknowledged batches of one producer
 are ordered per partition. The official 0.8.0 client cannot set ids (its ``SendMessage``
-takes a payload only and the server assigns the id), so deduplication cannot drop its
-resent copies: the record notes which batches were resent (``resent``).
+takes a payload only and the server assigns the id), and it resends a request by itself
+once after reconnecting when its connection dropped (0.8's ``TcpClient``), so its batches
+may be stored more than once, unseen by this record: deduplication cannot drop those copies.
 
 ``Consumer`` polls every partition from the offset after the last message it received and
 records every message it got by (partition, offset).
@@ -138,7 +139,7 @@ class ProducerRecord:
     sets_ids: bool
     acked: dict[int, list[int]] = field(default_factory=dict)  # partition -> acked seqs
     sent: dict[int, int] = field(default_factory=dict)  # seq -> partition, every seq tried
-    resent: set[int] = field(default_factory=set)  # seqs of batches sent more than once
+    batch: int = BATCH  # messages per batch: batch k holds seqs k*batch .. k*batch+batch-1
     unacked: list[int] = field(default_factory=list)  # seqs given up on at the end
 
 
@@ -164,11 +165,9 @@ class Producer:
     async def _until_acked(self, partition: int, seqs: range, stop: asyncio.Event,
                            loop: asyncio.AbstractEventLoop, drain_s: float) -> bool:
         deadline = None
-        for attempt in range(10**9):
-            for s in seqs:
-                self.record.sent[s] = partition
-            if attempt:
-                self.record.resent.update(seqs)
+        for s in seqs:
+            self.record.sent[s] = partition
+        while True:
             try:
                 await self.side.call("_send", partition, self.record.tag, seqs)
                 return True
@@ -179,7 +178,6 @@ class Producer:
                 if loop.time() > deadline:
                     return False
             await asyncio.sleep(0.05)
-        return False
 
 
 @dataclass
