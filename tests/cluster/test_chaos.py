@@ -11,9 +11,6 @@ node: every acknowledged message is present, exactly once (the official client's
 as whole batches: it cannot set ids and resends by itself after a reconnection), in order
 per partition; nothing a consumer received has disappeared; then, with the nodes stopped,
 the replicas' segment files are byte-identical.
-
-The official client cannot set message ids and resends a request by itself after it
-reconnects, so its sends are at least once: its batches may repeat, but only whole.
 """
 
 from __future__ import annotations
