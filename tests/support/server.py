@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import resource
 import signal
 import socket
@@ -231,15 +232,38 @@ class LurcherServer:
 
 def free_ports(count: int) -> list[int]:
     """``count`` distinct loopback TCP ports free right now (held together while picked), for
-    servers that must know each other's ports before they start."""
-    socks = [socket.socket() for _ in range(count)]
+    servers that must know each other's ports before they start.
+
+    They are drawn below the kernel's ephemeral range, so no outgoing connection of this
+    machine (a relay's, a client's) can take one as its source port while its server is down
+    between a kill and a restart; the kernel's own choice (port 0) would come from that
+    range."""
+    rng = random.Random()
+    socks: list[socket.socket] = []
     try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
+        while len(socks) < count:
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", rng.randrange(FIXED_PORTS_FROM, _ephemeral_start())))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
             s.close()
+
+
+FIXED_PORTS_FROM = 10_000
+
+
+def _ephemeral_start() -> int:
+    """The first port of the kernel's ephemeral range (32768 where it cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
 
 
 def run_server_to_exit(args: Iterable[str], env: Mapping[str, str], cwd: Path,
