@@ -51,6 +51,21 @@ BIG_FIRST_BYTES = 4 * 1024 * 1024
 BIG_BUFFERS_KEPT = 8
 
 
+def _unreferenced_count() -> int:
+    """What ``sys.getrefcount`` says, in ``BigBuffers.take``'s own code shape (held by a deque
+    and a local), of a buffer nothing else references: 3 on CPython 3.11 (the deque, the
+    local and the call's argument). Measured rather than assumed, since an interpreter that
+    elides some reference counts (3.14 does) would otherwise see a referenced buffer as free."""
+    recent = deque([bytearray(1)])
+    for i in range(len(recent)):
+        buffer = recent[i]
+        return sys.getrefcount(buffer)
+    raise AssertionError("unreachable")
+
+
+_UNREFERENCED = _unreferenced_count()
+
+
 class BigBuffers:
     """The last ``keep`` big-frame buffers handed out in one thread (see the module doc)."""
 
@@ -63,8 +78,7 @@ class BigBuffers:
         recent = self.recent
         for i in range(len(recent)):
             buffer = recent[i]
-            # references: the deque, the local and getrefcount's argument
-            if len(buffer) == size and sys.getrefcount(buffer) == 3:
+            if len(buffer) == size and sys.getrefcount(buffer) == _UNREFERENCED:
                 del recent[i]
                 break
         else:
