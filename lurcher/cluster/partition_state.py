@@ -157,12 +157,18 @@ class Filler:
                     await written
 
     async def _fetch(self, ask: Fetch) -> bytes:
+        """The answer of a member that can serve ``ask``; asks again until one can (the
+        first refusal is logged as a warning: the group's later ops wait meanwhile)."""
+        report = log.warning
         while True:
             try:
                 blob = await self.fetch(self.group, msgspec.msgpack.encode(ask))
                 if blob:
                     return blob
             except Exception as exc:  # noqa: BLE001 - no member holds it yet: ask again
-                log.info("group %d: fetching %s failed (%s); retrying", self.group, ask, exc)
+                report("group %d: no other replica serves the fill of partition %s from "
+                       "offset %d yet (%s); retrying, the group's later ops wait",
+                       self.group, ask.key, ask.offset, exc)
+                report = log.info
             await asyncio.sleep(RETRY_S)
 

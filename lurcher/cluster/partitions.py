@@ -86,6 +86,7 @@ class ReplicatedPartitions:
                                    self._encode, timeout_s, anywhere={"fetch"})
         for group, service in services.items():
             service.filler = Filler(shard, self._fetch_from_members, group)
+        node.catching_up = lambda group: group in services and services[group].filling
 
     def install(self, dispatcher: Any) -> None:
         handlers = {"send_messages": self.send, "poll_messages": self.poll,
@@ -229,6 +230,12 @@ class ReplicatedPartitions:
                 or service.generation(key) != (ask.created_at, ask.purges) \
                 or purges_of(partition) != ask.purges:
             raise IggyError(ErrorCode.INVALID_OFFSET, "this replica lacks them too")
+        if ask.offset < partition.first_offset:
+            log.warning("group %d: cannot serve a fill of partition %s from offset %d: "
+                        "retention deleted it here (first kept offset %d)", group, key,
+                        ask.offset, partition.first_offset)
+            raise IggyError(ErrorCode.INVALID_OFFSET, f"offsets from {ask.offset} were "
+                            f"deleted here (first kept {partition.first_offset})")
         return Parts([within_reply_cap(self.shard, partition,
                                        partition.read_offset(ask.offset, ask.count))])
 

@@ -12,6 +12,8 @@ import msgspec
 import pytest
 
 from lurcher.cluster import partition_state
+from lurcher.cluster.host import ClusterNode
+from lurcher.core.replication.replica import Status
 from lurcher.cluster.partition_ops import Append, PurgePartition
 from lurcher.cluster.partition_service import PartitionService
 from lurcher.cluster.partitions import ReplicatedPartitions
@@ -59,9 +61,10 @@ class LogPartition:
         self.path, self.clock = path, lambda: 0
         self.blobs = [stored_batch(n) for n in range(batches)]
         self.next_offset = batches * PER_BATCH
+        self.first_offset = 0  # raised by retention
 
     def read_offset(self, offset: int, count: int) -> "Read":
-        first = offset // PER_BATCH
+        first = max(offset, self.first_offset) // PER_BATCH  # from the first kept one
         return Read(b"".join(self.blobs[first:first + count // PER_BATCH]))
 
     def purge(self) -> None:
@@ -279,3 +282,37 @@ async def test_each_batch_is_stamped_with_its_own_op_time_after_a_refused_one(tm
     stored = stored_batches(payload_of(Parts([partition.read_offset(0, 20)])))
     assert [stamp for stamp, _ in stored] == [stamp_of(0), stamp_of(1)]
     partition.close()
+
+
+async def test_a_fetch_from_offsets_retention_deleted_is_refused_in_one_clear_line(
+        tmp_path, caplog):
+    peer = Node(tmp_path, batches_held=3)
+    peer.service.stored[KEY] = 30
+    peer.partition.first_offset = 10  # retention deleted offsets 0..9 here
+    with pytest.raises(IggyError):
+        await answering(peer)._fetch(11, msgspec.msgpack.encode(
+            partition_state.Fetch(KEY, 0, 30, 0, 0)))
+    assert "retention deleted it here (first kept offset 10)" in caplog.text
+
+
+def test_a_node_still_filling_does_not_take_its_primary_back(tmp_path):
+    views = []
+    node = Node(tmp_path, batches_held=0)
+    replica = SimpleNamespace(status=Status.NORMAL, is_primary=False, commit=5, now=0, view=1,
+                              request_view=views.append)
+    host = SimpleNamespace(config=SimpleNamespace(rebalance_after_ticks=2, names=["a", "b"]),
+                           rebalanced={11}, index=0, link_up=lambda member: True,
+                           _apply=lambda group, effects: None)
+    ReplicatedPartitions(node.shard, host, None, {11: node.service}, None, 1.0)  # wires it
+    group = SimpleNamespace(replica=replica, members=[0, 1], primary_commit=5,
+                            caught_up_since=None)
+    node.service.filling = True
+    for now in range(10):
+        replica.now = now
+        ClusterNode._maybe_take_back(host, 11, group)
+    assert views == []
+    node.service.filling = False
+    for now in range(10, 20):
+        replica.now = now
+        ClusterNode._maybe_take_back(host, 11, group)
+    assert views and set(views) == {2}  # asked (again each wait while not primary)
