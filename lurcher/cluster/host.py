@@ -145,6 +145,8 @@ class ClusterNode:
         self.ticker: asyncio.Task | None = None
         self.on_executed: Callable[[int, int, bytes], None] | None = None
         self.on_forward: Callable[[int, Message], None] | None = None
+        # whether a group's service is still catching up (a partition fill): not taken back
+        self.catching_up: Callable[[int], bool] = lambda group: False
 
     def replica_config(self, replicas: int, group: int) -> Config:
         c = self.config
@@ -260,12 +262,14 @@ class ClusterNode:
     def _maybe_take_back(self, group: int, g: _Group) -> None:
         """Become primary again of a group this node leads in view 0 (``members[0]``), once
         its replica has been in normal operation, caught up with the primary's announced
-        commit and linked to every member for ``rebalance_after_ticks``: a view change to
-        the next view this node is primary of."""
+        commit, its service not catching up (``catching_up``: a partition fill under way)
+        and linked to every member for ``rebalance_after_ticks``: a view change to the next
+        view this node is primary of."""
         replica, wait = g.replica, self.config.rebalance_after_ticks
         if (not wait or group not in self.rebalanced or g.members[0] != self.index
                 or replica.status is not Status.NORMAL
                 or replica.is_primary or replica.commit < g.primary_commit
+                or self.catching_up(group)
                 or not all(self.link_up(m) for m in g.members)):
             g.caught_up_since = None
             return

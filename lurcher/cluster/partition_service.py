@@ -1,11 +1,11 @@
 """A partition group's replicated object on one node (``PartitionService``).
 
 Executes the group's committed ops in commit order (see ``partitions`` for the rules:
-identical bytes on every replica through ``OpClock``, ops held until their metadata is
-applied, re-executed ops not stored twice) and gives the primary the local effect of each
-op (``effect``). Checkpoints and filling a replica up to one are ``partition_state``'s.
-Invariant: ``calls`` (the position of the next op) is the same on every replica at the
-same op, so positions name ops across replicas.
+identical bytes on every replica, each batch carrying its op's timestamp (``stamp_us``),
+ops held until their metadata is applied, re-executed ops not stored twice) and gives the
+primary the local effect of each op (``effect``). Checkpoints and filling a replica up to
+one are ``partition_state``'s. Invariant: ``calls`` (the position of the next op) is the
+same on every replica at the same op, so positions name ops across replicas.
 
 Offsets: an ``Append`` op's messages belong at offset ``stored[key]`` (the messages the
 group handed the partition before it, since its last purge): decided by commit order,
@@ -19,6 +19,12 @@ that a later checkpoint raises while a fill is under way, so a second adoption n
 starts a second fill beside the first, and ops wait until every target is reached (the
 bug this closes: a first fill finishing cleared ``filling`` while a second one was still
 fetching, and later ops took the offsets the second fill was copying).
+
+Failed writes: when a write of a batch handed to a partition fails (EIO, ENOSPC: the
+partition rewinds; a failed fsync: it cuts back to the last synced offset), batches handed
+after it may be written at the offsets it left free. The partition is then ``broken``:
+its later appends wait until every batch handed to it finished, then it is cut back to
+where the first failed batch belonged and filled from a peer up to ``stored`` (``_repair``).
 
 Purges: a ``PurgePartition`` op empties the partition (offset 0 again, offsets dropped) on
 every replica at the same point of the group's order. ``purged`` counts each partition's
@@ -92,24 +98,6 @@ def purge(partition: Any, purges: int) -> None:
     _ends[partition] = 0
 
 
-class OpClock:
-    """A replicated partition's clock: the timestamps of the ops appended to it, in order.
-
-    The partition reads its clock once per batch it stamps, in the order the batches were
-    handed to it, but possibly later (its pipeline holds batches back while
-    ``max_inflight_batches`` are in flight), so the clock hands out each op's timestamp in
-    turn rather than "the latest op's". Before any op (opening) it is the wall clock."""
-
-    def __init__(self, wall: Any) -> None:
-        self.wall, self.last = wall, 0
-        self.stamps: deque[int] = deque()
-
-    def __call__(self) -> int:
-        if self.stamps:
-            self.last = self.stamps.popleft()
-        return self.last or self.wall()
-
-
 class PartitionService:
     """One partition group's replicated object on this node (see the module doc)."""
 
@@ -125,6 +113,8 @@ class PartitionService:
         self.fill_to: dict[tuple[int, int, int], int] = {}  # per partition: fill up to
         self.fill_task: asyncio.Future | None = None  # the one fill under way
         self.filler: Filler | None = None  # set once the node's forwarder exists
+        self.handed: dict[tuple[int, int, int], int] = {}  # appends handed, not finished
+        self.broken: dict[tuple[int, int, int], int] = {}  # lowest offset a write failed at
 
     def apply(self, body: bytes) -> bytes:
         if body == NOOP:
@@ -154,6 +144,8 @@ class PartitionService:
         if not isinstance(op, Append):
             return False
         key = (op.stream_id, op.topic_id, op.partition_id)
+        if key in self.broken:
+            return True  # a write failed here: ``_repair`` drains again once mended
         partition = self.shard.partitions.get(key)
         if partition is None or purges_of(partition) != self.purged.get(key, 0):
             return False  # refused by ``_execute``, or purged past (not stored again)
@@ -229,6 +221,7 @@ class PartitionService:
         purges = self.purged[key] = self.purged.get(key, 0) + 1
         self.stored[key] = 0
         self.fill_to.pop(key, None)
+        self.broken.pop(key, None)  # what failed is purged: nothing to mend
         if purges_of(partition) < purges:  # else purged before this start
             purge(partition, purges)
 
@@ -243,12 +236,68 @@ class PartitionService:
 
     def _append(self, key: tuple[int, int, int], partition: Any, batch: MessageBatch,
                 timestamp_us: int) -> Any:
-        """Hand ``batch`` to the partition, to be stamped with ``timestamp_us``."""
-        _ends[partition] = end_of(partition) + batch.count
-        if not isinstance(partition.clock, OpClock):
-            partition.clock = OpClock(partition.clock)
-        partition.clock.stamps.append(timestamp_us)
-        return self.shard.append(partition, batch)
+        """Hand ``batch`` to the partition, to be stamped with ``timestamp_us``. A failed
+        write is reconciled (``_repair``) before any later append of the partition runs."""
+        start = end_of(partition)
+        _ends[partition] = start + batch.count
+        batch.stamp_us = timestamp_us
+        self.handed[key] = self.handed.get(key, 0) + 1
+        try:
+            written = self.shard.append(partition, batch)
+        except BaseException:
+            self._handed_back(key, partition, purges_of(partition), start, failed=True)
+            raise
+        if written is None:
+            self._handed_back(key, partition, purges_of(partition), start, failed=False)
+            return None
+        return asyncio.ensure_future(  # a task: counted back even if nobody awaits it
+            self._watch(key, partition, purges_of(partition), start, written))
+
+    async def _watch(self, key: tuple[int, int, int], partition: Any, purges: int,
+                     start: int, written: Any) -> None:
+        failed = True
+        try:
+            await written
+            failed = False
+        finally:
+            self._handed_back(key, partition, purges, start, failed)
+
+    def _handed_back(self, key: tuple[int, int, int], partition: Any, purges: int,
+                     start: int, failed: bool) -> None:
+        """One handed append finished. A failure (not one refused by a purge or deletion
+        since) marks the partition broken from ``start``: batches handed after it may
+        have been written at offsets the failed one left free."""
+        self.handed[key] -= 1
+        if failed and self.shard.partitions.get(key) is partition and \
+                purges_of(partition) == purges:
+            self.broken[key] = min(start, self.broken.get(key, start))
+        if not self.handed[key]:
+            del self.handed[key]
+            if key in self.broken:
+                asyncio.get_running_loop().call_soon(self._repair, key)
+
+    def _repair(self, key: tuple[int, int, int]) -> None:
+        """Every append handed to a broken partition finished: cut it back to where the
+        first failed write belonged and copy the group's messages from there from a peer,
+        then let the held ops run. (A rare repair: the cut is done in place.)"""
+        if key in self.handed or key not in self.broken:
+            return
+        start, partition = self.broken.pop(key), self.shard.partitions.get(key)
+        if partition is not None:
+            log.error("partition %s: a replicated write failed at offset %d on this node; "
+                      "cutting back to it and copying the group's messages from a peer",
+                      key, start)
+            if partition.next_offset > start:
+                try:
+                    partition.truncate_to(start)
+                except OSError as exc:
+                    log.error("partition %s: cannot cut back: %s", key, exc)
+            _ends.pop(partition, None)
+            want = self.stored.get(key, 0)
+            if purges_of(partition) == self.purged.get(key, 0) and want > end_of(partition):
+                self._fill_up_to(key, want)
+                return
+        self.drain()
 
     # ---- checkpoints (``partition_state``) ---------------------------------------------
 
@@ -287,12 +336,23 @@ class PartitionService:
         if self.fill_task is None or self.fill_task.done():
             self.fill_task = asyncio.ensure_future(self._fill())
 
+    def generation(self, key: tuple[int, int, int]) -> tuple[int, int]:
+        """(created_at, purges) of partition ``key`` as this replica's group order has it:
+        what a fill asks for and what answering one requires (-1: no such topic here)."""
+        stream = self.shard.meta.state.streams.get(key[0])
+        topic = stream.topics.get(key[1]) if stream is not None else None
+        try:
+            created_at = topic.partition_created_at[key[2]]
+        except (AttributeError, IndexError, KeyError):
+            created_at = -1
+        return created_at, self.purged.get(key, 0)
+
     async def _fill(self) -> None:
         """The one fill task: reach every target in ``fill_to`` (targets raised meanwhile
         included), then let the held ops run."""
         while self.fill_to:
             try:
-                await self.filler.fill(self.fill_to, end_of, self._append)
+                await self.filler.fill(self.fill_to, end_of, self._append, self.generation)
             except Exception:
                 log.exception("copying messages this replica lacks failed; retrying "
                               "(the group's later ops wait)")

@@ -11,7 +11,8 @@ messages themselves stay in the partition logs, byte-identical on every replica.
 A replica that adopts a checkpoint covering ops it never carried out (a lagging backup
 given another replica's checkpoint, or a node whose last writes before a crash were lost)
 finds its partitions short of the counts: ``Filler`` copies the missing messages from
-another member's partition log (``fetch`` calls, any member holding them answers), in the
+another member's partition log (``fetch`` calls, any member holding them answers, only
+from the same partition generation: its creation time and purge count, see ``Fetch``), in the
 original batches: stored batches are told apart by their timestamps (strictly increasing
 from batch to batch, equal within one), and each is appended again with its own timestamp,
 so offsets, timestamps, ids, checksums and the index come out the same bytes. Until the
@@ -53,9 +54,16 @@ class GroupState(msgspec.Struct, array_like=True, frozen=True):
 
 
 class Fetch(msgspec.Struct, array_like=True, frozen=True):
+    """Messages ``offset``..``offset+count-1`` of partition ``key`` as the group stored
+    them in the partition created at ``created_at`` after ``purges`` purges: a replica
+    answers only from that same generation (not from messages a purge it has not executed
+    yet will drop, nor from a deleted topic's), once it executed the ops storing them."""
+
     key: tuple[int, int, int]
     offset: int
     count: int
+    created_at: int
+    purges: int
 
 
 _state_decoder = msgspec.msgpack.Decoder(GroupState)
@@ -113,12 +121,14 @@ class Filler:
     def __init__(self, shard: Any, fetch: Any, group: int) -> None:
         self.shard, self.fetch, self.group = shard, fetch, group
 
-    async def fill(self, targets: dict[Key, int], end: Any, append: Any) -> None:
+    async def fill(self, targets: dict[Key, int], end: Any, append: Any,
+                   generation: Any) -> None:
         """Copy messages until each partition of ``targets`` (key -> offset to reach; the
         caller may raise or add targets meanwhile) reaches its target; a reached target is
         removed. ``end(partition)`` is the offset the next batch handed goes to;
         ``append(key, partition, batch, timestamp)`` hands one batch (returns an awaitable
-        or None). Each fetch starts at the partition's end read just before it, and its
+        or None); ``generation(key)`` is the (created_at, purges) a fetch asks from. Each
+        fetch starts at the partition's end read just before it, and its
         answer is appended only if that end is still the same afterwards."""
         logged: set[Key] = set()
         while targets:
@@ -134,7 +144,8 @@ class Filler:
                 log.warning("group %d: partition %s lacks offsets %d..%d the group stored; "
                             "copying them from another replica", self.group, key, have,
                             want - 1)
-            blob = await self._fetch(Fetch(key, have, min(want - have, FETCH_MESSAGES)))
+            blob = await self._fetch(Fetch(key, have, min(want - have, FETCH_MESSAGES),
+                                           *generation(key)))
             if self.shard.partitions.get(key) is not partition or end(partition) != have:
                 continue  # purged or replaced meanwhile: ask again from where it is now
             batches = stored_batches(blob)
@@ -146,12 +157,18 @@ class Filler:
                     await written
 
     async def _fetch(self, ask: Fetch) -> bytes:
+        """The answer of a member that can serve ``ask``; asks again until one can (the
+        first refusal is logged as a warning: the group's later ops wait meanwhile)."""
+        report = log.warning
         while True:
             try:
                 blob = await self.fetch(self.group, msgspec.msgpack.encode(ask))
                 if blob:
                     return blob
             except Exception as exc:  # noqa: BLE001 - no member holds it yet: ask again
-                log.info("group %d: fetching %s failed (%s); retrying", self.group, ask, exc)
+                report("group %d: no other replica serves the fill of partition %s from "
+                       "offset %d yet (%s); retrying, the group's later ops wait",
+                       self.group, ask.key, ask.offset, exc)
+                report = log.info
             await asyncio.sleep(RETRY_S)
 

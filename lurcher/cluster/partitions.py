@@ -7,7 +7,7 @@ Writes are ops of the group, executed on every replica in commit order (``Partit
 - ``Append``: one whole send batch (never one op per message; one Prepare carries up to
   ``max_batch`` of them). The receiving node validates it, fills ids left 0 with random ids
   and stamps its clock (``timestamp_us``), so every replica stores identical bytes: at
-  execution the partition's clock (``OpClock``) answers the op's timestamp (the batch
+  execution the batch carries the op's timestamp (``MessageBatch.stamp_us``; the batch
   timestamp is ``max(op timestamp, last + 1)``, the same everywhere), deduplication runs with the op's
   timestamp as "now" on the same history, so it drops the same messages everywhere.
 - ``StoreOffset`` / ``DeleteOffset``: a consumer's or group's offset (StoreConsumerOffset,
@@ -57,7 +57,7 @@ from lurcher.cluster.partition_groups import GroupLayout
 from lurcher.cluster.partition_ops import (
     Append, DeleteOffset, Poll, Polled, PurgePartition, StoreOffset, op_decoder, poll_decoder,
     polled_decoder, with_ids)
-from lurcher.cluster.partition_service import PartitionService
+from lurcher.cluster.partition_service import PartitionService, purges_of
 from lurcher.cluster.partition_state import Filler, fetch_decoder
 from lurcher.core.shard.cluster import payload_of
 from lurcher.core.shard.handlers.offsets import offset_target
@@ -86,6 +86,7 @@ class ReplicatedPartitions:
                                    self._encode, timeout_s, anywhere={"fetch"})
         for group, service in services.items():
             service.filler = Filler(shard, self._fetch_from_members, group)
+        node.catching_up = lambda group: group in services and services[group].filling
 
     def install(self, dispatcher: Any) -> None:
         handlers = {"send_messages": self.send, "poll_messages": self.poll,
@@ -220,11 +221,21 @@ class ReplicatedPartitions:
         return ConsumerOffsetInfo(partition.partition_id, partition.current_offset, stored)
 
     async def _fetch(self, group: int, body: bytes) -> Any:
-        """Stored messages for a replica filling its partition (any member answers)."""
+        """Stored messages for a replica filling its partition (any member answers, from the
+        same partition generation only, once it executed the ops storing them)."""
         ask = fetch_decoder.decode(body)
-        partition = self.shard.partitions.get(tuple(ask.key))
-        if partition is None or partition.next_offset < ask.offset + ask.count:
+        key, service = tuple(ask.key), self.services[group]
+        partition, end = self.shard.partitions.get(key), ask.offset + ask.count
+        if partition is None or partition.next_offset < end or service.stored.get(key, 0) < end \
+                or service.generation(key) != (ask.created_at, ask.purges) \
+                or purges_of(partition) != ask.purges:
             raise IggyError(ErrorCode.INVALID_OFFSET, "this replica lacks them too")
+        if ask.offset < partition.first_offset:
+            log.warning("group %d: cannot serve a fill of partition %s from offset %d: "
+                        "retention deleted it here (first kept offset %d)", group, key,
+                        ask.offset, partition.first_offset)
+            raise IggyError(ErrorCode.INVALID_OFFSET, f"offsets from {ask.offset} were "
+                            f"deleted here (first kept {partition.first_offset})")
         return Parts([within_reply_cap(self.shard, partition,
                                        partition.read_offset(ask.offset, ask.count))])
 

@@ -178,9 +178,10 @@ class Partition:
         return self.pipeline.submit(self, batch)
 
     def stamp(self, batch: MessageBatch) -> PendingAppend:
-        """Assign the batch its offsets and timestamp after everything stamped so far
-        (written or in flight) and say where it goes. Raises IggyError (see ``append``;
-        CANNOT_WRITE_TO_FILE also when a segment file cannot be opened)."""
+        """Assign the batch its offsets and timestamp (its ``stamp_us`` if set, else the
+        clock's; after everything stamped so far, written or in flight) and say where it
+        goes. Raises IggyError (see ``append``; CANNOT_WRITE_TO_FILE also when a segment
+        file cannot be opened)."""
         if batch.count == 0:
             raise IggyError(ErrorCode.INVALID_MESSAGES_COUNT, "empty batch")
         if self.storage_failure is not None:
@@ -192,7 +193,7 @@ class Partition:
             handles = (segment.log_file(), segment.index_file())
         except OSError as e:
             raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE, str(e)) from e
-        timestamp = max(self.clock(), self._last_timestamp + 1)
+        timestamp = max(batch.stamp_us or self.clock(), self._last_timestamp + 1)
         base = self.next_offset + self._pending_count
         batch.stamp(base, timestamp)
         position = segment.size_bytes + self._pending_bytes
@@ -227,6 +228,12 @@ class Partition:
         """Forget every stamped, unwritten batch; cut what they left in the open segment."""
         self._pending_count = self._pending_bytes = 0
         self.segments[-1].cut_back()
+        self._restamp_last()
+
+    def _restamp_last(self) -> None:
+        """After cutting messages off: the next batch is stamped after the newest kept one
+        (not after one cut off), as on a replica that never wrote the cut ones."""
+        self._last_timestamp = max(segment.last_timestamp for segment in self.segments)
 
     def settle(self) -> None:
         """After failed writes drained (``appends``): cut their bytes off, and after a
@@ -299,6 +306,7 @@ class Partition:
         self.next_offset = self.segments[-1].next_offset
         self.messages_count = sum(segment.count for segment in self.segments)
         self.size_bytes = sum(segment.size_bytes for segment in self.segments)
+        self._restamp_last()
 
     def take_unsynced(self) -> list[FileHandle]:
         """Handles of the files written since the last call (log and index of each such

@@ -203,12 +203,14 @@ def _fail(code: ErrorCode, bad: np.ndarray, what: str) -> IggyError:
 class MessageBatch:
     """Views over the index block and the messages blob; no per-message objects."""
 
-    __slots__ = ("count", "index", "blob")
+    __slots__ = ("count", "index", "blob", "stamp_us")
 
-    def __init__(self, count: int, index: memoryview, blob: memoryview) -> None:
+    def __init__(self, count: int, index: memoryview, blob: memoryview,
+                 stamp_us: int = 0) -> None:
         self.count = count
         self.index = index
         self.blob = blob
+        self.stamp_us = stamp_us  # a replicated op's time for it (0: the partition's clock)
 
     @classmethod
     def read(cls, r: Reader) -> Self:

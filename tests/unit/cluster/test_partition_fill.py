@@ -9,12 +9,21 @@ import asyncio
 from types import SimpleNamespace
 
 import msgspec
+import pytest
 
-from lurcher.cluster.partition_ops import Append
+from lurcher.cluster import partition_state
+from lurcher.cluster.host import ClusterNode
+from lurcher.core.replication.replica import Status
+from lurcher.cluster.partition_ops import Append, PurgePartition
 from lurcher.cluster.partition_service import PartitionService
-from lurcher.cluster.partition_state import Filler, encode_state, fetch_decoder
+from lurcher.cluster.partitions import ReplicatedPartitions
+from lurcher.core.shard.cluster import payload_of
+from lurcher.cluster.partition_state import Filler, encode_state, fetch_decoder, stored_batches
+from lurcher.core.log.partition import Partition
+from lurcher.core.shard.reply import Parts
 from lurcher.core.shard.dedup import Deduplication
 from lurcher.core.wire.batch import MessageBatch
+from lurcher.core.wire.errors import IggyError
 
 KEY = (0, 0, 1)
 PER_BATCH = 10
@@ -31,6 +40,13 @@ def stamp_of(number: int) -> int:
     return 1_000_000 + number
 
 
+def stored_batch_at(number: int, offset: int) -> bytes:
+    """Batch ``number`` stamped stamp_of at ``offset``."""
+    batch = client_batch(number).writable()
+    batch.stamp(offset, stamp_of(number))
+    return bytes(batch.blob)
+
+
 def stored_batch(number: int) -> bytes:
     """Batch ``number`` as the group stored it: at offset number*10, stamped stamp_of."""
     batch = client_batch(number).writable()
@@ -45,11 +61,34 @@ class LogPartition:
         self.path, self.clock = path, lambda: 0
         self.blobs = [stored_batch(n) for n in range(batches)]
         self.next_offset = batches * PER_BATCH
+        self.first_offset = 0  # raised by retention
+
+    def read_offset(self, offset: int, count: int) -> "Read":
+        first = max(offset, self.first_offset) // PER_BATCH  # from the first kept one
+        return Read(b"".join(self.blobs[first:first + count // PER_BATCH]))
+
+    def purge(self) -> None:
+        self.blobs, self.next_offset = [], 0
+
+    def truncate_to(self, next_offset: int) -> None:
+        del self.blobs[next_offset // PER_BATCH:]
+        self.next_offset = next_offset
 
     def store(self, batch: MessageBatch) -> None:
-        batch.stamp(self.next_offset, self.clock())
+        batch.stamp(self.next_offset, batch.stamp_us or self.clock())
         self.blobs.append(bytes(batch.blob))
         self.next_offset += batch.count
+
+
+class Read(bytes):
+    """Stored messages as ``read_offset`` answers them (whole batches here)."""
+
+    @property
+    def total_bytes(self) -> int:
+        return len(self)
+
+    def read(self) -> bytes:
+        return bytes(self)
 
 
 class Node:
@@ -57,6 +96,7 @@ class Node:
     from whose answers the test releases one at a time."""
 
     def __init__(self, tmp_path, batches_held: int) -> None:
+        tmp_path.mkdir(parents=True, exist_ok=True)
         self.partition = LogPartition(str(tmp_path), batches_held)
         topic = SimpleNamespace(partition_created_at={1: 0})
         self.shard = SimpleNamespace(
@@ -64,6 +104,7 @@ class Node:
             meta=SimpleNamespace(state=SimpleNamespace(
                 streams={0: SimpleNamespace(topics={0: topic})})),
             dedup=Deduplication(False, 1000, 10**9),
+            limits=SimpleNamespace(max_poll_reply_bytes=10**9),
             append=lambda partition, batch: partition.store(batch))
         self.service = PartitionService(self.shard, SimpleNamespace(accepted=10**6))
         self.service.filler = Filler(self.shard, self.fetch, 11)
@@ -124,3 +165,154 @@ async def test_an_append_past_the_partition_end_fills_first(tmp_path):
         await node.answer_one()
     await asyncio.wait_for(node.service.effect(result), 5)
     assert node.partition.blobs == [stored_batch(n) for n in range(5)]
+
+
+def answering(node: Node) -> ReplicatedPartitions:
+    """``node``'s fetch answers (only what ``_fetch`` touches)."""
+    replicated = object.__new__(ReplicatedPartitions)
+    replicated.shard, replicated.services = node.shard, {11: node.service}
+    return replicated
+
+
+def purge_op() -> bytes:
+    return msgspec.msgpack.encode(PurgePartition(0, *KEY, 0))
+
+
+async def test_a_fill_never_copies_messages_of_an_earlier_purge_generation(tmp_path,
+                                                                            monkeypatch):
+    monkeypatch.setattr(partition_state, "RETRY_S", 0)
+    peer = Node(tmp_path / "b", batches_held=0)  # B: has executed three sends, not the purge
+    for number in range(3):
+        peer.service.apply(append_op(number))
+    await settle()
+    filler = Node(tmp_path / "c", batches_held=3)  # C: adopts purge + one send after it
+    asked = []
+
+    async def from_peer(group: int, body: bytes) -> bytes:
+        asked.append(fetch_decoder.decode(body))
+        return payload_of(await answering(peer)._fetch(group, body))
+
+    filler.service.filler.fetch = from_peer
+    filler.service.restore(encode_state(4, {KEY: 10}, [], filler.shard.dedup, {KEY: 1}))
+    await settle()
+    assert filler.partition.blobs == []  # B's messages are of the purged generation
+    assert asked and (asked[0].created_at, asked[0].purges) == (0, 1)
+    peer.service.apply(purge_op())  # B catches up: the purge, then the send after it
+    peer.service.apply(append_op(7))
+    await asyncio.wait_for(filler.service.fill_task, 5)
+    assert filler.partition.blobs == peer.partition.blobs == [stored_batch_at(7, 0)]
+
+
+async def test_a_fetch_for_a_recreated_topic_or_an_unexecuted_range_is_refused(tmp_path):
+    peer = Node(tmp_path, batches_held=2)
+    peer.service.stored[KEY] = 20
+    fetch = answering(peer)._fetch
+    ask = partition_state.Fetch(KEY, 0, 20, 0, 0)
+    assert payload_of(await fetch(11, msgspec.msgpack.encode(ask))) == \
+        stored_batch(0) + stored_batch(1)
+    for refused in (partition_state.Fetch(KEY, 0, 20, 5, 0),  # a later topic, same ids
+                    partition_state.Fetch(KEY, 0, 20, 0, 1)):  # after a purge B lacks
+        with pytest.raises(IggyError):
+            await fetch(11, msgspec.msgpack.encode(refused))
+    peer.service.stored[KEY] = 10  # held on disk, but the group's order here is behind
+    with pytest.raises(IggyError):
+        await fetch(11, msgspec.msgpack.encode(ask))
+
+
+class SlowDisk:
+    """Writes that complete when the test says, in order; a failed one leaves nothing and
+    the next one is written where it would have gone (as the partition's pipeline does)."""
+
+    def __init__(self, partition: LogPartition) -> None:
+        self.partition = partition
+        self.handed: list[tuple[MessageBatch, asyncio.Future]] = []
+
+    def append(self, partition: LogPartition, batch: MessageBatch) -> asyncio.Future:
+        written = asyncio.get_running_loop().create_future()
+        self.handed.append((batch, written))
+        return written
+
+    async def complete(self, ok: bool) -> None:
+        batch, written = self.handed.pop(0)
+        if ok:
+            self.partition.store(batch)
+            written.set_result(None)
+        else:
+            written.set_exception(OSError(5, "Input/output error"))
+        await settle()
+
+
+async def test_a_failed_write_is_cut_back_and_filled_before_the_next_append(tmp_path):
+    node = Node(tmp_path, batches_held=0)
+    disk = SlowDisk(node.partition)
+    node.shard.append = disk.append
+    first, second = node.service.apply(append_op(0)), node.service.apply(append_op(1))
+    await settle()
+    await disk.complete(ok=False)  # batch 0 fails: batch 1 lands at offset 0
+    await disk.complete(ok=True)
+    third = node.service.apply(append_op(2))  # belongs at 20..29
+    await settle()
+    assert not disk.handed  # held until the partition is mended
+    while node.asked or disk.handed:  # the fill's fetch and writes, then batch 2's
+        if node.asked:
+            await node.answer_one()
+        else:
+            await disk.complete(ok=True)
+    await asyncio.wait_for(node.service.effect(third), 5)
+    assert node.partition.blobs == [stored_batch(n) for n in range(3)]
+    with pytest.raises(OSError):  # reported to its waiter (on a primary)
+        await node.service.effect(first)
+    await node.service.effect(second)  # written (where it did not belong), then mended
+
+
+async def test_each_batch_is_stamped_with_its_own_op_time_after_a_refused_one(tmp_path):
+    node = Node(tmp_path, batches_held=0)
+    partition = Partition.open(str(tmp_path / "log"), 1)  # the real stamping
+    node.shard.partitions[KEY] = partition
+    node.shard.append = lambda partition, batch: partition.append(batch)
+    partition.storage_failure = "fsync failed"  # refuses before reading its clock
+    refused = node.service.apply(append_op(0))
+    with pytest.raises(IggyError):
+        await node.service.effect(refused)
+    partition.storage_failure = None
+    second = node.service.apply(append_op(1))
+    await settle()
+    await node.answer_one()  # batch 0 as the others stored it, copied first
+    await asyncio.wait_for(node.service.effect(second), 5)
+    stored = stored_batches(payload_of(Parts([partition.read_offset(0, 20)])))
+    assert [stamp for stamp, _ in stored] == [stamp_of(0), stamp_of(1)]
+    partition.close()
+
+
+async def test_a_fetch_from_offsets_retention_deleted_is_refused_in_one_clear_line(
+        tmp_path, caplog):
+    peer = Node(tmp_path, batches_held=3)
+    peer.service.stored[KEY] = 30
+    peer.partition.first_offset = 10  # retention deleted offsets 0..9 here
+    with pytest.raises(IggyError):
+        await answering(peer)._fetch(11, msgspec.msgpack.encode(
+            partition_state.Fetch(KEY, 0, 30, 0, 0)))
+    assert "retention deleted it here (first kept offset 10)" in caplog.text
+
+
+def test_a_node_still_filling_does_not_take_its_primary_back(tmp_path):
+    views = []
+    node = Node(tmp_path, batches_held=0)
+    replica = SimpleNamespace(status=Status.NORMAL, is_primary=False, commit=5, now=0, view=1,
+                              request_view=views.append)
+    host = SimpleNamespace(config=SimpleNamespace(rebalance_after_ticks=2, names=["a", "b"]),
+                           rebalanced={11}, index=0, link_up=lambda member: True,
+                           _apply=lambda group, effects: None)
+    ReplicatedPartitions(node.shard, host, None, {11: node.service}, None, 1.0)  # wires it
+    group = SimpleNamespace(replica=replica, members=[0, 1], primary_commit=5,
+                            caught_up_since=None)
+    node.service.filling = True
+    for now in range(10):
+        replica.now = now
+        ClusterNode._maybe_take_back(host, 11, group)
+    assert views == []
+    node.service.filling = False
+    for now in range(10, 20):
+        replica.now = now
+        ClusterNode._maybe_take_back(host, 11, group)
+    assert views and set(views) == {2}  # asked (again each wait while not primary)

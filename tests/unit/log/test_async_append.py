@@ -258,3 +258,24 @@ async def test_out_of_order_writes_in_flight_at_a_crash_leave_whole_batches(tmp_
     if not landed.endswith("log only"):  # never past a missing or torn earlier batch
         assert reopened.next_offset == 4 and bytes([3]) * 50 not in polled
     reopened.close()
+
+
+async def test_after_a_failed_write_the_next_batch_is_stamped_after_the_kept_ones(tmp_path):
+    """A replica whose write failed stamps the same batch again like the replicas that
+    never wrote it: with its own time, not one after the failed batch's."""
+    io = HeldIo()
+    part = open_part(tmp_path, io)
+    first, failed = batch(0), batch(1)
+    first.stamp_us, failed.stamp_us = 100, 200
+    futures = [part.append_async(first), part.append_async(failed)]
+    io.complete(0)
+    io.complete(1, OSError(errno.EIO, "injected"))
+    await settle()
+    assert futures[0].result() is None and futures[1].exception() is not None
+    again = batch(1)
+    again.stamp_us = 200
+    written = part.append_async(again)
+    io.complete(2)
+    await written
+    assert part.read_first(100).to_bytes() and part.segments[-1].last_timestamp == 200
+    part.close()
