@@ -38,6 +38,8 @@ class ShardFace(Protocol):
     # an enabled [cluster] (shard 0 only): the ClusterNode and its typed section, else None
     cluster_node: Any
     cluster_config: Any
+    # the shards' bus and router when several shards run (``forward`` to another shard), else None
+    cluster: Any
     # metadata (read ``meta.state``; change it with ``meta.record``) and group membership
     meta: MetaStore | MetaReplica
     groups: Groups
