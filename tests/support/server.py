@@ -237,18 +237,23 @@ def free_ports(count: int) -> list[int]:
     They are drawn below the kernel's ephemeral range, so no outgoing connection of this
     machine (a relay's, a client's) can take one as its source port while its server is down
     between a kill and a restart; the kernel's own choice (port 0) would come from that
-    range."""
+    range. A port is handed out once per test process, so two calls (a cluster's client ports,
+    then its replication ports) never return the same one."""
     rng = random.Random()
     socks: list[socket.socket] = []
     try:
         while len(socks) < count:
+            port = rng.randrange(FIXED_PORTS_FROM, _ephemeral_start())
+            if port in _HANDED_OUT:
+                continue
             s = socket.socket()
             try:
-                s.bind(("127.0.0.1", rng.randrange(FIXED_PORTS_FROM, _ephemeral_start())))
+                s.bind(("127.0.0.1", port))
             except OSError:
                 s.close()
                 continue
             socks.append(s)
+            _HANDED_OUT.add(port)
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
@@ -256,6 +261,7 @@ def free_ports(count: int) -> list[int]:
 
 
 FIXED_PORTS_FROM = 10_000
+_HANDED_OUT: set[int] = set()
 
 
 def _ephemeral_start() -> int:
