@@ -350,12 +350,15 @@ class PartitionService:
     async def _fill(self) -> None:
         """The one fill task: reach every target in ``fill_to`` (targets raised meanwhile
         included), then let the held ops run."""
+        failures = 0
         while self.fill_to:
             try:
                 await self.filler.fill(self.fill_to, end_of, self._append, self.generation)
             except Exception:
-                log.exception("copying messages this replica lacks failed; retrying "
-                              "(the group's later ops wait)")
+                failures += 1  # the first with its traceback, the rest quietly (every RETRY_S)
+                log.log(logging.ERROR if failures == 1 else logging.DEBUG,
+                        "copying messages this replica lacks failed (%d times); retrying "
+                        "(the group's later ops wait)", failures, exc_info=failures == 1)
                 await asyncio.sleep(RETRY_S)
         self.filling = False
         self.drain()
