@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ctypes
 import logging
 import os
 import resource
@@ -27,6 +26,7 @@ from typing import Any
 from lurcher import datadir, logsetup
 from lurcher.auth.root import ensure_root
 from lurcher.auth.session import number_clients_for_shard
+from lurcher.core.allocator import return_large_buffers_to_the_kernel
 from lurcher.core.meta.store import MetaLogCorrupt, MetaReplica
 from lurcher.core.shard import background
 from lurcher.core.shard.cluster import Cluster
@@ -91,33 +91,6 @@ def raise_open_files_limit() -> None:
         log.warning("open files limit stays %d (raising to %d failed: %s)", soft, hard, exc)
         return
     log.info("open files limit raised from %d to the hard limit %d", soft, hard)
-
-
-# glibc raises its mmap threshold each time a large block is freed (up to 32 MiB), after which
-# 16 MiB poll replies come from the heap and their pages stay resident after use. A fixed
-# threshold keeps batch-sized buffers (<= 4 MiB) on the fast heap and returns anything larger
-# to the kernel when freed, so the server's memory follows what is really in flight.
-# Setting the threshold also freezes glibc's trim threshold at 128 KiB, so freeing a
-# request-sized buffer at the top of the heap gave the memory back (brk) and the next request
-# took it again (brk, page faults): one round trip to the kernel per request. The heap now
-# keeps up to TRIM_THRESHOLD_BYTES free at its top and grows by TOP_PAD_BYTES at a time: the
-# memory a shard holds beyond what is in use is bounded by that figure.
-M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
-MMAP_THRESHOLD_BYTES = 4 * 1024 * 1024
-TRIM_THRESHOLD_BYTES = 16 * 1024 * 1024
-TOP_PAD_BYTES = 2 * 1024 * 1024
-
-
-def return_large_buffers_to_the_kernel() -> None:
-    """Fix glibc's mmap and trim thresholds and top pad (inherited by forked shards); a
-    no-op elsewhere."""
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
-        libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
-        libc.mallopt(M_TOP_PAD, TOP_PAD_BYTES)
-    except (OSError, AttributeError):
-        log.debug("mallopt unavailable; large buffers follow the allocator's defaults")
 
 
 # Every front end, in start order: (name = configuration section and endpoint key, module

@@ -29,6 +29,7 @@ import msgspec
 from lurcher.bench.drivers import Driver, driver
 from lurcher.bench.options import BenchOptions
 from lurcher.bench.workloads import CONSUMER, PRODUCER, PRODUCING_CONSUMER, ActorSpec, workload
+from lurcher.core.allocator import return_large_buffers_to_the_kernel
 
 EMPTY_POLL_SLEEP_S = 0.0005
 BARRIER_TIMEOUT_S = 120.0
@@ -175,7 +176,9 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 def actor_main(target: str, address: str, spec: ActorSpec, options: BenchOptions,
                shared: Shared, index: int) -> None:
-    """Process entry point: puts ``(index, ActorResult)`` or ``(index, traceback str)``."""
+    """Process entry point: puts ``(index, ActorResult)`` or ``(index, traceback str)``.
+    The process allocates as the server does (``return_large_buffers_to_the_kernel``)."""
+    return_large_buffers_to_the_kernel()
     try:
         with asyncio.Runner(loop_factory=_new_loop) as runner:
             result: ActorResult | str = runner.run(

@@ -25,10 +25,10 @@ no option for, applied per connection by ``QuicTuning``:
 written with a 4-byte length (``lurcher.core.quic_frames``), so one frame fills a datagram
 of any size.
 
-Receiving: a transmit asked for while a datagram is received waits for the end of the loop
-turn (``TunedQuicProtocol``), so the datagrams read in one turn (libuv reads up to 32;
-with asyncio's loop ``drain_socket`` reads the queued ones, at most ``DRAIN_DATAGRAMS``)
-cost one transmit. ACKs: an ACK waits up to ``ACK_DELAY_S`` and rides on the next packet
+Sockets: both ends use ``lurcher.core.udp_offload`` (same-size datagrams sent in one system
+call, received coalesced), on sockets made by ``bound_socket``. Receiving: a transmit asked
+for while a datagram is received waits for the end of the loop turn (``TunedQuicProtocol``),
+so the datagrams read in one turn cost one transmit. ACKs: an ACK waits up to ``ACK_DELAY_S`` and rides on the next packet
 that carries stream data (a reply, the next request) when one goes out first
 (``send_soon``), instead of one ACK-only packet per millisecond. ``TunedQuicProtocol.transmit``
 replaces aioquic's (same steps, datagrams sent in chunks of whole datagrams as they are
@@ -64,8 +64,6 @@ MTU_RETRY_S = 2.0
 MTU_RETRY_MAX_S = 600.0
 PROVEN_PATH_PTOS = 3  # probe timeouts in a row that make a proven large size fall back
 STREAM_COUNT_MAX = 1 << 60
-DRAIN_DATAGRAMS = 64
-RECEIVE_BYTES = 65_536
 ACK_DELAY_S = 0.010  # within the 25 ms max_ack_delay aioquic announces to the peer
 TRANSMIT_CHUNK_BYTES = 128 * 1024  # sent as soon as built (``TunedQuicProtocol.send_datagrams``)
 
@@ -157,20 +155,16 @@ def enlarge_socket_buffers(sock: Any) -> None:
             pass
 
 
-def drain_socket(transport: Any, receive: Callable[[bytes, Any], None]) -> None:
-    """Hand each datagram already queued on the socket of asyncio datagram ``transport`` to
-    ``receive`` (a bounded number, so other connections and timers get their turn). asyncio's
-    selector transport reads one datagram per loop turn and keeps its socket in ``_sock``;
-    uvloop's has no ``_sock`` and needs no draining (libuv reads up to 32 per turn)."""
-    sock = getattr(transport, "_sock", None)
-    for _ in range(DRAIN_DATAGRAMS if sock is not None else 0):
-        try:
-            data, addr = sock.recvfrom(RECEIVE_BYTES)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:  # e.g. ICMP unreachable reported on a connected socket
-            return
-        receive(data, addr)
+def bound_socket(family: int, address: tuple) -> socket.socket:
+    """A UDP socket of ``family`` bound to ``address``, its buffers enlarged. Raises OSError."""
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    try:
+        enlarge_socket_buffers(sock)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def chunk_bytes(datagram_bytes: int) -> int:
@@ -321,7 +315,7 @@ class TunedQuicProtocol(QuicConnectionProtocol):
         each sent as soon as it is built, so the peer works on the first datagrams while
         later ones are built (aioquic builds all before sending any)."""
         quic = self._quic
-        loss, send, now = quic._loss, self._transport.sendto, self._loop.time()
+        loss, send, now = quic._loss, self.send_chunk, self._loop.time()
         cc = loss._cc
         window = cc.congestion_window
         try:
@@ -330,12 +324,25 @@ class TunedQuicProtocol(QuicConnectionProtocol):
                 chunked = cap < window and quic._handshake_complete
                 if chunked:
                     cc.congestion_window = cap
-                for data, addr in quic.datagrams_to_send(now=now):
-                    send(data, addr)
+                send(quic.datagrams_to_send(now=now))
                 if not chunked or loss.bytes_in_flight + quic._max_datagram_size <= cap:
                     return  # not held back by the chunk: nothing more to send now
         finally:
             cc.congestion_window = window
+
+    def send_chunk(self, datagrams: list[tuple[bytes, Any]]) -> None:
+        """Hand ``datagrams`` to the transport: all at once (one system call per run of
+        same-size datagrams, ``lurcher.core.udp_offload``) when they share an address."""
+        if not datagrams:
+            return
+        transport = self._transport
+        addr = datagrams[0][1]
+        batch = getattr(transport, "send_datagrams", None)
+        if batch is not None and all(a == addr for _, a in datagrams):
+            batch([data for data, _ in datagrams], addr)
+            return
+        for data, a in datagrams:
+            transport.sendto(data, a)
 
     def arm_timer(self) -> None:
         """Re-arm the connection's timer (as aioquic's transmit does)."""

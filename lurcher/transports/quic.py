@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -49,9 +50,10 @@ from aioquic.quic.events import (
 from lurcher.auth.session import TRANSPORT_QUIC
 from lurcher.core.connection.framing import BadFrame, Frame, FrameLimits, FrameReader
 from lurcher.core.connection.server import FrameQueue, ServerConnection
-from lurcher.core.quic import (QuicSettings, TunedQuicProtocol, drain_socket,
-                               enlarge_socket_buffers, quic_configuration)
+from lurcher.core.quic import (QuicSettings, TunedQuicProtocol, bound_socket,
+                               quic_configuration)
 from lurcher.core.shard.reply import error_frame, gathered
+from lurcher.core.udp_offload import open_endpoint
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.transports.connection import peer_address
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener
@@ -253,16 +255,6 @@ class QuicClientProtocol(TunedQuicProtocol):
             log.debug("QUIC disconnect: %s", exc)
 
 
-class DrainingQuicServer(QuicServer):
-    """aioquic's server endpoint that reads the datagrams queued behind each one
-    (``drain_socket``)."""
-
-    def datagram_received(self, data: bytes | str, addr: Any) -> None:
-        receive = super().datagram_received
-        receive(data, addr)
-        drain_socket(self._transport, receive)
-
-
 def _seconds(micros: int) -> float:
     """A typed duration in seconds; "none" (U64_MAX) is 0, which disables it."""
     return 0.0 if micros == U64_MAX else micros / 1e6
@@ -295,8 +287,10 @@ async def listen(shard: Any, section: Quic, context: ListenContext) -> Listener:
     def create(*args: Any, **kwargs: Any) -> QuicClientProtocol:
         return QuicClientProtocol(*args, shard=shard, settings=settings, **kwargs)
 
-    transport, server = await asyncio.get_running_loop().create_datagram_endpoint(
-        lambda: DrainingQuicServer(configuration=configuration, create_protocol=create),
-        local_addr=(host, port))
-    enlarge_socket_buffers(transport.get_extra_info("socket"))
+    infos = await asyncio.get_running_loop().getaddrinfo(
+        host, port, type=socket.SOCK_DGRAM, flags=socket.AI_PASSIVE)
+    family, *_, address = infos[0]
+    transport, server = await open_endpoint(
+        lambda: QuicServer(configuration=configuration, create_protocol=create),
+        bound_socket(family, address))
     return ServerListener(server, transport.get_extra_info("sockname"))

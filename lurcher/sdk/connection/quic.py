@@ -15,17 +15,19 @@ fails the connect with INVALID_CONFIGURATION naming the option.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
-from typing import Any
+from typing import Any, AsyncIterator, Callable
 
-from aioquic.asyncio import connect
 from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.connection import QuicConnection as AioquicConnection
 from aioquic.quic.events import (ConnectionTerminated, HandshakeCompleted, QuicEvent,
                                   StreamDataReceived, StreamReset)
 
-from lurcher.core.quic import (QuicSettings, TunedQuicProtocol, drain_socket,
-                               enlarge_socket_buffers, quic_configuration, quic_settings)
+from lurcher.core.quic import (QuicSettings, TunedQuicProtocol, bound_socket,
+                               quic_configuration, quic_settings)
+from lurcher.core.udp_offload import open_endpoint
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -46,6 +48,27 @@ def client_settings(config: ClientConfig) -> QuicSettings:
         return quic_settings(config.options, plain_unit_s=1e-3)
     except ValueError as exc:
         raise IggyError(ErrorCode.INVALID_CONFIGURATION, str(exc)) from None
+
+
+@contextlib.asynccontextmanager
+async def connect(host: str, port: int, configuration: QuicConfiguration,
+                  create_protocol: Callable[..., TunedQuicProtocol]
+                  ) -> AsyncIterator[TunedQuicProtocol]:
+    """A QUIC connection to ``host:port`` whose handshake is done, on a UDP socket of the
+    address's family served by ``lurcher.core.udp_offload``; closed on exit."""
+    loop = asyncio.get_running_loop()
+    family, *_, addr = (await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM))[0]
+    sock = bound_socket(family, ("::", 0) if family == socket.AF_INET6 else ("0.0.0.0", 0))
+    transport, protocol = await open_endpoint(
+        lambda: create_protocol(AioquicConnection(configuration=configuration)), sock)
+    try:
+        protocol.connect(addr, transmit=True)
+        await protocol.wait_connected()
+        yield protocol
+    finally:
+        protocol.close()
+        await protocol.wait_closed()
+        transport.close()
 
 
 def client_configuration(config: ClientConfig, settings: QuicSettings) -> QuicConfiguration:
@@ -94,23 +117,14 @@ class _ClientProtocol(TunedQuicProtocol):
     (nobody listens there) reaches ``error_received`` and fails the handshake at once
     instead of after the connect timeout. The handshake waiter's exception is always
     retrieved (no "Future exception was never retrieved" when a connect is abandoned).
-    The datagrams queued behind each one are read at once (``drain_socket``; the connection
-owns its socket)."""
+    The connection owns its socket (``connect``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.responses: dict[int, _Response] = {}
 
-    def datagram_received(self, data: bytes | str, addr: Any) -> None:
-        receive = super().datagram_received
-        receive(data, addr)
-        drain_socket(self._transport, receive)
-
     def connect(self, addr: Any, transmit: bool = True) -> None:
-        sock = self._transport.get_extra_info("socket")
-        enlarge_socket_buffers(sock)
-        with socket.fromfd(sock.fileno(), sock.family, sock.type) as shared:
-            shared.connect(addr)
+        self._transport.get_extra_info("socket").connect(addr)
         super().connect(addr, transmit)
 
     def quic_event_received(self, event: QuicEvent) -> None:
@@ -203,8 +217,7 @@ class QuicConnection(Connection):
         def create(*args: Any, **kwargs: Any) -> _ClientProtocol:
             return _ClientProtocol(*args, settings=settings, **kwargs)
 
-        cm = connect(self.host, self.port, configuration=client_configuration(self.config, settings),
-                     create_protocol=create, wait_connected=True)
+        cm = connect(self.host, self.port, client_configuration(self.config, settings), create)
         try:
             self._proto = await asyncio.wait_for(cm.__aenter__(), self.config.connect_timeout_s)
         except asyncio.TimeoutError:

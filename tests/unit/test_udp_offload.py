@@ -1,0 +1,186 @@
+"""The UDP transport with segmentation offload (``lurcher.core.udp_offload``), on real
+loopback sockets: runs of same-size datagrams leave in one call each, arrive whole and in
+order (coalesced reads split again), a full send buffer queues the rest in order, and a
+socket that cannot offload still delivers everything."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+
+import pytest
+
+from lurcher.core import udp_offload
+from lurcher.core.udp_offload import (OffloadDatagramTransport, offload_runs, open_endpoint,
+                                      split_segments)
+
+
+def test_runs_hold_same_size_datagrams_and_end_at_a_shorter_one() -> None:
+    a, b, c = b"a" * 1200, b"b" * 1200, b"c" * 700
+    d = b"d" * 1300
+    assert list(offload_runs([a, b, c, a, d, a])) == [[a, b, c], [a], [d, a]]
+
+
+def test_runs_respect_the_segment_count_and_byte_caps() -> None:
+    small = [bytes([i % 256]) * 100 for i in range(150)]
+    runs = list(offload_runs(small))
+    assert [len(r) for r in runs] == [64, 64, 22]
+    big = [b"x" * 30_000] * 5
+    assert [len(r) for r in offload_runs(big)] == [2, 2, 1]  # 3 x 30,000 > 65,000
+    assert [d for r in runs for d in r] == small
+
+
+def test_a_coalesced_read_splits_into_its_datagrams() -> None:
+    data = b"a" * 1200 + b"b" * 1200 + b"c" * 10
+    assert list(split_segments(data, 1200)) == [b"a" * 1200, b"b" * 1200, b"c" * 10]
+    assert list(split_segments(data, 0)) == [data]
+
+
+class Collector(asyncio.DatagramProtocol):
+    def __init__(self) -> None:
+        self.datagrams: list[bytes] = []
+        self.errors: list[Exception] = []
+        self.lost = asyncio.get_running_loop().create_future()
+
+    def datagram_received(self, data: bytes, addr) -> None:
+        self.datagrams.append(data)
+
+    def error_received(self, exc: Exception) -> None:
+        self.errors.append(exc)
+
+    def connection_lost(self, exc) -> None:
+        if not self.lost.done():
+            self.lost.set_result(exc)
+
+
+def _socket(send_buffer: int | None = None) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if send_buffer:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 * 1024 * 1024)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+async def _exchange(datagrams: list[bytes], *, send_buffer: int | None = None,
+                    offload: bool = True) -> tuple[list[bytes], OffloadDatagramTransport]:
+    receiver_t, receiver = await open_endpoint(Collector, _socket())
+    sender_t, sender = await open_endpoint(Collector, _socket(send_buffer))
+    sender_t._send_offload = offload
+    calls = []
+    real_sendmsg = sender_t._sendmsg
+    sender_t._sendmsg = lambda run, control, addr: (calls.append(len(run)),
+                                                    real_sendmsg(run, control, addr))
+    sender_t.send_datagrams(datagrams, receiver_t.get_extra_info("sockname"))
+    for _ in range(400):
+        if len(receiver.datagrams) >= len(datagrams):
+            break
+        await asyncio.sleep(0.005)
+    sender_t.close()
+    receiver_t.close()
+    await asyncio.gather(sender.lost, receiver.lost)
+    sender_t.calls = calls  # type: ignore[attr-defined]
+    return receiver.datagrams, sender_t
+
+
+def test_a_megabyte_of_small_datagrams_leaves_in_few_calls_and_arrives_in_order() -> None:
+    datagrams = [os.urandom(1200) for _ in range(870)] + [os.urandom(333)]
+    received, sender = asyncio.run(_exchange(datagrams))
+    assert received == datagrams
+    assert len(sender.calls) <= 20  # 871 datagrams, at most 54 (65,000 B) per call
+    assert sum(sender.calls) == len(datagrams)
+
+
+def test_a_full_send_buffer_queues_the_rest_in_order(monkeypatch) -> None:
+    """The third offloaded send would block (loopback rarely fills a UDP send buffer, so
+    the kernel's "would block" is injected): it and everything after it are queued, sent
+    once the socket is writable, and arrive complete and in order."""
+    real = OffloadDatagramTransport._sendmsg
+    calls = []
+
+    def full_at_the_third(self, run, control, addr):
+        calls.append(len(run))
+        if len(calls) == 3:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        real(self, run, control, addr)
+    monkeypatch.setattr(OffloadDatagramTransport, "_sendmsg", full_at_the_third)
+    datagrams = [i.to_bytes(4, "big") * 300 for i in range(500)]  # 1,200 B each
+
+    async def run() -> tuple[list[bytes], int]:
+        receiver_t, receiver = await open_endpoint(Collector, _socket())
+        sender_t, _ = await open_endpoint(Collector, _socket())
+        sender_t.send_datagrams(datagrams, receiver_t.get_extra_info("sockname"))
+        queued = sender_t.get_write_buffer_size()
+        sender_t.send_datagrams([b"late" * 300], receiver_t.get_extra_info("sockname"))
+        for _ in range(200):
+            if len(receiver.datagrams) > len(datagrams):
+                break
+            await asyncio.sleep(0.005)
+        assert sender_t.get_write_buffer_size() == 0
+        sender_t.close()
+        receiver_t.close()
+        return receiver.datagrams, queued
+
+    received, queued = asyncio.run(run())
+    assert queued == (500 - 2 * 54) * 1200  # two runs of 54 went out before the block
+    assert received == datagrams + [b"late" * 300]
+    assert len(calls) == 3  # the queue drains with plain sends
+
+
+def test_without_offload_every_datagram_still_arrives_in_order() -> None:
+    datagrams = [os.urandom(1200) for _ in range(200)]
+    received, sender = asyncio.run(_exchange(datagrams, offload=False))
+    assert received == datagrams
+    assert sender.calls == []  # one plain send per datagram
+
+
+def test_a_refused_offload_falls_back_for_the_socket_and_loses_nothing(monkeypatch) -> None:
+    def refuse(self, run, control, addr):
+        raise OSError(5, "Input/output error")  # what a device without checksum offload says
+    monkeypatch.setattr(OffloadDatagramTransport, "_sendmsg", refuse)
+
+    async def run() -> tuple[list[bytes], bool]:
+        receiver_t, receiver = await open_endpoint(Collector, _socket())
+        sender_t, _ = await open_endpoint(Collector, _socket())
+        datagrams = [os.urandom(1200) for _ in range(100)]
+        sender_t.send_datagrams(datagrams, receiver_t.get_extra_info("sockname"))
+        for _ in range(200):
+            if len(receiver.datagrams) >= len(datagrams):
+                break
+            await asyncio.sleep(0.005)
+        offload = sender_t._send_offload
+        sender_t.close()
+        receiver_t.close()
+        return receiver.datagrams == datagrams, offload
+
+    delivered, offload = asyncio.run(run())
+    assert delivered and offload is False
+
+
+def test_a_closed_port_reaches_error_received_on_a_connected_socket() -> None:
+    async def run() -> list[Exception]:
+        closed = _socket()
+        port = closed.getsockname()[1]
+        closed.close()
+        sock = _socket()
+        sock.connect(("127.0.0.1", port))
+        transport, protocol = await open_endpoint(Collector, sock)
+        transport.send_datagrams([b"x" * 100], None)
+        for _ in range(100):
+            if protocol.errors:
+                break
+            await asyncio.sleep(0.005)
+        transport.close()
+        return protocol.errors
+
+    errors = asyncio.run(run())
+    assert errors and isinstance(errors[0], ConnectionRefusedError)
+
+
+@pytest.mark.parametrize("size", [udp_offload.OFFLOAD_BYTES // 2 + 1, 64_000])
+def test_large_datagrams_go_one_per_call(size: int) -> None:
+    datagrams = [os.urandom(size) for _ in range(4)]
+    received, sender = asyncio.run(_exchange(datagrams))
+    assert received == datagrams
+    assert sender.calls == []
