@@ -8,6 +8,12 @@ when sending (header + payload, a bytearray of it, bytes of that) and once when 
 once, and decrypts from a memoryview of the packet. Every byte on the wire is the same
 (tests/unit/test_quic_crypto.py checks it against aioquic's own class).
 
+``encrypt_parts`` protects a packet whose payload is in several buffers (a STREAM frame's
+header in aioquic's packet buffer, its data still in the stream's send buffer,
+``lurcher.core.quic_builder``) without joining them: AES-GCM runs over the parts straight into
+the datagram. It serves the AES-GCM suites (keys derived again from the context's secret,
+again after a key update); for ChaCha20 it answers None and the caller joins the parts.
+
 Invariants: aioquic is pinned (``lurcher.core.quic_frames.AIOQUIC_VERSION``); only the 1-RTT
 contexts of a connection are switched (``lean_packet_protection``, called once the handshake
 is done), so the handshake runs on aioquic's code unchanged. A key update keeps the switched
@@ -21,13 +27,17 @@ from typing import Any
 from aioquic import tls
 from aioquic._crypto import CryptoError
 from aioquic.quic.crypto import (CryptoContext, KeyUnavailableError, decode_packet_number,
-                                 next_key_phase)
+                                 derive_key_iv_hp, next_key_phase)
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from aioquic.quic.packet import is_long_header
 
 PACKET_NUMBER_LENGTH_MAX = 4
 SAMPLE_LENGTH = 16
 LONG_HEADER_MASK = 0x0F
 SHORT_HEADER_MASK = 0x1F
+TAG_BYTES = 16
+NONCE_BYTES = 12
+AES_GCM_SUITES = (tls.CipherSuite.AES_128_GCM_SHA256, tls.CipherSuite.AES_256_GCM_SHA384)
 
 
 def _first_byte_mask(first_byte: int, mask: bytes) -> int:
@@ -45,6 +55,17 @@ def masked_header(hp: Any, plain_header: bytes, protected_payload: bytes) -> byt
     for i in range(pn_length):
         header[pn_offset + i] ^= mask[1 + i]
     return bytes(header)
+
+
+def mask_header_in_place(hp: Any, packet: bytearray, header_bytes: int) -> None:
+    """Apply header protection to the first ``header_bytes`` of protected ``packet``."""
+    pn_length = (packet[0] & 0x03) + 1
+    pn_offset = header_bytes - pn_length
+    sample_at = header_bytes + PACKET_NUMBER_LENGTH_MAX - pn_length
+    mask = hp._mask(bytes(packet[sample_at:sample_at + SAMPLE_LENGTH]))
+    packet[0] ^= _first_byte_mask(packet[0], mask)
+    for i in range(pn_length):
+        packet[pn_offset + i] ^= mask[1 + i]
 
 
 def unmasked_header(hp: Any, packet: bytes, pn_offset: int) -> tuple[bytes, int]:
@@ -86,6 +107,49 @@ class LeanCryptoContext(CryptoContext):
         assert self.is_valid(), "Encryption key is not available"
         protected = self.aead.encrypt(plain_payload, plain_header, packet_number)
         return masked_header(self.hp, plain_header, protected) + protected
+
+    def encrypt_parts(self, plain_header: bytes, parts: list[Any],
+                      packet_number: int) -> bytearray | None:
+        """The protected packet of ``plain_header`` and the payload ``parts`` (bytes-like,
+        in order), the same bytes as ``encrypt_packet`` of the joined payload; None when the
+        suite is not AES-GCM."""
+        key_iv = self._aes_gcm_key_iv()
+        if key_iv is None:
+            return None
+        aes, iv = key_iv
+        nonce = (iv ^ packet_number).to_bytes(NONCE_BYTES, "big")
+        encryptor = Cipher(aes, modes.GCM(nonce)).encryptor()
+        encryptor.authenticate_additional_data(plain_header)
+        header_bytes = len(plain_header)
+        packet = bytearray(header_bytes + sum(len(part) for part in parts) + TAG_BYTES)
+        packet[:header_bytes] = plain_header
+        view = memoryview(packet)
+        at = header_bytes
+        for part in parts:  # each write leaves at least the tag's 16 bytes after it
+            at += encryptor.update_into(part, view[at:])
+        encryptor.finalize()
+        view[at:] = encryptor.tag
+        view.release()
+        mask_header_in_place(self.hp, packet, header_bytes)
+        return packet
+
+    def can_encrypt_parts(self) -> bool:
+        """Whether ``encrypt_parts`` serves the current keys (AES-GCM)."""
+        return self._aes_gcm_key_iv() is not None
+
+    def _aes_gcm_key_iv(self) -> tuple[Any, int] | None:
+        """The AES cipher and the IV of the current keys (derived once per key phase)."""
+        cached = getattr(self, "_key_iv_of", None)
+        if cached is not None and cached[0] is self.aead:
+            return cached[1]
+        if self.cipher_suite not in AES_GCM_SUITES:
+            key_iv = None
+        else:
+            key, iv, _ = derive_key_iv_hp(cipher_suite=self.cipher_suite, secret=self.secret,
+                                          version=self.version)
+            key_iv = (algorithms.AES(key), int.from_bytes(iv, "big"))
+        self._key_iv_of = (self.aead, key_iv)
+        return key_iv
 
 
 def lean_packet_protection(quic: Any) -> None:

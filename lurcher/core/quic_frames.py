@@ -6,7 +6,10 @@ aioquic's private ``_write_stream_frame`` writes a STREAM frame's length as a 2-
 (at most 16,383 bytes) and so caps the useful datagram size; the override writes it as a
 4-byte varint (RFC 9000 §16: any encoding is valid, the peer reads the prefix), so one
 STREAM frame fills a datagram of up to ``MAX_DATAGRAM_BYTES`` (the largest IPv4 UDP
-payload). Every other step is aioquic's.
+payload). A large frame's data is taken from a held send buffer as a view (``held_frame``,
+aioquic's ``get_frame`` without its copy) and attached to the packet instead of copied into
+it, when the packet builder can (``lurcher.core.quic_builder``). Every other step is
+aioquic's.
 
 Invariants: aioquic is pinned to one version in pyproject.toml (``AIOQUIC_VERSION``); the
 overridden methods' signatures and the frame type bits it relies on are checked by
@@ -21,8 +24,9 @@ from typing import Any
 
 from aioquic.buffer import size_uint_var
 from aioquic.quic.connection import QuicConnection
-from aioquic.quic.packet import QuicFrameType
+from aioquic.quic.packet import QuicFrameType, QuicStreamFrame
 
+from lurcher.core.quic_builder import ATTACH_MIN_BYTES, LeanPacketBuilder, use_lean_builder
 from lurcher.core.quic_send import HeldBytes
 
 AIOQUIC_VERSION = "1.7.2"
@@ -55,9 +59,14 @@ class LongFrameQuicConnection(QuicConnection):
         overhead = (1 + LENGTH_BYTES + size_uint_var(stream.stream_id)
                     + (size_uint_var(sender.next_offset) if sender.next_offset else 0))
         previous_highest = sender.highest_offset
-        frame = sender.get_frame(builder.remaining_flight_space - overhead, max_offset)
+        room = builder.remaining_flight_space - overhead
+        attach = (type(sender._buffer) is HeldBytes and isinstance(builder, LeanPacketBuilder)
+                  and builder.can_attach(room))
+        frame = (held_frame if attach else type(sender).get_frame)(sender, room, max_offset)
         if frame is None:
             return 0
+        if attach and len(frame.data) < ATTACH_MIN_BYTES:
+            attach, frame.data = False, bytes(frame.data)
         frame_type = QuicFrameType.STREAM_BASE | STREAM_FRAME_LENGTH_BIT
         if frame.offset:
             frame_type |= STREAM_FRAME_OFFSET_BIT
@@ -71,14 +80,50 @@ class LongFrameQuicConnection(QuicConnection):
         if frame.offset:
             buf.push_uint_var(frame.offset)
         buf.push_uint32(len(frame.data) | LENGTH_PREFIX)
-        buf.push_bytes(frame.data)
+        if attach:
+            builder.attach(frame.data)
+        else:
+            buf.push_bytes(frame.data)
         if self._quic_logger is not None:
             builder.quic_logger_frames.append(
                 self._quic_logger.encode_stream_frame(frame, stream_id=stream.stream_id))
         return sender.highest_offset - previous_highest
 
 
+def held_frame(sender: Any, max_size: int, max_offset: int | None) -> QuicStreamFrame | None:
+    """aioquic's ``QuicStreamSender.get_frame`` for a sender whose buffer is ``HeldBytes``,
+    with the frame's data a view of that buffer instead of a copy (same effects on the
+    sender; the view is read before the packet ends, ``lurcher.core.quic_builder``)."""
+    if max_size < 0:
+        return None
+    try:
+        pending = sender._pending[0]
+    except IndexError:
+        if sender._pending_eof:
+            sender._pending_eof = False
+            return QuicStreamFrame(fin=True, offset=sender._buffer_fin)
+        sender.buffer_is_empty = True
+        return None
+    start = pending.start
+    stop = min(pending.stop, start + max_size)
+    if max_offset is not None and stop > max_offset:
+        stop = max_offset
+    if stop <= start:
+        return None
+    base = sender._buffer_start
+    frame = QuicStreamFrame(data=sender._buffer[start - base:stop - base], offset=start)
+    sender._pending.subtract(start, stop)
+    if stop > sender.highest_offset:
+        sender.highest_offset = stop
+    if sender._buffer_fin == stop:
+        frame.fin = True
+        sender._pending_eof = False
+    return frame
+
+
 def use_long_frames(quic: QuicConnection) -> None:
-    """Make ``quic`` (an aioquic connection, client or server) write long STREAM frames."""
+    """Make ``quic`` (an aioquic connection, client or server) write long STREAM frames,
+    built around the stream's data (``lurcher.core.quic_builder``)."""
+    use_lean_builder()
     if type(quic) is QuicConnection:
         quic.__class__ = LongFrameQuicConnection

@@ -95,8 +95,7 @@ class Outbox:
         while self.items and not self.paused:
             item = self.items[0]
             if not isinstance(item, PendingRange):
-                self.items.popleft()
-                self.transport.write(item)
+                self._write_buffers()
                 continue
             if self.sock_fd is not None and not self.transport.get_write_buffer_size():
                 item.advance(_sendfile(self.sock_fd, item))
@@ -105,6 +104,17 @@ class Outbox:
             if not item.length:
                 os.close(item.fd)
                 self.items.popleft()
+
+    def _write_buffers(self) -> None:
+        """Hand the queued buffers up to the next file range to the transport in one call,
+        so a reply's header and body leave in one system call (``writev``) and segment."""
+        items, batch = self.items, []
+        while items and not isinstance(items[0], PendingRange):
+            batch.append(items.popleft())
+        if len(batch) == 1:
+            self.transport.write(batch[0])
+        else:
+            self.transport.writelines(batch)
 
     def _write_chunk(self, item: PendingRange) -> None:
         n = min(FILE_CHUNK_BYTES, item.length)

@@ -35,12 +35,16 @@ class FakeLoop:
         """The handle's cancel."""
 
 
-def connected_pair(tmp_path: Path, client: QuicSettings, server: QuicSettings
+def connected_pair(tmp_path: Path, client: QuicSettings, server: QuicSettings,
+                   cipher_suites: list | None = None
                    ) -> tuple[QuicConnection, QuicConnection, QuicTuning, QuicTuning]:
-    """A client and a server aioquic connection, handshaken by passing datagrams in memory."""
+    """A client and a server aioquic connection, handshaken by passing datagrams in memory
+    (``cipher_suites``: the only TLS suites the client offers)."""
     paths = ensure_certificate(load_config(environ={}).typed.quic.certificate, tmp_path)
     client_config = quic_configuration(client, is_client=True)
     client_config.verify_mode = ssl.CERT_NONE
+    if cipher_suites:
+        client_config.cipher_suites = cipher_suites
     server_config: QuicConfiguration = quic_configuration(server, is_client=False)
     server_config.load_cert_chain(str(paths.cert_file), str(paths.key_file))
     loop = FakeLoop()
@@ -63,9 +67,9 @@ def exchange(cq: QuicConnection, sq: QuicConnection, now: float) -> int:
     sent = 0
     for data, _ in cq.datagrams_to_send(now):
         sent += len(data)
-        sq.receive_datagram(data, CLIENT_ADDR, now)
+        sq.receive_datagram(bytes(data), CLIENT_ADDR, now)  # what a socket delivers
     for data, _ in sq.datagrams_to_send(now):
-        cq.receive_datagram(data, SERVER_ADDR, now)
+        cq.receive_datagram(bytes(data), SERVER_ADDR, now)
     return sent
 
 

@@ -54,3 +54,19 @@ def test_connections_switch_their_one_rtt_protection_once_handshaken(tmp_path: P
         pair = quic._cryptos[tls.Epoch.ONE_RTT]
         assert type(pair.send) is LeanCryptoContext and type(pair.recv) is LeanCryptoContext
         assert type(quic._cryptos[tls.Epoch.HANDSHAKE].send) is CryptoContext
+
+
+@pytest.mark.parametrize("suite", SUITES + [tls.CipherSuite.AES_256_GCM_SHA384])
+def test_a_payload_in_parts_gives_the_bytes_of_the_joined_payload(suite: tls.CipherSuite) -> None:
+    secret = bytes(range(48 if suite == tls.CipherSuite.AES_256_GCM_SHA384 else 32))
+    theirs, ours = CryptoContext(), LeanCryptoContext()
+    for context in (theirs, ours):
+        context.setup(cipher_suite=suite, secret=secret, version=1)
+    parts = [os.urandom(9), memoryview(os.urandom(70_000))[5:64_005], b"", os.urandom(3)]
+    packet = ours.encrypt_parts(SHORT_HEADER, parts, 0x1234)
+    if suite == tls.CipherSuite.CHACHA20_POLY1305_SHA256:
+        assert packet is None and not ours.can_encrypt_parts()
+        return
+    joined = b"".join(bytes(part) for part in parts)
+    assert bytes(packet) == theirs.encrypt_packet(SHORT_HEADER, joined, 0x1234)
+    assert ours.can_encrypt_parts()

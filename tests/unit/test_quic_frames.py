@@ -62,9 +62,9 @@ def test_a_megabyte_crosses_in_64k_datagrams_intact(tmp_path: Path) -> None:
     for _ in range(20):
         for data, _ in cq.datagrams_to_send(1.0):
             sizes.append(len(data))
-            sq.receive_datagram(data, CLIENT_ADDR, 1.0)
+            sq.receive_datagram(bytes(data), CLIENT_ADDR, 1.0)
         for data, _ in sq.datagrams_to_send(1.1):
-            cq.receive_datagram(data, SERVER_ADDR, 1.1)
+            cq.receive_datagram(bytes(data), SERVER_ADDR, 1.1)
         event = sq.next_event()
         while event is not None:
             if isinstance(event, StreamDataReceived):
@@ -82,7 +82,7 @@ def test_an_ack_waits_for_its_delay_or_rides_on_stream_data(tmp_path: Path) -> N
     stream_id = cq.get_next_available_stream_id()
     cq.send_stream_data(stream_id, b"request", end_stream=True)
     for data, _ in cq.datagrams_to_send(now):
-        sq.receive_datagram(data, CLIENT_ADDR, now)
+        sq.receive_datagram(bytes(data), CLIENT_ADDR, now)
     space = sq._spaces[tls.Epoch.ONE_RTT]
     assert space.ack_at == now + ACK_DELAY_S
     assert sq.datagrams_to_send(now) == []  # no ACK-only packet before the delay
@@ -109,7 +109,7 @@ def _deliver(sender: QuicConnection, receiver: QuicConnection, now: float, drop:
     for data, _ in sender.datagrams_to_send(now):
         sent.append(len(data))
         if len(sent) not in drop:
-            receiver.receive_datagram(data, to, now)
+            receiver.receive_datagram(bytes(data), to, now)
 
 
 def test_a_reply_handed_over_whole_is_held_without_a_copy_and_resent_from_it(

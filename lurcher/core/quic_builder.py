@@ -1,0 +1,114 @@
+"""1-RTT packets built around a stream's data instead of copying it (``LeanPacketBuilder``).
+
+Owns: aioquic's packet builder as every aioquic connection of the process uses it
+(``use_lean_builder`` puts the class where aioquic's connection module looks it up). aioquic
+copies a STREAM frame's data into its packet buffer, copies the packet out again to encrypt
+it, slices the payload (a copy), joins the header to the ciphertext (a copy), writes that
+back into the buffer (a copy) and copies the datagram out of the buffer (a copy): six copies
+of every byte sent, besides the encryption. Here a large STREAM frame's data is *attached*
+(``attach``): the buffer only keeps its place, and when the packet ends AES-GCM reads the
+frame's data from the stream's send buffer and writes the datagram
+(``LeanCryptoContext.encrypt_parts``). The bytes on the wire are the same.
+
+A packet takes the lean path only when it is a 1-RTT packet alone in its datagram (the
+steady state after the handshake), its keys are AES-GCM and no key update is pending
+(``can_attach``); any other case, or a packet that needs padding, writes the attached data
+into the buffer and ends the packet as aioquic does.
+
+Invariants: at most one attachment per packet; the attached data is not changed before the
+packet ends (it is a view of a ``HeldBytes`` send buffer, which nothing changes,
+``lurcher.core.quic_send``); aioquic is pinned (``lurcher.core.quic_frames.AIOQUIC_VERSION``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aioquic.quic.connection as aioquic_connection
+from aioquic.quic.packet import PACKET_FIXED_BIT, QuicPacketType
+from aioquic.quic.packet_builder import PACKET_NUMBER_SEND_SIZE, QuicPacketBuilder
+
+ATTACH_MIN_BYTES = 4096  # below this, copying costs less than a separate encryption setup
+
+
+class LeanPacketBuilder(QuicPacketBuilder):
+    """aioquic's packet builder with attached STREAM data (module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._attached: tuple[int, Any] | None = None
+
+    def can_attach(self, size: int) -> bool:
+        """Whether ``size`` bytes of stream data can be attached to the current packet."""
+        crypto = self._packet_crypto
+        return (size >= ATTACH_MIN_BYTES and self._attached is None
+                and self._packet_type == QuicPacketType.ONE_RTT and self._packet_start == 0
+                and not crypto._update_key_requested
+                and getattr(crypto.send, "can_encrypt_parts", bool)())
+
+    def attach(self, data: Any) -> None:
+        """Let ``data`` stand at the buffer's position, which moves past it uncopied."""
+        buf = self._buffer
+        start = buf.tell()
+        self._attached = (start, data)
+        buf.seek(start + len(data))
+
+    def _end_packet(self) -> None:
+        attached, self._attached = self._attached, None
+        if attached is None:
+            super()._end_packet()
+        elif self._datagram_needs_padding or not self._end_attached(*attached):
+            self._write_attached(*attached)
+            super()._end_packet()
+
+    def _write_attached(self, start: int, data: Any) -> None:
+        buf = self._buffer
+        end = buf.tell()
+        buf.seek(start)
+        buf.push_bytes(bytes(data))
+        buf.seek(end)
+
+    def _end_attached(self, start: int, data: Any) -> bool:
+        """End the packet as aioquic does, with the attached data encrypted in place of the
+        buffer's copy of it; False (nothing done) when the keys cannot do it."""
+        buf = self._buffer
+        packet_size = buf.tell()
+        header_size = self._header_size
+        crypto = self._packet_crypto
+        buf.seek(0)
+        buf.push_uint8(PACKET_FIXED_BIT | (self._spin_bit << 5) | (crypto.key_phase << 2)
+                       | (PACKET_NUMBER_SEND_SIZE - 1))
+        buf.push_bytes(self._peer_cid)
+        buf.push_uint16(self._packet_number & 0xFFFF)
+        end = start + len(data)
+        parts = [buf.data_slice(header_size, start), data]
+        if packet_size > end:
+            parts.append(buf.data_slice(end, packet_size))
+        datagram = crypto.send.encrypt_parts(buf.data_slice(0, header_size), parts,
+                                             self._packet_number)
+        if datagram is None:
+            buf.seek(packet_size)
+            return False
+        self._finish_datagram(datagram)
+        return True
+
+    def _finish_datagram(self, datagram: bytearray) -> None:
+        """aioquic's bookkeeping of an ended packet that fills its own datagram."""
+        packet = self._packet
+        packet.sent_bytes = len(datagram)
+        self._packets.append(packet)
+        if packet.in_flight:
+            self._datagram_flight_bytes += packet.sent_bytes
+        self._datagrams.append(datagram)
+        self._flight_bytes += self._datagram_flight_bytes
+        self._total_bytes += len(datagram)
+        self._datagram_init = True
+        self._buffer.seek(0)
+        self._packet_number += 1
+        self._packet = None
+        self.quic_logger_frames = None
+
+
+def use_lean_builder() -> None:
+    """Make aioquic's connections build their packets with ``LeanPacketBuilder``."""
+    aioquic_connection.QuicPacketBuilder = LeanPacketBuilder
