@@ -86,9 +86,12 @@ async def test_metrics_carry_the_cluster_series(nodes) -> None:
     assert metric(text, "lurcher_cluster_view", 'group="0"') is not None
     assert metric(text, "lurcher_cluster_view_changes_total", 'group="0"') is not None
     assert metric(text, "lurcher_cluster_commit_duration_seconds_count", 'group="0"') is not None
-    for i in range(3):
-        assert metric(text, "lurcher_cluster_replica_lag_ops", f'group="0",node="node-{i}"') \
-            is not None, text
+
+    async def every_lag_known() -> bool:  # a replica's lag is known once it has answered
+        text = await asyncio.to_thread(scrape, leader)
+        return all(metric(text, "lurcher_cluster_replica_lag_ops",
+                          f'group="0",node="node-{i}"') is not None for i in range(3))
+    await eventually(every_lag_known, "the lag of every replica in the metrics")
 
 
 async def test_killing_the_leader_logs_and_counts_a_view_change(nodes) -> None:
