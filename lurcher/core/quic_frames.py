@@ -60,8 +60,8 @@ class LongFrameQuicConnection(QuicConnection):
                     + (size_uint_var(sender.next_offset) if sender.next_offset else 0))
         previous_highest = sender.highest_offset
         room = builder.remaining_flight_space - overhead
-        attach = (type(sender._buffer) is HeldBytes and isinstance(builder, LeanPacketBuilder)
-                  and builder.can_attach(room))
+        attach = (room >= ATTACH_MIN_BYTES and type(sender._buffer) is HeldBytes
+                  and isinstance(builder, LeanPacketBuilder) and builder.can_attach(room))
         frame = (held_frame if attach else type(sender).get_frame)(sender, room, max_offset)
         if frame is None:
             return 0
