@@ -8,8 +8,9 @@ aioquic's private ``_write_stream_frame`` writes a STREAM frame's length as a 2-
 STREAM frame fills a datagram of up to ``MAX_DATAGRAM_BYTES`` (the largest IPv4 UDP
 payload). A large frame's data is taken from a held send buffer as a view (``held_frame``,
 aioquic's ``get_frame`` without its copy) and attached to the packet instead of copied into
-it, when the packet builder can (``lurcher.core.quic_builder``). Every other step is
-aioquic's.
+it, when the packet builder can (``lurcher.core.quic_builder``). A steady connection builds
+its 1-RTT packets without checking for frames that cannot be pending
+(``lurcher.core.quic_steady``). Every other step is aioquic's.
 
 Invariants: aioquic is pinned to one version in pyproject.toml (``AIOQUIC_VERSION``); the
 overridden methods' signatures and the frame type bits it relies on are checked by
@@ -28,6 +29,7 @@ from aioquic.quic.packet import QuicFrameType, QuicStreamFrame
 
 from lurcher.core.quic_builder import ATTACH_MIN_BYTES, LeanPacketBuilder, use_lean_builder
 from lurcher.core.quic_send import HeldBytes
+from lurcher.core.quic_steady import steady, write_steady
 
 AIOQUIC_VERSION = "1.7.2"
 MAX_DATAGRAM_BYTES = 65_507  # 65,535 - 20 (IPv4 header) - 8 (UDP header)
@@ -50,6 +52,14 @@ class LongFrameQuicConnection(QuicConnection):
         if data and not sender._buffer and type(sender._buffer) is bytearray:
             sender._buffer = HeldBytes()
         sender.write(data, end_stream=end_stream)
+
+    def _write_application(self, builder: Any, network_path: Any, now: float) -> None:
+        """aioquic's, or its loop without the rare frames when none is pending
+        (``lurcher.core.quic_steady``)."""
+        if steady(self, network_path):
+            write_steady(self, builder, now)
+        else:
+            super()._write_application(builder, network_path, now)
 
     def _write_stream_frame(self, builder: Any, space: Any, stream: Any,
                             max_offset: int) -> int:
