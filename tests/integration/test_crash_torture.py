@@ -266,6 +266,9 @@ def tear_in_flight_send(server: LurcherServer, work: Workload, rng: random.Rando
     if not logs:
         return False
     log_path, keep = logs[-1], rng.randrange(1, len(work.pending_payloads))
+    if not log_path.with_suffix(".index").exists():
+        return False  # killed between creating a new segment's log and its index: the server
+        # writes no byte to a log before both exist, so no batch can be torn there
     disk.drop_block_padding(log_path)
     messages, clean = disk.whole_messages(log_path)
     mine = [i for i, m in enumerate(messages) if decode(m.payload)[4] == batch]

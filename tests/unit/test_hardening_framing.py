@@ -218,6 +218,9 @@ class FakeTransport:
     def write(self, data):
         self.written.append(bytes(data))
 
+    def writelines(self, parts):  # asyncio's: the parts leave as one write
+        self.write(b"".join(parts))
+
     def pause_reading(self):
         pass
 
