@@ -15,7 +15,10 @@ to an ``asyncio.DatagramProtocol`` as asyncio's datagram transport (``sendto``, 
 
 Invariants: datagrams go out in the order given. When the socket's send buffer is full,
 the rest waits in a queue (sent when the socket is writable, in order, as asyncio's
-transport does), and later datagrams queue behind it. A datagram over half of
+transport does), and later datagrams queue behind it; the queue holds at most
+``BACKLOG_BYTES`` (beyond it datagrams are dropped and counted, as the kernel drops them from
+a full buffer; QUIC's loss recovery resends), so a send buffer that stays full cannot grow this
+process's memory. No datagram is sent twice. A datagram over half of
 ``OFFLOAD_BYTES`` goes out alone, in a plain send. A kernel or device that refuses the
 offload (the socket option, or the first offloaded send failing with anything but "would
 block") makes this socket send and receive one datagram per call from then on. Errors the
@@ -36,6 +39,7 @@ UDP_GRO = getattr(socket, "UDP_GRO", 104)
 SEGMENTS_PER_SEND = 64
 OFFLOAD_BYTES = 65_000  # under the 65,507-byte limit of one UDP send
 READS_PER_TURN = 64
+BACKLOG_BYTES = 4 * 1024 * 1024  # datagrams waiting for a full socket buffer, at most
 RECEIVE_BYTES = 65_536
 _CMSG_SPACE = socket.CMSG_SPACE(4)
 _SEGMENT_SIZE = struct.Struct("=H")
@@ -102,6 +106,7 @@ class OffloadDatagramTransport(asyncio.DatagramTransport):
         self._receive_offload = enable_receive_offload(sock)
         self._backlog: collections.deque[tuple[bytes, Any]] = collections.deque()
         self._backlog_bytes = 0
+        self.dropped = 0  # datagrams dropped because the backlog was full
         self._closing = False
         self._extra = {"socket": sock, "sockname": sock.getsockname()}
         loop.call_soon(protocol.connection_made, self)
@@ -158,32 +163,52 @@ class OffloadDatagramTransport(asyncio.DatagramTransport):
         sent = 0
         for run in self._runs(datagrams):
             try:
-                self._send_run(run, addr)
-            except (BlockingIOError, InterruptedError):
-                self._queue(datagrams[sent:], addr)  # this run and what follows it
-                return
+                done = self._send_run(run, addr)
             except OSError as exc:
                 self._protocol.error_received(exc)
-            sent += len(run)
+                done = len(run)
+            sent += done
+            if done < len(run):  # the socket would block: the rest waits, in order
+                self._queue(datagrams[sent:], addr)
+                return
 
     def _runs(self, datagrams: list[bytes]) -> Iterable[list[bytes]]:
         if self._send_offload and len(datagrams) > 1:
             return offload_runs(datagrams)
         return ([data] for data in datagrams)
 
-    def _send_run(self, run: list[bytes], addr: Any) -> None:
+    def _send_run(self, run: list[bytes], addr: Any) -> int:
+        """Send one run; returns how many of its datagrams left before the socket would
+        block (all of them, normally). Raises OSError for any other failure."""
         if len(run) == 1:
-            self._send_one(run[0], addr)
-            return
+            try:
+                self._send_one(run[0], addr)
+            except (BlockingIOError, InterruptedError):
+                return 0
+            return 1
         control = [(socket.IPPROTO_UDP, UDP_SEGMENT, _SEGMENT_SIZE.pack(len(run[0])))]
         try:
             self._sendmsg(run, control, addr)
+        except (BlockingIOError, InterruptedError):
+            return 0
         except OSError as exc:
             if exc.errno not in _OFFLOAD_REFUSED:
                 raise
             self._send_offload = False  # this kernel or device cannot: one per call from now
-            for data in run:
+            return self._send_each(run, addr)
+        return len(run)
+
+    def _send_each(self, run: list[bytes], addr: Any) -> int:
+        """Send ``run`` one datagram per call; how many left before the socket would block
+        (a datagram the kernel refuses is reported and counts as gone, as in ``sendto``)."""
+        for count, data in enumerate(run):
+            try:
                 self._send_one(data, addr)
+            except (BlockingIOError, InterruptedError):
+                return count
+            except OSError as exc:
+                self._protocol.error_received(exc)
+        return len(run)
 
     def _send_one(self, data: bytes, addr: Any) -> None:
         if addr is None:
@@ -198,8 +223,13 @@ class OffloadDatagramTransport(asyncio.DatagramTransport):
             self._sock.sendmsg(run, control, 0, addr)
 
     def _queue(self, datagrams: list[bytes], addr: Any) -> None:
+        """Put datagrams behind the backlog; past ``BACKLOG_BYTES`` they are dropped (and
+        counted), as a full socket buffer drops them: QUIC resends what it misses."""
         was_empty = not self._backlog
         for data in datagrams:
+            if self._backlog_bytes + len(data) > BACKLOG_BYTES:
+                self.dropped += 1
+                continue
             self._backlog.append((data, addr))
             self._backlog_bytes += len(data)
         if was_empty and self._backlog:
@@ -251,9 +281,18 @@ class OffloadDatagramTransport(asyncio.DatagramTransport):
 async def open_endpoint(protocol_factory: Any, sock: socket.socket
                         ) -> tuple[OffloadDatagramTransport, Any]:
     """Serve ``sock`` (bound, and connected if wanted) with a new protocol; like asyncio's
-    ``create_datagram_endpoint(sock=...)``, ``connection_made`` has run on return."""
+    ``create_datagram_endpoint(sock=...)``, ``connection_made`` has run on return. The
+    socket is closed when this fails or is cancelled."""
     loop = asyncio.get_running_loop()
-    protocol = protocol_factory()
-    transport = OffloadDatagramTransport(loop, sock, protocol)
-    await asyncio.sleep(0)  # let connection_made and add_reader run
+    try:
+        protocol = protocol_factory()
+        transport = OffloadDatagramTransport(loop, sock, protocol)
+    except BaseException:
+        sock.close()
+        raise
+    try:
+        await asyncio.sleep(0)  # let connection_made and add_reader run
+    except BaseException:
+        transport.abort()
+        raise
     return transport, protocol

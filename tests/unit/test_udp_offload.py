@@ -184,3 +184,91 @@ def test_large_datagrams_go_one_per_call(size: int) -> None:
     received, sender = asyncio.run(_exchange(datagrams))
     assert received == datagrams
     assert sender.calls == []
+
+
+def test_a_full_buffer_after_a_refused_offload_sends_no_datagram_twice(monkeypatch) -> None:
+    """The offload is refused and the fallback's fifth plain send would block: the four
+    already sent are not queued again, and everything arrives once, in order."""
+    def refuse(self, run, control, addr):
+        raise OSError(5, "Input/output error")
+    real_one = OffloadDatagramTransport._send_one
+    plain = []
+
+    def full_at_the_fifth(self, data, addr):
+        plain.append(data)
+        if len(plain) == 5:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        real_one(self, data, addr)
+    monkeypatch.setattr(OffloadDatagramTransport, "_sendmsg", refuse)
+    monkeypatch.setattr(OffloadDatagramTransport, "_send_one", full_at_the_fifth)
+    datagrams = [i.to_bytes(4, "big") * 300 for i in range(100)]
+
+    async def run() -> list[bytes]:
+        receiver_t, receiver = await open_endpoint(Collector, _socket())
+        sender_t, _ = await open_endpoint(Collector, _socket())
+        sender_t.send_datagrams(datagrams, receiver_t.get_extra_info("sockname"))
+        for _ in range(200):
+            if len(receiver.datagrams) >= len(datagrams):
+                break
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.05)  # a duplicate would arrive after the last one
+        sender_t.close()
+        receiver_t.close()
+        return receiver.datagrams
+
+    assert asyncio.run(run()) == datagrams
+
+
+def test_the_backlog_is_bounded_and_drops_what_does_not_fit(monkeypatch) -> None:
+    """A send buffer that stays full: the queue stops at BACKLOG_BYTES, the datagrams past
+    it are dropped and counted, and once the socket drains what was kept arrives in order."""
+    from lurcher.core.udp_offload import BACKLOG_BYTES
+    blocked = [True]
+    real_one = OffloadDatagramTransport._send_one
+
+    def would_block(self, *args):
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    def while_blocked(self, data, addr):
+        if blocked[0]:
+            would_block(self)
+        real_one(self, data, addr)
+    monkeypatch.setattr(OffloadDatagramTransport, "_sendmsg", would_block)
+    monkeypatch.setattr(OffloadDatagramTransport, "_send_one", while_blocked)
+    datagrams = [i.to_bytes(4, "big") * 300 for i in range(6000)]  # 7.2 MB
+    kept = BACKLOG_BYTES // 1200
+
+    async def run() -> tuple[int, int, list[bytes]]:
+        receiver_t, receiver = await open_endpoint(Collector, _socket())
+        sender_t, _ = await open_endpoint(Collector, _socket())
+        address = receiver_t.get_extra_info("sockname")
+        for start in range(0, len(datagrams), 500):
+            sender_t.send_datagrams(datagrams[start:start + 500], address)
+        queued, dropped = sender_t.get_write_buffer_size(), sender_t.dropped
+        blocked[0] = False
+        for _ in range(400):
+            if len(receiver.datagrams) >= kept:
+                break
+            await asyncio.sleep(0.005)
+        sender_t.close()
+        receiver_t.close()
+        return queued, dropped, receiver.datagrams
+
+    queued, dropped, received = asyncio.run(run())
+    assert queued == kept * 1200 <= BACKLOG_BYTES
+    assert dropped == len(datagrams) - kept
+    assert received == datagrams[:kept]
+
+
+def test_a_failing_protocol_factory_closes_the_socket() -> None:
+    sock = _socket()
+
+    def broken_factory():
+        raise ValueError("bad configuration")
+
+    async def run() -> None:
+        with pytest.raises(ValueError):
+            await open_endpoint(broken_factory, sock)
+
+    asyncio.run(run())
+    assert sock.fileno() == -1
