@@ -10,7 +10,9 @@ payload). A large frame's data is taken from a held send buffer as a view (``hel
 aioquic's ``get_frame`` without its copy) and attached to the packet instead of copied into
 it, when the packet builder can (``lurcher.core.quic_builder``). A steady connection builds
 its 1-RTT packets without checking for frames that cannot be pending
-(``lurcher.core.quic_steady``). Every other step is aioquic's.
+(``lurcher.core.quic_steady``) and receives one-packet 1-RTT datagrams without aioquic's
+general header parsing and path checks (``lurcher.core.quic_receive``). Every other step is
+aioquic's.
 
 Invariants: aioquic is pinned to one version in pyproject.toml (``AIOQUIC_VERSION``); the
 overridden methods' signatures and the frame type bits it relies on are checked by
@@ -28,6 +30,7 @@ from aioquic.quic.connection import QuicConnection
 from aioquic.quic.packet import QuicFrameType, QuicStreamFrame
 
 from lurcher.core.quic_builder import ATTACH_MIN_BYTES, LeanPacketBuilder, use_lean_builder
+from lurcher.core.quic_receive import receive_steady
 from lurcher.core.quic_send import HeldBytes
 from lurcher.core.quic_steady import steady, write_steady
 
@@ -52,6 +55,12 @@ class LongFrameQuicConnection(QuicConnection):
         if data and not sender._buffer and type(sender._buffer) is bytearray:
             sender._buffer = HeldBytes()
         sender.write(data, end_stream=end_stream)
+
+    def receive_datagram(self, data: bytes, addr: Any, now: float) -> None:
+        """aioquic's, or its short form for one 1-RTT packet of a steady connection
+        (``lurcher.core.quic_receive``)."""
+        if not receive_steady(self, data, addr, now):
+            super().receive_datagram(data, addr, now)
 
     def _write_application(self, builder: Any, network_path: Any, now: float) -> None:
         """aioquic's, or its loop without the rare frames when none is pending

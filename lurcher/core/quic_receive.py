@@ -1,0 +1,120 @@
+"""aioquic's datagram receive for the common case: one 1-RTT packet on a steady connection.
+
+Owns: ``receive_steady``, used by ``LongFrameQuicConnection.receive_datagram``. For every
+datagram aioquic parses a general header, searches the host's connection IDs and network
+paths, and asks about version negotiation, retry, the first flight, 0-RTT keys, migration
+and path validation. At 1,200-byte datagrams that is a sizeable share of a packet's cost.
+A datagram from the active, validated path that holds one short-header packet to the
+connection ID in use, on an established connection, takes none of those branches, so
+``receive_steady`` decrypts it and does what aioquic then does, in aioquic's order: drop a
+duplicate, check the reserved bits, raise the expected packet number, update the spin bit,
+handle the frames (aioquic's own ``_payload_received``), re-arm the idle timer, follow a
+switch of connection ID, and record the packet for acknowledgement.
+
+Invariants: every condition for one of aioquic's other branches is checked before anything
+changes; if one holds, or decryption fails (which changes nothing), aioquic's
+``receive_datagram`` handles the datagram unchanged. aioquic is pinned
+(``lurcher.core.quic_frames.AIOQUIC_VERSION``) and tests/unit/test_quic_receive.py fails if
+the method this mirrors changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aioquic import tls
+from aioquic.quic.connection import (END_STATES, MAX_ACK_RANGES, QuicConnectionError,
+                                     QuicConnectionState, QuicReceiveContext)
+from aioquic.quic.crypto import CryptoError, KeyUnavailableError
+from aioquic.quic.packet import (PACKET_FIXED_BIT, PACKET_LONG_HEADER, PACKET_SPIN_BIT,
+                                 QuicErrorCode, QuicFrameType)
+
+ONE_RTT_RESERVED_BITS = 0x18
+
+
+def _active_path(quic: Any, data: bytes, addr: Any) -> Any:
+    """The connection's active network path when ``data`` from ``addr`` qualifies for the
+    steady receive (module docstring), else None."""
+    if (quic._state is not QuicConnectionState.CONNECTED or quic._quic_logger is not None
+            or not data or data[0] & (PACKET_LONG_HEADER | PACKET_FIXED_BIT) != PACKET_FIXED_BIT
+            or quic._peer_cid.sequence_number is None or quic._close_at is None):
+        return None
+    paths = quic._network_paths
+    path = paths[0] if paths else None
+    if path is None or path.addr != addr or not path.is_validated:
+        return None
+    host_cid = quic.host_cid
+    if (len(host_cid) != quic._configuration.connection_id_length
+            or data[1:1 + len(host_cid)] != host_cid):
+        return None
+    if not quic._is_client and quic._cryptos[tls.Epoch.ZERO_RTT].recv.is_valid():
+        return None
+    return path
+
+
+def receive_steady(quic: Any, data: bytes, addr: Any, now: float) -> bool:
+    """Handle ``data`` as aioquic's ``receive_datagram`` would, if it is one 1-RTT packet
+    of a steady connection; False (nothing changed) otherwise."""
+    path = _active_path(quic, data, addr)
+    if path is None:
+        return False
+    space = quic._spaces[tls.Epoch.ONE_RTT]
+    host_cid = quic.host_cid
+    try:
+        plain_header, payload, packet_number = quic._cryptos[tls.Epoch.ONE_RTT].decrypt_packet(
+            data, 1 + len(host_cid), space.expected_packet_number)
+    except (CryptoError, KeyUnavailableError):
+        return False
+    if packet_number in space.received_packets:
+        return True  # a duplicate (RFC 9000 §12.3)
+    if plain_header[0] & ONE_RTT_RESERVED_BITS:
+        quic.close(error_code=QuicErrorCode.PROTOCOL_VIOLATION,
+                   frame_type=QuicFrameType.PADDING,
+                   reason_phrase="Reserved bits must be zero")
+        return True
+    if packet_number > space.expected_packet_number:
+        space.expected_packet_number = packet_number + 1
+    if packet_number > quic._spin_highest_pn:
+        spin_bit = bool(plain_header[0] & PACKET_SPIN_BIT)
+        quic._spin_bit = not spin_bit if quic._is_client else spin_bit
+        quic._spin_highest_pn = packet_number
+    context = QuicReceiveContext(epoch=tls.Epoch.ONE_RTT, host_cid=host_cid, network_path=path,
+                                 quic_logger_frames=None, time=now, version=None)
+    try:
+        is_ack_eliciting, is_probing = quic._payload_received(context, payload)
+    except QuicConnectionError as exc:
+        quic._logger.warning(exc)
+        quic.close(error_code=exc.error_code, frame_type=exc.frame_type,
+                   reason_phrase=exc.reason_phrase)
+    if quic._state in END_STATES or quic._close_pending:
+        return True
+    quic._close_at = now + quic._idle_timeout()
+    quic._ack_eliciting_sent_since_receipt = False
+    if not quic._is_client and not is_probing and context.host_cid != quic.host_cid:
+        _switch_host_cid(quic, context.host_cid, path)
+    _record(quic, space, packet_number, is_ack_eliciting, now)
+    return True
+
+
+def _switch_host_cid(quic: Any, host_cid: bytes, path: Any) -> None:
+    """The peer moved to another of our connection IDs (aioquic's migration step)."""
+    quic.host_cid = host_cid
+    if path.peer_cid is None:
+        quic.change_connection_id()
+
+
+def _record(quic: Any, space: Any, packet_number: int, is_ack_eliciting: bool,
+            now: float) -> None:
+    """Note the packet as received and, when it asks for one, schedule an ACK."""
+    if space.discarded:
+        return
+    if packet_number > space.largest_received_packet:
+        space.largest_received_packet = packet_number
+        space.largest_received_time = now
+    space.ack_queue.add(packet_number)
+    space.received_packets.add(packet_number)
+    if len(space.ack_queue) > MAX_ACK_RANGES:
+        space.ack_queue.shift()
+    if is_ack_eliciting and space.ack_at is None:
+        space.ack_at = now + quic._ack_delay
+

@@ -1,0 +1,169 @@
+"""The steady 1-RTT receive (``lurcher.core.quic_receive``): it mirrors the pinned aioquic
+method, leaves the connection in the state aioquic's method leaves it in, drops duplicates
+and damaged packets as aioquic does, closes on reserved bits, and hands any other datagram
+(another address, a long header) to aioquic."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+from pathlib import Path
+
+import pytest
+from aioquic import tls
+from aioquic.quic.connection import QuicConnection, QuicConnectionState
+from aioquic.quic.events import StreamDataReceived
+from aioquic.quic.packet import QuicErrorCode
+
+from lurcher.core import quic_receive
+from lurcher.core.quic import QuicSettings
+from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair
+
+# sha256 of aioquic 1.7.2's QuicConnection.receive_datagram, the method receive_steady mirrors
+MIRRORED_METHOD = "3c7f29826050cbfe326c3a05400792ce8757bd0be07a2f41b6b1562f22588278"
+SMALL = QuicSettings(initial_mtu=1200)
+
+
+@pytest.fixture
+def steady_receives(monkeypatch) -> list[bool]:
+    """One entry per datagram received: whether the steady receive handled it."""
+    calls: list[bool] = []  # the test clears it after the handshake
+    real = quic_receive.receive_steady
+
+    def spying(quic, data, addr, now) -> bool:
+        calls.append(real(quic, data, addr, now))
+        return calls[-1]
+    monkeypatch.setattr("lurcher.core.quic_frames.receive_steady", spying)
+    return calls
+
+
+def _send(cq, stream_id: int, payload: bytes, now: float) -> list[bytes]:
+    """The datagrams the client sends for ``payload`` on ``stream_id``."""
+    cq.send_stream_data(stream_id, payload, end_stream=True)
+    return [bytes(data) for data, _ in cq.datagrams_to_send(now)]
+
+
+def _deliver(sq, datagrams: list[bytes], now: float, addr=CLIENT_ADDR) -> bytes:
+    """Hand ``datagrams`` to the server; the stream bytes it delivered."""
+    for data in datagrams:
+        sq.receive_datagram(data, addr, now)
+    got = bytearray()
+    while (event := sq.next_event()) is not None:
+        if isinstance(event, StreamDataReceived):
+            got += event.data
+    return bytes(got)
+
+
+def _transfer(cq, sq, payloads: list[bytes], now: float) -> list[bytes]:
+    """Send each payload on its own stream, rounds of data one way and ACKs the other,
+    until it arrived (at most 200 rounds); what arrived."""
+    arrived = []
+    for payload in payloads:
+        stream_id = cq.get_next_available_stream_id()
+        cq.send_stream_data(stream_id, payload, end_stream=True)
+        got = b""
+        for _ in range(200):
+            got += _deliver(sq, [bytes(d) for d, _ in cq.datagrams_to_send(now)], now)
+            now += 0.01
+            for data, _ in sq.datagrams_to_send(now):
+                cq.receive_datagram(bytes(data), SERVER_ADDR, now)
+            while cq.next_event() is not None:
+                pass
+            if len(got) >= len(payload):
+                break
+        arrived.append(got)
+    return arrived
+
+
+def _receive_state(quic: QuicConnection) -> tuple:
+    space = quic._spaces[tls.Epoch.ONE_RTT]
+    return (space.expected_packet_number, space.largest_received_packet,
+            space.largest_received_time, list(space.ack_queue), space.received_packets._lower,
+            sorted(space.received_packets._received),
+            space.ack_at, quic._spin_bit, quic._spin_highest_pn, quic._close_at,
+            quic._state, quic.host_cid == quic._host_cids[0].cid, len(quic._network_paths))
+
+
+def test_the_method_it_mirrors_is_the_pinned_one() -> None:
+    source = inspect.getsource(QuicConnection.receive_datagram)
+    assert hashlib.sha256(source.encode()).hexdigest() == MIRRORED_METHOD, (
+        "aioquic's receive_datagram changed: re-check lurcher/core/quic_receive.py")
+
+
+def test_it_leaves_the_state_aioquics_method_leaves(tmp_path: Path, monkeypatch) -> None:
+    """The same exchange through two connection pairs, one receiving through aioquic's
+    method only: the data and every piece of receive state end up the same."""
+    payloads = [os.urandom(n) for n in (70_000, 1, 5_000, 30_000)]
+    lean_pair = connected_pair(tmp_path, SMALL, SMALL)
+    plain_pair = connected_pair(tmp_path, SMALL, SMALL)
+    lean = _transfer(lean_pair[0], lean_pair[1], payloads, 1.0)
+    monkeypatch.setattr("lurcher.core.quic_frames.receive_steady", lambda *args: False)
+    plain = _transfer(plain_pair[0], plain_pair[1], payloads, 1.0)
+    assert lean == plain == payloads
+    for lean_side, plain_side in zip(lean_pair[:2], plain_pair[:2]):
+        assert _receive_state(lean_side) == _receive_state(plain_side)
+
+
+def test_data_after_the_handshake_takes_the_steady_receive(tmp_path: Path,
+                                                          steady_receives) -> None:
+    cq, sq, _, _ = connected_pair(tmp_path, SMALL, SMALL)
+    steady_receives.clear()
+    payload = os.urandom(100_000)
+    assert _transfer(cq, sq, [payload], 1.0) == [payload]
+    assert steady_receives.count(True) >= 80  # about 85 datagrams of 1,200 B
+
+
+def test_a_replayed_datagram_is_dropped_as_a_duplicate(tmp_path: Path,
+                                                       steady_receives) -> None:
+    cq, sq, _, _ = connected_pair(tmp_path, SMALL, SMALL)
+    steady_receives.clear()
+    datagrams = _send(cq, cq.get_next_available_stream_id(), os.urandom(5_000), 1.0)
+    _deliver(sq, datagrams, 1.0)
+    sq.datagrams_to_send(1.0)  # the ACK goes out: nothing is waiting to be acknowledged
+    before = _receive_state(sq)
+    assert _deliver(sq, [datagrams[0]], 1.5) == b""
+    assert steady_receives[-1] is True
+    assert _receive_state(sq) == before  # not recorded, no ACK scheduled, timer not re-armed
+
+
+def test_a_damaged_datagram_changes_nothing_and_the_connection_goes_on(
+        tmp_path: Path, steady_receives) -> None:
+    cq, sq, _, _ = connected_pair(tmp_path, SMALL, SMALL)
+    steady_receives.clear()
+    payload = os.urandom(3_000)
+    datagrams = _send(cq, cq.get_next_available_stream_id(), payload, 1.0)
+    damaged = bytearray(datagrams[0])
+    damaged[-1] ^= 0x01  # the AEAD tag
+    before = _receive_state(sq)
+    assert _deliver(sq, [bytes(damaged)], 1.0) == b""
+    assert steady_receives[-1] is False  # aioquic's method dropped it
+    assert _receive_state(sq) == before
+    assert _deliver(sq, datagrams, 1.0) == payload
+
+
+def test_reserved_bits_close_the_connection(tmp_path: Path, steady_receives) -> None:
+    cq, sq, _, _ = connected_pair(tmp_path, SMALL, SMALL)
+    steady_receives.clear()
+    crypto = cq._cryptos[tls.Epoch.ONE_RTT]
+    packet_number = cq._packet_number
+    cq._packet_number += 1
+    header = (bytes([0x40 | 0x08 | crypto.send.key_phase << 2 | 0x01]) + cq._peer_cid.cid
+              + (packet_number & 0xFFFF).to_bytes(2, "big"))
+    packet = crypto.encrypt_packet(header, b"\x01" + bytes(20), packet_number)  # PING
+    sq.receive_datagram(packet, CLIENT_ADDR, 1.0)
+    assert steady_receives[-1] is True
+    assert sq._close_event.error_code == QuicErrorCode.PROTOCOL_VIOLATION
+    assert sq._close_event.reason_phrase == "Reserved bits must be zero"
+
+
+def test_a_datagram_from_another_address_goes_through_aioquic(tmp_path: Path,
+                                                              steady_receives) -> None:
+    cq, sq, _, _ = connected_pair(tmp_path, SMALL, SMALL)
+    steady_receives.clear()
+    payload = os.urandom(2_000)
+    datagrams = _send(cq, cq.get_next_available_stream_id(), payload, 1.0)
+    assert _deliver(sq, datagrams, 1.0, addr=("127.0.0.1", 3)) == payload
+    assert steady_receives and not any(steady_receives)
+    assert len(sq._network_paths) == 2  # aioquic took note of the new path
+    assert sq._state == QuicConnectionState.CONNECTED
