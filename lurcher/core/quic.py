@@ -282,7 +282,8 @@ class TunedQuicProtocol(QuicConnectionProtocol):
 
     A transmit asked for while a datagram is being received is deferred to one transmit at
     the end of the loop turn (aioquic's ``_transmit_soon``), so a burst of datagrams read in
-    one turn costs one transmit, one timer re-arm and at most one ACK.
+    one turn costs one transmit, one timer re-arm and at most one ACK. Datagrams read
+    together (``datagrams_received``) have their events handled once, after all of them.
     """
 
     def __init__(self, *args: Any, settings: QuicSettings, **kwargs: Any) -> None:
@@ -294,9 +295,18 @@ class TunedQuicProtocol(QuicConnectionProtocol):
         self.tuning.handshake_done()
 
     def datagram_received(self, data: bytes | str, addr: Any) -> None:
+        self.datagrams_received([data], addr)
+
+    def datagrams_received(self, datagrams: list[Any], addr: Any) -> None:
+        """Datagrams from ``addr`` read together (``lurcher.core.udp_offload``): each goes
+        to the connection, then their events are handled and a transmit asked for, once."""
         self.receiving = True
         try:
-            super().datagram_received(data, addr)
+            quic, now = self._quic, self._loop.time()
+            for data in datagrams:
+                quic.receive_datagram(data, addr, now=now)
+            self._process_events()
+            self.transmit()
         finally:
             self.receiving = False
 

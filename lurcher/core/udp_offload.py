@@ -9,8 +9,9 @@ to an ``asyncio.DatagramProtocol`` as asyncio's datagram transport (``sendto``, 
   ``SEGMENTS_PER_SEND`` datagrams and ``OFFLOAD_BYTES`` bytes; the kernel cuts it into the
   datagrams. 1 MB in 1,200-byte datagrams is about 14 system calls instead of 870.
 - Receiving (``UDP_GRO``): one ``recvmsg`` returns up to 64 KB of same-size datagrams that
-  arrived together, with the size in a control message; they are handed to the protocol one
-  by one, as if read separately. At most ``READS_PER_TURN`` reads per loop turn, so other
+  arrived together, with the size in a control message; they are handed to the protocol
+  together (``datagrams_received(datagrams, addr)``) where it has that method, else one by
+  one as if read separately. At most ``READS_PER_TURN`` reads per loop turn, so other
   connections and timers get theirs.
 
 Invariants: datagrams go out in the order given. When the socket's send buffer is full,
@@ -254,6 +255,7 @@ class OffloadDatagramTransport(asyncio.DatagramTransport):
 
     def _read_ready(self) -> None:
         receive = self._protocol.datagram_received
+        receive_many = getattr(self._protocol, "datagrams_received", None)
         for _ in range(READS_PER_TURN):
             if self._closing:
                 return
@@ -265,7 +267,9 @@ class OffloadDatagramTransport(asyncio.DatagramTransport):
                 self._protocol.error_received(exc)
                 return
             segment = _segment_size(ancillary) if self._receive_offload and ancillary else 0
-            if segment and segment < len(data):
+            if segment and segment < len(data) and receive_many is not None:
+                receive_many(list(split_segments(data, segment)), addr)
+            elif segment and segment < len(data):
                 for datagram in split_segments(data, segment):
                     receive(datagram, addr)
             else:

@@ -46,6 +46,7 @@ from aioquic.quic.events import (
     StreamDataReceived,
     StreamReset,
 )
+from aioquic.quic.packet import PACKET_FIXED_BIT, PACKET_LONG_HEADER
 
 from lurcher.auth.session import TRANSPORT_QUIC
 from lurcher.core.connection.framing import BadFrame, Frame, FrameLimits, FrameReader
@@ -72,6 +73,7 @@ QUIC_APP_REFUSED = 1
 MAX_QUEUED_REPLY_BYTES = 16 * 1024 * 1024
 MAX_PENDING_REQUESTS = 32
 MAX_UNFINISHED_STREAMS = 16
+SHORT_HEADER_BITS = PACKET_LONG_HEADER | PACKET_FIXED_BIT  # 0b01 in the top bits: 1-RTT
 
 
 def queued_reply_bytes(quic: Any) -> int:
@@ -161,10 +163,10 @@ class QuicClientProtocol(TunedQuicProtocol):
             self.tuning.stop()
             self.core.connection_lost()
 
-    def datagram_received(self, data: bytes | str, addr: Any) -> None:
+    def datagrams_received(self, datagrams: list[Any], addr: Any) -> None:
         if self.peer is None:
             self.peer = addr
-        super().datagram_received(data, addr)
+        super().datagrams_received(datagrams, addr)
         if self.paused and not self.replies_backlogged():
             self.paused = False
             self.core.resume_writing()
@@ -279,6 +281,35 @@ def server_configuration(section: Quic,
     return settings, config
 
 
+class RoutingQuicServer(QuicServer):
+    """aioquic's server endpoint; datagrams read together (``lurcher.core.udp_offload``)
+    that carry a short-header packet for a known connection ID go to their connection as
+    one run (``TunedQuicProtocol.datagrams_received``), found by the ID's bytes instead of a
+    parsed header. Every other datagram takes aioquic's ``datagram_received``, in order."""
+
+    def datagrams_received(self, datagrams: list[Any], addr: Any) -> None:
+        run: list[Any] = []
+        target: Any = None
+        for data in datagrams:
+            protocol = self._short_header_protocol(data)
+            if run and protocol is not target:
+                target.datagrams_received(run, addr)
+                run = []
+            if protocol is None:
+                self.datagram_received(data, addr)
+            else:
+                target = protocol
+                run.append(data)
+        if run:
+            target.datagrams_received(run, addr)
+
+    def _short_header_protocol(self, data: Any) -> Any:
+        """The connection a short-header (1-RTT) datagram is for, or None."""
+        if not data or data[0] & SHORT_HEADER_BITS != PACKET_FIXED_BIT:
+            return None
+        return self._protocols.get(bytes(data[1:1 + self._configuration.connection_id_length]))
+
+
 async def listen(shard: Any, section: Quic, context: ListenContext) -> Listener:
     """Listen on UDP ``section.address``. Raises OSError, TlsConfigError."""
     host, port = split_address(section.address)
@@ -291,6 +322,6 @@ async def listen(shard: Any, section: Quic, context: ListenContext) -> Listener:
         host, port, type=socket.SOCK_DGRAM, flags=socket.AI_PASSIVE)
     family, *_, address = infos[0]
     transport, server = await open_endpoint(
-        lambda: QuicServer(configuration=configuration, create_protocol=create),
+        lambda: RoutingQuicServer(configuration=configuration, create_protocol=create),
         bound_socket(family, address))
     return ServerListener(server, transport.get_extra_info("sockname"))

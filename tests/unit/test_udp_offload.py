@@ -63,23 +63,35 @@ def _socket(send_buffer: int | None = None) -> socket.socket:
     return sock
 
 
+async def _endpoints(receiver_factory: type = Collector, send_buffer: int | None = None
+                     ) -> tuple[OffloadDatagramTransport, Collector, OffloadDatagramTransport]:
+    """A receiving endpoint (its transport and protocol) and a sending transport."""
+    receiver_t, receiver = await open_endpoint(receiver_factory, _socket())
+    sender_t, _ = await open_endpoint(Collector, _socket(send_buffer))
+    return receiver_t, receiver, sender_t
+
+
+async def _until_received(receiver: Collector, count: int, tries: int = 400) -> None:
+    """Wait (bounded) until ``receiver`` holds ``count`` datagrams."""
+    for _ in range(tries):
+        if len(receiver.datagrams) >= count:
+            return
+        await asyncio.sleep(0.005)
+
+
 async def _exchange(datagrams: list[bytes], *, send_buffer: int | None = None,
                     offload: bool = True) -> tuple[list[bytes], OffloadDatagramTransport]:
-    receiver_t, receiver = await open_endpoint(Collector, _socket())
-    sender_t, sender = await open_endpoint(Collector, _socket(send_buffer))
+    receiver_t, receiver, sender_t = await _endpoints(send_buffer=send_buffer)
     sender_t._send_offload = offload
     calls = []
     real_sendmsg = sender_t._sendmsg
     sender_t._sendmsg = lambda run, control, addr: (calls.append(len(run)),
                                                     real_sendmsg(run, control, addr))
     sender_t.send_datagrams(datagrams, receiver_t.get_extra_info("sockname"))
-    for _ in range(400):
-        if len(receiver.datagrams) >= len(datagrams):
-            break
-        await asyncio.sleep(0.005)
+    await _until_received(receiver, len(datagrams))
     sender_t.close()
     receiver_t.close()
-    await asyncio.gather(sender.lost, receiver.lost)
+    await asyncio.gather(sender_t.get_protocol().lost, receiver.lost)
     sender_t.calls = calls  # type: ignore[attr-defined]
     return receiver.datagrams, sender_t
 
@@ -108,15 +120,11 @@ def test_a_full_send_buffer_queues_the_rest_in_order(monkeypatch) -> None:
     datagrams = [i.to_bytes(4, "big") * 300 for i in range(500)]  # 1,200 B each
 
     async def run() -> tuple[list[bytes], int]:
-        receiver_t, receiver = await open_endpoint(Collector, _socket())
-        sender_t, _ = await open_endpoint(Collector, _socket())
+        receiver_t, receiver, sender_t = await _endpoints()
         sender_t.send_datagrams(datagrams, receiver_t.get_extra_info("sockname"))
         queued = sender_t.get_write_buffer_size()
         sender_t.send_datagrams([b"late" * 300], receiver_t.get_extra_info("sockname"))
-        for _ in range(200):
-            if len(receiver.datagrams) > len(datagrams):
-                break
-            await asyncio.sleep(0.005)
+        await _until_received(receiver, len(datagrams) + 1, 200)
         assert sender_t.get_write_buffer_size() == 0
         sender_t.close()
         receiver_t.close()
@@ -141,14 +149,10 @@ def test_a_refused_offload_falls_back_for_the_socket_and_loses_nothing(monkeypat
     monkeypatch.setattr(OffloadDatagramTransport, "_sendmsg", refuse)
 
     async def run() -> tuple[list[bytes], bool]:
-        receiver_t, receiver = await open_endpoint(Collector, _socket())
-        sender_t, _ = await open_endpoint(Collector, _socket())
+        receiver_t, receiver, sender_t = await _endpoints()
         datagrams = [os.urandom(1200) for _ in range(100)]
         sender_t.send_datagrams(datagrams, receiver_t.get_extra_info("sockname"))
-        for _ in range(200):
-            if len(receiver.datagrams) >= len(datagrams):
-                break
-            await asyncio.sleep(0.005)
+        await _until_received(receiver, len(datagrams), 200)
         offload = sender_t._send_offload
         sender_t.close()
         receiver_t.close()
@@ -204,13 +208,9 @@ def test_a_full_buffer_after_a_refused_offload_sends_no_datagram_twice(monkeypat
     datagrams = [i.to_bytes(4, "big") * 300 for i in range(100)]
 
     async def run() -> list[bytes]:
-        receiver_t, receiver = await open_endpoint(Collector, _socket())
-        sender_t, _ = await open_endpoint(Collector, _socket())
+        receiver_t, receiver, sender_t = await _endpoints()
         sender_t.send_datagrams(datagrams, receiver_t.get_extra_info("sockname"))
-        for _ in range(200):
-            if len(receiver.datagrams) >= len(datagrams):
-                break
-            await asyncio.sleep(0.005)
+        await _until_received(receiver, len(datagrams), 200)
         await asyncio.sleep(0.05)  # a duplicate would arrive after the last one
         sender_t.close()
         receiver_t.close()
@@ -239,17 +239,13 @@ def test_the_backlog_is_bounded_and_drops_what_does_not_fit(monkeypatch) -> None
     kept = BACKLOG_BYTES // 1200
 
     async def run() -> tuple[int, int, list[bytes]]:
-        receiver_t, receiver = await open_endpoint(Collector, _socket())
-        sender_t, _ = await open_endpoint(Collector, _socket())
+        receiver_t, receiver, sender_t = await _endpoints()
         address = receiver_t.get_extra_info("sockname")
         for start in range(0, len(datagrams), 500):
             sender_t.send_datagrams(datagrams[start:start + 500], address)
         queued, dropped = sender_t.get_write_buffer_size(), sender_t.dropped
         blocked[0] = False
-        for _ in range(400):
-            if len(receiver.datagrams) >= kept:
-                break
-            await asyncio.sleep(0.005)
+        await _until_received(receiver, kept)
         sender_t.close()
         receiver_t.close()
         return queued, dropped, receiver.datagrams
@@ -272,3 +268,32 @@ def test_a_failing_protocol_factory_closes_the_socket() -> None:
 
     asyncio.run(run())
     assert sock.fileno() == -1
+
+
+class BatchCollector(Collector):
+    """A protocol that takes datagrams read together in one call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    def datagrams_received(self, datagrams: list[bytes], addr) -> None:
+        self.batches.append(len(datagrams))
+        self.datagrams.extend(datagrams)
+
+
+def test_a_protocol_with_datagrams_received_gets_each_coalesced_read_at_once() -> None:
+    datagrams = [i.to_bytes(4, "big") * 300 for i in range(870)]
+
+    async def run() -> tuple[list[bytes], list[int], bool]:
+        receiver_t, receiver, sender_t = await _endpoints(BatchCollector)
+        sender_t.send_datagrams(datagrams, receiver_t.get_extra_info("sockname"))
+        await _until_received(receiver, len(datagrams))
+        coalescing = receiver_t._receive_offload
+        sender_t.close()
+        receiver_t.close()
+        return receiver.datagrams, receiver.batches, coalescing
+
+    received, batches, coalescing = asyncio.run(run())
+    assert received == datagrams  # each once, in order
+    assert coalescing and max(batches) > 1
