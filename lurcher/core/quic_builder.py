@@ -15,6 +15,13 @@ steady state after the handshake), its keys are AES-GCM and no key update is pen
 (``can_attach``); any other case, or a packet that needs padding, writes the attached data
 into the buffer and ends the packet as aioquic does.
 
+Every 1-RTT packet also starts with only the steps that case needs (``start_packet``), and
+one alone in its datagram that needs no padding, with nothing attached, is encrypted from the
+buffer straight into its datagram (``_end_plain``): aioquic copies it out of the buffer,
+slices it, and copies the result back in and out again. This is what 1,200-byte datagrams
+cost per packet; tests/unit/test_quic_builder.py compares the bytes with aioquic's builder
+and fails if the builder methods these mirror change.
+
 Invariants: at most one attachment per packet; the attached data is not changed before the
 packet ends (it is a view of a ``HeldBytes`` send buffer, which nothing changes,
 ``lurcher.core.quic_send``); aioquic is pinned (``lurcher.core.quic_frames.AIOQUIC_VERSION``).
@@ -26,9 +33,15 @@ from typing import Any
 
 import aioquic.quic.connection as aioquic_connection
 from aioquic.quic.packet import PACKET_FIXED_BIT, QuicPacketType
-from aioquic.quic.packet_builder import PACKET_NUMBER_SEND_SIZE, QuicPacketBuilder
+from aioquic.quic.packet_builder import (PACKET_NUMBER_MAX_SIZE, PACKET_NUMBER_SEND_SIZE,
+                                         QuicPacketBuilder, QuicPacketBuilderStop,
+                                         QuicSentPacket)
+from aioquic.tls import Epoch
 
 ATTACH_MIN_BYTES = 4096  # below this, copying costs less than a separate encryption setup
+ONE_RTT, ONE_RTT_EPOCH = QuicPacketType.ONE_RTT, Epoch.ONE_RTT
+SHORT_HEADER_BYTES = 1 + PACKET_NUMBER_SEND_SIZE  # first byte, packet number; + peer's CID
+MIN_PAYLOAD_BYTES = PACKET_NUMBER_MAX_SIZE - PACKET_NUMBER_SEND_SIZE  # header sample room
 
 
 class LeanPacketBuilder(QuicPacketBuilder):
@@ -53,13 +66,82 @@ class LeanPacketBuilder(QuicPacketBuilder):
         self._attached = (start, data)
         buf.seek(start + len(data))
 
+    def start_packet(self, packet_type: QuicPacketType, crypto: Any) -> None:
+        """aioquic's; a 1-RTT packet's start takes only the steps that case needs."""
+        if packet_type is not ONE_RTT:
+            super().start_packet(packet_type, crypto)
+            return
+        if self._packet is not None:
+            self._end_packet()
+        packet_start = self._buffer.tell()
+        if self._buffer_capacity - packet_start < 128 or (
+                self._datagram_needs_padding and self._flight_capacity < self._buffer_capacity):
+            self._flush_current_datagram()  # too little room, or padding the window can't take
+            packet_start = 0
+        if self._datagram_init:
+            self._init_datagram()
+        header_size = SHORT_HEADER_BYTES + len(self._peer_cid)
+        if packet_start + header_size >= self._buffer_capacity:
+            raise QuicPacketBuilderStop
+        self._header_size = header_size
+        self._packet = packet = QuicSentPacket(
+            epoch=ONE_RTT_EPOCH, in_flight=False, is_ack_eliciting=False,
+            is_crypto_packet=False, packet_number=self._packet_number, packet_type=ONE_RTT)
+        self._packet_crypto = crypto
+        self._packet_start = packet_start
+        self._packet_type = ONE_RTT
+        self.quic_logger_frames = packet.quic_logger_frames
+        self._buffer.seek(packet_start + header_size)
+
+    def _init_datagram(self) -> None:
+        """aioquic's set-up of a new datagram's byte and flight capacities."""
+        if self.max_total_bytes is not None:
+            remaining_total_bytes = self.max_total_bytes - self._total_bytes
+            if remaining_total_bytes < self._buffer_capacity:
+                self._buffer_capacity = remaining_total_bytes
+        self._flight_capacity = self._buffer_capacity
+        if self.max_flight_bytes is not None:
+            remaining_flight_bytes = self.max_flight_bytes - self._flight_bytes
+            if remaining_flight_bytes < self._flight_capacity:
+                self._flight_capacity = remaining_flight_bytes
+        self._datagram_flight_bytes = 0
+        self._datagram_init = False
+        self._datagram_needs_padding = False
+
     def _end_packet(self) -> None:
         attached, self._attached = self._attached, None
         if attached is None:
-            super()._end_packet()
+            if not self._end_plain():
+                super()._end_packet()
         elif self._datagram_needs_padding or not self._end_attached(*attached):
             self._write_attached(*attached)
             super()._end_packet()
+
+    def _end_plain(self) -> bool:
+        """End a 1-RTT packet alone in its datagram that needs no padding as aioquic does,
+        encrypting its payload straight into the datagram; False (nothing done) otherwise."""
+        buf = self._buffer
+        packet_size = buf.tell()
+        header_size = self._header_size
+        if (self._packet_type is not ONE_RTT or self._packet_start or self._datagram_needs_padding
+                or packet_size - header_size < MIN_PAYLOAD_BYTES):
+            return False
+        crypto = self._write_short_header()
+        self._finish_datagram(crypto.encrypt_packet(buf.data_slice(0, header_size),
+                                                    buf.data_slice(header_size, packet_size),
+                                                    self._packet_number))
+        return True
+
+    def _write_short_header(self) -> Any:
+        """Write the packet's short header at the buffer's start; the packet's keys."""
+        buf = self._buffer
+        crypto = self._packet_crypto
+        buf.seek(0)
+        buf.push_uint8(PACKET_FIXED_BIT | (self._spin_bit << 5) | (crypto.key_phase << 2)
+                       | (PACKET_NUMBER_SEND_SIZE - 1))
+        buf.push_bytes(self._peer_cid)
+        buf.push_uint16(self._packet_number & 0xFFFF)
+        return crypto
 
     def _write_attached(self, start: int, data: Any) -> None:
         buf = self._buffer
@@ -74,12 +156,7 @@ class LeanPacketBuilder(QuicPacketBuilder):
         buf = self._buffer
         packet_size = buf.tell()
         header_size = self._header_size
-        crypto = self._packet_crypto
-        buf.seek(0)
-        buf.push_uint8(PACKET_FIXED_BIT | (self._spin_bit << 5) | (crypto.key_phase << 2)
-                       | (PACKET_NUMBER_SEND_SIZE - 1))
-        buf.push_bytes(self._peer_cid)
-        buf.push_uint16(self._packet_number & 0xFFFF)
+        crypto = self._write_short_header()
         end = start + len(data)
         parts = [buf.data_slice(header_size, start), data]
         if packet_size > end:

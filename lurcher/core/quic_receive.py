@@ -30,12 +30,25 @@ from aioquic.quic.packet import (PACKET_FIXED_BIT, PACKET_LONG_HEADER, PACKET_SP
                                  QuicErrorCode, QuicFrameType)
 
 ONE_RTT_RESERVED_BITS = 0x18
+ONE_RTT, ZERO_RTT = tls.Epoch.ONE_RTT, tls.Epoch.ZERO_RTT
+CONNECTED = QuicConnectionState.CONNECTED
+
+
+def _one_rtt(quic: Any) -> tuple:
+    """The connection's 1-RTT packet space, 1-RTT keys and 0-RTT keys, looked up once per
+    set of aioquic's dicts (which are keyed by an Enum whose hash is a Python call)."""
+    spaces, cryptos = quic._spaces, quic._cryptos
+    cached = quic.__dict__.get("_lurcher_one_rtt")
+    if cached is None or cached[0] is not spaces or cached[1] is not cryptos:
+        cached = (spaces, cryptos, spaces[ONE_RTT], cryptos[ONE_RTT], cryptos[ZERO_RTT])
+        quic._lurcher_one_rtt = cached
+    return cached
 
 
 def _active_path(quic: Any, data: bytes, addr: Any) -> Any:
     """The connection's active network path when ``data`` from ``addr`` qualifies for the
     steady receive (module docstring), else None."""
-    if (quic._state is not QuicConnectionState.CONNECTED or quic._quic_logger is not None
+    if (quic._state is not CONNECTED or quic._quic_logger is not None
             or not data or data[0] & (PACKET_LONG_HEADER | PACKET_FIXED_BIT) != PACKET_FIXED_BIT
             or quic._peer_cid.sequence_number is None or quic._close_at is None):
         return None
@@ -47,8 +60,6 @@ def _active_path(quic: Any, data: bytes, addr: Any) -> Any:
     if (len(host_cid) != quic._configuration.connection_id_length
             or data[1:1 + len(host_cid)] != host_cid):
         return None
-    if not quic._is_client and quic._cryptos[tls.Epoch.ZERO_RTT].recv.is_valid():
-        return None
     return path
 
 
@@ -58,10 +69,12 @@ def receive_steady(quic: Any, data: bytes, addr: Any, now: float) -> bool:
     path = _active_path(quic, data, addr)
     if path is None:
         return False
-    space = quic._spaces[tls.Epoch.ONE_RTT]
+    _, _, space, crypto, zero_rtt = _one_rtt(quic)
+    if not quic._is_client and zero_rtt.recv.is_valid():
+        return False
     host_cid = quic.host_cid
     try:
-        plain_header, payload, packet_number = quic._cryptos[tls.Epoch.ONE_RTT].decrypt_packet(
+        plain_header, payload, packet_number = crypto.decrypt_packet(
             data, 1 + len(host_cid), space.expected_packet_number)
     except (CryptoError, KeyUnavailableError):
         return False
@@ -78,7 +91,7 @@ def receive_steady(quic: Any, data: bytes, addr: Any, now: float) -> bool:
         spin_bit = bool(plain_header[0] & PACKET_SPIN_BIT)
         quic._spin_bit = not spin_bit if quic._is_client else spin_bit
         quic._spin_highest_pn = packet_number
-    context = QuicReceiveContext(epoch=tls.Epoch.ONE_RTT, host_cid=host_cid, network_path=path,
+    context = QuicReceiveContext(epoch=ONE_RTT, host_cid=host_cid, network_path=path,
                                  quic_logger_frames=None, time=now, version=None)
     try:
         is_ack_eliciting, is_probing = quic._payload_received(context, payload)

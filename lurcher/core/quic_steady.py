@@ -10,7 +10,8 @@ handshake is done none of those is pending almost always, and nothing the loop i
 pending; so when ``steady`` finds none pending as the loop starts, ``write_steady`` builds the
 packets with only the frames that can occur, in aioquic's order and with aioquic's own frame
 writers, and serves the streams as aioquic does (one pass over the queue per packet; streams
-that sent move to the back, in queue order where aioquic's set has no order).
+that sent move to the back, in queue order where aioquic's set has no order; when they are
+the back already, as with one busy stream, the queue is kept as it is).
 
 Invariants: any pending frame of the skipped kinds, or keys not ready, make ``steady`` False
 and aioquic's loop runs unchanged; packets are paced as aioquic paces them; aioquic is pinned
@@ -93,7 +94,7 @@ def _write_streams(quic: Any, builder: Any, space: Any) -> bool:
                 if used > 0:
                     sent.append(stream)
     finally:
-        if sent or discarded:
+        if discarded or (sent and queue[len(queue) - len(sent):] != sent):
             moved = set(sent) | set(discarded)
             quic._streams_queue = [s for s in queue if s not in moved] + sent
     return bool(discarded)
