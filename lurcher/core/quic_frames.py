@@ -75,8 +75,9 @@ class LongFrameQuicConnection(QuicConnection):
         """Write one STREAM frame of ``stream`` into ``builder``'s packet, as far as flow
         control (``max_offset``) and the packet's room allow; the bytes newly sent."""
         sender = stream.sender
+        next_offset = sender.next_offset
         overhead = (1 + LENGTH_BYTES + size_uint_var(stream.stream_id)
-                    + (size_uint_var(sender.next_offset) if sender.next_offset else 0))
+                    + (size_uint_var(next_offset) if next_offset else 0))
         previous_highest = sender.highest_offset
         room = builder.remaining_flight_space - overhead
         attach = (room >= ATTACH_MIN_BYTES and type(sender._buffer) is HeldBytes

@@ -27,6 +27,8 @@ from aioquic import tls
 from aioquic.quic.connection import stream_is_client_initiated
 from aioquic.quic.packet import QuicPacketType
 
+ONE_RTT = QuicPacketType.ONE_RTT
+
 
 def steady(quic: Any, network_path: Any) -> bool:
     """Whether ``quic`` has 1-RTT keys, a done handshake and none of the frames pending that
@@ -47,23 +49,27 @@ def write_steady(quic: Any, builder: Any, now: float) -> None:
     crypto = quic._cryptos[tls.Epoch.ONE_RTT]
     space = quic._spaces[tls.Epoch.ONE_RTT]
     pacer = quic._loss._pacer
+    start_packet, streams = builder.start_packet, quic._streams
+    write_connection_limits, write_stream_limits = (quic._write_connection_limits,
+                                                    quic._write_stream_limits)
     while True:
-        if space.ack_at is None or space.ack_at >= now:
-            quic._pacing_at = pacer.next_send_time(now=now)
+        ack_at = space.ack_at
+        if ack_at is None or ack_at >= now:
+            quic._pacing_at = pacer.next_send_time(now)
             if quic._pacing_at is not None:
                 break
-        builder.start_packet(QuicPacketType.ONE_RTT, crypto)
-        if space.ack_at is not None and space.ack_at <= now:
-            quic._write_ack_frame(builder=builder, space=space, now=now)
-        quic._write_connection_limits(builder=builder, space=space)
-        for stream in quic._streams.values():
-            quic._write_stream_limits(builder=builder, space=space, stream=stream)
+        start_packet(ONE_RTT, crypto)
+        if ack_at is not None and ack_at <= now:
+            quic._write_ack_frame(builder, space, now)
+        write_connection_limits(builder, space)
+        for stream in streams.values():
+            write_stream_limits(builder, space, stream)
         discarded = _write_streams(quic, builder, space)
         if builder.packet_is_empty:
             if not discarded:  # a discarded stream may let the next packet raise MAX_STREAMS
                 break
         else:
-            pacer.update_after_send(now=now)
+            pacer.update_after_send(now)
 
 
 def _write_streams(quic: Any, builder: Any, space: Any) -> bool:
