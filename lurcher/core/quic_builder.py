@@ -15,7 +15,8 @@ steady state after the handshake), its keys are AES-GCM and no key update is pen
 (``can_attach``); any other case, or a packet that needs padding, writes the attached data
 into the buffer and ends the packet as aioquic does.
 
-Every 1-RTT packet also starts with only the steps that case needs (``start_packet``), and
+Every 1-RTT packet also starts with only the steps that case needs (``start_packet``), a
+STREAM frame starts with only its room check (``start_frame``), and
 one alone in its datagram that needs no padding, with nothing attached, is encrypted from the
 buffer straight into its datagram (``_end_plain``): aioquic copies it out of the buffer,
 slices it, and copies the result back in and out again. This is what 1,200-byte datagrams
@@ -32,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 import aioquic.quic.connection as aioquic_connection
-from aioquic.quic.packet import PACKET_FIXED_BIT, QuicPacketType
+from aioquic.quic.packet import PACKET_FIXED_BIT, QuicFrameType, QuicPacketType
 from aioquic.quic.packet_builder import (PACKET_NUMBER_MAX_SIZE, PACKET_NUMBER_SEND_SIZE,
                                          QuicPacketBuilder, QuicPacketBuilderStop,
                                          QuicSentPacket)
@@ -42,6 +43,7 @@ ATTACH_MIN_BYTES = 4096  # below this, copying costs less than a separate encryp
 ONE_RTT, ONE_RTT_EPOCH = QuicPacketType.ONE_RTT, Epoch.ONE_RTT
 SHORT_HEADER_BYTES = 1 + PACKET_NUMBER_SEND_SIZE  # first byte, packet number; + peer's CID
 MIN_PAYLOAD_BYTES = PACKET_NUMBER_MAX_SIZE - PACKET_NUMBER_SEND_SIZE  # header sample room
+STREAM_FRAME_FIRST, STREAM_FRAME_LAST = QuicFrameType.STREAM_BASE, QuicFrameType.STREAM_BASE | 7
 
 
 class LeanPacketBuilder(QuicPacketBuilder):
@@ -92,6 +94,27 @@ class LeanPacketBuilder(QuicPacketBuilder):
         self._packet_type = ONE_RTT
         self.quic_logger_frames = packet.quic_logger_frames
         self._buffer.seek(packet_start + header_size)
+
+    def start_frame(self, frame_type: int, capacity: int = 1, handler: Any = None,
+                    handler_args: Any = ()) -> Any:
+        """aioquic's; a STREAM frame (ack-eliciting, in flight, neither CRYPTO nor a path
+        frame, so none of aioquic's per-type steps apply) takes only the room check."""
+        if not STREAM_FRAME_FIRST <= frame_type <= STREAM_FRAME_LAST:
+            return super().start_frame(frame_type, capacity, handler, handler_args)
+        buf = self._buffer
+        used = buf.tell()
+        if used - self._packet_start <= self._header_size:  # the packet's first frame
+            capacity = max(capacity, MIN_PAYLOAD_BYTES)
+        room = min(self._buffer_capacity, self._flight_capacity) - used \
+            - self._packet_crypto.aead_tag_size
+        if room < capacity:
+            raise QuicPacketBuilderStop
+        buf.push_uint_var(frame_type)
+        packet = self._packet
+        packet.is_ack_eliciting = packet.in_flight = True
+        if handler is not None:
+            packet.delivery_handlers.append((handler, handler_args))
+        return buf
 
     def _init_datagram(self) -> None:
         """aioquic's set-up of a new datagram's byte and flight capacities."""

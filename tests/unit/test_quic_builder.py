@@ -112,34 +112,49 @@ def _build(builder_class: type, one_rtt: Any, initial: Any, script: list[tuple])
     for packet_type, frames in script:
         try:
             builder.start_packet(packet_type, one_rtt if packet_type is ONE_RTT else initial)
-            for size in frames:
-                if size == 0:
-                    builder.start_frame(QuicFrameType.PING)
-                else:
-                    buf = builder.start_frame(QuicFrameType.CRYPTO, capacity=size + 4)
-                    buf.push_uint_var(0)
-                    buf.push_uint_var(size)
-                    buf.push_bytes(bytes([size % 251]) * size)
         except QuicPacketBuilderStop:
-            break
+            continue  # no room left in the flight
+        for size in frames:
+            try:
+                _write_frame(builder, packet_type, size)
+            except QuicPacketBuilderStop:
+                pass  # the frame does not fit: the packet goes on without it
     datagrams, packets = builder.flush()
     return ([bytes(d) for d in datagrams],
-            [(p.packet_number, p.sent_bytes, p.in_flight, p.is_ack_eliciting, p.epoch)
-             for p in packets], builder._flight_bytes, builder._total_bytes)
+            [(p.packet_number, p.sent_bytes, p.in_flight, p.is_ack_eliciting, p.epoch,
+              p.delivery_handlers) for p in packets],
+            builder._flight_bytes, builder._total_bytes)
+
+
+def _write_frame(builder: Any, packet_type: QuicPacketType, size: int) -> None:
+    """A PING (``size`` 0), else a STREAM (1-RTT) or CRYPTO frame of ``size`` bytes."""
+    if size == 0:
+        builder.start_frame(QuicFrameType.PING)
+        return
+    if packet_type is ONE_RTT:  # a STREAM frame with its length, as lurcher sends them
+        buf = builder.start_frame(QuicFrameType.STREAM_BASE | 2, capacity=size + 4,
+                                  handler=print, handler_args=(size,))
+        buf.push_uint_var(4)
+    else:
+        buf = builder.start_frame(QuicFrameType.CRYPTO, capacity=size + 4)
+        buf.push_uint_var(0)
+    buf.push_uint_var(size)
+    buf.push_bytes(bytes([size % 251]) * size)
 
 
 def test_one_rtt_packets_are_byte_for_byte_aioquics(tmp_path: Path) -> None:
     """The lean start and end of 1-RTT packets against aioquic's builder, same keys and
     script: full and short packets, one too short to sample (padded by aioquic's path), one
-    behind an INITIAL packet in a datagram, and a flight limit that stops the script."""
+    behind an INITIAL packet in a datagram, a STREAM frame that does not fit, and a flight
+    limit that stops the script."""
     cq, _, _, _ = connected_pair(tmp_path, QuicSettings(initial_mtu=1200),
                                  QuicSettings(initial_mtu=1200))
     one_rtt = cq._cryptos[tls.Epoch.ONE_RTT]
     initial = CryptoPair()
     initial.setup_initial(cid=b"C" * 8, is_client=True, version=0x00000001)
-    script = [(ONE_RTT, [1100]), (ONE_RTT, [300, 0]), (ONE_RTT, [0]),
+    script = [(ONE_RTT, [1100]), (ONE_RTT, [300, 0]), (ONE_RTT, [0]), (ONE_RTT, [1, 1]),
               (QuicPacketType.INITIAL, [200]), (ONE_RTT, [600]), (ONE_RTT, [1150]),
-              (ONE_RTT, [1150]), (ONE_RTT, [1150]), (ONE_RTT, [1150])]
+              (ONE_RTT, [1160, 20]), (ONE_RTT, [1150]), (ONE_RTT, [1150]), (ONE_RTT, [1150])]
     lean = _build(LeanPacketBuilder, one_rtt, initial, script)
     plain = _build(QuicPacketBuilder, one_rtt, initial, script)
     assert lean == plain
@@ -151,6 +166,7 @@ MIRRORED_METHODS = {
     "start_packet": "63a59deba3617ddcca6a1f302fc51b93ec44f782a164b994a7b8a00407c34572",
     "_end_packet": "585948d0382505b32a82180a9b3a42dcb18d6773ef181264af6c99f09a58cd2f",
     "_flush_current_datagram": "e310004f68f56c55536920ae183639ab2e88ddeba6ab9fa19f9ae3bfea0d7558",
+    "start_frame": "53af20167bc2f0e0efb99b3d61c1bc03054a6a5484a9ea1135a68085f5d6a61f",
 }
 
 
