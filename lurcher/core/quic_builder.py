@@ -16,12 +16,12 @@ steady state after the handshake), its keys are AES-GCM and no key update is pen
 into the buffer and ends the packet as aioquic does.
 
 Every 1-RTT packet also starts with only the steps that case needs (``start_packet``), a
-STREAM frame starts with only its room check (``start_frame``), and
-one alone in its datagram that needs no padding, with nothing attached, is encrypted from the
-buffer straight into its datagram (``_end_plain``): aioquic copies it out of the buffer,
-slices it, and copies the result back in and out again. This is what 1,200-byte datagrams
-cost per packet; tests/unit/test_quic_builder.py compares the bytes with aioquic's builder
-and fails if the builder methods these mirror change.
+STREAM frame starts with only its room check (``start_frame``), and a 1-RTT packet alone in
+its datagram that needs no padding, with nothing attached, is encrypted from the buffer
+straight into its datagram (``_end_plain``): aioquic copies it out of the buffer, slices it,
+and copies the result back in and out again. This is what 1,200-byte datagrams cost per
+packet; tests/unit/test_quic_builder.py compares the bytes with aioquic's builder and fails
+if the builder methods these mirror change.
 
 Invariants: at most one attachment per packet; the attached data is not changed before the
 packet ends (it is a view of a ``HeldBytes`` send buffer, which nothing changes,
