@@ -53,6 +53,7 @@ class Segment(Section):
     size: Bytes
     max_open_files: Annotated[int, msgspec.Meta(ge=2)]
     direct_io: bool
+    page_cache_window: Bytes
 
 
 class Partition(Section):

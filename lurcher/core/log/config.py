@@ -27,10 +27,13 @@ class LogConfig(msgspec.Struct, frozen=True):
     written (``Partition.append_async``); more wait, unstamped, in arrival order.
     ``inline_write_max_bytes``: a batch this small, arriving while nothing is in flight, is
     written on the event loop (a page-cache copy of a few KiB costs less than the hand-off);
-    0 = never, every write is asynchronous."""
+    0 = never, every write is asynchronous. ``page_cache_window``: the newest log bytes
+    of a partition kept in the page cache; older ones are written back and evicted
+    (``cache_window``); 0 = leave the cache to the kernel."""
 
     segment_size_bytes: int = GIB
     enforce_fsync: bool = False
     group_commit: bool = False
     max_inflight_batches: int = 8
     inline_write_max_bytes: int = 0
+    page_cache_window: int = GIB

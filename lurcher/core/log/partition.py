@@ -31,10 +31,13 @@ import asyncio
 import bisect
 import logging
 import os
+import weakref
+from collections.abc import Callable
 
 import numpy as np
 
 from lurcher.core.log.appends import AppendPipeline, PendingAppend
+from lurcher.core.log.cache_window import CacheWindow
 from lurcher.core.log.config import Clock, LogConfig, wall_clock_us
 from lurcher.core.log.files import DescriptorCache, FileHandle
 from lurcher.core.log.io import Done, IoBackend, PosixIo, is_no_space
@@ -92,6 +95,7 @@ class Partition:
         self._pending_count = 0  # messages stamped but not yet written (in flight)
         self._pending_bytes = 0
         self.pipeline = AppendPipeline(config.max_inflight_batches)
+        self.cache_window = CacheWindow(0, list)  # set by ``open`` once the segments are loaded
 
     @classmethod
     def open(cls, path: str, partition_id: int, config: LogConfig | None = None,
@@ -115,7 +119,14 @@ class Partition:
             part._add_segment(segment)
         part.offsets.load()
         part.synced_next_offset = part.next_offset
+        part.cache_window = CacheWindow(part.config.page_cache_window, part._segments_getter())
         return part
+
+    def _segments_getter(self) -> Callable[[], list[Segment]]:
+        """``self.segments`` as they are when called, without keeping ``self`` alive (a
+        cycle would keep a dropped partition's descriptors open until the next GC)."""
+        ref = weakref.ref(self)
+        return lambda: part.segments if (part := ref()) is not None else []
 
     def _add_segment(self, segment: Segment) -> None:
         if self.segments:
@@ -223,6 +234,7 @@ class Partition:
         self.next_offset += pending.count
         self.messages_count += pending.count
         self.size_bytes += len(pending.blob)
+        self.cache_window.committed(len(pending.blob))
 
     def _rewind(self) -> None:
         """Forget every stamped, unwritten batch; cut what they left in the open segment."""
@@ -373,6 +385,7 @@ class Partition:
                 continue
             position, length = segment.byte_range(a - segment.start_offset,
                                                   b - segment.start_offset)
+            self.cache_window.read(segment, position)
             log = segment.log_file()
             ranges.append(ByteRange(segment.log_path, log.fd, position, length, log))
             got_first = a if got_first < 0 else got_first

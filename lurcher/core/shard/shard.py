@@ -104,6 +104,7 @@ class Shard:
             enforce_fsync=self.enforce_fsync, group_commit=True,
             max_inflight_batches=system.partition.max_inflight_batches,
             inline_write_max_bytes=system.partition.inline_write_max_bytes,
+            page_cache_window=system.segment.page_cache_window,
         )
         self.group_commit = GroupCommit()
         self.files = DescriptorCache(self.io, system.segment.max_open_files)

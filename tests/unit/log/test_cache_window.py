@@ -1,0 +1,209 @@
+"""Drop-behind (``core.log.cache_window``): which log ranges a partition hands back to the
+kernel, and, on a real partition on disk, that they leave the page cache while the newest
+window and everything stored stay intact."""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import threading
+
+import pytest
+
+from lurcher.core.log.cache_window import CacheWindow, Evictor, write_back
+from lurcher.core.log.config import LogConfig
+from lurcher.core.log.partition import Partition
+from lurcher.core.wire.batch import MessageBatch
+from tests.support.page_cache import file_system, resident_pages
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+class FakeSegment:
+    def __init__(self, start_offset: int, size_bytes: int) -> None:
+        self.start_offset = start_offset
+        self.size_bytes = size_bytes
+        self.log_path = f"{start_offset:020d}.log"
+
+
+class RecordingEvictor:
+    """Records what would be evicted; its jobs finish when the test says."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[list, bool]] = []
+        self.done: list[threading.Event] = []
+        self.then: list = []
+
+    def submit(self, ranges, writeback, then=None):
+        self.jobs.append((ranges, writeback))
+        self.done.append(threading.Event())
+        self.then.append(then)
+        return self.done[-1]
+
+    def finish(self, i: int) -> None:
+        self.done[i].set()
+        if self.then[i] is not None:
+            self.then[i]()
+
+
+def test_nothing_is_planned_until_a_step_past_the_window():
+    segments = [FakeSegment(0, 0)]
+    window = CacheWindow(4 * MIB, lambda: segments, RecordingEvictor())
+    assert window.step == 2 * MIB
+    segments[0].size_bytes = 4 * MIB + 2 * MIB - 1
+    assert window.plan(segments) == []
+    segments[0].size_bytes += 1
+    assert window.plan(segments) == [(segments[0].log_path, 0, 2 * MIB)]
+    segments[0].size_bytes += 1 * MIB  # the cursor moved: only a new step counts
+    assert window.plan(segments) == []
+
+
+def test_ranges_span_segments_and_keep_the_newest_window():
+    segments = [FakeSegment(0, 0)]
+    window = CacheWindow(4 * MIB, lambda: segments, RecordingEvictor())
+    segments[0].size_bytes = 5 * MIB
+    segments += [FakeSegment(1000, 6 * MIB), FakeSegment(2000, 1 * MIB)]
+    ranges = window.plan(segments)
+    assert ranges == [(segments[0].log_path, 0, 5 * MIB), (segments[1].log_path, 0, 3 * MIB)]
+    kept = sum(s.size_bytes for s in segments) - sum(r[2] for r in ranges)
+    assert kept == 4 * MIB
+
+
+def test_a_cursor_whose_segment_went_restarts_at_the_newest_segment():
+    segments = [FakeSegment(0, 0)]
+    window = CacheWindow(2 * MIB, lambda: segments, RecordingEvictor())
+    segments[0].size_bytes = 10 * MIB
+    window.plan(segments)
+    survivors = [FakeSegment(5000, 7 * MIB)]  # the cursor's segment was deleted
+    assert window.plan(survivors) == [(survivors[0].log_path, 0, 5 * MIB)]
+
+
+def test_a_cut_segment_clamps_the_cursor():
+    segments = [FakeSegment(0, 0)]
+    window = CacheWindow(2 * MIB, lambda: segments, RecordingEvictor())
+    segments[0].size_bytes = 10 * MIB
+    assert window.plan(segments)[0][2] == 8 * MIB
+    segments[0].size_bytes = 3 * MIB  # truncated below the cursor
+    assert window.plan(segments) == []
+    segments[0].size_bytes = 8 * MIB
+    assert window.plan(segments) == [(segments[0].log_path, 3 * MIB, 3 * MIB)]
+
+
+def test_one_job_per_partition_in_flight():
+    segments = [FakeSegment(0, 0)]
+    evictor = RecordingEvictor()
+    window = CacheWindow(2 * MIB, lambda: segments, evictor)
+    for _ in range(8):
+        segments[0].size_bytes += 1 * MIB
+        window.committed(1 * MIB)
+    assert len(evictor.jobs) == 1 and evictor.jobs[0][1] is True
+    evictor.finish(0)  # the follow-up takes what was committed meanwhile, with no new commit
+    assert len(evictor.jobs) == 2
+    assert evictor.jobs[1][0] == [(segments[0].log_path, 1 * MIB, 5 * MIB)]
+    evictor.finish(1)
+    assert len(evictor.jobs) == 2  # nothing past the window is left
+
+
+def test_a_zero_window_never_plans():
+    segments = [FakeSegment(0, 0)]
+    evictor = RecordingEvictor()
+    window = CacheWindow(0, lambda: segments, evictor)
+    segments[0].size_bytes = 100 * MIB
+    window.committed(100 * MIB)
+    window.read(segments[0], 0)
+    assert evictor.jobs == []
+
+
+def test_reads_below_the_cursor_evict_behind_the_reader_only():
+    segments = [FakeSegment(0, 0)]
+    evictor = RecordingEvictor()
+    window = CacheWindow(8 * MIB, lambda: segments, evictor)  # step 4 MiB, read step 1 MiB
+    segments[0].size_bytes = 20 * MIB
+    window.plan(segments)  # cursor at 12 MiB
+    window.read(segments[0], 15 * MIB)  # inside the window: left alone
+    assert evictor.jobs == []
+    window.read(segments[0], 1 * MIB)
+    assert evictor.jobs == []  # not a read step behind yet
+    window.read(segments[0], 3 * MIB)
+    assert evictor.jobs == [([(segments[0].log_path, 0, 2 * MIB)], False)]
+    window.read(segments[0], 3 * MIB + 512 * KIB)
+    assert len(evictor.jobs) == 1
+
+
+def test_write_back_reports_errors():
+    r, w = os.pipe()
+    try:
+        with pytest.raises(OSError):
+            write_back(r, 0, 4096)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+# -- a real partition on disk ------------------------------------------------------------------
+
+def _wait_idle(evictor: Evictor) -> None:
+    evictor.submit([], writeback=False).wait(30)
+
+
+def _fill(part: Partition, batches: int) -> None:
+    for i in range(batches):
+        part.append(MessageBatch.build([bytes([i % 251]) * 1000] * 64).writable())
+
+
+@pytest.fixture
+def disk_dir(tmp_path):
+    if file_system(str(tmp_path)) in ("tmpfs", "ramfs", ""):
+        pytest.skip("page cache eviction needs a disk file system under the test's tmp dir")
+    return tmp_path
+
+
+def test_a_partition_keeps_only_its_newest_window_cached(disk_dir, segment_writes):
+    part = Partition.open(str(disk_dir / "p"), 1, LogConfig(page_cache_window=1 * MIB))
+    evictor = part.cache_window.evictor
+    _fill(part, 128)  # 128 x 68,096 bytes, about 8.3 MiB
+    _wait_idle(evictor)
+    path = part.segments[-1].log_path
+    resident = resident_pages(path)
+    size = os.path.getsize(path)
+    old = resident[:(size - 2 * MIB) // mmap.PAGESIZE]
+    new = resident[-(1 * MIB // mmap.PAGESIZE):]
+    assert sum(old) <= len(old) // 20, f"{sum(old)} of {len(old)} old pages still cached"
+    if segment_writes == "page-cache":  # O_DIRECT writes never enter the cache
+        assert all(new), "the newest window left the page cache"
+    assert part.read_offset(0, 64 * 128).count == 64 * 128  # nothing stored changed
+    part.close()
+
+
+def test_reading_history_evicts_behind_the_reader(disk_dir):
+    part = Partition.open(str(disk_dir / "p"), 1, LogConfig(page_cache_window=1 * MIB))
+    evictor = part.cache_window.evictor
+    _fill(part, 128)
+    _wait_idle(evictor)
+    path = part.segments[-1].log_path
+    with open(path, "rb") as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_WILLNEED)
+        f.read()  # history back in the cache, as a reader would bring it
+    for first in range(0, 64 * 96, 64):
+        assert part.read_offset(first, 64).count == 64
+    _wait_idle(evictor)
+    resident = resident_pages(path)
+    behind = resident[:(64 * 80 * 1064) // mmap.PAGESIZE]
+    assert sum(behind) <= len(behind) // 20, f"{sum(behind)} of {len(behind)} read pages cached"
+    part.close()
+
+
+def test_a_failed_write_back_is_logged_once(tmp_path, caplog):
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    keep_open = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # so the evictor's open does not block
+    try:
+        evictor = Evictor()
+        with caplog.at_level(logging.ERROR, logger="lurcher.core.log.cache_window"):
+            evictor.submit([(fifo, 0, 4096), (fifo, 4096, 4096)], writeback=True).wait(10)
+        errors = [r for r in caplog.records if "write-behind" in r.getMessage()]
+        assert len(errors) == 1 and fifo in errors[0].getMessage()
+    finally:
+        os.close(keep_open)
