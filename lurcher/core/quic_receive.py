@@ -45,11 +45,16 @@ def _one_rtt(quic: Any) -> tuple:
     return cached
 
 
+def is_short_header(data: Any) -> bool:
+    """``data`` starts with a short (1-RTT) header: long-header bit 0, fixed bit 1."""
+    return bool(data) and data[0] & (PACKET_LONG_HEADER | PACKET_FIXED_BIT) == PACKET_FIXED_BIT
+
+
 def _active_path(quic: Any, data: bytes, addr: Any) -> Any:
     """The connection's active network path when ``data`` from ``addr`` qualifies for the
     steady receive (module docstring), else None."""
     if (quic._state is not CONNECTED or quic._quic_logger is not None
-            or not data or data[0] & (PACKET_LONG_HEADER | PACKET_FIXED_BIT) != PACKET_FIXED_BIT
+            or not is_short_header(data)
             or quic._peer_cid.sequence_number is None or quic._close_at is None):
         return None
     paths = quic._network_paths

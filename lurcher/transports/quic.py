@@ -46,13 +46,13 @@ from aioquic.quic.events import (
     StreamDataReceived,
     StreamReset,
 )
-from aioquic.quic.packet import PACKET_FIXED_BIT, PACKET_LONG_HEADER
 
 from lurcher.auth.session import TRANSPORT_QUIC
 from lurcher.core.connection.framing import BadFrame, Frame, FrameLimits, FrameReader
 from lurcher.core.connection.server import FrameQueue, ServerConnection
 from lurcher.core.quic import (QuicSettings, TunedQuicProtocol, bound_socket,
                                quic_configuration)
+from lurcher.core.quic_receive import is_short_header
 from lurcher.core.shard.reply import error_frame, gathered
 from lurcher.core.udp_offload import open_endpoint
 from lurcher.core.wire.error_codes import ErrorCode
@@ -73,7 +73,6 @@ QUIC_APP_REFUSED = 1
 MAX_QUEUED_REPLY_BYTES = 16 * 1024 * 1024
 MAX_PENDING_REQUESTS = 32
 MAX_UNFINISHED_STREAMS = 16
-SHORT_HEADER_BITS = PACKET_LONG_HEADER | PACKET_FIXED_BIT  # 0b01 in the top bits: 1-RTT
 
 
 def queued_reply_bytes(quic: Any) -> int:
@@ -305,7 +304,7 @@ class RoutingQuicServer(QuicServer):
 
     def _short_header_protocol(self, data: Any) -> Any:
         """The connection a short-header (1-RTT) datagram is for, or None."""
-        if not data or data[0] & SHORT_HEADER_BITS != PACKET_FIXED_BIT:
+        if not is_short_header(data):
             return None
         return self._protocols.get(bytes(data[1:1 + self._configuration.connection_id_length]))
 
