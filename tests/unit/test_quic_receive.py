@@ -170,7 +170,7 @@ def test_a_datagram_from_another_address_goes_through_aioquic(tmp_path: Path,
 
 
 def test_only_a_short_header_first_byte_qualifies():
-    from lurcher.core.quic_receive import is_short_header
+    is_short_header = quic_receive.is_short_header
     assert is_short_header(b"\x40rest") and is_short_header(bytes([0x5F]))
     assert not is_short_header(b"\xc0rest")  # long header
     assert not is_short_header(b"\x00rest")  # fixed bit clear
