@@ -42,6 +42,18 @@ def fields(blob: bytes, start: int) -> tuple:
     return HEADER.unpack_from(blob, start)
 
 
+@pytest.fixture(autouse=True, params=["native", "numpy"])
+def batch_loops(request, monkeypatch) -> str:
+    """Every test here runs with the C validation and stamping and with the numpy ones."""
+    if request.param == "numpy":
+        monkeypatch.setattr(batch_module, "_scan", batch_module.scan_numpy)
+        monkeypatch.setattr(batch_module, "_stamp", batch_module.stamp_numpy)
+    else:
+        assert batch_module._scan is batch_module._native.scan
+        assert batch_module._stamp is batch_module._native.stamp
+    return request.param
+
+
 # -- build ------------------------------------------------------------------------------
 
 def test_build_gives_the_captured_send_bytes():
@@ -148,6 +160,15 @@ def test_header_claims_more_than_slot():
     b = mutable()
     struct.pack_into("<I", b.blob, 52, 6)       # payload 6 in a 5-byte slot
     expect(b, ErrorCode.MISSING_INDEX)
+
+
+def test_reserved_field_must_be_zero_and_the_error_names_the_message():
+    b = mutable()
+    struct.pack_into("<Q", b.blob, 69 + 56, 1)  # the second message's reserved u64
+    with pytest.raises(IggyError) as info:
+        b.validate()
+    assert info.value.code == ErrorCode.INVALID_RESERVED_FIELD
+    assert "(message 1)" in str(info.value)
 
 
 def test_header_claims_less_than_slot():
@@ -293,3 +314,65 @@ def test_native_checksums_refuse_ranges_outside_the_buffer():
         with pytest.raises(ValueError, match="outside a 64-byte buffer"):
             batch_module._native.xxh3_ranges(bytes(64), np.array([start], dtype=np.int64),
                                              np.array([end], dtype=np.int64), out)
+
+
+# -- the C loops against the numpy ones -----------------------------------------------------
+
+def _corrupt(blob: bytearray, index: bytearray, rule: int, where: int, value: int) -> None:
+    """Change one field of one message or index entry (``rule`` picks which)."""
+    n = len(index) // 16
+    i = where % n
+    if rule == 0:      # an index entry's relative offset, end position or timestamp
+        struct.pack_into("<I", index, i * 16 + 4 * (value % 2), value)
+    elif rule == 1:
+        struct.pack_into("<Q", index, i * 16 + 8, value)
+    else:              # a header's user-headers length, payload length or reserved field
+        start = 0 if i == 0 else struct.unpack_from("<I", index, (i - 1) * 16 + 4)[0]
+        at = (48, 52, 56)[rule - 2]
+        if start + at + 8 <= len(blob):
+            struct.pack_into("<I" if at < 56 else "<Q", blob, start + at, value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=60), min_size=1, max_size=12),
+       st.lists(st.tuples(st.integers(0, 4), st.integers(0, 50), st.integers(0, 2**32 - 1)),
+                max_size=3),
+       st.integers(0, 100), st.integers(0, 100))
+def test_native_and_numpy_scans_agree(payloads, corruptions, max_payload, max_user_headers):
+    b = MessageBatch.build(payloads, origin_timestamp_us=9)
+    blob, index = bytearray(b.blob), bytearray(b.index)
+    for rule, where, value in corruptions:
+        _corrupt(blob, index, rule, where, value)
+    native = batch_module._native.scan(bytes(index), bytes(blob), max_payload, max_user_headers)
+    numpy = batch_module.scan_numpy(bytes(index), bytes(blob), max_payload, max_user_headers)
+    assert native == numpy
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.binary(max_size=40), min_size=1, max_size=20), st.booleans(),
+       st.lists(st.integers(0, 2**128 - 1), min_size=20, max_size=20),
+       st.integers(0, 2**40), st.integers(0, 2**60), st.integers(0, 7))
+def test_native_and_numpy_stamps_write_the_same_bytes(payloads, keep_ids, ids, base, ts, pad):
+    ids = ids[:len(payloads)] if keep_ids else None
+    b = MessageBatch.build(payloads, ids=ids, origin_timestamp_us=5)
+    shifted = np.frombuffer(b.index, dtype=INDEX_DTYPE).copy()
+    shifted["position"] += pad  # a prefix (in the first slot) moves later headers off alignment
+    blob = bytes(pad) + bytes(b.blob)
+    randoms = np.random.default_rng(base).integers(0, 2**64, 2 * len(payloads), dtype=np.uint64)
+    native, numpy = bytearray(blob), bytearray(blob)
+    batch_module._native.stamp(native, shifted.tobytes(), base, ts, randoms)
+    batch_module.stamp_numpy(numpy, shifted.tobytes(), base, ts, randoms)
+    assert native == numpy
+
+
+def test_native_stamp_refuses_slots_outside_the_blob_or_without_a_header():
+    b = MessageBatch.build([b"abc", b"defgh"], origin_timestamp_us=1)
+    randoms = np.zeros(4, dtype=np.uint64)
+    index = np.frombuffer(b.index, dtype=INDEX_DTYPE).copy()
+    for position in (len(b.blob) + 1, 10):
+        index[1]["position"] = position
+        with pytest.raises(ValueError, match="not a valid slot"):
+            batch_module._native.stamp(bytearray(b.blob), index.tobytes(), 0, 0, randoms)
+    with pytest.raises(ValueError, match="16 bytes each"):
+        batch_module._native.stamp(bytearray(b.blob), b.index, 0, 0, randoms[:2])
+

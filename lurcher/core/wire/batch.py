@@ -5,9 +5,10 @@ Layout inside SendMessages: ``messages_count u32``, an index block of ``count`` 
 then the messages blob (each message: 64-byte header, payload, user headers).
 
 ``MessageBatch`` owns no per-message objects: it is a view over the index block and the blob.
-Every per-message operation (validation, stamping offsets/timestamps/ids, reading header
-fields, building index entries) is a numpy operation over all messages at once. The only
-per-message Python work is the XXH3 checksum (one C call per message; see ``checksums``).
+Every per-message operation (validation, stamping offsets/timestamps/ids and checksums,
+reading header fields, building index entries) is one call over all messages: validation and
+stamping go to ``_batchhash`` (C, built at install time) and fall back to numpy passes where
+it was not built; both give the same results (``tests/unit/test_batch.py`` compares them).
 
 Invariants after ``validate()``: ``ends()`` is non-decreasing, starts at >= 64, ends at
 ``len(blob)``, and each message's header lengths add up to its slot in the blob.
@@ -181,20 +182,85 @@ _reseed()
 os.register_at_fork(after_in_child=_reseed)
 
 
-def random_ids(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` random 128-bit ids with UUIDv4 version/variant bits, as (low, high) u64 halves.
+# The checks of ``MessageBatch.validate``, in the order it makes them (``_batchhash.scan``
+# returns these numbers): each failing check names the first message that fails it.
+(SCAN_OK, SCAN_OFFSET, SCAN_TIMESTAMP, SCAN_DECREASING, SCAN_LAST_END, SCAN_TOO_SMALL,
+ SCAN_OVER_SLOT, SCAN_BIG_PAYLOAD, SCAN_BIG_HEADERS, SCAN_UNDER_SLOT, SCAN_RESERVED) = range(11)
 
-    Drawn from a PCG64DXSM generator seeded from os.urandom (os.urandom itself costs
-    ~60 us per 1000 ids; this costs a few).
-    """
-    raw = _rng.random_raw(2 * n).reshape(n, 2)
-    lo = (raw[:, 0] & _LO_VERSION_CLEAR) | _LO_VERSION_SET
-    hi = (raw[:, 1] & _HI_VARIANT_CLEAR) | _HI_VARIANT_SET
-    return lo, hi
+_SCAN_ERRORS = {
+    SCAN_OFFSET: (ErrorCode.NON_ZERO_OFFSET, "index offset is not 0"),
+    SCAN_TIMESTAMP: (ErrorCode.NON_ZERO_TIMESTAMP, "index timestamp is not 0"),
+    SCAN_DECREASING: (ErrorCode.MISSING_INDEX, "index positions decrease"),
+    SCAN_LAST_END: (ErrorCode.INVALID_MESSAGES_SIZE, "index ends at {last_end}, blob has "
+                                                     "{blob_bytes} bytes"),
+    SCAN_TOO_SMALL: (ErrorCode.TOO_SMALL_MESSAGE, "message shorter than its 64-byte header"),
+    SCAN_OVER_SLOT: (ErrorCode.MISSING_INDEX, "header lengths exceed the message's slot"),
+    SCAN_BIG_PAYLOAD: (ErrorCode.TOO_BIG_MESSAGE_PAYLOAD, "payload above {max_payload} bytes"),
+    SCAN_BIG_HEADERS: (ErrorCode.TOO_BIG_USER_HEADERS,
+                       "user headers above {max_user_headers} bytes"),
+    SCAN_UNDER_SLOT: (ErrorCode.INVALID_MESSAGES_SIZE,
+                      "header lengths smaller than the message's slot"),
+    SCAN_RESERVED: (ErrorCode.INVALID_RESERVED_FIELD, "reserved header field is not 0"),
+}
+_SCAN_LIMIT = (1 << 62)  # limits above this are unlimited (the C scan takes signed 64 bits)
 
 
-def _fail(code: ErrorCode, bad: np.ndarray, what: str) -> IggyError:
-    return IggyError(code, f"{what} (message {int(np.argmax(bad))})")
+def _first(bad: np.ndarray) -> int:
+    return int(np.argmax(bad))
+
+
+def scan_numpy(index: Buffer, blob: Buffer, max_payload: int,
+               max_user_headers: int) -> tuple[int, int, int]:
+    """``_batchhash.scan`` with numpy passes: (check, first failing message or -1, messages
+    with user headers). ``index`` holds at least one whole entry."""
+    idx = np.frombuffer(index, dtype=INDEX_DTYPE)
+    for check, field in ((SCAN_OFFSET, "offset"), (SCAN_TIMESTAMP, "timestamp")):
+        if idx[field].any():
+            return check, _first(idx[field] != 0), 0
+    ends = idx["position"].astype(np.int64)
+    starts = np.concatenate(([0], ends[:-1]))
+    sizes = ends - starts
+    if (sizes < 0).any():
+        return SCAN_DECREASING, _first(sizes < 0), 0
+    if int(ends[-1]) != len(blob):
+        return SCAN_LAST_END, len(ends) - 1, 0
+    if (sizes < HEADER_BYTES).any():
+        return SCAN_TOO_SMALL, _first(sizes < HEADER_BYTES), 0
+    payload, user_headers = read_declared_sizes(blob, starts)
+    declared = HEADER_BYTES + payload + user_headers
+    for check, bad in ((SCAN_OVER_SLOT, declared > sizes),
+                       (SCAN_BIG_PAYLOAD, payload > max_payload),
+                       (SCAN_BIG_HEADERS, user_headers > max_user_headers),
+                       (SCAN_UNDER_SLOT, declared < sizes)):
+        if bad.any():
+            return check, _first(bad), 0
+    reserved = read_u64_at(blob, starts, RESERVED_AT)
+    if reserved.any():
+        return SCAN_RESERVED, _first(reserved != 0), 0
+    return SCAN_OK, -1, int(np.count_nonzero(user_headers))
+
+
+def stamp_numpy(blob: Buffer, index: Buffer, base_offset: int, timestamp_us: int,
+                randoms: np.ndarray) -> None:
+    """``_batchhash.stamp`` with numpy passes (the blob's slots are valid)."""
+    ends = np.frombuffer(index, dtype=INDEX_DTYPE)["position"]
+    starts = starts_from_ends(ends)
+    offsets = np.arange(base_offset, base_offset + len(ends), dtype=np.uint64)
+    aligned = not (starts & 7).any()
+    write_u64_at(blob, starts, OFFSET_AT, offsets, aligned)
+    write_u64_at(blob, starts, TIMESTAMP_AT, np.uint64(timestamp_us), aligned)
+    zero = (read_u64_at(blob, starts, ID_AT) | read_u64_at(blob, starts, ID_AT + 8)) == 0
+    if zero.any():
+        pairs = randoms.reshape(-1, 2)[zero]
+        write_u64_at(blob, starts[zero], ID_AT, (pairs[:, 0] & _LO_VERSION_CLEAR)
+                     | _LO_VERSION_SET, aligned)
+        write_u64_at(blob, starts[zero], ID_AT + 8, (pairs[:, 1] & _HI_VARIANT_CLEAR)
+                     | _HI_VARIANT_SET, aligned)
+    write_u64_at(blob, starts, CHECKSUM_AT, checksums(blob, starts, ends), aligned)
+
+
+_scan = getattr(_native, "scan", None) or scan_numpy
+_stamp = getattr(_native, "stamp", None) or stamp_numpy
 
 
 # ---------------------------------------------------------------------------------------
@@ -269,60 +335,32 @@ class MessageBatch:
             raise IggyError(ErrorCode.INVALID_MESSAGES_COUNT, "batch has no messages")
         if len(self.index) != self.count * INDEX_ENTRY_BYTES:
             raise IggyError(ErrorCode.INVALID_INDEXES_BYTE_SIZE, f"{len(self.index)} bytes")
-        idx = self.index_array()
-        self._validate_index(idx)
-        ends = idx["position"].astype(np.int64)
-        starts = np.concatenate(([0], ends[:-1]))
-        sizes = ends - starts
-        if (sizes < 0).any():
-            raise _fail(ErrorCode.MISSING_INDEX, sizes < 0, "index positions decrease")
-        if int(ends[-1]) != len(self.blob):
-            raise IggyError(ErrorCode.INVALID_MESSAGES_SIZE,
-                            f"index ends at {int(ends[-1])}, blob has {len(self.blob)} bytes")
-        if (sizes < HEADER_BYTES).any():
-            raise _fail(ErrorCode.TOO_SMALL_MESSAGE, sizes < HEADER_BYTES,
-                        "message shorter than its 64-byte header")
-        user_headers = self._validate_headers(starts, sizes, max_payload_bytes,
-                                              max_user_headers_bytes)
-        reserved = read_u64_at(self.blob, starts, RESERVED_AT)
-        if reserved.any():
-            raise _fail(ErrorCode.INVALID_RESERVED_FIELD, reserved != 0,
-                        "reserved header field is not 0")
+        max_payload = min(max_payload_bytes, _SCAN_LIMIT)
+        max_user_headers = min(max_user_headers_bytes, _SCAN_LIMIT)
+        check, message, with_headers = _scan(self.index, self.blob, max_payload,
+                                             max_user_headers)
+        if check != SCAN_OK:
+            raise self._scan_error(check, message, max_payload, max_user_headers)
+        if with_headers:
+            self._validate_header_blocks()
+
+    def _scan_error(self, check: int, message: int, max_payload: int,
+                    max_user_headers: int) -> IggyError:
+        code, what = _SCAN_ERRORS[check]
+        if check == SCAN_LAST_END:
+            return IggyError(code, what.format(last_end=int(self.ends()[-1]),
+                                               blob_bytes=len(self.blob)))
+        what = what.format(max_payload=max_payload, max_user_headers=max_user_headers)
+        return IggyError(code, f"{what} (message {message})")
+
+    def _validate_header_blocks(self) -> None:
+        """The user-headers rules of ``header_blocks``, for the messages that have them."""
+        ends = self.ends().astype(np.int64)
+        _, user_headers = read_declared_sizes(self.blob, starts_from_ends(ends))
         with_headers = np.flatnonzero(user_headers)
-        if with_headers.size:
-            block_ends = ends[with_headers]
-            validate_header_blocks(self.blob, block_ends - user_headers[with_headers],
-                                   block_ends, with_headers)
-
-    def _validate_index(self, idx: np.ndarray) -> None:
-        rel = idx["offset"]
-        if rel.any():
-            raise _fail(ErrorCode.NON_ZERO_OFFSET, rel != 0, "index offset is not 0")
-        ts = idx["timestamp"]
-        if ts.any():
-            raise _fail(ErrorCode.NON_ZERO_TIMESTAMP, ts != 0, "index timestamp is not 0")
-
-    def _validate_headers(self, starts: np.ndarray, sizes: np.ndarray,
-                          max_payload_bytes: int, max_user_headers_bytes: int) -> np.ndarray:
-        """The user-headers length of every message, once the declared sizes are valid."""
-        payload, user_headers = read_declared_sizes(self.blob, starts)
-        declared = HEADER_BYTES + payload + user_headers
-        if (np.array_equal(declared, sizes) and int(payload.max()) <= max_payload_bytes
-                and int(user_headers.max()) <= max_user_headers_bytes):
-            return user_headers
-        if (declared > sizes).any():
-            raise _fail(ErrorCode.MISSING_INDEX, declared > sizes,
-                        "header lengths exceed the message's slot")
-        if (payload > max_payload_bytes).any():
-            raise _fail(ErrorCode.TOO_BIG_MESSAGE_PAYLOAD, payload > max_payload_bytes,
-                        f"payload above {max_payload_bytes} bytes")
-        if (user_headers > max_user_headers_bytes).any():
-            raise _fail(ErrorCode.TOO_BIG_USER_HEADERS, user_headers > max_user_headers_bytes,
-                        f"user headers above {max_user_headers_bytes} bytes")
-        if (declared < sizes).any():
-            raise _fail(ErrorCode.INVALID_MESSAGES_SIZE, declared < sizes,
-                        "header lengths smaller than the message's slot")
-        return user_headers
+        block_ends = ends[with_headers]
+        validate_header_blocks(self.blob, block_ends - user_headers[with_headers], block_ends,
+                               with_headers)
 
     # -- server side: stamping -----------------------------------------------------------
 
@@ -333,41 +371,9 @@ class MessageBatch:
         """
         if self.blob.readonly:
             raise ValueError("cannot stamp a read-only blob")
-        n = self.count
-        if n == 0:
-            return
-        starts = self.starts()
-        offsets = np.arange(base_offset, base_offset + n, dtype=np.uint64)
-        if not (starts & 7).any():
-            self._stamp_words(starts, offsets, timestamp_us)
-        else:
-            self._stamp_bytes(starts, offsets, timestamp_us)
-
-    def _stamp_words(self, starts: np.ndarray, offsets: np.ndarray, timestamp_us: int) -> None:
-        """Every header 8-byte aligned: index the blob as u64 words."""
-        words = np.frombuffer(self.blob, dtype="<u8", count=len(self.blob) // 8)
-        w = starts >> 3
-        words[w + OFFSET_AT // 8] = offsets
-        words[w + TIMESTAMP_AT // 8] = timestamp_us
-        zero = (words[w + ID_AT // 8] | words[w + ID_AT // 8 + 1]) == 0
-        k = int(np.count_nonzero(zero))
-        if k:
-            wz = w[zero]
-            words[wz + ID_AT // 8], words[wz + ID_AT // 8 + 1] = random_ids(k)
-        words[w] = checksums(self.blob, starts, self.ends())
-
-    def _stamp_bytes(self, starts: np.ndarray, offsets: np.ndarray, timestamp_us: int) -> None:
-        """Unaligned headers: byte-level gathers and scatters."""
-        blob = self.blob
-        write_u64_at(blob, starts, OFFSET_AT, offsets, False)
-        write_u64_at(blob, starts, TIMESTAMP_AT, np.uint64(timestamp_us), False)
-        zero = (read_u64_at(blob, starts, ID_AT) | read_u64_at(blob, starts, ID_AT + 8)) == 0
-        k = int(np.count_nonzero(zero))
-        if k:
-            lo, hi = random_ids(k)
-            write_u64_at(blob, starts[zero], ID_AT, lo, False)
-            write_u64_at(blob, starts[zero], ID_AT + 8, hi, False)
-        write_u64_at(blob, starts, CHECKSUM_AT, checksums(blob, starts, self.ends()), False)
+        if self.count:
+            _stamp(self.blob, self.index, base_offset, timestamp_us,
+                   _rng.random_raw(2 * self.count))
 
     def index_entries(self, segment_base_position: int, first_relative_offset: int,
                       timestamp: int) -> bytes:
