@@ -189,9 +189,13 @@ class Evictor:
                     pass
 
     def _evict(self, path: str, first: int, count: int, writeback: bool) -> None:
+        """Never raises: the thread serves every later job whatever one of them meets."""
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
+        except FileNotFoundError:  # the segment was deleted meanwhile
+            return
+        except OSError as exc:
+            self._report(path, first, count, exc)
             return
         try:
             if writeback:
@@ -199,13 +203,16 @@ class Evictor:
             start = first - first % mmap.PAGESIZE  # whole pages: an earlier range's last one
             os.posix_fadvise(fd, start, first + count - start, os.POSIX_FADV_DONTNEED)
         except OSError as exc:
-            if path not in self._failed:
-                self._failed.add(path)
-                log.error("write-behind of %s [%d, +%d) failed: %s (the range stays in the "
-                          "page cache; an fsync of the file reports the error too)",
-                          path, first, count, exc)
+            self._report(path, first, count, exc)
         finally:
             os.close(fd)
+
+    def _report(self, path: str, first: int, count: int, exc: OSError) -> None:
+        if path not in self._failed:  # once per file
+            self._failed.add(path)
+            log.error("write-behind of %s [%d, +%d) failed: %s (the range stays in the page "
+                      "cache; an fsync of the file reports a write error too)",
+                      path, first, count, exc)
 
 
 def _sync_file_range() -> Any:

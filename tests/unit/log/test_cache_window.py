@@ -207,3 +207,15 @@ def test_a_failed_write_back_is_logged_once(tmp_path, caplog):
         assert len(errors) == 1 and fifo in errors[0].getMessage()
     finally:
         os.close(keep_open)
+
+
+def test_a_file_that_cannot_be_opened_is_logged_and_later_jobs_still_run(tmp_path, caplog):
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"x" * 8192)
+    evictor = Evictor()
+    with caplog.at_level(logging.ERROR, logger="lurcher.core.log.cache_window"):
+        evictor.submit([(str(plain / "below-a-file"), 0, 4096)], writeback=True).wait(10)
+        assert evictor.submit([(str(plain), 0, 4096)], writeback=True).wait(10)
+    errors = [r.getMessage() for r in caplog.records if "write-behind" in r.getMessage()]
+    assert len(errors) == 1 and "below-a-file" in errors[0]
+
