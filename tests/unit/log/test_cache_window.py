@@ -4,10 +4,12 @@ window and everything stored stay intact."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import mmap
 import os
 import threading
+import time
 
 import pytest
 
@@ -149,8 +151,20 @@ def _wait_idle(evictor: Evictor) -> None:
 
 
 def _fill(part: Partition, batches: int) -> None:
-    for i in range(batches):
-        part.append(MessageBatch.build([bytes([i % 251]) * 1000] * 64).writable())
+    """Append as the server does (``append_async`` on an event loop), then give the eviction
+    jobs' follow-ups, which run on that loop, time to finish: no job in flight three looks
+    in a row (at most 30 s)."""
+    async def run() -> None:
+        for i in range(batches):
+            written = part.append_async(MessageBatch.build([bytes([i % 251]) * 1000] * 64)
+                                        .writable())
+            if written is not None:
+                await written
+        quiet, deadline = 0, time.monotonic() + 30
+        while quiet < 3 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+            quiet = 0 if part.cache_window.busy else quiet + 1
+    asyncio.run(run())
 
 
 @pytest.fixture
