@@ -193,16 +193,21 @@ def check_files(server: LurcherServer, stored: list[raw.PolledMessage], where: s
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("io,enforce_fsync,direct_io", [
-    ("uring", False, False), ("posix", False, False), ("uring", True, False),
-    ("posix", True, False), ("uring", False, True), ("posix", True, True)])
+@pytest.mark.parametrize("io,enforce_fsync,direct_io,inline", [
+    ("uring", False, False, True), ("posix", False, False, True), ("uring", True, False, True),
+    ("posix", True, False, True), ("uring", False, True, True), ("posix", True, True, True),
+    # the writer's batches are small: by default they are written on the event loop; these
+    # two send every one through the io_uring ring or the writer thread instead
+    ("uring", False, False, False), ("posix", False, False, False)])
 def test_sigkill_loses_nothing_acknowledged(server_factory: ServerFactory, io: str,
-                                            enforce_fsync: bool, direct_io: bool) -> None:
+                                            enforce_fsync: bool, direct_io: bool,
+                                            inline: bool) -> None:
     server = server_factory({
         "LURCHER_SYSTEM_SEGMENT_SIZE": SEGMENT_SIZE,
         "LURCHER_SYSTEM_IO": io,
         "LURCHER_SYSTEM_SEGMENT_DIRECT_IO": str(direct_io).lower(),
         "LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC": str(enforce_fsync).lower(),
+        "LURCHER_SYSTEM_PARTITION_INLINE_WRITE_MAX_BYTES": "65536" if inline else "0",
     })
     with raw.RawClient(server.tcp_address) as c:
         c.login()

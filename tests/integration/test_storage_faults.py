@@ -58,16 +58,28 @@ def stored(server: LurcherServer) -> list[bytes]:
     return [m.payload for m in polled]
 
 
-@pytest.mark.parametrize("direct_io", [False, True], ids=["page-cache", "direct"])
+# How a batch reaches the file: (direct_io, inline_write_max_bytes). Through the page cache a
+# small batch on an idle partition is written on the event loop by default ("inline");
+# with 0 every write goes to the writer thread or the io_uring ring; O_DIRECT never inline.
+WRITE_PATHS = {
+    "page-cache-inline": (False, "65536"),
+    "page-cache-async": (False, "0"),
+    "direct": (True, "65536"),
+}
+
+
+@pytest.mark.parametrize("write_path", sorted(WRITE_PATHS))
 @pytest.mark.parametrize("io", ["posix", "uring"])
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_storage_fault_fails_the_send_and_loses_nothing_acknowledged(server_factory, io: str,
                                                                      fault: str,
-                                                                     direct_io: bool) -> None:
+                                                                     write_path: str) -> None:
     spec, enforce_fsync, failing_code, later_code = FAULTS[fault]
+    direct_io, inline_max = WRITE_PATHS[write_path]
     server = server_factory({
         "LURCHER_SYSTEM_IO": io,
         "LURCHER_SYSTEM_SEGMENT_DIRECT_IO": str(direct_io).lower(),
+        "LURCHER_SYSTEM_PARTITION_INLINE_WRITE_MAX_BYTES": inline_max,
         "LURCHER_SYSTEM_SHARDING_SHARDS": "1",
         "LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC": str(enforce_fsync).lower(),
         FAULT_ENV: spec,

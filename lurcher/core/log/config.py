@@ -9,6 +9,7 @@ import msgspec
 
 GIB = 1024 * 1024 * 1024
 MAX_SEGMENT_SIZE_BYTES = GIB
+INLINE_WRITE_MAX_BYTES = 64 * 1024
 
 Clock = Callable[[], int]
 """Returns the current time in microseconds since the epoch."""
@@ -26,8 +27,8 @@ class LogConfig(msgspec.Struct, frozen=True):
     ``max_inflight_batches``: batches of one partition submitted to the disk and not yet
     written (``Partition.append_async``); more wait, unstamped, in arrival order.
     ``inline_write_max_bytes``: a batch this small, arriving while nothing is in flight, is
-    written on the event loop (a page-cache copy of a few KiB costs less than the hand-off);
-    0 = never, every write is asynchronous. ``page_cache_window``: the newest log bytes
+    written on the event loop (a page-cache copy of a few KiB costs less than the hand-off,
+    see ``inline``); 0 = never, every write is asynchronous. ``page_cache_window``: the newest log bytes
     of a partition kept in the page cache; older ones are written back and evicted
     (``cache_window``); 0 = leave the cache to the kernel."""
 
@@ -35,5 +36,5 @@ class LogConfig(msgspec.Struct, frozen=True):
     enforce_fsync: bool = False
     group_commit: bool = False
     max_inflight_batches: int = 8
-    inline_write_max_bytes: int = 0
+    inline_write_max_bytes: int = INLINE_WRITE_MAX_BYTES
     page_cache_window: int = GIB

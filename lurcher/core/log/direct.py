@@ -140,6 +140,8 @@ def lay_out(buffer: Any, end: int, tail: bytes, position: int,
 class DirectIo:
     """``IoBackend`` writing segment files with O_DIRECT through ``inner`` (module doc)."""
 
+    writes_to_page_cache = False  # a write waits for the device: never on the event loop
+
     def __init__(self, inner: Any, pool: AlignedPool | None = None) -> None:
         self.inner = inner
         self.pool = pool or AlignedPool()

@@ -34,7 +34,11 @@ Done = Callable[[OSError | None], None]
 
 
 class IoBackend(Protocol):
-    """File operations used by segments, partitions and offset files. All raise OSError."""
+    """File operations used by segments, partitions and offset files. All raise OSError.
+    ``writes_to_page_cache``: ``append_pair`` without fsync only copies into the page cache
+    (cheap enough for the event loop, see ``inline``); False for O_DIRECT."""
+
+    writes_to_page_cache: bool
 
     def open(self, path: str, create: bool = True, mode: int = 0o644) -> int: ...
     def pwrite(self, fd: int, data: Buffer, position: int) -> int: ...
@@ -90,6 +94,7 @@ class PosixIo:
     writer thread."""
 
     _writer: WriterThread | None = None
+    writes_to_page_cache = True
 
     def open(self, path: str, create: bool = True, mode: int = 0o644) -> int:
         """Open read-write (creating the file with ``mode`` when ``create``). Raises OSError."""

@@ -40,6 +40,7 @@ from lurcher.core.log.appends import AppendPipeline, PendingAppend
 from lurcher.core.log.cache_window import CacheWindow
 from lurcher.core.log.config import Clock, LogConfig, wall_clock_us
 from lurcher.core.log.files import DescriptorCache, FileHandle
+from lurcher.core.log.inline import PROCESS_GATE
 from lurcher.core.log.io import Done, IoBackend, PosixIo, is_no_space
 from lurcher.core.log.offsets import ConsumerOffsets, OffsetKind
 from lurcher.core.log.recovery import RecoveryReport
@@ -95,6 +96,7 @@ class Partition:
         self._pending_count = 0  # messages stamped but not yet written (in flight)
         self._pending_bytes = 0
         self.pipeline = AppendPipeline(config.max_inflight_batches)
+        self.inline_gate = PROCESS_GATE
         self.cache_window = CacheWindow(0, list)  # set by ``open`` once the segments are loaded
 
     @classmethod
@@ -180,13 +182,24 @@ class Partition:
         future resolves once it is written (in the kernel), or fails with IggyError
         CANNOT_WRITE_TO_FILE (nothing of it is kept) or INVALID_MESSAGES_COUNT.
 
-        A batch of at most ``config.inline_write_max_bytes`` (0, the default: none) finds
-        the partition idle is written at once (``append``): returns None or raises."""
-        if (len(batch.blob) <= self.config.inline_write_max_bytes and self.pipeline.idle
-                and not self.pipeline.waiting):
+        A batch of at most ``config.inline_write_max_bytes`` that finds the partition idle
+        is written at once (``append``, see ``inline``): returns None or raises."""
+        if not self._inline(len(batch.blob)):
+            return self.pipeline.submit(self, batch)
+        gate = self.inline_gate
+        started = gate.start()
+        try:
             self.append(batch)
-            return None
-        return self.pipeline.submit(self, batch)
+        finally:
+            gate.finished(started, len(batch.blob))
+        return None
+
+    def _inline(self, nbytes: int) -> bool:
+        """A batch of ``nbytes`` is written on the event loop (see ``inline``): small, the
+        partition idle, the backend writing to the page cache, the process's gate open."""
+        return (nbytes <= self.config.inline_write_max_bytes and self.pipeline.idle
+                and not self.pipeline.waiting and self.io.writes_to_page_cache
+                and self.inline_gate.is_open())
 
     def stamp(self, batch: MessageBatch) -> PendingAppend:
         """Assign the batch its offsets and timestamp (its ``stamp_us`` if set, else the

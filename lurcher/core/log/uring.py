@@ -1,13 +1,16 @@
-"""An io_uring ``IoBackend`` (python ``liburing``): one submission per append.
+"""An io_uring ``IoBackend`` (python ``liburing``).
 
-``append_pair`` queues the log write, the index write and, when asked, an fsync of each,
-linked so the index write starts only after the whole log write (the index entries are the
-batch's commit record, see ``recovery``) and the fsyncs only after both writes, and submits
-them with one system call. A short log write breaks the link (the index write completes
-with ECANCELED): the rest of the log and then the index are written with ``pwrite``. Reads (``preadinto``/``pread``), single writes and fsyncs are single
-submissions. Every call waits for its
-completions before returning, so the durability contract is the posix one (data is in the
-kernel when the call returns). A short write is finished with ``pwrite``.
+Synchronous page-cache writes (``pwrite``, ``pwritev``, ``append_pair`` without fsync) are
+the plain system calls of ``PosixIo``: on a file system without non-blocking buffered writes
+(ext4) the ring hands each one to an io-wq worker thread and the caller waits about 60 us
+for a copy of a few microseconds. ``append_pair`` with fsync queues the log write, the index
+write and an fsync of each, linked so the index write starts only after the whole log write
+(the index entries are the batch's commit record, see ``recovery``) and the fsyncs only
+after both writes, and submits them with one system call. A short log write breaks the link
+(the index write completes with ECANCELED): the rest of the log and then the index are
+written with ``pwrite``. Reads (``preadinto``/``pread``) and fsyncs are single submissions.
+Every call waits for its completions before returning, so the durability contract is the
+posix one (data is in the kernel when the call returns).
 
 ``submit_pair`` is the completion-based form (the send path): the two linked writes go to a
 second ring whose eventfd is registered with the event loop (``loop.add_reader``), so the
@@ -29,7 +32,6 @@ import asyncio
 import errno
 import logging
 import os
-from collections.abc import Sequence
 from typing import Any
 
 from lurcher.core.log.io import Done, PosixIo
@@ -88,23 +90,19 @@ class UringIo(PosixIo):
         if result < len(view):
             super().pwrite(fd, memoryview(view)[result:], position + result)
 
-    def pwrite(self, fd: int, data: Buffer, position: int) -> int:
-        view = self._queue_write(fd, data, position, link=False)
-        self._finish_write(fd, view, position, self._complete(1)[0])
-        return len(view)
-
-    def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int:
-        return self.pwrite(fd, b"".join(buffers), position)
-
     def append_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, fsync: bool) -> None:
-        """Write blob, then index entries (and fsync both, after them) in one submission."""
+        """Write blob, then index entries; with ``fsync``, all four steps (and fsync of
+        both, after them) in one submission."""
+        if not fsync:
+            super().append_pair(log_fd, blob, log_position, index_fd, entries, index_position,
+                                False)
+            return
         log_view = self._queue_write(log_fd, blob, log_position, link=True)
-        index_view = self._queue_write(index_fd, entries, index_position, link=fsync)
-        if fsync:
-            self._queue_fsync(log_fd, link=True)
-            self._queue_fsync(index_fd, link=False)
-        results = self._complete(4 if fsync else 2)
+        index_view = self._queue_write(index_fd, entries, index_position, link=True)
+        self._queue_fsync(log_fd, link=True)
+        self._queue_fsync(index_fd, link=False)
+        results = self._complete(4)
         self._finish_write(log_fd, log_view, log_position, results[0])
         if results[1] == -errno.ECANCELED:  # the short log write broke the chain
             super().append_pair(log_fd, b"", log_position, index_fd, index_view,

@@ -1,4 +1,5 @@
-"""Helpers for the storage tests: a manual clock, batches, a recording I/O backend."""
+"""Helpers for the storage tests: a manual clock, batches, recording, failing and holding
+I/O backends."""
 
 from __future__ import annotations
 
@@ -33,6 +34,21 @@ class RecordingIo(PosixIo):
     def fsync(self, fd):
         self._count("fsync")
         super().fsync(fd)
+
+
+class HeldIo(PosixIo):
+    """Writes each submitted pair at once but reports completions only when the test says
+    (``complete(i, error)``), in any order."""
+
+    def __init__(self) -> None:
+        self.submitted: list = []
+
+    def submit_pair(self, log_fd, blob, log_position, index_fd, entries, index_position, done):
+        self.append_pair(log_fd, blob, log_position, index_fd, entries, index_position, False)
+        self.submitted.append(done)
+
+    def complete(self, i: int, error: OSError | None = None) -> None:
+        self.submitted[i](error)
 
 
 class FailingIo(PosixIo):

@@ -9,7 +9,7 @@ import errno
 import os
 
 import pytest
-from log_helpers import ManualClock
+from log_helpers import HeldIo, ManualClock
 
 from lurcher.core.log.config import LogConfig
 from lurcher.core.log.io import PosixIo
@@ -20,26 +20,14 @@ from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
 
-class HeldIo(PosixIo):
-    """Writes each submitted pair at once but reports completions only when the test says
-    (``complete(i, error)``), in any order."""
-
-    def __init__(self) -> None:
-        self.submitted: list = []
-
-    def submit_pair(self, log_fd, blob, log_position, index_fd, entries, index_position, done):
-        self.append_pair(log_fd, blob, log_position, index_fd, entries, index_position, False)
-        self.submitted.append(done)
-
-    def complete(self, i: int, error: OSError | None = None) -> None:
-        self.submitted[i](error)
-
-
 def batch(tag: int, n: int = 3) -> MessageBatch:
     return MessageBatch.build([bytes([tag]) * 50 for _ in range(n)]).writable()
 
 
 def open_part(tmp_path, io, **config) -> Partition:
+    """A partition whose every write is asynchronous unless a test asks for inline ones
+    (``inline_write_max_bytes``): this module is about the asynchronous pipeline."""
+    config.setdefault("inline_write_max_bytes", 0)
     return Partition.open(str(tmp_path / "p"), 0, LogConfig(**config), io=io, clock=ManualClock())
 
 
@@ -165,20 +153,6 @@ async def test_submit_pair_reports_a_failed_write_through_done(tmp_path, io):
     assert io.size(index_fd) == 0  # the index entries (the commit record) were not written
     os.close(read_only)
     io.close(index_fd)
-
-
-async def test_small_batch_on_an_idle_partition_is_written_inline(tmp_path):
-    io = HeldIo()
-    part = open_part(tmp_path, io, inline_write_max_bytes=1000)
-    assert part.append_async(batch(1)) is None and part.next_offset == 3
-    big = part.append_async(batch(2, n=20))  # over the threshold: asynchronous
-    small = part.append_async(batch(3))  # something is in flight: queued behind it
-    assert len(io.submitted) == 2
-    io.complete(0)
-    io.complete(1)
-    await asyncio.gather(big, small)
-    assert part.next_offset == 26
-    part.close()
 
 
 class RefusingIo(HeldIo):
