@@ -32,6 +32,26 @@ def peer_address(peer: Any) -> str:
     return f"{peer[0]}:{peer[1]}" if peer else "unknown"
 
 
+def settle_soon(core: ServerConnection, pending: Any) -> None:
+    """Carry out the core's ``wait`` intent on the running event loop: a future's outcome
+    (a send's reply is the future of its write) is fed back by a done callback, with no task
+    per request; anything else awaitable is awaited by a task running ``core.settle``."""
+    if asyncio.isfuture(pending):
+        pending.add_done_callback(lambda done: _settled(core, done))
+    else:
+        asyncio.ensure_future(core.settle(pending))
+
+
+def _settled(core: ServerConnection, future: asyncio.Future) -> None:
+    if future.cancelled():  # as for an awaited one: the server is stopping, no reply
+        return
+    exc = future.exception()
+    if exc is None:
+        core.reply_ready(future.result())
+    elif isinstance(exc, Exception):
+        core.reply_failed(exc)
+
+
 class StreamConnection(asyncio.BufferedProtocol):
     """asyncio protocol for TCP (plain or TLS) carrying Iggy binary frames."""
 
@@ -89,7 +109,7 @@ class StreamConnection(asyncio.BufferedProtocol):
             self.drop(exc)
 
     def wait(self, pending: Any) -> None:
-        asyncio.ensure_future(self.core.settle(pending))
+        settle_soon(self.core, pending)
 
     def pause_reading(self) -> None:
         self.transport.pause_reading()

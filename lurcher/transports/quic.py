@@ -56,7 +56,7 @@ from lurcher.core.quic_receive import is_short_header
 from lurcher.core.shard.reply import error_frame, gathered
 from lurcher.core.udp_offload import open_endpoint
 from lurcher.core.wire.error_codes import ErrorCode
-from lurcher.transports.connection import peer_address
+from lurcher.transports.connection import peer_address, settle_soon
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener
 from lurcher.core.wire.units import U64_MAX
 from lurcher.transports.net import split_address
@@ -226,7 +226,7 @@ class QuicClientProtocol(TunedQuicProtocol):
             self.core.pause_writing()
 
     def wait(self, pending: Any) -> None:
-        asyncio.ensure_future(self.core.settle(pending))
+        settle_soon(self.core, pending)
 
     def pause_reading(self) -> None:
         """Nothing to do: requests wait in the ``FrameQueue`` (bounded above)."""

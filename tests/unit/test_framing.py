@@ -5,7 +5,13 @@ import struct
 import pytest
 
 from lurcher.core.wire.error_codes import ErrorCode
-from lurcher.core.connection.framing import BadFrame, Frame, FrameLimits, FrameReader
+from lurcher.core.connection.framing import (
+    PEEK_AFTER_BIG_BYTES,
+    BadFrame,
+    Frame,
+    FrameLimits,
+    FrameReader,
+)
 
 MIB = 1024 * 1024
 
@@ -68,6 +74,34 @@ def test_big_buffer_is_reused_once_nothing_references_it():
     assert held.payload.obj is not second.payload.obj
     del second
     assert id(big_frame(reader(), b"d" * MIB).payload.obj) == buffer_id
+
+
+def socket_reads(r: FrameReader, data: bytes) -> list:
+    """Deliver ``data`` as a socket with everything already arrived would: each read fills
+    the whole buffer offered. Returns the frames, and the size of every read."""
+    frames, reads, at = [], [], 0
+    while at < len(data):
+        target = r.get_buffer()
+        n = min(len(target), len(data) - at)
+        target[:n] = data[at:at + n]
+        r.buffer_updated(n)
+        reads.append(n)
+        at += n
+        frames += drain(r)
+    return frames, reads
+
+
+def test_after_a_big_frame_the_next_read_only_peeks_so_little_is_copied():
+    first, second = b"a" * MIB, b"b" * MIB
+    r = reader(256 * 1024)
+    frames, reads = socket_reads(r, frame(101, first))
+    assert frames == [(101, first)]
+    offered = r.get_buffer()
+    assert len(offered) == PEEK_AFTER_BIG_BYTES  # not the whole small buffer
+    frames, reads = socket_reads(r, frame(101, second) + frame(1, b"") + frame(2, b"x" * 9000))
+    assert frames == [(101, second), (1, b""), (2, b"x" * 9000)]
+    assert reads[0] == PEEK_AFTER_BIG_BYTES  # at most that much copied out of the small buffer
+    assert len(r.get_buffer()) > PEEK_AFTER_BIG_BYTES  # small frames since: full reads again
 
 
 def test_big_buffer_still_referenced_is_not_reused():

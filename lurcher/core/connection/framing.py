@@ -21,6 +21,10 @@ costs at most ``BIG_FIRST_BYTES`` until the bytes are really sent. 4 MiB: a typi
 (1,000 x 1 KB is about 1.06 MB) gets its exact-size buffer at once; growing from 1 MiB
 copied each such batch once more and cost about 8% of pinned-producer throughput. Small frames are views into the shared buffer,
 valid until the next ``get_buffer``/``feed``; a big frame's payload is its own buffer.
+Right after a big frame, while nothing else is pending, the next read is offered only
+``PEEK_AFTER_BIG_BYTES``: a producer's next batch is big too, and what a read puts in the
+small buffer must be copied into the big one (a full small buffer, 256 KiB, cost about 5% of
+the server's time at pinned-producer); the rest of the batch is read into its own buffer.
 
 Reuse: big-frame buffers come from ``BigBuffers``, the last few handed out in this thread
 (one event loop), and one that nothing references any more (CPython reference count: the
@@ -49,6 +53,7 @@ MAX_SMALL_BUFFER_BYTES = 256 * 1024
 MIN_ROOM_BYTES = 1024
 BIG_FIRST_BYTES = 4 * 1024 * 1024
 BIG_BUFFERS_KEPT = 8
+PEEK_AFTER_BIG_BYTES = 4 * 1024
 
 
 def _unreferenced_count() -> int:
@@ -135,6 +140,7 @@ class FrameReader:
         self.big_code = 0
         self.big_filled = 0
         self.failed = False       # a fatal refusal was returned: nothing more is read
+        self.after_big = False    # the last frame was big: peek at the next one first
 
     # -- receiving --------------------------------------------------------------
     def get_buffer(self) -> memoryview:
@@ -142,6 +148,9 @@ class FrameReader:
         if self.big is not None and self.big_filled < self.big_need:
             return self._big_room()
         self._make_room()
+        if self.after_big and self.start == self.end:
+            self.offered = min(len(self.buf) - self.end, PEEK_AFTER_BIG_BYTES)
+            return self.view[self.end:self.end + self.offered]
         self.offered = len(self.buf) - self.end
         return self.view[self.end:]
 
@@ -229,6 +238,7 @@ class FrameReader:
             self.start = frame_end
             if self.start == self.end:
                 self.start = self.end = 0
+            self.after_big = False
             return Frame(code, payload)
         if HEADER_BYTES + payload_bytes > MAX_SMALL_BUFFER_BYTES // 2:
             self._start_big(code, payload_bytes)
@@ -241,6 +251,7 @@ class FrameReader:
             return None
         frame = Frame(self.big_code, memoryview(self.big))
         self.big = None
+        self.after_big = True
         return frame
 
     def _start_big(self, code: int, payload_bytes: int) -> None:

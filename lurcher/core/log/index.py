@@ -17,13 +17,15 @@ _INITIAL_CAPACITY = 1024
 
 
 class SegmentIndex:
-    """Entries of one segment, in order; offsets are dense (entry i = start offset + i)."""
+    """Entries of one segment, in order; offsets are dense (entry i = start offset + i).
+    Entries past ``count`` are capacity, never read."""
 
-    __slots__ = ("_entries", "count")
+    __slots__ = ("_entries", "_bytes", "count")
 
     def __init__(self, entries: np.ndarray | None = None) -> None:
         n = 0 if entries is None else len(entries)
         self._entries = np.zeros(max(_INITIAL_CAPACITY, n), dtype=INDEX_DTYPE)
+        self._bytes = self._entries.view(np.uint8)  # the same memory, for plain copies
         if n:
             self._entries[:n] = entries
         self.count = n
@@ -35,14 +37,22 @@ class SegmentIndex:
         return cls(np.frombuffer(raw, dtype=INDEX_DTYPE, count=n))
 
     def append(self, raw: bytes | np.ndarray) -> None:
-        new = raw if isinstance(raw, np.ndarray) else np.frombuffer(raw, dtype=INDEX_DTYPE)
-        need = self.count + len(new)
+        """Add whole entries (their bytes, or an ``INDEX_DTYPE`` array): byte copies, since
+        numpy assigns structured arrays field by field, several times slower."""
+        new = (raw.view(np.uint8).reshape(-1) if isinstance(raw, np.ndarray)
+               else np.frombuffer(raw, dtype=np.uint8))
+        need = self.count + len(new) // INDEX_ENTRY_BYTES
         if need > len(self._entries):
-            grown = np.zeros(max(need, 2 * len(self._entries)), dtype=INDEX_DTYPE)
-            grown[:self.count] = self._entries[:self.count]
-            self._entries = grown
-        self._entries[self.count:need] = new
+            self._grow(need)
+        self._bytes[self.count * INDEX_ENTRY_BYTES:need * INDEX_ENTRY_BYTES] = new
         self.count = need
+
+    def _grow(self, need: int) -> None:
+        grown = np.empty(max(need, 2 * len(self._entries)), dtype=INDEX_DTYPE)
+        grown_bytes = grown.view(np.uint8)
+        used = self.count * INDEX_ENTRY_BYTES
+        grown_bytes[:used] = self._bytes[:used]
+        self._entries, self._bytes = grown, grown_bytes
 
     def truncate(self, count: int) -> None:
         self.count = min(self.count, count)

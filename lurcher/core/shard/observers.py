@@ -9,6 +9,7 @@ registered the dispatcher does no timing at all.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from typing import Any, Awaitable, Callable, Protocol, Sequence
@@ -44,10 +45,22 @@ def observed(observers: Sequence[CommandObserver], code: int, run: Callable[...,
     except BaseException as exc:
         _notify(observers, code, status_of(exc), started)
         raise
+    if asyncio.isfuture(result):  # a send's write: told by a done callback, no coroutine
+        result.add_done_callback(lambda done: _future_done(observers, code, started, done))
+        return result
     if inspect.isawaitable(result):
         return _observed_later(observers, code, started, result)
     _notify(observers, code, 0, started)
     return result
+
+
+def _future_done(observers: Sequence[CommandObserver], code: int, started: float,
+                 future: Any) -> None:
+    if future.cancelled():
+        _notify(observers, code, UNEXPECTED_FAILURE, started)
+        return
+    exc = future.exception()
+    _notify(observers, code, 0 if exc is None else status_of(exc), started)
 
 
 async def _observed_later(observers: Sequence[CommandObserver], code: int, started: float,
