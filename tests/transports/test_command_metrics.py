@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from lurcher.runtime.config import load_config
+from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.frames import encode_request
 from lurcher.server import close_listeners, open_shard, start_listeners
 from lurcher.transports.http.metrics import registered_metrics
@@ -99,4 +100,28 @@ def test_codes_outside_the_table_share_one_series() -> None:
     text = metrics.render().decode()
     assert counter(text, "unknown", "invalid_command") == 3
     assert counter(text, "ping", "ok") == 1
-    assert "9999" not in text and len(metrics._series) == 2
+    assert "9999" not in text and len(metrics.tallies) == 2
+
+
+def test_the_scrape_shows_tallied_counts_buckets_and_sums() -> None:
+    from lurcher.transports.http.metrics import Metrics
+
+    class NoPartitions:
+        partitions: dict = {}
+
+    metrics = Metrics(NoPartitions())
+    for seconds in (0.0003, 0.001, 0.02):
+        metrics.on_command(1, 0, seconds)
+    metrics.on_command(101, ErrorCode.STREAM_ID_NOT_FOUND, 0.002)
+    metrics.on_command(101, 0, 0.004)
+    text = metrics.render().decode()
+    assert counter(text, "ping", "ok") == 3
+    assert counter(text, "send_messages", "ok") == 1
+    assert counter(text, "send_messages", "stream_id_not_found") == 1
+    bucket = 'lurcher_command_duration_seconds_bucket{command="%s",le="%s"} %s'
+    assert bucket % ("ping", "0.00025", "0.0") in text
+    assert bucket % ("ping", "0.001", "2.0") in text  # a bound is inclusive, as Prometheus's
+    assert bucket % ("ping", "+Inf", "3.0") in text
+    assert bucket % ("send_messages", "0.0025", "1.0") in text  # every outcome of a command
+    assert 'lurcher_command_duration_seconds_count{command="send_messages"} 2.0' in text
+    assert re.search(r'lurcher_command_duration_seconds_sum\{command="ping"\} 0\.0213', text)
