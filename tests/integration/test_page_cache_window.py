@@ -9,10 +9,8 @@ import mmap
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.support import raw
-from tests.support.page_cache import file_system, resident_pages
+from tests.support.page_cache import require_disk_file_system, resident_pages
 from tests.support.server import ServerFactory
 
 WINDOW = 1024 * 1024
@@ -58,8 +56,7 @@ def read_everything(address: str) -> list[bytes]:
 
 def test_a_growing_partition_keeps_only_its_window_cached(tmp_path,
                                                            server_factory: ServerFactory):
-    if file_system(str(tmp_path)) in ("tmpfs", "ramfs", ""):
-        pytest.skip("page cache eviction needs a disk file system under the test's tmp dir")
+    require_disk_file_system(str(tmp_path))
     server = server_factory({"LURCHER_SYSTEM_SEGMENT_PAGE_CACHE_WINDOW": "1 MiB"})
     with raw.RawClient(server.tcp_address, timeout_s=30) as c:
         c.login()

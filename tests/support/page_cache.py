@@ -6,6 +6,8 @@ import ctypes
 import mmap
 import os
 
+import pytest
+
 
 def resident_pages(path: str) -> list[bool]:
     """Which pages of ``path`` are in the page cache (mincore over a shared mapping)."""
@@ -39,3 +41,10 @@ def file_system(path: str) -> str:
             if path.startswith(point.rstrip("/") + "/") and len(point) > len(best):
                 best, kind = point, fields[2]
     return kind
+
+
+def require_disk_file_system(path: str) -> None:
+    """Skip the calling test (naming why) when ``path`` is not on a disk file system: page
+    cache eviction cannot be observed on tmpfs or ramfs. CI's tmp dir is on disk."""
+    if file_system(path) in ("tmpfs", "ramfs", ""):
+        pytest.skip(f"page cache eviction needs a disk file system under {path}")

@@ -17,7 +17,7 @@ from lurcher.core.log.cache_window import CacheWindow, Evictor, write_back
 from lurcher.core.log.config import LogConfig
 from lurcher.core.log.partition import Partition
 from lurcher.core.wire.batch import MessageBatch
-from tests.support.page_cache import file_system, resident_pages
+from tests.support.page_cache import require_disk_file_system, resident_pages
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -169,8 +169,7 @@ def _fill(part: Partition, batches: int) -> None:
 
 @pytest.fixture
 def disk_dir(tmp_path):
-    if file_system(str(tmp_path)) in ("tmpfs", "ramfs", ""):
-        pytest.skip("page cache eviction needs a disk file system under the test's tmp dir")
+    require_disk_file_system(str(tmp_path))
     return tmp_path
 
 
