@@ -90,6 +90,7 @@ async def test_small_batch_on_an_idle_partition_is_written_inline(tmp_path):
 async def test_the_default_writes_a_one_message_batch_inline(tmp_path):
     io = HeldIo()
     part = Partition.open(str(tmp_path / "p"), 0, LogConfig(), io=io, clock=ManualClock())
+    part.inline_gate = FakeTime().gate()  # not the process's: an earlier test may have closed it
     one_kib = MessageBatch.build([b"x" * 1000]).writable()
     assert part.append_async(one_kib) is None and part.next_offset == 1
     assert io.submitted == []
