@@ -1,4 +1,5 @@
-"""Asynchronous, ordered appends of one partition: the event loop never waits for the disk.
+"""Asynchronous, ordered appends of one partition: the event loop never waits for the disk
+(a small batch on an idle partition skips this pipeline: ``inline``).
 
 Owns the partition's batches between "accepted" and "acknowledged":
 
