@@ -246,9 +246,9 @@ class Shard:
     def append(self, partition: Partition, batch: Any) -> Any:
         """Store a validated batch (the single place sends reach the log): an awaitable that
         completes once it is written, with ``enforce_fsync`` once it is also fsynced, or
-        None when a small batch was written inline at once (``core.log.inline``; never with
-        ``enforce_fsync``, whose awaitable also waits for the fsync). The event loop does not
-        wait for the disk meanwhile, but for that small page-cache copy."""
+        None when a small batch was written inline at once (``core.log.inline``); with
+        ``enforce_fsync`` always an awaitable, which also waits for the fsync. The event loop
+        does not wait for the disk meanwhile, only for such a small page-cache copy."""
         written = partition.append_async(batch)
         if self.enforce_fsync:
             return self._durable(partition, written)
