@@ -196,9 +196,12 @@ class Partition:
 
     def _inline(self, nbytes: int) -> bool:
         """A batch of ``nbytes`` is written on the event loop (see ``inline``): small, the
-        partition idle, the backend writing to the page cache, the process's gate open."""
-        return (nbytes <= self.config.inline_write_max_bytes and self.pipeline.idle
+        partition idle, the backend writing to the page cache, no fsync in ``append`` (with
+        ``enforce_fsync`` only group commit, off the loop, syncs), the process's gate open."""
+        config = self.config
+        return (nbytes <= config.inline_write_max_bytes and self.pipeline.idle
                 and not self.pipeline.waiting and self.io.writes_to_page_cache
+                and (config.group_commit or not config.enforce_fsync)
                 and self.inline_gate.is_open())
 
     def stamp(self, batch: MessageBatch) -> PendingAppend:

@@ -162,6 +162,28 @@ async def test_a_failed_inline_write_is_refused_keeps_nothing_and_still_counts(t
     part.close()
 
 
+async def test_an_inline_write_never_fsyncs_on_the_loop(tmp_path):
+    """``enforce_fsync`` without group commit would fsync inside ``append``: asynchronous then
+    (the server always syncs by group commit, off the loop, and writes inline there)."""
+    io = HeldIo()
+    part = Partition.open(str(tmp_path / "p"), 0,
+                          LogConfig(enforce_fsync=True, inline_write_max_bytes=1000),
+                          io=io, clock=ManualClock())
+    part.inline_gate = FakeTime().gate()
+    written = part.append_async(batch(1))
+    assert written is not None and len(io.submitted) == 1
+    io.complete(0)
+    await written
+    grouped = Partition.open(str(tmp_path / "g"), 0,
+                             LogConfig(enforce_fsync=True, group_commit=True,
+                                       inline_write_max_bytes=1000), io=HeldIo(),
+                             clock=ManualClock())
+    grouped.inline_gate = FakeTime().gate()
+    assert grouped.append_async(batch(2)) is None
+    part.close()
+    grouped.close()
+
+
 async def test_o_direct_writes_are_never_inline(tmp_path):
     """An O_DIRECT write waits for the device, so it never runs on the event loop."""
     held = HeldIo()
