@@ -30,6 +30,8 @@ FAILING_SEND = 3
 FAULTS = {
     "write-eio": (f"write-eio@{FAILING_SEND}", False, CANNOT_WRITE_TO_FILE, None),
     "short-write": (f"short-write@{FAILING_SEND}", False, CANNOT_WRITE_TO_FILE, None),
+    # with enforce_fsync a failed write fails its send before any fsync is asked for
+    "write-eio-durable": (f"write-eio@{FAILING_SEND}", True, CANNOT_WRITE_TO_FILE, None),
     # group commit: two fsyncs (log, index) per send, so send k's first one is 2k - 1
     "fsync-eio": (f"fsync-eio@{2 * FAILING_SEND - 1}", True, CANNOT_SYNC_FILE,
                   CANNOT_WRITE_TO_FILE),

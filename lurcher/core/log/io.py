@@ -83,6 +83,9 @@ class WriterThread:
                 error = None
             except OSError as exc:
                 error = exc
+            except Exception as exc:  # a bug in a job: fail it, keep serving the others
+                log.exception("%s: job failed", self._name)
+                error = OSError(errno.EIO, f"internal error in {self._name}: {exc!r}")
             try:
                 loop.call_soon_threadsafe(done, error)
             except RuntimeError:  # the loop is closed: nobody waits any more

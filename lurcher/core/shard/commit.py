@@ -2,10 +2,12 @@
 covers it, and one round of fsyncs (in a worker thread, off the event loop) covers every
 batch written while the previous round ran.
 
-``durable(partition)`` is awaited after the batch was written: the partition's unsynced
-descriptors and its next offset are taken on the event loop (so a write that lands later
-marks them again for the next round) and fsynced together with every other partition's in
-the same round, each partition on its own: one partition's failure fails only its waiters.
+``durable(partition)`` (a future) is awaited after the batch was written: the partition's
+unsynced descriptors and its next offset are taken on the event loop (so a write that lands
+later marks them again for the next round) and fsynced together with every other partition's
+in the same round, each partition on its own: one partition's failure fails only its
+waiters. Rounds run one at a time on the group commit's own thread (``WriterThread``), whose
+completion wakes the event loop once: no executor, no task, no coroutine per send.
 
 A failed fsync answers CANNOT_SYNC_FILE to every batch of that partition not yet
 acknowledged (those of the round and those written while it ran) and calls
@@ -19,6 +21,7 @@ import asyncio
 import logging
 from typing import Any
 
+from lurcher.core.log.io import WriterThread
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
@@ -48,31 +51,37 @@ def _sync_failed(partition: Any) -> IggyError:
 class GroupCommit:
     def __init__(self) -> None:
         self.pending: dict[Any, list[asyncio.Future]] = {}
-        self.running: asyncio.Future | None = None
+        self.running = False
         self.rounds = 0
+        self._thread = WriterThread("lurcher-fsync")
 
-    async def durable(self, partition: Any) -> None:
-        """Return once everything ``partition`` has written so far is fsynced.
-        Raises IggyError CANNOT_SYNC_FILE when fsync fails (the batch is then cut off)."""
-        waiter = asyncio.get_running_loop().create_future()
+    def durable(self, partition: Any, waiter: asyncio.Future | None = None) -> asyncio.Future:
+        """A future (``waiter`` if given) that resolves once everything ``partition`` has
+        written so far is fsynced, or fails with IggyError CANNOT_SYNC_FILE when fsync fails
+        (the batch is then cut off)."""
+        if waiter is None:
+            waiter = asyncio.get_running_loop().create_future()
         self.pending.setdefault(partition, []).append(waiter)
-        if self.running is None:
+        if not self.running:
             self._start_round()
-        await waiter
+        return waiter
 
     def _start_round(self) -> None:
         work = [(p, p.take_unsynced(), p.next_offset, waiters)
                 for p, waiters in self.pending.items()]
         self.pending = {}
         self.rounds += 1
-        self.running = asyncio.ensure_future(
-            asyncio.to_thread(_fsync_each, [(p, handles) for p, handles, _, _ in work]))
-        self.running.add_done_callback(lambda done: self._finish_round(done, work))
+        self.running = True
+        errors: list[OSError | None] = []
+        items = [(p, handles) for p, handles, _, _ in work]
+        self._thread.run(lambda: errors.extend(_fsync_each(items)),
+                         lambda failure: self._finish_round(failure, errors, work))
 
-    def _finish_round(self, done: asyncio.Future, work: list[tuple]) -> None:
-        self.running = None
-        failure = done.exception()
-        errors = [failure] * len(work) if failure is not None else done.result()
+    def _finish_round(self, failure: OSError | None, errors: list[OSError | None],
+                      work: list[tuple]) -> None:
+        self.running = False
+        if failure is not None:
+            errors = [failure] * len(work)
         for (partition, _, next_offset, waiters), error in zip(work, errors):
             if error is None and partition.storage_failure is None:
                 partition.synced_to(next_offset)

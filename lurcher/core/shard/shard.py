@@ -250,14 +250,25 @@ class Shard:
         ``enforce_fsync`` always an awaitable, which also waits for the fsync. The event loop
         does not wait for the disk meanwhile, only for such a small page-cache copy."""
         written = partition.append_async(batch)
-        if self.enforce_fsync:
-            return self._durable(partition, written)
-        return written
+        if not self.enforce_fsync:
+            return written
+        if written is None:
+            return self.group_commit.durable(partition)
+        durable = asyncio.get_running_loop().create_future()
+        written.add_done_callback(lambda done: self._sync_written(partition, done, durable))
+        return durable
 
-    async def _durable(self, partition: Partition, written: Any) -> None:
-        if written is not None:
-            await written
-        await self.group_commit.durable(partition)
+    def _sync_written(self, partition: Partition, written: asyncio.Future,
+                      durable: asyncio.Future) -> None:
+        """``written`` completed: fail ``durable`` with its error, or join the group commit."""
+        if durable.done():
+            return
+        if written.cancelled():
+            durable.cancel()
+        elif written.exception() is not None:
+            durable.set_exception(written.exception())
+        else:
+            self.group_commit.durable(partition, durable)
 
     # -- sessions -----------------------------------------------------------------
     def open_session(self, address: str, transport: int, connection: Any = None) -> Session:

@@ -86,3 +86,28 @@ def test_index_entries_are_not_written_when_the_log_write_fails(tmp_path, io, fs
         os.close(read_only_log)
         io.close(index_fd)
     assert index_path.read_bytes() == b""
+
+
+async def test_a_writer_thread_job_that_fails_with_a_bug_fails_alone():
+    """A job raising something other than OSError (a bug) is reported to its caller as an
+    EIO OSError and the thread goes on with the next job (it would otherwise die and leave
+    every later write or fsync waiting forever)."""
+    import asyncio
+    import errno
+
+    from lurcher.core.log.io import WriterThread
+
+    thread = WriterThread("test-writer")
+    loop = asyncio.get_running_loop()
+    outcomes = [loop.create_future(), loop.create_future()]
+    ran = []
+
+    def broken() -> None:
+        raise ValueError("planted")
+
+    thread.run(broken, outcomes[0].set_result)
+    thread.run(lambda: ran.append(True), outcomes[1].set_result)
+    failed, fine = await asyncio.wait_for(asyncio.gather(*outcomes), 10)
+    assert isinstance(failed, OSError) and failed.errno == errno.EIO
+    assert "planted" in str(failed)
+    assert fine is None and ran == [True]
