@@ -54,6 +54,7 @@ class Segment(Section):
     max_open_files: Annotated[int, msgspec.Meta(ge=2)]
     direct_io: bool
     page_cache_window: Bytes
+    reserve_ahead: Bytes
 
 
 class Partition(Section):

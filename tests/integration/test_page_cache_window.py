@@ -58,13 +58,9 @@ def test_a_growing_partition_keeps_only_its_window_cached(tmp_path,
                                                            server_factory: ServerFactory):
     require_disk_file_system(str(tmp_path))
     server = server_factory({"LURCHER_SYSTEM_SEGMENT_PAGE_CACHE_WINDOW": "1 MiB"})
-    with raw.RawClient(server.tcp_address, timeout_s=30) as c:
-        c.login()
-        c.create_stream("cached")
-        c.create_topic("cached", "t", 1)
-        for b in range(BATCHES):
-            c.send("cached", "t", raw.partition_id(0),
-                   [raw.message(payload(b * PER_BATCH + i)) for i in range(PER_BATCH)])
+    raw.fill_partition(server.tcp_address, "cached", "t", ([payload(b * PER_BATCH + i)
+                                                            for i in range(PER_BATCH)]
+                                                           for b in range(BATCHES)))
     assert server.data_dir is not None
     path = segment_log(server.data_dir)
     wait_until_evicted(path, 0.05)

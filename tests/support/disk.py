@@ -34,6 +34,13 @@ def segments(partition_dir: Path) -> list[Path]:
     return sorted(p for p in partition_dir.iterdir() if SEGMENT_NAME.match(p.name))
 
 
+def blocks_past_end(path: Path) -> int:
+    """Bytes of disk blocks the file holds past its last 4 KiB block (a reservation made
+    with fallocate KEEP_SIZE, plus any metadata blocks of the file system)."""
+    st = os.stat(path)
+    return st.st_blocks * 512 - -(-st.st_size // 4096) * 4096
+
+
 def read_segment(log_path: Path) -> list[PolledMessage]:
     """All messages of one segment; ValueError on a torn tail or offset gap inside it."""
     start = int(SEGMENT_NAME.match(log_path.name).group(1))  # type: ignore[union-attr]

@@ -392,3 +392,15 @@ class RawClient:
             if not got:
                 return out
             out.extend(got)
+
+
+def fill_partition(address: str, stream: str, topic: str,
+                   batches: Iterable[Sequence[bytes]]) -> None:
+    """Log in, create ``stream`` with a one-partition ``topic``, and send each batch of
+    payloads to that partition."""
+    with RawClient(address, timeout_s=30) as c:
+        c.login()
+        c.create_stream(stream)
+        c.create_topic(stream, topic, 1)
+        for payloads in batches:
+            c.send(stream, topic, partition_id(0), [message(p) for p in payloads])

@@ -61,6 +61,7 @@ def test_library_defaults_equal_the_packaged_ones():
     assert log.max_inflight_batches == typed.system.partition.max_inflight_batches
     assert log.inline_write_max_bytes == typed.system.partition.inline_write_max_bytes
     assert log.page_cache_window == typed.system.segment.page_cache_window
+    assert log.reserve_ahead == typed.system.segment.reserve_ahead
     assert DEFAULT_MAX_OPEN_FILES == typed.system.segment.max_open_files
     # the SDK's QUIC options default to the server's [quic] values
     from lurcher.core.quic import QuicSettings

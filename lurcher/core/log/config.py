@@ -10,6 +10,7 @@ import msgspec
 GIB = 1024 * 1024 * 1024
 MAX_SEGMENT_SIZE_BYTES = GIB
 INLINE_WRITE_MAX_BYTES = 64 * 1024
+RESERVE_AHEAD = 16 * 1024 * 1024
 
 Clock = Callable[[], int]
 """Returns the current time in microseconds since the epoch."""
@@ -30,7 +31,9 @@ class LogConfig(msgspec.Struct, frozen=True):
     written on the event loop (a page-cache copy of a few KiB costs less than the hand-off,
     see ``inline``); 0 = never, every write is asynchronous. ``page_cache_window``: the newest log bytes
     of a partition kept in the page cache; older ones are written back and evicted
-    (``cache_window``); 0 = leave the cache to the kernel."""
+    (``cache_window``); 0 = leave the cache to the kernel. ``reserve_ahead``: the largest
+    step of disk blocks reserved past a log's end for partitions writing big batches
+    (``segment``); 0 = never."""
 
     segment_size_bytes: int = GIB
     enforce_fsync: bool = False
@@ -38,3 +41,4 @@ class LogConfig(msgspec.Struct, frozen=True):
     max_inflight_batches: int = 8
     inline_write_max_bytes: int = INLINE_WRITE_MAX_BYTES
     page_cache_window: int = GIB
+    reserve_ahead: int = RESERVE_AHEAD

@@ -53,6 +53,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from lurcher.core.log.io import Reserve
 from lurcher.core.wire.buffer import Buffer
 
 log = logging.getLogger(__name__)
@@ -285,11 +286,12 @@ class DirectIo:
             self._release(*laid[1])
 
     def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
-                    entries: Buffer, index_position: int, done: Any) -> None:
+                    entries: Buffer, index_position: int, done: Any,
+                    reserve: Reserve = None) -> None:
         laid = self._lay_out_pair(log_fd, blob, log_position, index_fd, entries, index_position)
         if laid is None:
             self.inner.submit_pair(log_fd, blob, log_position, index_fd, entries,
-                                   index_position, done)
+                                   index_position, done, reserve)
             return
 
         def finished(error: OSError | None) -> None:
@@ -297,7 +299,7 @@ class DirectIo:
             done(error)
 
         try:
-            self.inner.submit_pair(*laid[0], finished)
+            self.inner.submit_pair(*laid[0], finished, reserve)
         except OSError:
             self._release(*laid[1])
             raise

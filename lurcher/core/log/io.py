@@ -10,7 +10,10 @@ io_uring backend or a fault-injecting test backend (``faulty_io``, selected by
 returns at once and later calls ``done(None)`` or ``done(OSError)`` on the event loop that
 submitted it. ``PosixIo`` runs it on one dedicated writer thread per backend (so per shard):
 writes run in submission order and the event loop never waits for the disk. The caller keeps
-the buffers and the descriptors alive until ``done`` runs.
+the buffers and the descriptors alive until ``done`` runs. Its ``reserve`` (position, length)
+asks for disk blocks past the log's end after the writes (``reserve_space``: the file's size
+does not change; a failure is ignored, the later write reports it), part of the same
+submission so ``done`` means the reservation is finished too (see ``Segment.reservation``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ log = logging.getLogger(__name__)
 
 Done = Callable[[OSError | None], None]
 """Completion callback of ``submit_pair``: None when every byte is written, else the error."""
+
+Reserve = tuple[int, int] | None
+"""Disk blocks to reserve in the log file after a ``submit_pair``: (position, length)."""
 
 
 class IoBackend(Protocol):
@@ -55,7 +61,8 @@ class IoBackend(Protocol):
     def append_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, fsync: bool) -> None: ...
     def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
-                    entries: Buffer, index_position: int, done: Done) -> None: ...
+                    entries: Buffer, index_position: int, done: Done,
+                    reserve: Reserve = None) -> None: ...
 
 
 class WriterThread:
@@ -182,13 +189,20 @@ class PosixIo:
             self.fsync(index_fd)
 
     def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
-                    entries: Buffer, index_position: int, done: Done) -> None:
-        """``append_pair`` (no fsync) on the writer thread; ``done`` on the event loop."""
+                    entries: Buffer, index_position: int, done: Done,
+                    reserve: Reserve = None) -> None:
+        """``append_pair`` (no fsync) on the writer thread, then the log's ``reserve``
+        (``reserve_space``, failures ignored); ``done`` on the event loop after both."""
         if self._writer is None:
             self._writer = WriterThread("lurcher-writer")
-        self._writer.run(lambda: PosixIo.append_pair(self, log_fd, blob, log_position,
-                                                     index_fd, entries, index_position, False),
-                         done)
+
+        def job() -> None:
+            PosixIo.append_pair(self, log_fd, blob, log_position, index_fd, entries,
+                                index_position, False)
+            if reserve is not None:
+                reserve_space(log_fd, *reserve)
+
+        self._writer.run(job, done)
 
 
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})

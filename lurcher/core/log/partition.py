@@ -234,10 +234,15 @@ class Partition:
         return pending
 
     def submit(self, pending: PendingAppend, done: Done) -> None:
-        """Hand a stamped batch's two writes to the backend (``IoBackend.submit_pair``)."""
+        """Hand a stamped batch's two writes to the backend (``IoBackend.submit_pair``),
+        with the log's next reservation when one is due (``Segment.reservation``)."""
         log_file, index_file = pending.handles
+        size = len(pending.blob)
+        reserve = pending.segment.reservation(
+            pending.log_position + size, size, self.config.reserve_ahead,
+            self.config.segment_size_bytes) if self.config.reserve_ahead else None
         self.io.submit_pair(log_file.fd, pending.blob, pending.log_position, index_file.fd,
-                            pending.entries, pending.index_position, done)
+                            pending.entries, pending.index_position, done, reserve)
 
     def commit(self, pending: PendingAppend) -> None:
         """A stamped batch is written (and every one before it): readers see it now."""
@@ -488,9 +493,14 @@ class Partition:
         self._add_segment(Segment(self.path, 0, self.files))
 
     def close(self) -> None:
-        """Close every segment's files (fsync first when ``enforce_fsync``)."""
+        """Close every segment's files (fsync first when ``enforce_fsync``); with nothing in
+        flight, the open segment's reserved blocks go back first (a write still in flight
+        could land past the cut)."""
+        idle = self.pipeline.idle
         self._abandon_inflight()
         self.flush(self.config.enforce_fsync)
+        if idle and self.segments:
+            self.segments[-1].release_reservation()
         for segment in self.segments:
             segment.close()
 

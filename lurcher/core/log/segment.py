@@ -8,6 +8,20 @@ and then the index entries with one positional write (the index entries are the 
 commit record, see ``recovery``), then update the in-memory index.
 A segment holds no descriptor: it borrows ``FileHandle``s from the shard's
 ``DescriptorCache`` for each operation, so descriptors stay bounded.
+
+Reserve-ahead (``system.segment.reserve_ahead``): a write that extends a file makes the file
+system find and account blocks for every new page; into blocks reserved beforehand with
+``fallocate(FALLOC_FL_KEEP_SIZE)`` the same page-cache copy costs about a third less (here:
+about 210 against 150 us per MiB). So a partition that writes big batches asks, with the
+submission of a batch, for blocks past the log's end: a step of 16 such batches (at least
+1 MiB, so small batches never ask; at most ``reserve_ahead``), once the batch's end came
+within half a step of what is reserved. The file's size does not change (readers, recovery
+and ``size_bytes`` never see the reservation); a reservation that fails (full disk) is
+ignored and the write reports the error as before. A step never goes past the segment size,
+where the segment is sealed, so a sealed segment has none left; the open one gives what it
+did not write back at close (a same-size truncate, only with no write in flight: one could
+land past the cut), and a cut log loses it with the cut. After a crash ``load`` finds blocks
+past the end (``blocks_past_end``) and gives them back at once.
 """
 
 from __future__ import annotations
@@ -17,6 +31,7 @@ import os
 
 from lurcher.core.log.files import DescriptorCache, FileHandle
 from lurcher.core.log.index import SegmentIndex
+from lurcher.core.log.io import Reserve
 from lurcher.core.log.recovery import RecoveryReport, recover
 from lurcher.core.wire.batch import INDEX_ENTRY_BYTES
 from lurcher.core.wire.buffer import Buffer
@@ -24,6 +39,8 @@ from lurcher.core.wire.buffer import Buffer
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 OFFSET_DIGITS = 20
+RESERVE_MIN_BYTES = 1024 * 1024  # a smaller step is not worth its system call
+RESERVE_BATCHES = 16  # a step covers this many batches of the size that asked for it
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +49,18 @@ def segment_file_name(start_offset: int, suffix: str) -> str:
     return f"{start_offset:0{OFFSET_DIGITS}d}{suffix}"
 
 
+def blocks_past_end(fd: int, slack: int = 64 * 1024) -> bool:
+    """The file has more than ``slack`` bytes of blocks past its last 4 KiB block (a
+    reservation; the slack covers the file system's own metadata blocks)."""
+    st = os.fstat(fd)
+    return st.st_blocks * 512 > -(-st.st_size // 4096) * 4096 + slack
+
+
 class Segment:
     """A segment's files and in-memory index."""
 
     __slots__ = ("start_offset", "log_path", "index_path", "files", "size_bytes", "index",
-                 "sealed", "dirty", "index_missing")
+                 "sealed", "dirty", "index_missing", "reserved_to")
 
     def __init__(self, directory: str, start_offset: int, files: DescriptorCache) -> None:
         """Create both files when absent (log first, then index, before any write); the
@@ -52,6 +76,7 @@ class Segment:
         self.index = SegmentIndex()
         self.sealed = False
         self.dirty = False
+        self.reserved_to = 0  # the log's blocks up to here are reserved (module docstring)
 
     @property
     def io(self):
@@ -76,6 +101,9 @@ class Segment:
                          trust_log=self.index_missing or sealed)
         self.index_missing = False
         self.size_bytes = self.io.size(log.fd)
+        if blocks_past_end(log.fd):  # reserved before a crash
+            self.reserved_to = self.size_bytes + 1
+            self.release_reservation()
         return report
 
     # -- state ---------------------------------------------------------------------------
@@ -135,10 +163,38 @@ class Segment:
         self.size_bytes += blob_bytes
         self.dirty = dirty
 
+    def reservation(self, end: int, batch_bytes: int, ahead: int, limit: int) -> Reserve:
+        """What to reserve with the batch of ``batch_bytes`` that ends at ``end`` (position,
+        length), or None; ``ahead`` is the largest step, ``limit`` the segment size. See the
+        module docstring."""
+        step = min(ahead, RESERVE_BATCHES * batch_bytes)
+        if step < RESERVE_MIN_BYTES or end + step // 2 <= self.reserved_to:
+            return None
+        start = max(self.reserved_to, end)
+        stop = min(start + step, limit)
+        if stop <= start:
+            return None
+        self.reserved_to = stop
+        return start, stop - start
+
+    def release_reservation(self) -> None:
+        """Give back the blocks reserved past the log's end (closing, or found at load; only
+        when nothing is being written to it). A failure is logged: the blocks stay with the
+        file until it is deleted."""
+        reserved, self.reserved_to = self.reserved_to, 0
+        if reserved <= self.size_bytes:
+            return
+        try:
+            self.io.truncate(self.log_file().fd, self.size_bytes)
+        except OSError as exc:
+            log.warning("segment %s: cannot give back its reserved blocks: %s",
+                        self.log_path, exc)
+
     def cut_back(self) -> None:
         """Truncate both files to the accepted state (shrinking needs no free space): what
         failed or unfinished appends left past it goes. A failure is logged (recovery cuts
         what the index does not vouch for)."""
+        self.reserved_to = 0  # the truncate gives them back
         try:
             log_file, index_file = self.log_file(), self.index_file()
             self.io.truncate(log_file.fd, self.size_bytes)
@@ -152,6 +208,7 @@ class Segment:
         count = min(count, self.index.count)
         keep_bytes = self.index.end_of(count - 1) if count else 0
         log, idx = self.log_file(), self.index_file()
+        self.reserved_to = 0  # the truncate gives them back
         self.io.truncate(idx.fd, count * INDEX_ENTRY_BYTES)  # the commit records go first
         self.io.truncate(log.fd, keep_bytes)
         self.index.truncate(count)

@@ -14,7 +14,8 @@ posix one (data is in the kernel when the call returns).
 
 ``submit_pair`` is the completion-based form (the send path): the two linked writes go to a
 second ring whose eventfd is registered with the event loop (``loop.add_reader``), so the
-call returns at once and ``done`` runs from the loop when both completions are in. That ring
+call returns at once and ``done`` runs from the loop when both completions are in (with a
+``reserve``, a third linked step: the reservation, whose outcome is ignored). That ring
 belongs to the event loop thread (it is never waited on); the first ring keeps the
 synchronous calls. A short or failed write is finished or reported there; finishing a short
 write (rare: the kernel writes whole buffers to regular files) uses a blocking ``pwrite``.
@@ -34,7 +35,7 @@ import logging
 import os
 from typing import Any
 
-from lurcher.core.log.io import Done, PosixIo
+from lurcher.core.log.io import FALLOC_FL_KEEP_SIZE, Done, PosixIo, Reserve
 from lurcher.core.wire.buffer import Buffer
 
 log = logging.getLogger(__name__)
@@ -114,9 +115,11 @@ class UringIo(PosixIo):
                 raise OSError(-result, os.strerror(-result))
 
     def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
-                    entries: Buffer, index_position: int, done: Done) -> None:
-        """Queue the linked log and index writes on the completion ring and return; ``done``
-        runs on the event loop once both completed. Raises OSError (ring setup)."""
+                    entries: Buffer, index_position: int, done: Done,
+                    reserve: Reserve = None) -> None:
+        """Queue the linked log and index writes (and ``reserve``) on the completion ring and
+        return; ``done`` runs on the event loop once all completed. Raises OSError (ring
+        setup)."""
         loop = asyncio.get_running_loop()
         if self._async is None or self._async.loop is not loop:
             if self._async is not None:
@@ -124,7 +127,7 @@ class UringIo(PosixIo):
             self._async = CompletionRing(self._lib, loop)
             self._async.ordered = self.ordered_pairs
         self._async.submit_pair(log_fd, blob, log_position, index_fd, entries, index_position,
-                                done)
+                                done, reserve)
 
     def preadinto(self, fd: int, into: memoryview, position: int) -> int:
         """Fill ``into`` from ``position`` with io_uring reads; short only at end of file."""
@@ -159,21 +162,22 @@ class UringIo(PosixIo):
 
 
 class _PairWrite:
-    """One submitted batch: its buffers (kept alive until both completions) and results."""
+    """One submitted batch: its buffers (kept alive until every completion) and results:
+    log write, index write, and the reservation's when there is one (ignored)."""
 
     __slots__ = ("log_fd", "log_view", "log_position", "index_fd", "index_view",
                  "index_position", "done", "results")
 
     def __init__(self, log_fd: int, log_view: Any, log_position: int, index_fd: int,
-                 index_view: Any, index_position: int, done: Done) -> None:
+                 index_view: Any, index_position: int, done: Done, steps: int) -> None:
         self.log_fd, self.log_view, self.log_position = log_fd, log_view, log_position
         self.index_fd, self.index_view, self.index_position = index_fd, index_view, index_position
         self.done = done
-        self.results: list[int | None] = [None, None]
+        self.results: list[int | None] = [None] * steps
 
     def finish(self) -> OSError | None:
         """The outcome once both results are in; finishes short writes with ``pwrite``."""
-        log_result, index_result = self.results
+        log_result, index_result = self.results[:2]
         try:
             _finish(self.log_fd, self.log_view, self.log_position, log_result)
             if index_result == -errno.ECANCELED:  # a short log write broke the link
@@ -218,22 +222,34 @@ class CompletionRing:
         loop.add_reader(self._eventfd, self._reap)
 
     def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
-                    entries: Buffer, index_position: int, done: Done) -> None:
+                    entries: Buffer, index_position: int, done: Done,
+                    reserve: Reserve = None) -> None:
         write = _PairWrite(log_fd, _byte_view(blob), log_position, index_fd,
-                           _byte_view(entries), index_position, done)
+                           _byte_view(entries), index_position, done, 2 if reserve is None else 3)
         self._next_id += 1
         self._pending[self._next_id] = write
+        token = self._next_id << 2
         drain = IOSQE_IO_DRAIN if self.ordered else 0
-        self._queue(log_fd, write.log_view, log_position, self._next_id << 1,
-                    IOSQE_IO_LINK | drain)
-        self._queue(index_fd, write.index_view, index_position, self._next_id << 1 | 1, 0)
+        self._queue_write(log_fd, write.log_view, log_position, token, IOSQE_IO_LINK | drain)
+        self._queue_write(index_fd, write.index_view, index_position, token | 1,
+                          0 if reserve is None else IOSQE_IO_LINK)
+        if reserve is not None:
+            position, length = reserve
+            sqe = self._sqe()
+            self._lib.io_uring_prep_fallocate(sqe, log_fd, length, position, FALLOC_FL_KEEP_SIZE)
+            self._lib.io_uring_sqe_set_data64(sqe, token | 2)
         self._lib.io_uring_submit(self._ring)
 
-    def _queue(self, fd: int, view: Any, position: int, token: int, flags: int) -> None:
+    def _sqe(self) -> Any:
+        """A free submission entry (flushing a full queue first)."""
         sqe = self._lib.io_uring_get_sqe(self._ring)
-        if sqe is None:  # the submission queue is full: flush it first
+        if sqe is None:
             self._lib.io_uring_submit(self._ring)
             sqe = self._lib.io_uring_get_sqe(self._ring)
+        return sqe
+
+    def _queue_write(self, fd: int, view: Any, position: int, token: int, flags: int) -> None:
+        sqe = self._sqe()
         self._lib.io_uring_prep_write(sqe, fd, view, len(view), position)
         self._lib.io_uring_sqe_set_data64(sqe, token)
         if flags:
@@ -249,12 +265,12 @@ class CompletionRing:
         while lib.io_uring_peek_cqe(ring, cqe) == 0:
             token, result = lib.io_uring_cqe_get_data64(cqe), cqe.res
             lib.io_uring_cqe_seen(ring, cqe)
-            write = self._pending.get(token >> 1)
+            write = self._pending.get(token >> 2)
             if write is None:
                 continue
-            write.results[token & 1] = result
+            write.results[token & 3] = result
             if None not in write.results:
-                del self._pending[token >> 1]
+                del self._pending[token >> 2]
                 _report(write)
 
     def close(self) -> None:

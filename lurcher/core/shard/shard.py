@@ -105,6 +105,7 @@ class Shard:
             max_inflight_batches=system.partition.max_inflight_batches,
             inline_write_max_bytes=system.partition.inline_write_max_bytes,
             page_cache_window=system.segment.page_cache_window,
+            reserve_ahead=system.segment.reserve_ahead,
         )
         self.group_commit = GroupCommit()
         self.files = DescriptorCache(self.io, system.segment.max_open_files)

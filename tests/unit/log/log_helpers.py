@@ -43,7 +43,8 @@ class HeldIo(PosixIo):
     def __init__(self) -> None:
         self.submitted: list = []
 
-    def submit_pair(self, log_fd, blob, log_position, index_fd, entries, index_position, done):
+    def submit_pair(self, log_fd, blob, log_position, index_fd, entries, index_position, done,
+                    reserve=None):
         self.append_pair(log_fd, blob, log_position, index_fd, entries, index_position, False)
         self.submitted.append(done)
 

@@ -158,7 +158,8 @@ async def test_submit_pair_reports_a_failed_write_through_done(tmp_path, io):
 class RefusingIo(HeldIo):
     """Refuses the second submission outright (as a ring that cannot be set up would)."""
 
-    def submit_pair(self, log_fd, blob, log_position, index_fd, entries, index_position, done):
+    def submit_pair(self, log_fd, blob, log_position, index_fd, entries, index_position, done,
+                    reserve=None):
         if len(self.submitted) == 1 and not getattr(self, "refused", False):
             self.refused = True
             raise OSError(errno.ENOMEM, "no ring")
@@ -193,7 +194,8 @@ class DeferredIo(PosixIo):
     def __init__(self) -> None:
         self.pairs: list[tuple] = []
 
-    def submit_pair(self, log_fd, blob, log_position, index_fd, entries, index_position, done):
+    def submit_pair(self, log_fd, blob, log_position, index_fd, entries, index_position, done,
+                    reserve=None):
         self.pairs.append((log_fd, bytes(blob), log_position, index_fd, bytes(entries),
                            index_position))
 
