@@ -1,9 +1,11 @@
 """Group commit: every acknowledged batch is covered by an fsync; concurrent batches
-share fsync rounds; a write during a round is covered by the next one."""
+share fsync rounds; a write during a round is covered by the next one; a round starts
+every file's writeback before its first fsync."""
 
 import asyncio
 
 from lurcher.core.log.config import LogConfig
+from lurcher.core.log.io import PosixIo
 from lurcher.core.log.partition import Partition
 from lurcher.core.shard.commit import GroupCommit
 from lurcher.core.wire.batch import MessageBatch
@@ -46,3 +48,30 @@ def test_append_does_not_fsync_inline_under_group_commit(tmp_path):
     partition = Partition.open(str(tmp_path / "p"), 0, CONFIG)
     partition.append(batch())
     assert len(partition.take_unsynced()) == 2  # log + index left for the group commit
+
+
+class CallOrderIo(PosixIo):
+    """PosixIo recording its writeback starts and fsyncs from the group commit's thread."""
+
+    def __init__(self, calls: list) -> None:
+        self.calls = calls
+
+    def start_writeback(self, fd):
+        self.calls.append(("writeback", fd))
+        super().start_writeback(fd)
+
+    def fsync_in_worker(self, fd):
+        self.calls.append(("fsync", fd))
+        super().fsync_in_worker(fd)
+
+
+async def test_a_round_starts_every_files_writeback_before_its_first_fsync(tmp_path):
+    calls: list = []
+    partition = Partition.open(str(tmp_path / "p"), 0, CONFIG, io=CallOrderIo(calls))
+    partition.append(batch())
+    await GroupCommit().durable(partition)
+    kinds = [kind for kind, _ in calls]
+    assert kinds == ["writeback", "writeback", "fsync", "fsync"]  # the log and the index
+    assert sorted(fd for kind, fd in calls if kind == "writeback") == sorted(
+        fd for kind, fd in calls if kind == "fsync")
+

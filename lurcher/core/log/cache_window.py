@@ -43,6 +43,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lurcher.core.log.io import SYNC_FILE_RANGE
+
 log = logging.getLogger(__name__)
 
 STEP = 32 * 1024 * 1024
@@ -215,27 +217,13 @@ class Evictor:
                       path, first, count, exc)
 
 
-def _sync_file_range() -> Any:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        function = libc.sync_file_range
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    function.restype = ctypes.c_int
-    return function
-
-
-_SYNC_FILE_RANGE = _sync_file_range()
-
-
 def write_back(fd: int, first: int, count: int) -> None:
     """Write the range's dirty pages to the device and wait (``fdatasync`` of the whole file
     where ``sync_file_range`` is missing). Raises OSError."""
-    if _SYNC_FILE_RANGE is None:
+    if SYNC_FILE_RANGE is None:
         os.fdatasync(fd)
         return
-    if _SYNC_FILE_RANGE(fd, first, count, _WAIT_WRITE_WAIT) != 0:
+    if SYNC_FILE_RANGE(fd, first, count, _WAIT_WRITE_WAIT) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code) if code else "sync_file_range failed")
 
