@@ -287,11 +287,11 @@ class DirectIo:
 
     def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, done: Any,
-                    reserve: Reserve = None) -> None:
+                    reserve: Reserve = None, writeback: bool = False) -> None:
         laid = self._lay_out_pair(log_fd, blob, log_position, index_fd, entries, index_position)
         if laid is None:
             self.inner.submit_pair(log_fd, blob, log_position, index_fd, entries,
-                                   index_position, done, reserve)
+                                   index_position, done, reserve, writeback)
             return
 
         def finished(error: OSError | None) -> None:
@@ -299,7 +299,7 @@ class DirectIo:
             done(error)
 
         try:
-            self.inner.submit_pair(*laid[0], finished, reserve)
+            self.inner.submit_pair(*laid[0], finished, reserve, writeback)
         except OSError:
             self._release(*laid[1])
             raise

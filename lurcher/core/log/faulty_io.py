@@ -76,13 +76,13 @@ class FaultyIo:
 
     def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, done: Any,
-                    reserve: Any = None) -> None:
+                    reserve: Any = None, writeback: bool = False) -> None:
         error = self._write_fault(log_fd, blob, log_position)
         if error is not None:
             asyncio.get_running_loop().call_soon(done, error)
             return
         self.inner.submit_pair(log_fd, blob, log_position, index_fd, entries, index_position,
-                               done, reserve)
+                               done, reserve, writeback)
 
     def _fsync_fault(self) -> None:
         self.fsyncs += 1

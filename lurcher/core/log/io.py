@@ -14,6 +14,9 @@ the buffers and the descriptors alive until ``done`` runs. Its ``reserve`` (posi
 asks for disk blocks past the log's end after the writes (``reserve_space``: the file's size
 does not change; a failure is ignored, the later write reports it), part of the same
 submission so ``done`` means the reservation is finished too (see ``Segment.reservation``).
+With ``writeback`` (``enforce_fsync``) the submission then starts both files' writeback
+(``start_writeback``), so the device is already busy with the batch when the fsync that
+acknowledges it comes.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ class IoBackend(Protocol):
                     entries: Buffer, index_position: int, fsync: bool) -> None: ...
     def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, done: Done,
-                    reserve: Reserve = None) -> None: ...
+                    reserve: Reserve = None, writeback: bool = False) -> None: ...
 
 
 class WriterThread:
@@ -199,9 +202,10 @@ class PosixIo:
 
     def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, done: Done,
-                    reserve: Reserve = None) -> None:
+                    reserve: Reserve = None, writeback: bool = False) -> None:
         """``append_pair`` (no fsync) on the writer thread, then the log's ``reserve``
-        (``reserve_space``, failures ignored); ``done`` on the event loop after both."""
+        (``reserve_space``, failures ignored) and with ``writeback`` ``start_writeback`` of
+        both files; ``done`` on the event loop after all of it."""
         if self._writer is None:
             self._writer = WriterThread("lurcher-writer")
 
@@ -210,6 +214,9 @@ class PosixIo:
                                 index_position, False)
             if reserve is not None:
                 reserve_space(log_fd, *reserve)
+            if writeback:
+                self.start_writeback(log_fd)
+                self.start_writeback(index_fd)
 
         self._writer.run(job, done)
 

@@ -235,14 +235,16 @@ class Partition:
 
     def submit(self, pending: PendingAppend, done: Done) -> None:
         """Hand a stamped batch's two writes to the backend (``IoBackend.submit_pair``),
-        with the log's next reservation when one is due (``Segment.reservation``)."""
+        with the log's next reservation when one is due (``Segment.reservation``) and, with
+        ``enforce_fsync``, the start of their writeback."""
         log_file, index_file = pending.handles
         size = len(pending.blob)
         reserve = pending.segment.reservation(
             pending.log_position + size, size, self.config.reserve_ahead,
             self.config.segment_size_bytes) if self.config.reserve_ahead else None
         self.io.submit_pair(log_file.fd, pending.blob, pending.log_position, index_file.fd,
-                            pending.entries, pending.index_position, done, reserve)
+                            pending.entries, pending.index_position, done, reserve,
+                            self.config.enforce_fsync)
 
     def commit(self, pending: PendingAppend) -> None:
         """A stamped batch is written (and every one before it): readers see it now."""

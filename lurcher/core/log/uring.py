@@ -15,7 +15,8 @@ posix one (data is in the kernel when the call returns).
 ``submit_pair`` is the completion-based form (the send path): the two linked writes go to a
 second ring whose eventfd is registered with the event loop (``loop.add_reader``), so the
 call returns at once and ``done`` runs from the loop when both completions are in (with a
-``reserve``, a third linked step: the reservation, whose outcome is ignored). That ring
+``reserve`` or ``writeback``, linked steps after them: the reservation, the start of both
+files' writeback; their outcomes are ignored). That ring
 belongs to the event loop thread (it is never waited on); the first ring keeps the
 synchronous calls. A short or failed write is finished or reported there; finishing a short
 write (rare: the kernel writes whole buffers to regular files) uses a blocking ``pwrite``.
@@ -35,13 +36,20 @@ import logging
 import os
 from typing import Any
 
-from lurcher.core.log.io import FALLOC_FL_KEEP_SIZE, Done, PosixIo, Reserve
+from lurcher.core.log.io import (
+    FALLOC_FL_KEEP_SIZE,
+    SYNC_FILE_RANGE_WRITE,
+    Done,
+    PosixIo,
+    Reserve,
+)
 from lurcher.core.wire.buffer import Buffer
 
 log = logging.getLogger(__name__)
 
 IOSQE_IO_DRAIN = 1 << 1  # kernel ABI: start only after every earlier SQE completed
 IOSQE_IO_LINK = 1 << 2  # kernel ABI: link this SQE to the next one
+STEP_BITS, STEP_MASK = 3, 7  # a completion's user_data: pair number << 3 | step (0-4)
 RING_ENTRIES = 64
 ASYNC_RING_ENTRIES = 256
 
@@ -116,10 +124,10 @@ class UringIo(PosixIo):
 
     def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, done: Done,
-                    reserve: Reserve = None) -> None:
-        """Queue the linked log and index writes (and ``reserve``) on the completion ring and
-        return; ``done`` runs on the event loop once all completed. Raises OSError (ring
-        setup)."""
+                    reserve: Reserve = None, writeback: bool = False) -> None:
+        """Queue the linked log and index writes (and ``reserve``, ``writeback``) on the
+        completion ring and return; ``done`` runs on the event loop once all completed.
+        Raises OSError (ring setup)."""
         loop = asyncio.get_running_loop()
         if self._async is None or self._async.loop is not loop:
             if self._async is not None:
@@ -127,7 +135,7 @@ class UringIo(PosixIo):
             self._async = CompletionRing(self._lib, loop)
             self._async.ordered = self.ordered_pairs
         self._async.submit_pair(log_fd, blob, log_position, index_fd, entries, index_position,
-                                done, reserve)
+                                done, reserve, writeback)
 
     def preadinto(self, fd: int, into: memoryview, position: int) -> int:
         """Fill ``into`` from ``position`` with io_uring reads; short only at end of file."""
@@ -163,7 +171,7 @@ class UringIo(PosixIo):
 
 class _PairWrite:
     """One submitted batch: its buffers (kept alive until every completion) and results:
-    log write, index write, and the reservation's when there is one (ignored)."""
+    log write, index write, then those of the steps after them (ignored)."""
 
     __slots__ = ("log_fd", "log_view", "log_position", "index_fd", "index_view",
                  "index_position", "done", "results")
@@ -223,22 +231,31 @@ class CompletionRing:
 
     def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, done: Done,
-                    reserve: Reserve = None) -> None:
+                    reserve: Reserve = None, writeback: bool = False) -> None:
+        lib = self._lib
+        after = []  # the linked steps after the two writes: (prepare, its arguments)
+        if reserve is not None:
+            after.append((lib.io_uring_prep_fallocate,
+                          (log_fd, reserve[1], reserve[0], FALLOC_FL_KEEP_SIZE)))
+        if writeback:
+            after += [(lib.io_uring_prep_sync_file_range, (fd, 0, 0, SYNC_FILE_RANGE_WRITE))
+                      for fd in (log_fd, index_fd)]
         write = _PairWrite(log_fd, _byte_view(blob), log_position, index_fd,
-                           _byte_view(entries), index_position, done, 2 if reserve is None else 3)
+                           _byte_view(entries), index_position, done, 2 + len(after))
         self._next_id += 1
         self._pending[self._next_id] = write
-        token = self._next_id << 2
+        token = self._next_id << STEP_BITS
         drain = IOSQE_IO_DRAIN if self.ordered else 0
         self._queue_write(log_fd, write.log_view, log_position, token, IOSQE_IO_LINK | drain)
         self._queue_write(index_fd, write.index_view, index_position, token | 1,
-                          0 if reserve is None else IOSQE_IO_LINK)
-        if reserve is not None:
-            position, length = reserve
+                          IOSQE_IO_LINK if after else 0)
+        for step, (prepare, arguments) in enumerate(after, 2):
             sqe = self._sqe()
-            self._lib.io_uring_prep_fallocate(sqe, log_fd, length, position, FALLOC_FL_KEEP_SIZE)
-            self._lib.io_uring_sqe_set_data64(sqe, token | 2)
-        self._lib.io_uring_submit(self._ring)
+            prepare(sqe, *arguments)
+            lib.io_uring_sqe_set_data64(sqe, token | step)
+            if step < len(after) + 1:
+                lib.io_uring_sqe_set_flags(sqe, IOSQE_IO_LINK)
+        lib.io_uring_submit(self._ring)
 
     def _sqe(self) -> Any:
         """A free submission entry (flushing a full queue first)."""
@@ -265,12 +282,12 @@ class CompletionRing:
         while lib.io_uring_peek_cqe(ring, cqe) == 0:
             token, result = lib.io_uring_cqe_get_data64(cqe), cqe.res
             lib.io_uring_cqe_seen(ring, cqe)
-            write = self._pending.get(token >> 2)
+            write = self._pending.get(token >> STEP_BITS)
             if write is None:
                 continue
-            write.results[token & 3] = result
+            write.results[token & STEP_MASK] = result
             if None not in write.results:
-                del self._pending[token >> 2]
+                del self._pending[token >> STEP_BITS]
                 _report(write)
 
     def close(self) -> None:

@@ -35,6 +35,10 @@ class RecordingIo(PosixIo):
         self._count("fsync")
         super().fsync(fd)
 
+    def start_writeback(self, fd):
+        self._count("start_writeback")
+        super().start_writeback(fd)
+
 
 class HeldIo(PosixIo):
     """Writes each submitted pair at once but reports completions only when the test says
@@ -44,7 +48,7 @@ class HeldIo(PosixIo):
         self.submitted: list = []
 
     def submit_pair(self, log_fd, blob, log_position, index_fd, entries, index_position, done,
-                    reserve=None):
+                    reserve=None, writeback=False):
         self.append_pair(log_fd, blob, log_position, index_fd, entries, index_position, False)
         self.submitted.append(done)
 

@@ -9,7 +9,7 @@ import errno
 import os
 
 import pytest
-from log_helpers import HeldIo, ManualClock
+from log_helpers import HeldIo, ManualClock, RecordingIo
 
 from lurcher.core.log.config import LogConfig
 from lurcher.core.log.io import PosixIo
@@ -155,11 +155,54 @@ async def test_submit_pair_reports_a_failed_write_through_done(tmp_path, io):
     io.close(index_fd)
 
 
+@pytest.mark.parametrize("io", [pytest.param(PosixIo(), id="posix"),
+                                pytest.param(open_uring_io(), id="uring")])
+@pytest.mark.parametrize("reserve,writeback", [(None, True), ((4096, 1 << 20), True),
+                                               ((4096, 1 << 20), False)])
+async def test_the_steps_after_a_pair_finish_before_done(tmp_path, io, reserve, writeback):
+    """A reservation and the start of writeback run after the two writes, and ``done`` comes
+    once, after all of them; when the write fails they are skipped and ``done`` still comes
+    once, with the write's error."""
+    log_fd, index_fd = io.open(str(tmp_path / "a.log")), io.open(str(tmp_path / "a.index"))
+    outcomes: list = []
+    finished = asyncio.get_running_loop().create_future()
+
+    def done(error):
+        outcomes.append(error)
+        finished.set_result(None)
+
+    io.submit_pair(log_fd, b"d" * 4096, 0, index_fd, b"e" * 16, 0, done, reserve, writeback)
+    await asyncio.wait_for(finished, 10)
+    await asyncio.sleep(0.05)  # a second call would come meanwhile
+    assert outcomes == [None]
+    assert io.pread(log_fd, 8192, 0) == b"d" * 4096 and io.pread(index_fd, 64, 0) == b"e" * 16
+    assert (os.fstat(log_fd).st_blocks * 512 >= (1 << 20)) == (reserve is not None)
+    read_only = os.open(tmp_path / "a.log", os.O_RDONLY)
+    failed = asyncio.get_running_loop().create_future()
+    io.submit_pair(read_only, b"x", 0, index_fd, b"f" * 16, 16, failed.set_result, reserve,
+                   writeback)
+    assert (await asyncio.wait_for(failed, 10)).errno == errno.EBADF
+    assert io.size(index_fd) == 16
+    for fd in (log_fd, index_fd):
+        io.close(fd)
+    os.close(read_only)
+
+
+async def test_with_enforce_fsync_a_submission_starts_the_writeback_of_both_files(tmp_path):
+    for enforce_fsync, expected in ((True, 2), (False, 0)):
+        io = RecordingIo()
+        part = open_part(tmp_path / str(enforce_fsync), io, enforce_fsync=enforce_fsync,
+                         group_commit=True)
+        await part.append_async(batch(1, 200))
+        assert io.calls.get("start_writeback", 0) == expected
+        part.close()
+
+
 class RefusingIo(HeldIo):
     """Refuses the second submission outright (as a ring that cannot be set up would)."""
 
     def submit_pair(self, log_fd, blob, log_position, index_fd, entries, index_position, done,
-                    reserve=None):
+                    reserve=None, writeback=False):
         if len(self.submitted) == 1 and not getattr(self, "refused", False):
             self.refused = True
             raise OSError(errno.ENOMEM, "no ring")
@@ -195,7 +238,7 @@ class DeferredIo(PosixIo):
         self.pairs: list[tuple] = []
 
     def submit_pair(self, log_fd, blob, log_position, index_fd, entries, index_position, done,
-                    reserve=None):
+                    reserve=None, writeback=False):
         self.pairs.append((log_fd, bytes(blob), log_position, index_fd, bytes(entries),
                            index_position))
 
