@@ -20,7 +20,9 @@ What ``CacheWindow`` does, per partition:
   done the event loop checks again, so a producer that stopped leaves at most its window.
 - A poll that reads below the cursor (history, already evicted) evicts what its reader left
   behind, a quarter step back, in quarter steps, so a reader of history reuses the same pages
-  too (read-behind).
+  too (read-behind). At most ``MAX_READ_JOBS`` such jobs wait for the thread, process-wide;
+  past that a reader's range is not handed over and its mark stays, so its next poll hands
+  over all of it (a stalled thread costs memory for at most that many small jobs).
 
 Invariants: nothing younger than ``window`` bytes, and nothing not yet committed, is ever
 planned; the event loop never waits (the loop only plans; the thread does the system calls);
@@ -48,6 +50,7 @@ from lurcher.core.log.io import SYNC_FILE_RANGE
 log = logging.getLogger(__name__)
 
 STEP = 32 * 1024 * 1024
+MAX_READ_JOBS = 64
 _WAIT_WRITE_WAIT = 1 | 2 | 4  # SYNC_FILE_RANGE_WAIT_BEFORE | _WRITE | _WAIT_AFTER
 
 Range = tuple[str, int, int]
@@ -141,8 +144,8 @@ class CacheWindow:
         mark = self._read_marks.get(key, 0)
         end = position - self.read_step
         if end - mark >= self.read_step:
-            self.evictor.submit([(segment.log_path, mark, end - mark)], writeback=False)
-            self._read_marks[key] = end
+            if self.evictor.submit_read([(segment.log_path, mark, end - mark)]):
+                self._read_marks[key] = end
         elif end < mark - self.read_step:  # another reader, further back: follow it from here
             self._read_marks[key] = max(end, 0)
         if len(self._read_marks) > 64:
@@ -158,10 +161,11 @@ class CacheWindow:
 class Evictor:
     """One daemon thread that writes back and evicts ranges, in submission order."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_read_jobs: int = MAX_READ_JOBS) -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._failed: set[str] = set()
+        self._read_slots = threading.BoundedSemaphore(max_read_jobs)
 
     def submit(self, ranges: list[Range], writeback: bool,
                then: Callable[[], None] | None = None) -> threading.Event:
@@ -172,17 +176,30 @@ class Evictor:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
+        self._put((ranges, writeback, done, loop if then is not None else None, then, False))
+        return done
+
+    def submit_read(self, ranges: list[Range]) -> bool:
+        """Queue read-behind ``ranges`` (evicted without writeback) unless ``max_read_jobs``
+        such jobs are already waiting: then False, nothing queued."""
+        if not self._read_slots.acquire(blocking=False):
+            return False
+        self._put((ranges, False, threading.Event(), None, None, True))
+        return True
+
+    def _put(self, job: tuple) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._main, name="drop-behind", daemon=True)
             self._thread.start()
-        self._jobs.put((ranges, writeback, done, loop if then is not None else None, then))
-        return done
+        self._jobs.put(job)
 
     def _main(self) -> None:
         while True:
-            ranges, writeback, done, loop, then = self._jobs.get()
+            ranges, writeback, done, loop, then, read_slot = self._jobs.get()
             for path, first, count in ranges:
                 self._evict(path, first, count, writeback)
+            if read_slot:
+                self._read_slots.release()
             done.set()
             if loop is not None:
                 try:

@@ -44,6 +44,10 @@ class RecordingEvictor:
         self.then.append(then)
         return self.done[-1]
 
+    def submit_read(self, ranges):
+        self.submit(ranges, False)
+        return True
+
     def finish(self, i: int) -> None:
         self.done[i].set()
         if self.then[i] is not None:
@@ -132,6 +136,33 @@ def test_reads_below_the_cursor_evict_behind_the_reader_only():
     assert evictor.jobs == [([(segments[0].log_path, 0, 2 * MIB)], False)]
     window.read(segments[0], 3 * MIB + 512 * KIB)
     assert len(evictor.jobs) == 1
+
+
+def test_read_behind_jobs_waiting_for_a_stalled_thread_are_bounded():
+    """With the thread stuck, at most ``max_read_jobs`` read-behind jobs wait; a reader whose
+    range was refused keeps its mark, and a later poll hands over the whole range."""
+    evictor = Evictor(max_read_jobs=2)
+    release, stuck = threading.Event(), threading.Event()
+    evict = evictor._evict
+
+    def stalled(path, first, count, writeback):
+        stuck.set()
+        release.wait(30)
+        evict(path, first, count, writeback)
+
+    evictor._evict = stalled
+    evictor.submit([("stall.log", 0, 1)], writeback=True)
+    assert stuck.wait(30)
+    assert [evictor.submit_read([("r.log", 0, 1)]) for _ in range(3)] == [True, True, False]
+    segments = [FakeSegment(0, 20 * MIB)]
+    window = CacheWindow(8 * MIB, lambda: segments, evictor)  # read step 1 MiB
+    window.plan(segments)  # cursor at 12 MiB: below it is history
+    window.read(segments[0], 3 * MIB)
+    assert window._read_marks.get(0, 0) == 0  # refused: nothing handed over, mark kept
+    release.set()
+    evictor.submit([], writeback=False).wait(30)  # the thread is idle again
+    window.read(segments[0], 3 * MIB)
+    assert window._read_marks[0] == 2 * MIB  # all of 0..2 MiB handed over now
 
 
 def test_write_back_reports_errors():
