@@ -204,6 +204,28 @@ def disk_dir(tmp_path):
     return tmp_path
 
 
+def test_ranges_handed_over_one_after_another_leave_no_page_cached(disk_dir):
+    """Eviction ranges end anywhere (committed positions, a reader's position), and the page
+    cache holds large folios: a folio across one range's end must go with the next range."""
+    path = str(disk_dir / "folios.log")
+    fd = os.open(path, os.O_CREAT | os.O_RDWR)
+    try:
+        for i in range(160):  # a log written in batches of 68 KB
+            os.pwrite(fd, bytes([i]) * 68 * KIB, i * 68 * KIB)
+        size = os.fstat(fd).st_size
+        for _ in range(2):  # read sequentially: the kernel's readahead makes large folios
+            os.pread(fd, size, 0)
+    finally:
+        os.close(fd)
+    evictor, step, handed = Evictor(), 512 * KIB + 12345, 0
+    while handed + step <= size - 2 * MIB:
+        evictor.submit([(path, handed, step)], writeback=True)
+        handed += step
+    _wait_idle(evictor)
+    stuck = sum(resident_pages(path)[:handed // mmap.PAGESIZE])
+    assert stuck == 0, f"{stuck} pages of the handed-over ranges still cached"
+
+
 def test_a_partition_keeps_only_its_newest_window_cached(disk_dir, segment_writes):
     part = Partition.open(str(disk_dir / "p"), 1, LogConfig(page_cache_window=1 * MIB))
     evictor = part.cache_window.evictor
