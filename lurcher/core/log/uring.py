@@ -184,7 +184,8 @@ class _PairWrite:
         self.results: list[int | None] = [None] * steps
 
     def finish(self) -> OSError | None:
-        """The outcome once both results are in; finishes short writes with ``pwrite``."""
+        """The outcome once every result is in (the writes' count); finishes short writes
+        with ``pwrite``."""
         log_result, index_result = self.results[:2]
         try:
             _finish(self.log_fd, self.log_view, self.log_position, log_result)
