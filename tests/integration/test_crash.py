@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from lurcher.core.log.segment import METADATA_SLACK
 from tests.support import disk, raw
 from tests.support.server import LurcherServer, ServerFactory
 
@@ -196,7 +197,7 @@ def check_files(server: LurcherServer, stored: list[raw.PolledMessage], where: s
     assert len(on_disk) == len(stored), f"{where}: {len(on_disk)} messages on disk, {len(stored)} polled"
     assert all(a.raw == b.raw for a, b in zip(on_disk, stored)), f"{where}: disk bytes differ from polled bytes"
     for log_path in disk.segments(dirs[0]):  # blocks reserved before the kill went back
-        assert disk.blocks_past_end(log_path) < 64 * 1024, f"{where}: {log_path.name} reserved"
+        assert disk.blocks_past_end(log_path) <= METADATA_SLACK, f"{where}: {log_path.name} reserved"
 
 
 @pytest.mark.slow

@@ -49,9 +49,14 @@ def segment_file_name(start_offset: int, suffix: str) -> str:
     return f"{start_offset:0{OFFSET_DIGITS}d}{suffix}"
 
 
-def blocks_past_end(fd: int, slack: int = 64 * 1024) -> bool:
+METADATA_SLACK = 16 * 1024
+"""Blocks a file may hold past its last 4 KiB block without a reservation: ext4's extent
+tree blocks, one 4 KiB block per 340 extents, count in ``st_blocks`` too."""
+
+
+def blocks_past_end(fd: int, slack: int = METADATA_SLACK) -> bool:
     """The file has more than ``slack`` bytes of blocks past its last 4 KiB block (a
-    reservation; the slack covers the file system's own metadata blocks)."""
+    reservation, or the rest of one)."""
     st = os.fstat(fd)
     return st.st_blocks * 512 > -(-st.st_size // 4096) * 4096 + slack
 
@@ -102,8 +107,7 @@ class Segment:
         self.index_missing = False
         self.size_bytes = self.io.size(log.fd)
         if blocks_past_end(log.fd):  # reserved before a crash
-            self.reserved_to = self.size_bytes + 1
-            self.release_reservation()
+            self._give_back_blocks()
         return report
 
     # -- state ---------------------------------------------------------------------------
@@ -178,12 +182,15 @@ class Segment:
         return start, stop - start
 
     def release_reservation(self) -> None:
-        """Give back the blocks reserved past the log's end (closing, or found at load; only
+        """Give back the blocks reserved past the log's end at close (only
         when nothing is being written to it). A failure is logged: the blocks stay with the
         file until it is deleted."""
         reserved, self.reserved_to = self.reserved_to, 0
-        if reserved <= self.size_bytes:
-            return
+        if reserved > self.size_bytes:
+            self._give_back_blocks()
+
+    def _give_back_blocks(self) -> None:
+        """Free the log's blocks past its end (a same-size truncate)."""
         try:
             self.io.truncate(self.log_file().fd, self.size_bytes)
         except OSError as exc:
