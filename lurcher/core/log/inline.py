@@ -13,10 +13,14 @@ A page-cache write can still block: the kernel throttles writers when too many p
 dirty (``balance_dirty_pages``), and a write may wait for a page lock or a read. ``InlineGate``
 times every inline write; one that took longer than ``stall_s`` *and* slept in the kernel
 (the thread's voluntary context switches grew: being preempted by another process on a busy
-machine does not count) closes the gate for ``pause_s`` (one warning in the log), and every
+machine does not count) closes the gate for a pause (one warning in the log), and every
 partition of the process (they share its event loop) writes asynchronously meanwhile. So
-the loop waits for at most one stalled write per pause. Cost: one ``getrusage`` per inline
-write (about half a microsecond).
+the loop waits for at most one stalled write per pause. A lone stall is an accident (an ext4
+journal commit, a page lock; a few a minute on this project's machines) and pauses for
+``min_pause_s``; a stall soon after the gate reopened (within the last pause's length) means
+the throttling goes on, and doubles the pause, up to ``max_pause_s``. A long pause after a
+lone stall would cost every small send the hand-off (40-90 us) for its whole length. Cost:
+one ``getrusage`` per inline write (about half a microsecond).
 
 Invariant: the gate only decides where a write runs; an inline write is the same positional
 write, with the same error handling, as the synchronous ``Partition.append``.
@@ -31,8 +35,9 @@ from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
-STALL_S = 0.002  # an inline write this slow, that slept in the kernel, closes the gate
-PAUSE_S = 10.0   # for this long
+STALL_S = 0.002      # an inline write this slow, that slept in the kernel, closes the gate
+MIN_PAUSE_S = 1.0    # for this long after a lone stall
+MAX_PAUSE_S = 30.0   # at most this long while stalls keep coming
 
 
 def voluntary_switches() -> int:
@@ -45,11 +50,13 @@ class InlineGate:
     ``clock`` (seconds, monotonic) and ``switches`` (``voluntary_switches``) are injectable
     for tests."""
 
-    def __init__(self, stall_s: float = STALL_S, pause_s: float = PAUSE_S,
+    def __init__(self, stall_s: float = STALL_S, min_pause_s: float = MIN_PAUSE_S,
+                 max_pause_s: float = MAX_PAUSE_S,
                  clock: Callable[[], float] = time.monotonic,
                  switches: Callable[[], int] = voluntary_switches) -> None:
-        self.stall_s, self.pause_s = stall_s, pause_s
+        self.stall_s, self.min_pause_s, self.max_pause_s = stall_s, min_pause_s, max_pause_s
         self.clock, self.switches = clock, switches
+        self.pause_s = min_pause_s  # the last pause
         self.closed_until = 0.0
         self.stalls = 0
 
@@ -66,7 +73,10 @@ class InlineGate:
         if took <= self.stall_s or self.switches() == started[1]:
             return
         self.stalls += 1
-        self.closed_until = self.clock() + self.pause_s
+        now = self.clock()
+        again = self.closed_until and now - self.closed_until < self.pause_s
+        self.pause_s = min(2 * self.pause_s, self.max_pause_s) if again else self.min_pause_s
+        self.closed_until = now + self.pause_s
         log.warning("an inline write of %d bytes slept in the kernel and held the event loop "
                     "for %.1f ms (dirty-page throttling?); small batches are written "
                     "asynchronously for the next %.0f s", nbytes, took * 1000, self.pause_s)

@@ -38,7 +38,8 @@ class FakeTime:
         return self.switches
 
     def gate(self) -> InlineGate:
-        return InlineGate(stall_s=0.002, pause_s=10.0, clock=self.clock, switches=self.count)
+        return InlineGate(stall_s=0.002, min_pause_s=1.0, max_pause_s=8.0, clock=self.clock,
+                          switches=self.count)
 
 
 class StallingIo(HeldIo):
@@ -97,17 +98,50 @@ async def test_the_default_writes_a_one_message_batch_inline(tmp_path):
     part.close()
 
 
-def test_a_slow_write_that_slept_closes_the_gate_for_the_pause(caplog):
-    t = FakeTime()
-    gate = t.gate()
+def stall(t: FakeTime, gate: InlineGate) -> None:
+    """One inline write that took 5 ms and slept in the kernel."""
     started = gate.start()
     t.now += 0.005
     t.switches += 1
+    gate.finished(started, 1064)
+
+
+def test_a_slow_write_that_slept_closes_the_gate_for_the_pause(caplog):
+    t = FakeTime()
+    gate = t.gate()
     with caplog.at_level(logging.WARNING, logger="lurcher.core.log.inline"):
-        gate.finished(started, 1064)
+        stall(t, gate)
     assert not gate.is_open() and gate.stalls == 1
     assert "1064 bytes" in caplog.text and "5.0 ms" in caplog.text
-    t.now += 9.9
+    t.now += 0.9
+    assert not gate.is_open()
+    t.now += 0.2
+    assert gate.is_open()
+
+
+def test_stalls_soon_after_reopening_double_the_pause_up_to_the_cap():
+    t = FakeTime()
+    gate = t.gate()
+    pauses = []
+    for _ in range(6):
+        stall(t, gate)
+        closed_at = t.now
+        while not gate.is_open():
+            t.now += 0.125
+        pauses.append(t.now - closed_at)
+        t.now += 0.5  # the next stall comes half a second after reopening
+    assert pauses == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+
+
+def test_a_stall_after_a_quiet_spell_pauses_for_the_shortest_time_again():
+    t = FakeTime()
+    gate = t.gate()
+    for _ in range(3):  # pauses of 1, 2 and 4 s
+        stall(t, gate)
+        t.now = gate.closed_until + 0.5
+    t.now = gate.closed_until + 4.5  # longer open than the last pause
+    stall(t, gate)
+    t.now += 0.9
     assert not gate.is_open()
     t.now += 0.2
     assert gate.is_open()
