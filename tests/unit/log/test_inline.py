@@ -106,6 +106,13 @@ def stall(t: FakeTime, gate: InlineGate) -> None:
     gate.finished(started, 1064)
 
 
+def assert_reopens_after_one_second(t: FakeTime, gate: InlineGate) -> None:
+    t.now += 0.9
+    assert not gate.is_open()
+    t.now += 0.2
+    assert gate.is_open()
+
+
 def test_a_slow_write_that_slept_closes_the_gate_for_the_pause(caplog):
     t = FakeTime()
     gate = t.gate()
@@ -113,10 +120,7 @@ def test_a_slow_write_that_slept_closes_the_gate_for_the_pause(caplog):
         stall(t, gate)
     assert not gate.is_open() and gate.stalls == 1
     assert "1064 bytes" in caplog.text and "5.0 ms" in caplog.text
-    t.now += 0.9
-    assert not gate.is_open()
-    t.now += 0.2
-    assert gate.is_open()
+    assert_reopens_after_one_second(t, gate)
 
 
 def test_stalls_soon_after_reopening_double_the_pause_up_to_the_cap():
@@ -141,10 +145,7 @@ def test_a_stall_after_a_quiet_spell_pauses_for_the_shortest_time_again():
         t.now = gate.closed_until + 0.5
     t.now = gate.closed_until + 4.5  # longer open than the last pause
     stall(t, gate)
-    t.now += 0.9
-    assert not gate.is_open()
-    t.now += 0.2
-    assert gate.is_open()
+    assert_reopens_after_one_second(t, gate)
 
 
 def test_a_slow_write_that_never_slept_leaves_the_gate_open():
