@@ -33,6 +33,7 @@ from lurcher.core.shard.cluster import Cluster
 from lurcher.core.shard.shard import Shard
 from lurcher.core.wire.errors import IggyError
 from lurcher.runtime.config import Config, ConfigError, load_config
+from lurcher.runtime.heap import freeze_startup_objects
 from lurcher.transports.connection import StreamConnection
 from lurcher.transports.frontend import FrontEnd, ListenContext, Listener
 from lurcher.transports.http.metrics import observe_commands
@@ -172,6 +173,7 @@ async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_co
         datadir.write_endpoints(shard.data_path, shard.endpoints)
     else:
         ready.put((shard_id, dict(shard.endpoints)))
+    freeze_startup_objects()
     log.info("shard %d ready: %s", shard_id,
              " ".join(f"{k}={v}" for k, v in shard.endpoints.items()))
     stop = asyncio.Event()
