@@ -244,6 +244,19 @@ def test_index_entries():
 
 
 @settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=40), st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 2),
+       st.integers(0, 2**64 - 1))
+def test_a_lone_message_gets_the_entry_a_batch_gives_its_first(payload, position, offset, ts):
+    """The one-message path (a struct) writes what the many-message path (numpy) writes for
+    the same message first in a batch, u32 wrap-around included."""
+    lone = MessageBatch.build([payload], origin_timestamp_us=1)
+    pair = MessageBatch.build([payload, b"next"], origin_timestamp_us=1)
+    entry = lone.index_entries(position, offset, ts)
+    assert len(entry) == INDEX_DTYPE.itemsize
+    assert entry == pair.index_entries(position, offset, ts)[:INDEX_DTYPE.itemsize]
+
+
+@settings(max_examples=60, deadline=None)
 @given(st.lists(st.binary(max_size=40), min_size=1, max_size=30),
        st.integers(0, 2**40), st.integers(0, 2**60))
 def test_build_validate_stamp_property(payloads, base, ts):

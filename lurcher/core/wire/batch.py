@@ -17,6 +17,7 @@ Invariants after ``validate()``: ``ends()`` is non-decreasing, starts at >= 64, 
 from __future__ import annotations
 
 import os
+import struct
 import time
 from collections.abc import Sequence
 from typing import Any, Self
@@ -50,6 +51,7 @@ HEADER_DTYPE = np.dtype([
     ("payload_length", "<u4"), ("reserved", "<u8"),
 ])
 INDEX_DTYPE = np.dtype([("offset", "<u4"), ("position", "<u4"), ("timestamp", "<u8")])
+INDEX_ENTRY = struct.Struct("<IIQ")  # one INDEX_DTYPE record
 assert HEADER_DTYPE.itemsize == HEADER_BYTES
 assert HEADER_DTYPE.fields["payload_length"][1] == PAYLOAD_LENGTH_AT
 assert INDEX_DTYPE.itemsize == INDEX_ENTRY_BYTES
@@ -379,6 +381,10 @@ class MessageBatch:
                       timestamp: int) -> bytes:
         """The on-disk index entries of this batch: (relative offset u32, END position u32
         within the segment's .log, timestamp u64) per message."""
+        if self.count == 1:  # a lone message: one pack, not five numpy calls (3 us)
+            end = int.from_bytes(self.index[4:8], "little")
+            return INDEX_ENTRY.pack(first_relative_offset,
+                                    (end + segment_base_position) & 0xFFFFFFFF, timestamp)
         out = np.empty(self.count, dtype=INDEX_DTYPE)
         out["offset"] = np.arange(first_relative_offset, first_relative_offset + self.count,
                                   dtype=np.uint32)
