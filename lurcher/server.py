@@ -168,12 +168,12 @@ async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_co
         from lurcher.runtime.supervisor import beat
         interval = config.typed.system.sharding.heartbeat_interval / 1e6
         jobs.append(asyncio.ensure_future(beat(heartbeat, interval)))
+    freeze_startup_objects()  # before anyone is told the shard is ready: a collection first
     datadir.write_pid_file(shard.data_path, shard_id)
     if ready is None:
         datadir.write_endpoints(shard.data_path, shard.endpoints)
     else:
         ready.put((shard_id, dict(shard.endpoints)))
-    freeze_startup_objects()
     log.info("shard %d ready: %s", shard_id,
              " ".join(f"{k}={v}" for k, v in shard.endpoints.items()))
     stop = asyncio.Event()

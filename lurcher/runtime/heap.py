@@ -1,14 +1,16 @@
 """Startup's objects kept out of the garbage collector's full collections.
 
-Owns ``freeze_startup_objects``, called by each shard once it serves (listeners bound). A
-shard starts with about 57,000 objects the collector tracks (modules, classes, metadata,
-partitions) that live as long as the process; a full collection walks all of them, and took
-16-19 ms on this project's machines: a pause of the shard's event loop, in the tail of every
-request in flight. After a collection of startup's garbage, ``gc.freeze`` moves the survivors
-to the permanent generation, which no collection walks (a full collection then took under
-0.1 ms). Objects made later (new topics, sessions) are collected as before.
+Owns ``freeze_startup_objects``, called by each shard once its listeners are bound, before
+it says it is ready. A shard starts with about 57,000 objects the collector tracks (modules,
+classes, metadata, partitions) that live as long as the process; a full collection walks all
+of them, and took 16-19 ms on this project's machines: a pause of the shard's event loop, in
+the tail of every request in flight. After a collection of startup's garbage, ``gc.freeze``
+moves the survivors to the permanent generation, which no collection walks (a full
+collection then took under 0.1 ms). Objects made later (new topics, sessions) are collected
+as before.
 
-Invariant: nothing is freed or kept alive by this; only the collector's traversal changes.
+Invariant: no live object is freed or kept alive by this (only startup's garbage is freed,
+as any collection would); what changes is which objects later collections walk.
 """
 
 from __future__ import annotations

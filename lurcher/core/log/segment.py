@@ -182,9 +182,9 @@ class Segment:
         return start, stop - start
 
     def release_reservation(self) -> None:
-        """Give back the blocks reserved past the log's end at close (only
-        when nothing is being written to it). A failure is logged: the blocks stay with the
-        file until it is deleted."""
+        """Give back the blocks reserved past the log's end at close (only when nothing is
+        being written to it). A failure is logged: the blocks stay with the file until it
+        is deleted."""
         reserved, self.reserved_to = self.reserved_to, 0
         if reserved > self.size_bytes:
             self._give_back_blocks()
