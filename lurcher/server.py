@@ -168,6 +168,10 @@ async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_co
         from lurcher.runtime.supervisor import beat
         interval = config.typed.system.sharding.heartbeat_interval / 1e6
         jobs.append(asyncio.ensure_future(beat(heartbeat, interval)))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before anyone is told the shard is ready:
+        loop.add_signal_handler(sig, stop.set)   # a SIGTERM right after it stops it cleanly
     freeze_startup_objects()  # before anyone is told the shard is ready: a collection first
     datadir.write_pid_file(shard.data_path, shard_id)
     if ready is None:
@@ -176,10 +180,6 @@ async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_co
         ready.put((shard_id, dict(shard.endpoints)))
     log.info("shard %d ready: %s", shard_id,
              " ".join(f"{k}={v}" for k, v in shard.endpoints.items()))
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("stopping")
     for job in jobs:
