@@ -7,6 +7,14 @@ misses, and re-subscribes whenever its link to the owner drops. Invariant: a met
 command is answered only after every reachable shard confirmed it applied the change
 (``barrier``), so a client sees it next on any shard. Clients that leave a follower are
 reported to the owner (``ClientGone``), which owns group membership.
+
+Order on a follower: the owner starts pushing to a link as it answers its ``Subscribe``, and
+the link's reader handles a pushed message at once, while the subscribing coroutine resumes
+with the answer only later. So what arrives while a subscription is pending is held and
+applied after the answer's history and group snapshot, in arrival order: an event recorded
+after the history (a topic created under an id the history frees) never lands before it, a
+newer group snapshot is never overwritten by the answer's older one, and a ``Barrier`` is
+confirmed only once what came before it is applied.
 """
 
 from __future__ import annotations
@@ -30,12 +38,13 @@ class MetaSync:
     def __init__(self, shard: Any, bus: Bus) -> None:
         self.shard, self.bus = shard, bus
         self.subscribers: set[Link] = set()
+        self._held: list[tuple[Any, Any]] | None = None  # pushed while subscribing
 
     @property
     def handlers(self) -> dict[type, Any]:
         return {Subscribe: self._on_subscribe, MetaEvents: self._on_meta_events,
                 GroupsUpdate: self._on_groups_update, ClientGone: self._on_client_gone,
-                Barrier: lambda link, msg: Reply(rid=msg.rid)}
+                Barrier: self._on_barrier}
 
     async def start(self) -> None:
         if self.shard.is_metadata_owner:
@@ -45,9 +54,16 @@ class MetaSync:
 
     async def _subscribe(self) -> None:
         done = self.shard.meta.events_count
-        reply = await self.bus.request(0, lambda rid: Subscribe(rid=rid, shard_id=done))
-        self.shard.catch_up(list(reply.data[0]))
-        self.shard.groups_adopt(reply.data[1])
+        self._held = []
+        try:
+            reply = await self.bus.request(0, lambda rid: Subscribe(rid=rid, shard_id=done))
+            self.shard.catch_up(list(reply.data[0]))
+            self.shard.groups_adopt(reply.data[1])
+            held, self._held = self._held, None
+            for apply, msg in held:
+                apply(msg)
+        finally:  # a failed subscription drops what it held: the next one's history has it
+            self._held = None
         link = await self.bus.link(0)
         link.task.add_done_callback(lambda _t: self._resubscribe_later())
 
@@ -89,9 +105,25 @@ class MetaSync:
 
     # -- follower side --------------------------------------------------------------------
     def _on_meta_events(self, link: Link, msg: MetaEvents) -> None:
-        self.shard.meta.apply_encoded(list(msg.events))
+        self._apply_or_hold(self._apply_events, msg)
 
     def _on_groups_update(self, link: Link, msg: GroupsUpdate) -> None:
+        self._apply_or_hold(self._adopt_groups, msg)
+
+    def _on_barrier(self, link: Link, msg: Barrier) -> None:
+        """Confirm once everything that came before the barrier is applied (held, too)."""
+        self._apply_or_hold(lambda barrier: link.send_nowait(Reply(rid=barrier.rid)), msg)
+
+    def _apply_or_hold(self, apply: Any, msg: Any) -> None:
+        if self._held is None:
+            apply(msg)
+        else:
+            self._held.append((apply, msg))
+
+    def _apply_events(self, msg: MetaEvents) -> None:
+        self.shard.meta.apply_encoded(list(msg.events))
+
+    def _adopt_groups(self, msg: GroupsUpdate) -> None:
         self.shard.groups_adopt(msg.groups)
 
     def client_gone(self, client_id: int) -> None:
