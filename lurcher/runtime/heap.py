@@ -9,8 +9,17 @@ moves the survivors to the permanent generation, which no collection walks (a fu
 collection then took under 0.1 ms). Objects made later (new topics, sessions) are collected
 as before.
 
-Invariant: no live object is freed or kept alive by this (only startup's garbage is freed,
-as any collection would); what changes is which objects later collections walk.
+The cost: a frozen object that later becomes garbage *inside a reference cycle* is never
+collected (reference counting still frees everything else), and it keeps what it refers to.
+So what startup builds and a later command drops must not form cycles. Partitions do not
+(their cache window refers back through a weak reference):
+tests/unit/shard/test_frozen_startup_frees_deletions.py deletes, after the freeze, a stream
+whose three partitions were opened before it and finds none of them, nor their segments,
+left.
+
+Invariant: no live object is freed or kept alive by the freeze itself (only startup's
+garbage is freed first, as any collection would); what changes is which objects later
+collections walk.
 """
 
 from __future__ import annotations
