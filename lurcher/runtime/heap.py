@@ -12,10 +12,9 @@ as before.
 The cost: a frozen object that later becomes garbage *inside a reference cycle* is never
 collected (reference counting still frees everything else), and it keeps what it refers to.
 So what startup builds and a later command drops must not form cycles. Partitions do not
-(their cache window refers back through a weak reference):
-tests/unit/shard/test_frozen_startup_frees_deletions.py deletes, after the freeze, a stream
-whose three partitions were opened before it and finds none of them, nor their segments,
-left.
+(their cache window refers back through a weak reference): tests/unit/test_heap.py deletes,
+after the freeze, a stream whose three partitions were opened before it and finds none of
+them, nor their segments, left.
 
 Invariant: no live object is freed or kept alive by the freeze itself (only startup's
 garbage is freed first, as any collection would); what changes is which objects later

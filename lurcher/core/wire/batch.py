@@ -382,7 +382,7 @@ class MessageBatch:
         """The on-disk index entries of this batch: (relative offset u32, END position u32
         within the segment's .log, timestamp u64) per message."""
         if self.count == 1:  # a lone message: one pack, not five numpy calls (3 us)
-            end = int.from_bytes(self.index[4:8], "little")
+            _, end, _ = INDEX_ENTRY.unpack_from(self.index)
             return INDEX_ENTRY.pack(first_relative_offset,
                                     (end + segment_base_position) & 0xFFFFFFFF, timestamp)
         out = np.empty(self.count, dtype=INDEX_DTYPE)
