@@ -48,7 +48,7 @@ def test_objects_alive_at_start_leave_every_collected_generation():
     kept = cycle()
     assert tracked(kept)
     frozen = freeze_startup_objects()
-    assert frozen == gc.get_freeze_count() > 0
+    assert 0 < gc.get_freeze_count() <= frozen  # frozen objects may still die (refcount), not join
     assert not tracked(kept)  # get_objects lists the collected generations only
 
 
