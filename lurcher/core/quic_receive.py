@@ -8,8 +8,11 @@ A datagram from the active, validated path that holds one short-header packet to
 connection ID in use, on an established connection, takes none of those branches, so
 ``receive_steady`` decrypts it and does what aioquic then does, in aioquic's order: drop a
 duplicate, check the reserved bits, raise the expected packet number, update the spin bit,
-handle the frames (aioquic's own ``_payload_received``), re-arm the idle timer, follow a
-switch of connection ID, and record the packet for acknowledgement.
+handle the frames, re-arm the idle timer, follow a switch of connection ID, and record the
+packet for acknowledgement. A payload that starts with a STREAM frame (what a sender of
+data mostly receives) has that frame handled by aioquic's own STREAM handler without the
+generic frame loop, and any frames after it by aioquic's ``_payload_received``; every other
+payload goes to ``_payload_received`` whole.
 
 Invariants: every condition for one of aioquic's other branches is checked before anything
 changes; if one holds, or decryption fails (which changes nothing), aioquic's
@@ -23,15 +26,19 @@ from __future__ import annotations
 from typing import Any
 
 from aioquic import tls
+from aioquic.buffer import Buffer, BufferReadError
 from aioquic.quic.connection import (END_STATES, MAX_ACK_RANGES, QuicConnectionError,
                                      QuicConnectionState, QuicReceiveContext)
 from aioquic.quic.crypto import CryptoError, KeyUnavailableError
 from aioquic.quic.packet import (PACKET_FIXED_BIT, PACKET_LONG_HEADER, PACKET_SPIN_BIT,
                                  QuicErrorCode, QuicFrameType)
+from aioquic.quic.stream import StreamFinishedError
 
 ONE_RTT_RESERVED_BITS = 0x18
 ONE_RTT, ZERO_RTT = tls.Epoch.ONE_RTT, tls.Epoch.ZERO_RTT
 CONNECTED = QuicConnectionState.CONNECTED
+# a STREAM frame's type as a one-byte varint: 0x08 to 0x0f (the low bits: OFF, LEN, FIN)
+STREAM_TYPE_FIRST, STREAM_TYPE_LAST = QuicFrameType.STREAM_BASE, QuicFrameType.STREAM_BASE | 7
 
 
 def _one_rtt(quic: Any) -> tuple:
@@ -99,7 +106,7 @@ def receive_steady(quic: Any, data: bytes, addr: Any, now: float) -> bool:
     context = QuicReceiveContext(epoch=ONE_RTT, host_cid=host_cid, network_path=path,
                                  quic_logger_frames=None, time=now, version=None)
     try:
-        is_ack_eliciting, is_probing = quic._payload_received(context, payload)
+        is_ack_eliciting, is_probing = _frames_received(quic, context, payload)
     except QuicConnectionError as exc:
         quic._logger.warning(exc)
         quic.close(error_code=exc.error_code, frame_type=exc.frame_type,
@@ -112,6 +119,29 @@ def receive_steady(quic: Any, data: bytes, addr: Any, now: float) -> bool:
         _switch_host_cid(quic, context.host_cid, path)
     _record(quic, space, packet_number, is_ack_eliciting, now)
     return True
+
+
+def _frames_received(quic: Any, context: Any, payload: bytes) -> tuple[bool, bool]:
+    """aioquic's ``_payload_received`` for a 1-RTT payload: whether it is ACK-eliciting and
+    whether it is probing only. A leading STREAM frame goes straight to aioquic's STREAM
+    handler (with the loop's error mapping); the frames after it, if any, to
+    ``_payload_received``. A STREAM frame makes the packet ACK-eliciting and not probing."""
+    frame_type = payload[0] if payload else -1
+    if not STREAM_TYPE_FIRST <= frame_type <= STREAM_TYPE_LAST:
+        return quic._payload_received(context, payload)
+    buf = Buffer(data=payload)
+    buf.seek(1)
+    try:
+        quic._handle_stream_frame(context, frame_type, buf)
+    except BufferReadError:
+        raise QuicConnectionError(error_code=QuicErrorCode.FRAME_ENCODING_ERROR,
+                                  frame_type=frame_type,
+                                  reason_phrase="Failed to parse frame") from None
+    except StreamFinishedError:
+        pass  # no state left for the stream: the frame is ignored, as aioquic does
+    if not buf.eof():
+        quic._payload_received(context, payload[buf.tell():])
+    return True, False
 
 
 def _switch_host_cid(quic: Any, host_cid: bytes, path: Any) -> None:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 from aioquic import tls
-from aioquic.quic.connection import QuicConnection, QuicConnectionState
+from aioquic.buffer import Buffer
+from aioquic.quic.connection import (QuicConnection, QuicConnectionError, QuicConnectionState,
+                                     QuicReceiveContext)
 from aioquic.quic.events import StreamDataReceived
 from aioquic.quic.packet import QuicErrorCode
 
@@ -175,3 +177,94 @@ def test_only_a_short_header_first_byte_qualifies():
     assert not is_short_header(b"\xc0rest")  # long header
     assert not is_short_header(b"\x00rest")  # fixed bit clear
     assert not is_short_header(b"")
+
+
+def _stream_frame(frame_type: int, stream_id: int, data: bytes, offset: int = 0,
+                  length: int | None = None) -> bytes:
+    """A STREAM frame (``length``: the length field written, default the data's)."""
+    buf = Buffer(capacity=len(data) + 32)
+    buf.push_uint_var(frame_type)
+    buf.push_uint_var(stream_id)
+    if frame_type & 4:
+        buf.push_uint_var(offset)
+    if frame_type & 2:
+        buf.push_uint_var(len(data) if length is None else length)
+    buf.push_bytes(data)
+    return buf.data
+
+
+CLIENT_BIDI, SERVER_UNI = 0, 3
+HANDLED = (True, False)  # ACK-eliciting, not probing
+BAD_ENCODING, BAD_STREAM = QuicErrorCode.FRAME_ENCODING_ERROR, QuicErrorCode.STREAM_STATE_ERROR
+PAYLOADS = {  # name: (payload, what receiving it answers or the error code it raises)
+    "one frame with its length": (_stream_frame(0x0A, CLIENT_BIDI, b"a" * 900), HANDLED),
+    "one frame to the end, offset and fin": (_stream_frame(0x0D, CLIENT_BIDI, b"b" * 50, 7),
+                                              HANDLED),
+    "then PING and PADDING": (_stream_frame(0x0E, CLIENT_BIDI, b"c" * 40, 3) + b"\x01\x00\x00",
+                              HANDLED),
+    "then a second STREAM frame": (_stream_frame(0x0A, CLIENT_BIDI, b"d" * 10)
+                                   + _stream_frame(0x0F, 4, b"e" * 5, 2), HANDLED),
+    "a length past the end": (_stream_frame(0x0A, CLIENT_BIDI, b"f" * 10, length=100),
+                              BAD_ENCODING),
+    "a stream the client may not send on": (_stream_frame(0x0A, SERVER_UNI, b"g"), BAD_STREAM),
+    "then an unknown frame type": (_stream_frame(0x0A, CLIENT_BIDI, b"h" * 8) + b"\x1f",
+                                   BAD_ENCODING),
+    "PING first": (b"\x01" + _stream_frame(0x0A, CLIENT_BIDI, b"i"), HANDLED),
+}
+
+
+def _outcome(quic: QuicConnection, receive, payload: bytes) -> tuple:
+    """What receiving ``payload`` on ``quic``'s 1-RTT space returned or raised, the events
+    it made and the receive state of stream 0 and of the connection's flow control."""
+    context = QuicReceiveContext(epoch=tls.Epoch.ONE_RTT, host_cid=quic.host_cid,
+                                 network_path=quic._network_paths[0], quic_logger_frames=None,
+                                 time=1.0, version=None)
+    try:
+        result: tuple = receive(context, payload)
+    except QuicConnectionError as exc:
+        result = (exc.error_code, exc.frame_type, exc.reason_phrase)
+    events = []
+    while (event := quic.next_event()) is not None:
+        events.append((type(event).__name__, getattr(event, "stream_id", None),
+                       getattr(event, "data", None), getattr(event, "end_stream", None)))
+    streams = {sid: (s.receiver.highest_offset, s.receiver.is_finished)
+               for sid, s in quic._streams.items()}
+    return result, events, streams, quic._local_max_data.used
+
+
+@pytest.mark.parametrize("payload, expected", PAYLOADS.values(), ids=PAYLOADS.keys())
+def test_frames_are_handled_as_aioquics_payload_loop_handles_them(tmp_path: Path, payload: bytes,
+                                                                   expected) -> None:
+    """The same payload on twin server connections, one through ``_frames_received``, one
+    through aioquic's ``_payload_received``: same answer or error, events and stream state."""
+    lean = connected_pair(tmp_path, SMALL, SMALL)[1]
+    plain = connected_pair(tmp_path, SMALL, SMALL)[1]
+    for quic in (lean, plain):
+        while quic.next_event() is not None:
+            pass
+    got = _outcome(lean, lambda c, p: quic_receive._frames_received(lean, c, p), payload)
+    assert got == _outcome(plain, plain._payload_received, payload)
+    assert (got[0] if expected is HANDLED else got[0][0]) == expected
+
+
+def test_a_frame_for_a_finished_stream_is_ignored_as_aioquic_ignores_it(tmp_path: Path) -> None:
+    """Data for a stream whose receiving side is done and gone: aioquic's handler raises
+    StreamFinishedError and both paths drop the frame, the packet still ACK-eliciting."""
+    outcomes = []
+    for receive_with_loop in (False, True):
+        cq, sq, _, _ = connected_pair(tmp_path, SMALL, SMALL)
+        payload = os.urandom(2_000)
+        assert _transfer(cq, sq, [payload], 1.0) == [payload]
+        sq.send_stream_data(CLIENT_BIDI, b"done", end_stream=True)
+        for now in (2.0, 2.1, 2.2):  # the reply, its ACK; then the server discards the stream
+            for data, _ in sq.datagrams_to_send(now):
+                cq.receive_datagram(bytes(data), SERVER_ADDR, now)
+            for data, _ in cq.datagrams_to_send(now + 0.05):
+                sq.receive_datagram(bytes(data), CLIENT_ADDR, now + 0.05)
+        assert CLIENT_BIDI not in sq._streams and sq._stream_is_discarded(CLIENT_BIDI)
+        late = _stream_frame(0x0E, CLIENT_BIDI, b"late", 100)
+        receive = (sq._payload_received if receive_with_loop
+                   else lambda c, p, sq=sq: quic_receive._frames_received(sq, c, p))
+        outcomes.append(_outcome(sq, receive, late))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == (True, False) and outcomes[0][1] == []
