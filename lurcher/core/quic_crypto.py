@@ -28,6 +28,7 @@ from aioquic import tls
 from aioquic._crypto import CryptoError
 from aioquic.quic.crypto import (CryptoContext, KeyUnavailableError, decode_packet_number,
                                  derive_key_iv_hp, next_key_phase)
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from aioquic.quic.packet import is_long_header
 
@@ -44,17 +45,27 @@ def _first_byte_mask(first_byte: int, mask: bytes) -> int:
     return mask[0] & (LONG_HEADER_MASK if first_byte & 0x80 else SHORT_HEADER_MASK)
 
 
+def header_mask(hp: Any, sample: Any) -> bytes:
+    """aioquic's ``HeaderProtection._mask``, with AES's one cipher update called directly."""
+    return hp._mask(sample) if hp._is_chacha20 else hp._encryptor.update(sample)
+
+
+def _xor_packet_number(header: Any, pn_offset: int, pn_length: int, mask: bytes) -> int:
+    """The packet number bytes of ``header`` at ``pn_offset`` XOR the mask's, as an int."""
+    return (int.from_bytes(header[pn_offset:pn_offset + pn_length], "big")
+            ^ int.from_bytes(mask[1:1 + pn_length], "big"))
+
+
 def masked_header(hp: Any, plain_header: bytes, protected_payload: bytes) -> bytes:
     """``plain_header`` with header protection applied (RFC 9001 §5.4)."""
-    pn_length = (plain_header[0] & 0x03) + 1
+    first = plain_header[0]
+    pn_length = (first & 0x03) + 1
     pn_offset = len(plain_header) - pn_length
     sample_offset = PACKET_NUMBER_LENGTH_MAX - pn_length
-    mask = hp._mask(protected_payload[sample_offset:sample_offset + SAMPLE_LENGTH])
-    header = bytearray(plain_header)
-    header[0] ^= _first_byte_mask(header[0], mask)
-    for i in range(pn_length):
-        header[pn_offset + i] ^= mask[1 + i]
-    return bytes(header)
+    mask = header_mask(hp, protected_payload[sample_offset:sample_offset + SAMPLE_LENGTH])
+    masked_number = _xor_packet_number(plain_header, pn_offset, pn_length, mask)
+    return (bytes((first ^ _first_byte_mask(first, mask),)) + plain_header[1:pn_offset]
+            + masked_number.to_bytes(pn_length, "big"))
 
 
 def mask_header_in_place(hp: Any, packet: bytearray, header_bytes: int) -> None:
@@ -62,7 +73,7 @@ def mask_header_in_place(hp: Any, packet: bytearray, header_bytes: int) -> None:
     pn_length = (packet[0] & 0x03) + 1
     pn_offset = header_bytes - pn_length
     sample_at = header_bytes + PACKET_NUMBER_LENGTH_MAX - pn_length
-    mask = hp._mask(bytes(packet[sample_at:sample_at + SAMPLE_LENGTH]))
+    mask = header_mask(hp, bytes(packet[sample_at:sample_at + SAMPLE_LENGTH]))
     packet[0] ^= _first_byte_mask(packet[0], mask)
     for i in range(pn_length):
         packet[pn_offset + i] ^= mask[1 + i]
@@ -73,15 +84,12 @@ def unmasked_header(hp: Any, packet: bytes, pn_offset: int) -> tuple[bytes, int]
     sample_offset = pn_offset + PACKET_NUMBER_LENGTH_MAX
     if sample_offset + SAMPLE_LENGTH > len(packet):
         raise CryptoError("Packet is too short to sample")
-    mask = hp._mask(packet[sample_offset:sample_offset + SAMPLE_LENGTH])
-    header = bytearray(packet[:sample_offset])
-    header[0] ^= _first_byte_mask(header[0], mask)
-    pn_length = (header[0] & 0x03) + 1
-    truncated = 0
-    for i in range(pn_length):
-        header[pn_offset + i] ^= mask[1 + i]
-        truncated = header[pn_offset + i] | (truncated << 8)
-    return bytes(header[:pn_offset + pn_length]), truncated
+    mask = header_mask(hp, packet[sample_offset:sample_offset + SAMPLE_LENGTH])
+    first = packet[0] ^ _first_byte_mask(packet[0], mask)
+    pn_length = (first & 0x03) + 1
+    truncated = _xor_packet_number(packet, pn_offset, pn_length, mask)
+    return (bytes((first,)) + packet[1:pn_offset] + truncated.to_bytes(pn_length, "big"),
+            truncated)
 
 
 class LeanCryptoContext(CryptoContext):
@@ -98,14 +106,20 @@ class LeanCryptoContext(CryptoContext):
         crypto: CryptoContext = self
         if not is_long_header(first_byte) and (first_byte & 4) >> 2 != self.key_phase:
             crypto = next_key_phase(self)
-        payload = crypto.aead.decrypt(memoryview(packet)[len(plain_header):], plain_header,
-                                      packet_number)
+        aead = crypto.aead  # aioquic's AEAD: its cipher called with its nonce, no wrappers
+        try:
+            payload = aead._aead.decrypt((aead._iv ^ packet_number).to_bytes(NONCE_BYTES, "big"),
+                                         memoryview(packet)[len(plain_header):], plain_header)
+        except InvalidTag as exc:
+            raise CryptoError(str(exc)) from None
         return plain_header, payload, packet_number, crypto is not self
 
     def encrypt_packet(self, plain_header: bytes, plain_payload: bytes,
                        packet_number: int) -> bytes:
         assert self.is_valid(), "Encryption key is not available"
-        protected = self.aead.encrypt(plain_payload, plain_header, packet_number)
+        aead = self.aead
+        protected = aead._aead.encrypt((aead._iv ^ packet_number).to_bytes(NONCE_BYTES, "big"),
+                                       plain_payload, plain_header)
         return masked_header(self.hp, plain_header, protected) + protected
 
     def encrypt_parts(self, plain_header: bytes, parts: list[Any],

@@ -11,8 +11,9 @@ aioquic's ``get_frame`` without its copy) and attached to the packet instead of 
 it, when the packet builder can (``lurcher.core.quic_builder``). A steady connection builds
 its 1-RTT packets without checking for frames that cannot be pending
 (``lurcher.core.quic_steady``) and receives one-packet 1-RTT datagrams without aioquic's
-general header parsing and path checks (``lurcher.core.quic_receive``). Every other step is
-aioquic's.
+general header parsing and path checks (``lurcher.core.quic_receive``), and tells a stream
+the bytes an ACK acknowledged in one call per run of packets (``lurcher.core.quic_recovery``).
+Every other step is aioquic's.
 
 Invariants: aioquic is pinned to one version in pyproject.toml (``AIOQUIC_VERSION``); the
 overridden methods' signatures and the frame type bits it relies on are checked by
@@ -31,6 +32,7 @@ from aioquic.quic.packet import QuicFrameType, QuicStreamFrame
 
 from lurcher.core.quic_builder import ATTACH_MIN_BYTES, LeanPacketBuilder, use_lean_builder
 from lurcher.core.quic_receive import receive_steady
+from lurcher.core.quic_recovery import lean_recovery
 from lurcher.core.quic_send import HeldBytes
 from lurcher.core.quic_steady import steady, write_steady
 
@@ -145,5 +147,6 @@ def use_long_frames(quic: QuicConnection) -> None:
     """Make ``quic`` (an aioquic connection, client or server) write long STREAM frames,
     built around the stream's data (``lurcher.core.quic_builder``)."""
     use_lean_builder()
+    lean_recovery(quic)
     if type(quic) is QuicConnection:
         quic.__class__ = LongFrameQuicConnection

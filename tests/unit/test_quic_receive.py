@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 from aioquic import tls
+from aioquic.quic.rangeset import RangeSet
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from aioquic.buffer import Buffer
 from aioquic.quic.connection import (QuicConnection, QuicConnectionError, QuicConnectionState,
                                      QuicReceiveContext)
@@ -268,3 +271,24 @@ def test_a_frame_for_a_finished_stream_is_ignored_as_aioquic_ignores_it(tmp_path
         outcomes.append(_outcome(sq, receive, late))
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] == (True, False) and outcomes[0][1] == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["next", "late", "again"])),
+                max_size=80))
+def test_a_packet_number_joins_the_ack_ranges_as_aioquics_add_joins_it(steps) -> None:
+    """Numbers in order, skipping ahead, one skipped arriving late, a duplicate:
+    ``add_packet_number`` leaves the same ranges as ``RangeSet.add``."""
+    lean, plain = RangeSet(), RangeSet()
+    number = 0
+    for gap, then in steps:
+        number += 1 + gap
+        arriving = [number]
+        if then == "late" and gap:
+            arriving.append(number - 1)  # skipped over, arrives after the next one
+        elif then == "again":
+            arriving.append(number)
+        for packet_number in arriving:
+            quic_receive.add_packet_number(lean, packet_number)
+            plain.add(packet_number)
+            assert list(lean) == list(plain)
