@@ -11,7 +11,12 @@ pending; so when ``steady`` finds none pending as the loop starts, ``write_stead
 packets with only the frames that can occur, in aioquic's order and with aioquic's own frame
 writers, and serves the streams as aioquic does (one pass over the queue per packet; streams
 that sent move to the back, in queue order where aioquic's set has no order; when they are
-the back already, as with one busy stream, the queue is kept as it is).
+the back already, as with one busy stream, the queue is kept as it is). The flow-control
+limit frames (MAX_DATA, MAX_STREAMS, MAX_STREAM_DATA) are checked for the first packet of a
+call and for the packet after one whose pass discarded a stream: what makes them due (data or
+streams received from the peer, a limit frame lost) cannot happen while packets are built,
+except a discarded stream, which raises MAX_STREAMS; aioquic checks for every packet and, in
+between, finds nothing to write.
 
 Invariants: any pending frame of the skipped kinds, or keys not ready, make ``steady`` False
 and aioquic's loop runs unchanged; packets are paced as aioquic paces them; aioquic is pinned
@@ -52,6 +57,7 @@ def write_steady(quic: Any, builder: Any, now: float) -> None:
     start_packet, streams = builder.start_packet, quic._streams
     write_connection_limits, write_stream_limits = (quic._write_connection_limits,
                                                     quic._write_stream_limits)
+    limits_due = True  # the limit frames can only fall due again after a stream's discard
     while True:
         ack_at = space.ack_at
         if ack_at is None or ack_at >= now:
@@ -61,10 +67,11 @@ def write_steady(quic: Any, builder: Any, now: float) -> None:
         start_packet(ONE_RTT, crypto)
         if ack_at is not None and ack_at <= now:
             quic._write_ack_frame(builder, space, now)
-        write_connection_limits(builder, space)
-        for stream in streams.values():
-            write_stream_limits(builder, space, stream)
-        discarded = _write_streams(quic, builder, space)
+        if limits_due:
+            write_connection_limits(builder, space)
+            for stream in streams.values():
+                write_stream_limits(builder, space, stream)
+        discarded = limits_due = _write_streams(quic, builder, space)
         if builder.packet_is_empty:
             if not discarded:  # a discarded stream may let the next packet raise MAX_STREAMS
                 break

@@ -107,3 +107,50 @@ def test_a_pending_ping_or_probe_takes_aioquics_loop(tmp_path: Path, steady_call
     assert steady_calls[0] is False  # the PING or probe went out through aioquic's loop
     assert got[stream_id] == payload
     assert not cq._ping_pending and not cq._probe_pending
+
+
+def _limit_trace(cq, sq) -> list[tuple]:
+    """Many small request streams (more than the server lets be open at once), each answered
+    when it ends, then one request larger than the server's receive window: after each of the
+    server's transmits, the flow-control limits it has sent (MAX_DATA, MAX_STREAMS, each
+    stream's MAX_STREAM_DATA) and the streams it still holds."""
+    pending = [os.urandom(3_000) for _ in range(12)] + [os.urandom(300_000)]
+    trace, now, open_ = [], 1.0, 0
+    for _ in range(600):
+        while pending and open_ < 3:  # the client's opens stay within MAX_STREAMS
+            stream_id = cq.get_next_available_stream_id()
+            cq.send_stream_data(stream_id, pending.pop(0), end_stream=True)
+            open_ += 1
+        for data, _ in cq.datagrams_to_send(now):
+            sq.receive_datagram(bytes(data), CLIENT_ADDR, now)
+        while (event := sq.next_event()) is not None:
+            if isinstance(event, StreamDataReceived) and event.end_stream:
+                sq.send_stream_data(event.stream_id, b"ok", end_stream=True)
+        now += 0.03
+        for data, _ in sq.datagrams_to_send(now):
+            cq.receive_datagram(bytes(data), SERVER_ADDR, now)
+        while (event := cq.next_event()) is not None:
+            if isinstance(event, StreamDataReceived) and event.end_stream:
+                open_ -= 1
+        trace.append((sq._local_max_data.sent, sq._local_max_streams_bidi.sent,
+                      tuple(sorted((sid, s.max_stream_data_local_sent)
+                                   for sid, s in sq._streams.items()))))
+        if not pending and not open_:
+            return trace
+    raise AssertionError("the requests did not all get answered")
+
+
+def test_flow_control_limits_are_raised_as_aioquics_loop_raises_them(
+        tmp_path: Path, steady_calls, monkeypatch) -> None:
+    """The same exchange through two pairs, the second building with aioquic's loop only:
+    the server raises MAX_DATA, MAX_STREAMS and MAX_STREAM_DATA at the same transmits."""
+    server = QuicSettings(initial_mtu=1200, receive_window=64 * 1024,
+                          max_concurrent_bidi_streams=4)
+    client = QuicSettings(initial_mtu=1200)
+    steady_trace = _limit_trace(*connected_pair(tmp_path, client, server)[:2])
+    assert steady_calls.count(True) > 20
+    monkeypatch.setattr("lurcher.core.quic_frames.steady", lambda quic, path: False)
+    plain_trace = _limit_trace(*connected_pair(tmp_path, client, server)[:2])
+    assert steady_trace == plain_trace
+    max_data, max_streams, _ = steady_trace[-1]
+    assert max_data > 64 * 1024 and max_streams > 4  # raised while the steady loop ran
