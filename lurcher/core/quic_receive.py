@@ -10,10 +10,10 @@ connection ID in use, on an established connection, takes none of those branches
 duplicate, check the reserved bits, raise the expected packet number, update the spin bit,
 handle the frames, re-arm the idle timer, follow a switch of connection ID, and record the
 packet for acknowledgement (a number right after the ACK queue's last range extends it in
-place, ``add_packet_number``). A payload that starts with a STREAM frame (what a sender of
-data mostly receives) has that frame handled by aioquic's own STREAM handler without the
-generic frame loop, and any frames after it by aioquic's ``_payload_received``; every other
-payload goes to ``_payload_received`` whole.
+place, ``add_packet_number``). A payload that starts with a STREAM frame (what the
+receiving end of a transfer mostly gets) has that frame handled by aioquic's own STREAM
+handler without the generic frame loop, and any frames after it by aioquic's
+``_payload_received``; every other payload goes to ``_payload_received`` whole.
 
 Invariants: every condition for one of aioquic's other branches is checked before anything
 changes; if one holds, or decryption fails (which changes nothing), aioquic's
@@ -31,9 +31,9 @@ from aioquic.buffer import Buffer, BufferReadError
 from aioquic.quic.connection import (END_STATES, MAX_ACK_RANGES, QuicConnectionError,
                                      QuicConnectionState, QuicReceiveContext)
 from aioquic.quic.crypto import CryptoError, KeyUnavailableError
-from aioquic.quic.rangeset import RangeSet
 from aioquic.quic.packet import (PACKET_FIXED_BIT, PACKET_LONG_HEADER, PACKET_SPIN_BIT,
                                  QuicErrorCode, QuicFrameType)
+from aioquic.quic.rangeset import RangeSet
 from aioquic.quic.stream import StreamFinishedError
 
 ONE_RTT_RESERVED_BITS = 0x18
