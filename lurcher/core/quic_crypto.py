@@ -74,9 +74,9 @@ def mask_header_in_place(hp: Any, packet: bytearray, header_bytes: int) -> None:
     pn_offset = header_bytes - pn_length
     sample_at = header_bytes + PACKET_NUMBER_LENGTH_MAX - pn_length
     mask = header_mask(hp, bytes(packet[sample_at:sample_at + SAMPLE_LENGTH]))
+    masked_number = _xor_packet_number(packet, pn_offset, pn_length, mask)
     packet[0] ^= _first_byte_mask(packet[0], mask)
-    for i in range(pn_length):
-        packet[pn_offset + i] ^= mask[1 + i]
+    packet[pn_offset:header_bytes] = masked_number.to_bytes(pn_length, "big")
 
 
 def unmasked_header(hp: Any, packet: bytes, pn_offset: int) -> tuple[bytes, int]:

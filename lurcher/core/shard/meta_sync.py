@@ -14,7 +14,8 @@ with the answer only later. So what arrives while a subscription is pending is h
 applied after the answer's history and group snapshot, in arrival order: an event recorded
 after the history (a topic created under an id the history frees) never lands before it, a
 newer group snapshot is never overwritten by the answer's older one, and a ``Barrier`` is
-confirmed only once what came before it is applied.
+confirmed only once what came before it is applied. What is held is at most what the owner
+pushes during one ``Subscribe`` request, which the bus's request timeout bounds.
 """
 
 from __future__ import annotations
@@ -59,8 +60,7 @@ class MetaSync:
             reply = await self.bus.request(0, lambda rid: Subscribe(rid=rid, shard_id=done))
             self.shard.catch_up(list(reply.data[0]))
             self.shard.groups_adopt(reply.data[1])
-            held, self._held = self._held, None
-            for apply, msg in held:
+            for apply, msg in self._held:  # synchronous: nothing is added meanwhile
                 apply(msg)
         finally:  # a failed subscription drops what it held: the next one's history has it
             self._held = None
