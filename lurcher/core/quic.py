@@ -28,12 +28,13 @@ of any size.
 Sockets: both ends use ``lurcher.core.udp_offload`` (same-size datagrams sent in one system
 call, received coalesced), on sockets made by ``bound_socket``. Receiving: a transmit asked
 for while a datagram is received waits for the end of the loop turn (``TunedQuicProtocol``),
-so the datagrams read in one turn cost one transmit. ACKs: an ACK waits up to ``ACK_DELAY_S`` and rides on the next packet
-that carries stream data (a reply, the next request) when one goes out first
-(``send_soon``), instead of one ACK-only packet per millisecond. ``TunedQuicProtocol.transmit``
-replaces aioquic's (same steps, datagrams sent in chunks of whole datagrams as they are
-built). Once the handshake is done, 1-RTT packets are protected without aioquic's
-whole-packet copies (``lurcher.core.quic_crypto``).
+so the datagrams read in one turn cost one transmit. ACKs: an ACK waits up to
+``ACK_DELAY_S`` and rides on the next packet that carries stream data (a reply, the next
+request) when one goes out first (``send_soon``), instead of one ACK-only packet per
+millisecond. ``TunedQuicProtocol.transmit`` replaces aioquic's (same steps, datagrams sent
+in chunks of whole datagrams as they are built, handed out by the packet builder itself).
+Once the handshake is done, 1-RTT packets are protected without aioquic's whole-packet
+copies (``lurcher.core.quic_crypto``).
 
 Invariants: packet pacing is off (aioquic paces with asyncio timers, whose millisecond
 resolution caps a connection near 16 datagrams per millisecond; the congestion window still
@@ -65,7 +66,7 @@ MTU_RETRY_MAX_S = 600.0
 PROVEN_PATH_PTOS = 3  # probe timeouts in a row that make a proven large size fall back
 STREAM_COUNT_MAX = 1 << 60
 ACK_DELAY_S = 0.010  # within the 25 ms max_ack_delay aioquic announces to the peer
-TRANSMIT_CHUNK_BYTES = 128 * 1024  # sent as soon as built (``TunedQuicProtocol.send_datagrams``)
+TRANSMIT_CHUNK_BYTES = 128 * 1024  # sent as soon as built (``TunedQuicProtocol.send_early``)
 
 
 @dataclass(frozen=True)
@@ -290,6 +291,8 @@ class TunedQuicProtocol(QuicConnectionProtocol):
         super().__init__(*args, **kwargs)
         self.receiving = False
         self.tuning = QuicTuning(self._quic, settings, self._loop, self.transmit)
+        self.sent_early = 0
+        self._quic.early_send = self.send_early
 
     def handshake_done(self) -> None:
         self.tuning.handshake_done()
@@ -321,38 +324,43 @@ class TunedQuicProtocol(QuicConnectionProtocol):
         self.arm_timer()
 
     def send_datagrams(self) -> None:
-        """Send what the congestion window allows, in chunks of ``TRANSMIT_CHUNK_BYTES``
-        each sent as soon as it is built, so the peer works on the first datagrams while
-        later ones are built (aioquic builds all before sending any)."""
+        """Send what the congestion window allows. A steady connection's builder hands its
+        finished datagrams to ``send_early`` every ``chunk_bytes`` while it builds the rest
+        (``lurcher.core.quic_builder``), so the peer works on the first datagrams while
+        later ones are built (aioquic builds all before sending any); the rest leave here."""
         quic = self._quic
-        loss, send, now = quic._loss, self.send_chunk, self._loop.time()
-        cc = loss._cc
-        window = cc.congestion_window
-        try:
-            while True:
-                cap = loss.bytes_in_flight + chunk_bytes(quic._max_datagram_size)
-                chunked = cap < window and quic._handshake_complete
-                if chunked:
-                    cc.congestion_window = cap
-                send(quic.datagrams_to_send(now=now))
-                if not chunked or loss.bytes_in_flight + quic._max_datagram_size <= cap:
-                    return  # not held back by the chunk: nothing more to send now
-        finally:
-            cc.congestion_window = window
+        self.sent_early = 0
+        quic.early_bytes = chunk_bytes(quic._max_datagram_size)
+        datagrams = quic.datagrams_to_send(now=self._loop.time())
+        self.send_chunk(datagrams[self.sent_early:])
+
+    def send_early(self, datagrams: list[bytearray]) -> None:
+        """Datagrams a build hands out before it ends; they go where aioquic's
+        ``datagrams_to_send`` sends them, its first network path."""
+        self.sent_early += len(datagrams)
+        self.send_to(datagrams, self._quic._network_paths[0].addr)
 
     def send_chunk(self, datagrams: list[tuple[bytes, Any]]) -> None:
-        """Hand ``datagrams`` to the transport: all at once (one system call per run of
-        same-size datagrams, ``lurcher.core.udp_offload``) when they share an address."""
+        """Hand ``datagrams`` (aioquic's pairs of datagram and address) to the transport."""
         if not datagrams:
             return
-        transport = self._transport
         addr = datagrams[0][1]
-        batch = getattr(transport, "send_datagrams", None)
-        if batch is not None and all(a == addr for _, a in datagrams):
-            batch([data for data, _ in datagrams], addr)
+        if all(a == addr for _, a in datagrams):
+            self.send_to([data for data, _ in datagrams], addr)
             return
         for data, a in datagrams:
-            transport.sendto(data, a)
+            self._transport.sendto(data, a)
+
+    def send_to(self, datagrams: list[Any], addr: Any) -> None:
+        """All at once (one system call per run of same-size datagrams,
+        ``lurcher.core.udp_offload``) where the transport can."""
+        transport = self._transport
+        batch = getattr(transport, "send_datagrams", None)
+        if batch is not None:
+            batch(datagrams, addr)
+            return
+        for data in datagrams:
+            transport.sendto(data, addr)
 
     def arm_timer(self) -> None:
         """Re-arm the connection's timer (as aioquic's transmit does)."""

@@ -23,6 +23,12 @@ and copies the result back in and out again. This is what 1,200-byte datagrams c
 packet; tests/unit/test_quic_builder.py compares the bytes with aioquic's builder and fails
 if the builder methods these mirror change.
 
+A steady connection's builder also hands finished datagrams out while it builds the rest
+(``send_early``): every time those not yet handed reach the given size, they go to the
+connection's sender, so the peer works on the first datagrams while later ones are built,
+in one build instead of one per chunk. ``flush`` still returns every datagram, those handed
+out first, and aioquic registers the packets then: nothing can be received in between.
+
 Invariants: at most one attachment per packet; the attached data is not changed before the
 packet ends (it is a view of a ``HeldBytes`` send buffer, which nothing changes,
 ``lurcher.core.quic_send``); aioquic is pinned (``lurcher.core.quic_frames.AIOQUIC_VERSION``).
@@ -30,7 +36,7 @@ packet ends (it is a view of a ``HeldBytes`` send buffer, which nothing changes,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import aioquic.quic.connection as aioquic_connection
 from aioquic.quic.packet import PACKET_FIXED_BIT, QuicFrameType, QuicPacketType
@@ -52,6 +58,15 @@ class LeanPacketBuilder(QuicPacketBuilder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._attached: tuple[int, Any] | None = None
+        self._early_send: Callable[[list[bytearray]], None] | None = None
+        self._early_bytes = 0
+        self._early_handed = 0  # datagrams handed out so far
+        self._early_unsent = 0  # bytes of finished datagrams not handed out yet
+
+    def send_early(self, send: Callable[[list[bytearray]], None], every_bytes: int) -> None:
+        """From now on, hand finished datagrams to ``send`` whenever those not handed out
+        yet reach ``every_bytes``."""
+        self._early_send, self._early_bytes = send, every_bytes
 
     def can_attach(self, size: int) -> bool:
         """Whether ``size`` bytes of stream data can be attached to the current packet."""
@@ -207,6 +222,16 @@ class LeanPacketBuilder(QuicPacketBuilder):
         self._packet_number += 1
         self._packet = None
         self.quic_logger_frames = None
+        if self._early_send is not None:
+            self._early_unsent += len(datagram)
+            if self._early_unsent >= self._early_bytes:
+                self._hand_early()
+
+    def _hand_early(self) -> None:
+        """Hand the finished datagrams not handed out yet to the early sender."""
+        datagrams = self._datagrams
+        handed, self._early_handed, self._early_unsent = self._early_handed, len(datagrams), 0
+        self._early_send(datagrams[handed:])
 
 
 def use_lean_builder() -> None:

@@ -24,7 +24,7 @@ its connections itself, client and server, so the class is swapped on the instan
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from aioquic.buffer import size_uint_var
 from aioquic.quic.connection import QuicConnection
@@ -47,7 +47,14 @@ STREAM_FRAME_FIN_BIT = 1
 
 class LongFrameQuicConnection(QuicConnection):
     """aioquic's connection whose STREAM frames carry a 4-byte length and whose stream
-    writes are held, not copied, when the stream's send buffer is empty."""
+    writes are held, not copied, when the stream's send buffer is empty.
+
+    ``early_send`` (set by the owner; None: not used) takes datagrams a steady build hands
+    out every ``early_bytes`` while it builds the rest (``LeanPacketBuilder.send_early``).
+    """
+
+    early_send: Callable[[list[bytearray]], None] | None = None
+    early_bytes = 0
 
     def send_stream_data(self, stream_id: int, data: Any, end_stream: bool = False) -> None:
         """aioquic's, except that ``data`` is kept as it is when nothing else is queued
@@ -68,6 +75,8 @@ class LongFrameQuicConnection(QuicConnection):
         """aioquic's, or its loop without the rare frames when none is pending
         (``lurcher.core.quic_steady``)."""
         if steady(self, network_path):
+            if self.early_send is not None and isinstance(builder, LeanPacketBuilder):
+                builder.send_early(self.early_send, self.early_bytes)
             write_steady(self, builder, now)
         else:
             super()._write_application(builder, network_path, now)

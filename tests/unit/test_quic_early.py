@@ -1,0 +1,96 @@
+"""Datagrams leave while the rest of a transmit is built (issue 18): a steady connection's
+packet builder hands finished datagrams to the connection's ``early_send`` every
+``early_bytes`` (``lurcher.core.quic_builder``), and ``TunedQuicProtocol.send_datagrams``
+sends what the build returns after them, so every datagram leaves exactly once, in order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aioquic import tls
+from aioquic.quic.events import StreamDataReceived
+
+from lurcher.core.quic import QuicSettings, TunedQuicProtocol, chunk_bytes
+from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair
+
+BIG = QuicSettings(initial_mtu=64_000)
+PAYLOAD = bytes(range(256)) * 4096  # 1 MiB
+
+
+def _received(server: Any) -> bytes:
+    got = bytearray()
+    event = server.next_event()
+    while event is not None:
+        if isinstance(event, StreamDataReceived):
+            got += event.data
+        event = server.next_event()
+    return bytes(got)
+
+
+def test_a_steady_build_hands_its_datagrams_out_as_it_goes(tmp_path: Path) -> None:
+    cq, sq, _, _ = connected_pair(tmp_path, BIG, BIG)
+    cq._loss._cc.congestion_window = 4 * 1024 * 1024
+    sent_packets = cq._spaces[tls.Epoch.ONE_RTT].sent_packets
+    handed: list[list] = []
+    registered_then: list[int] = []
+
+    def early(datagrams: list) -> None:
+        handed.append(list(datagrams))
+        registered_then.append(len(sent_packets))
+
+    registered_before = len(sent_packets)
+    cq.early_send, cq.early_bytes = early, chunk_bytes(64_000)
+    cq.send_stream_data(cq.get_next_available_stream_id(), PAYLOAD, end_stream=True)
+    returned = [data for data, addr in cq.datagrams_to_send(1.0)]
+
+    assert len(handed) == len(PAYLOAD) // 128_000 and all(len(g) == 2 for g in handed)
+    assert registered_then == [registered_before] * len(handed)  # before the build ended
+    flat = [d for group in handed for d in group]
+    assert all(a is b for a, b in zip(flat, returned))  # the first ones returned, in order
+    assert len(sent_packets) == registered_before + len(returned)  # every packet registered
+    for data in returned:
+        sq.receive_datagram(bytes(data), CLIENT_ADDR, 1.0)
+    assert _received(sq) == PAYLOAD
+
+
+def test_a_build_during_the_handshake_hands_nothing_out(tmp_path: Path) -> None:
+    cq, _, _, _ = connected_pair(tmp_path, BIG, BIG)
+    cq._handshake_done_pending = True  # not steady: aioquic's own loop builds
+    handed: list = []
+    cq.early_send, cq.early_bytes = handed.append, 1
+    cq.send_stream_data(cq.get_next_available_stream_id(), PAYLOAD[:300_000], end_stream=True)
+    assert len(cq.datagrams_to_send(1.0)) > 1 and handed == []
+
+
+class RecordingTransport:
+    """What the protocol hands to its UDP transport, datagram by datagram."""
+
+    def __init__(self) -> None:
+        self.calls: list[list] = []
+
+    def send_datagrams(self, datagrams: list, addr: Any) -> None:
+        assert addr == SERVER_ADDR
+        self.calls.append(list(datagrams))
+
+    def sendto(self, data: Any, addr: Any) -> None:
+        self.send_datagrams([data], addr)
+
+
+async def test_the_protocol_sends_every_datagram_once_in_order(tmp_path: Path) -> None:
+    cq, sq, _, _ = connected_pair(tmp_path, BIG, BIG)
+    protocol = TunedQuicProtocol(cq, settings=BIG)
+    transport = RecordingTransport()
+    protocol.connection_made(transport)
+    cq._loss._cc.congestion_window = 4 * 1024 * 1024
+    registered_before = len(cq._spaces[tls.Epoch.ONE_RTT].sent_packets)
+    cq.send_stream_data(cq.get_next_available_stream_id(), PAYLOAD, end_stream=True)
+    protocol.send_datagrams()
+
+    sent = [d for call in transport.calls for d in call]
+    assert len(transport.calls) > len(PAYLOAD) // 128_000  # in chunks, not all at the end
+    assert len({id(d) for d in sent}) == len(sent)  # none twice
+    assert len(sent) == len(cq._spaces[tls.Epoch.ONE_RTT].sent_packets) - registered_before
+    for data in sent:
+        sq.receive_datagram(bytes(data), CLIENT_ADDR, 1.0)
+    assert _received(sq) == PAYLOAD
