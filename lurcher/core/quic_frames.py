@@ -33,7 +33,7 @@ from aioquic.quic.packet import QuicFrameType, QuicStreamFrame
 from lurcher.core.quic_builder import ATTACH_MIN_BYTES, LeanPacketBuilder, use_lean_builder
 from lurcher.core.quic_receive import receive_steady
 from lurcher.core.quic_recovery import lean_recovery
-from lurcher.core.quic_send import HeldBytes
+from lurcher.core.quic_send import HeldBytes, StreamParts
 from lurcher.core.quic_steady import steady, write_steady
 
 AIOQUIC_VERSION = "1.7.2"
@@ -57,12 +57,15 @@ class LongFrameQuicConnection(QuicConnection):
     early_bytes = 0
 
     def send_stream_data(self, stream_id: int, data: Any, end_stream: bool = False) -> None:
-        """aioquic's, except that ``data`` is kept as it is when nothing else is queued
-        on the stream: the caller must never change it afterwards."""
+        """aioquic's, except that ``data`` (bytes-like, or a ``StreamParts``) is kept as it
+        is when nothing else is queued on the stream: the caller must never change it
+        afterwards."""
         stream = self._get_or_create_stream_for_send(stream_id)
         sender = stream.sender
         if data and not sender._buffer and type(sender._buffer) is bytearray:
             sender._buffer = HeldBytes()
+        elif isinstance(data, StreamParts) and type(sender._buffer) is bytearray:
+            data = data.joined()  # aioquic's own buffer appends bytes
         sender.write(data, end_stream=end_stream)
 
     def receive_datagram(self, data: bytes, addr: Any, now: float) -> None:

@@ -27,6 +27,7 @@ from aioquic.quic.events import (ConnectionTerminated, HandshakeCompleted, QuicE
 
 from lurcher.core.quic import (QuicSettings, TunedQuicProtocol, bound_socket,
                                quic_configuration, quic_settings)
+from lurcher.core.quic_send import StreamParts
 from lurcher.core.udp_offload import open_endpoint
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.error_codes import ErrorCode
@@ -148,8 +149,8 @@ class _ClientProtocol(TunedQuicProtocol):
         quic = self._quic
         stream_id = quic.get_next_available_stream_id()
         size = sum(len(p) for p in parts)
-        frame = b"".join([FRAME_HEADER.pack(CODE_BYTES + size, code), *parts])
-        quic.send_stream_data(stream_id, frame, end_stream=True)  # held, not copied
+        frame = StreamParts([FRAME_HEADER.pack(CODE_BYTES + size, code), *parts])
+        quic.send_stream_data(stream_id, frame, end_stream=True)  # held, not joined
         response = self.responses[stream_id] = _Response(self._loop.create_future(), limit)
         self.send_soon()
         try:

@@ -1,0 +1,96 @@
+"""A request's buffers held by a QUIC stream without joining them (issue 18):
+``StreamParts`` and the several-buffer ``HeldBytes`` give aioquic's sender the same bytes as
+its own bytearray would, views where a share lies in one buffer, and hold only buffers that
+cannot change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aioquic.quic.events import StreamDataReceived
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lurcher.core.quic import QuicSettings
+from lurcher.core.quic_send import HeldBytes, StreamParts
+from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair
+
+parts_strategy = st.lists(st.binary(min_size=0, max_size=40), min_size=1, max_size=6)
+steps_strategy = st.lists(st.tuples(st.integers(0, 250), st.integers(0, 250),
+                                    st.integers(0, 30)), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=parts_strategy, steps=steps_strategy)
+def test_held_parts_read_and_drop_like_aioquics_bytearray(parts: list[bytes],
+                                                          steps: list[tuple]) -> None:
+    held, model = HeldBytes(StreamParts(parts)), bytearray(b"".join(parts))
+    for a, b, drop in steps:
+        assert len(held) == len(model)
+        start, stop = min(a, b, len(model)), min(max(a, b), len(model))
+        assert bytes(held[start:stop]) == bytes(model[start:stop])
+        drop = min(drop, len(model))
+        del held[:drop]
+        del model[:drop]
+    assert bytes(held[0:len(held)]) == bytes(model)
+
+
+def test_a_share_within_one_buffer_is_a_view_and_one_across_two_is_a_copy() -> None:
+    head, body = b"head", bytes(range(100))
+    held = HeldBytes(StreamParts([head, memoryview(body)]))
+    inside = held[10:20]
+    assert isinstance(inside, memoryview) and inside.obj is body
+    assert held[2:8] == b"ad" + body[:4]
+    del held[:4]  # the head wholly acknowledged: let go
+    assert len(held.views) == 1 and held.view.obj is body
+
+
+def test_only_buffers_over_bytes_are_held_others_are_copied() -> None:
+    kept, reused = b"immutable", bytearray(b"mutable")
+    parts = StreamParts([kept, reused, memoryview(bytearray(b"x")).toreadonly(), b""])
+    assert parts.views[0].obj is kept
+    assert all(isinstance(v.obj, bytes) and v.obj is not reused for v in parts.views)
+    reused[:] = b"CHANGED"
+    assert parts.joined() == b"immutablemutablex" and len(parts) == 17
+
+
+def test_a_second_write_falls_back_to_aioquics_bytearray() -> None:
+    held = HeldBytes(StreamParts([b"ab", b"cd"]))
+    del held[:1]
+    held += StreamParts([b"ef", b"gh"])
+    assert isinstance(held, bytearray) and held == bytearray(b"bcdefgh")
+
+
+def test_a_request_in_parts_crosses_intact_with_a_lost_datagram(tmp_path: Path) -> None:
+    big = QuicSettings(initial_mtu=64_000)
+    cq, sq, _, _ = connected_pair(tmp_path, big, big)
+    header, index, blob = b"\x01" * 8, bytes(range(256)) * 64, bytes(range(251)) * 4000
+    stream_id = cq.get_next_available_stream_id()
+    cq.send_stream_data(stream_id, StreamParts([header, index, blob]), end_stream=True)
+    held = cq._streams[stream_id].sender._buffer
+    assert isinstance(held, HeldBytes) and held.views[-1].obj is blob  # not joined
+    received, now, sent = bytearray(), 1.0, 0
+    for _ in range(40):
+        for data, _ in cq.datagrams_to_send(now):
+            sent += 1
+            if sent != 1:  # the first datagram, across the buffers, is lost once
+                sq.receive_datagram(bytes(data), CLIENT_ADDR, now)
+        for data, _ in sq.datagrams_to_send(now):  # ACKs, flow control
+            cq.receive_datagram(bytes(data), SERVER_ADDR, now)
+        while (event := sq.next_event()) is not None:
+            if isinstance(event, StreamDataReceived):
+                received += event.data
+        now += 0.05
+        for quic in (cq, sq):
+            if quic.get_timer() is not None and quic.get_timer() <= now:
+                quic.handle_timer(now)
+    assert bytes(received) == header + index + blob
+    assert len(held) == 0 and len(held.views) == 1  # acknowledged; earlier buffers let go
+
+
+def test_parts_written_after_aioquics_bytearray_took_over_are_appended(tmp_path: Path) -> None:
+    cq, _, _, _ = connected_pair(tmp_path, QuicSettings(), QuicSettings())
+    stream_id = cq.get_next_available_stream_id()
+    for data in (b"one", b"two", StreamParts([b"three", b"four"])):
+        cq.send_stream_data(stream_id, data)
+    assert cq._streams[stream_id].sender._buffer == bytearray(b"onetwothreefour")
