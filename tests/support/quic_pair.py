@@ -9,6 +9,7 @@ from typing import Any
 
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
+from aioquic.quic.events import StreamDataReceived
 
 from lurcher.core.quic import QuicSettings, QuicTuning, quic_configuration
 from lurcher.runtime.config import load_config
@@ -73,3 +74,31 @@ def exchange(cq: QuicConnection, sq: QuicConnection, now: float) -> int:
     return sent
 
 
+def deliver(sender: QuicConnection, receiver: QuicConnection, now: float, drop: set[int],
+            sent: list[int]) -> None:
+    """Pass ``sender``'s datagrams to ``receiver``, dropping those whose number (counted over
+    the whole test in ``sent``, from 1) is in ``drop``."""
+    to = SERVER_ADDR if receiver._is_client else CLIENT_ADDR
+    for data, _ in sender.datagrams_to_send(now):
+        sent.append(len(data))
+        if len(sent) not in drop:
+            receiver.receive_datagram(bytes(data), to, now)
+
+
+def transfer(sender: QuicConnection, receiver: QuicConnection, drop: set[int],
+             steps: int = 40) -> tuple[bytes, list[int]]:
+    """Run both ends for ``steps`` steps of 50 ms (timers included), losing the sender's
+    datagrams numbered in ``drop``; the stream data ``receiver`` got and the sizes of the
+    datagrams ``sender`` sent."""
+    received, now, sent, returned = bytearray(), 1.0, [], []
+    for _ in range(steps):
+        deliver(sender, receiver, now, drop, sent)
+        deliver(receiver, sender, now, set(), returned)
+        while (event := receiver.next_event()) is not None:
+            if isinstance(event, StreamDataReceived):
+                received += event.data
+        now += 0.05
+        for quic in (sender, receiver):
+            if quic.get_timer() is not None and quic.get_timer() <= now:
+                quic.handle_timer(now)
+    return bytes(received), sent

@@ -16,7 +16,7 @@ from aioquic.quic.events import StreamDataReceived
 from lurcher.core.quic import ACK_DELAY_S, TRANSMIT_CHUNK_BYTES, QuicSettings, chunk_bytes
 from lurcher.core.quic_frames import AIOQUIC_VERSION, LongFrameQuicConnection
 from lurcher.core.quic_send import HeldBytes
-from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair, exchange
+from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair, exchange, transfer
 
 
 def test_aioquic_is_the_version_the_override_was_written_for() -> None:
@@ -101,17 +101,6 @@ def test_the_initial_window_counts_datagrams_of_the_size_used_after_the_handshak
     assert capped._loss._cc.congestion_window <= 100_000
 
 
-def _deliver(sender: QuicConnection, receiver: QuicConnection, now: float, drop: set[int],
-             sent: list[int]) -> None:
-    """Pass ``sender``'s datagrams to ``receiver``, dropping those whose number (counted over
-    the whole test in ``sent``) is in ``drop``."""
-    to = SERVER_ADDR if receiver._is_client else CLIENT_ADDR
-    for data, _ in sender.datagrams_to_send(now):
-        sent.append(len(data))
-        if len(sent) not in drop:
-            receiver.receive_datagram(bytes(data), to, now)
-
-
 def test_a_reply_handed_over_whole_is_held_without_a_copy_and_resent_from_it(
         tmp_path: Path) -> None:
     big = QuicSettings(initial_mtu=64_000)
@@ -124,17 +113,7 @@ def test_a_reply_handed_over_whole_is_held_without_a_copy_and_resent_from_it(
     sq.send_stream_data(stream_id, reply, end_stream=True)
     held = sq._streams[stream_id].sender._buffer
     assert isinstance(held, HeldBytes) and held.view.obj is reply  # no copy in the stream
-    received, now, sent_by_server, sent_by_client = bytearray(), 1.0, [], []
-    for _ in range(40):
-        _deliver(sq, cq, now, {2}, sent_by_server)  # the second reply datagram is lost
-        _deliver(cq, sq, now, set(), sent_by_client)
-        while (event := cq.next_event()) is not None:
-            if isinstance(event, StreamDataReceived):
-                received += event.data
-        now += 0.05
-        for quic in (cq, sq):
-            if quic.get_timer() is not None and quic.get_timer() <= now:
-                quic.handle_timer(now)
+    received, sent_by_server = transfer(sq, cq, drop={2})  # the second reply datagram lost
     assert bytes(received) == expected
     assert sum(sent_by_server) > len(expected) + 60_000  # the lost datagram went again
     assert max(sent_by_server) == 64_000 and len(held) == 0  # all acknowledged and dropped
