@@ -84,55 +84,29 @@ def client_configuration(config: ClientConfig, settings: QuicSettings) -> QuicCo
 
 
 class _Response:
-    """The response frame of one request stream. Once its 8-byte header is in, the frame
-    is copied into one buffer of the size the header gives as the stream's data arrives, so
-    nothing is left to join when the last datagram comes in."""
+    """The response frame of one request stream, gathered until the stream ends."""
 
     def __init__(self, done: asyncio.Future, limit: int) -> None:
         self.done, self.limit = done, limit
-        self.head = b""  # the frame's first bytes, until the header is complete
-        self.frame: memoryview | None = None
-        self.filled = 0
+        self.chunks: list[bytes] = []
+        self.size = 0
 
     def data(self, data: bytes, end_stream: bool) -> None:
         if self.done.done():
             return
-        if self.frame is None:
-            self.head += data
-            if len(self.head) >= FRAME_HEADER_BYTES and not self._start():
-                return
-        else:
-            self._copy(data)
-        if end_stream:
-            self._end()
-
-    def _start(self) -> bool:
-        """Size the frame from its header; False (the request failed) if it is too big."""
-        _, length = FRAME_HEADER.unpack_from(self.head)
-        if length > self.limit:
+        self.chunks.append(data)
+        self.size += len(data)
+        if self.size > FRAME_HEADER_BYTES + self.limit:
+            self.chunks.clear()
             self.done.set_exception(IggyError(
                 ErrorCode.INVALID_BYTES_RESPONSE,
-                f"response of {length} bytes exceeds response_buffer_size ({self.limit})"))
-            return False
-        head, self.head = self.head, b""
-        self.frame = memoryview(bytearray(FRAME_HEADER_BYTES + length))
-        self._copy(head)
-        return True
-
-    def _copy(self, data: bytes) -> None:
-        """Copy what fits; bytes past the frame's end are dropped, as before."""
-        n = min(len(data), len(self.frame) - self.filled)
-        self.frame[self.filled:self.filled + n] = memoryview(data)[:n]
-        self.filled += n
-
-    def _end(self) -> None:
-        if self.frame is None:
-            self.fail(asyncio.IncompleteReadError(self.head, FRAME_HEADER_BYTES))
-        elif self.filled < len(self.frame):
-            self.fail(asyncio.IncompleteReadError(bytes(self.frame[:self.filled]),
-                                                  len(self.frame)))
-        else:
-            self.done.set_result(self.frame.obj)
+                f"response of more than {self.limit} bytes exceeds response_buffer_size"))
+        elif end_stream:
+            response = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+            if len(response) < FRAME_HEADER_BYTES:
+                self.fail(asyncio.IncompleteReadError(response, FRAME_HEADER_BYTES))
+            else:
+                self.done.set_result(response)
 
     def fail(self, error: BaseException) -> None:
         if not self.done.done():
