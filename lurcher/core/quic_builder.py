@@ -24,10 +24,13 @@ packet; tests/unit/test_quic_builder.py compares the bytes with aioquic's builde
 if the builder methods these mirror change.
 
 A steady connection's builder also hands finished datagrams out while it builds the rest
-(``send_early``): every time those not yet handed reach the given size, they go to the
-connection's sender, so the peer works on the first datagrams while later ones are built,
-in one build instead of one per chunk. ``flush`` still returns every datagram, those handed
-out first, and aioquic registers the packets then: nothing can be received in between.
+(``send_early``): every time the datagrams it ended itself since the last hand-out reach the
+given size, all finished datagrams not handed out yet go to the connection's sender, so the
+peer works on the first datagrams while later ones are built, in one build instead of one
+per chunk. ``flush`` still returns every datagram, those handed out first, and aioquic
+registers the packets then: nothing can be received in between. A build that fails after a
+hand-out closes the connection without reusing the sent packet numbers
+(``LongFrameQuicConnection._write_application``).
 
 Invariants: at most one attachment per packet; the attached data is not changed before the
 packet ends (it is a view of a ``HeldBytes`` send buffer, which nothing changes,
@@ -232,6 +235,11 @@ class LeanPacketBuilder(QuicPacketBuilder):
         datagrams = self._datagrams
         handed, self._early_handed, self._early_unsent = self._early_handed, len(datagrams), 0
         self._early_send(datagrams[handed:])
+
+    @property
+    def handed_early(self) -> bool:
+        """Whether any datagram of this build was handed out before it ended."""
+        return self._early_handed > 0
 
 
 def use_lean_builder() -> None:

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from aioquic.buffer import size_uint_var
 from aioquic.quic.connection import QuicConnection
-from aioquic.quic.packet import QuicFrameType, QuicStreamFrame
+from aioquic.quic.packet import QuicErrorCode, QuicFrameType, QuicStreamFrame
 
 from lurcher.core.quic_builder import ATTACH_MIN_BYTES, LeanPacketBuilder, use_lean_builder
 from lurcher.core.quic_receive import receive_steady
@@ -58,8 +58,8 @@ class LongFrameQuicConnection(QuicConnection):
 
     def send_stream_data(self, stream_id: int, data: Any, end_stream: bool = False) -> None:
         """aioquic's, except that ``data`` (bytes-like, or a ``StreamParts``) is kept as it
-        is when nothing else is queued on the stream: the caller must never change it
-        afterwards."""
+        is when nothing else is queued on the stream: the caller must never change a
+        bytes-like ``data`` afterwards (``StreamParts`` holds only what cannot change)."""
         stream = self._get_or_create_stream_for_send(stream_id)
         sender = stream.sender
         if data and not sender._buffer and type(sender._buffer) is bytearray:
@@ -78,11 +78,25 @@ class LongFrameQuicConnection(QuicConnection):
         """aioquic's, or its loop without the rare frames when none is pending
         (``lurcher.core.quic_steady``)."""
         if steady(self, network_path):
-            if self.early_send is not None and isinstance(builder, LeanPacketBuilder):
+            early = self.early_send is not None and isinstance(builder, LeanPacketBuilder)
+            if early:
                 builder.send_early(self.early_send, self.early_bytes)
-            write_steady(self, builder, now)
+            try:
+                write_steady(self, builder, now)
+            except BaseException:
+                if early and builder.handed_early:
+                    self._abandon(builder)
+                raise
         else:
             super()._write_application(builder, network_path, now)
+
+    def _abandon(self, builder: LeanPacketBuilder) -> None:
+        """A build failed after some of its datagrams left: aioquic will not register their
+        packets, so their data would never be sent again. Never reuse their packet numbers
+        (an AES-GCM nonce must not repeat under one key) and close the connection."""
+        self._packet_number = builder.packet_number
+        self.close(error_code=QuicErrorCode.INTERNAL_ERROR,
+                   reason_phrase="sending failed part-way through a transmit")
 
     def _write_stream_frame(self, builder: Any, space: Any, stream: Any,
                             max_offset: int) -> int:
@@ -126,8 +140,9 @@ class LongFrameQuicConnection(QuicConnection):
 
 def held_frame(sender: Any, max_size: int, max_offset: int | None) -> QuicStreamFrame | None:
     """aioquic's ``QuicStreamSender.get_frame`` for a sender whose buffer is ``HeldBytes``,
-    with the frame's data a view of that buffer instead of a copy (same effects on the
-    sender; the view is read before the packet ends, ``lurcher.core.quic_builder``)."""
+    with the frame's data a view of that buffer instead of a copy where it lies in one of
+    its buffers (same effects on the sender; the view is read before the packet ends,
+    ``lurcher.core.quic_builder``)."""
     if max_size < 0:
         return None
     try:

@@ -7,16 +7,17 @@ deletes acknowledged bytes from its front. A sender whose buffer is empty gets a
 ``HeldBytes`` instead (``LongFrameQuicConnection.send_stream_data``): the first write is
 kept as the caller's own buffer, or buffers (a ``StreamParts``: a request's header, index
 and messages are sent as one piece of stream data without being joined), each packet's
-share is a view of the buffer it lies in (a share across two buffers is copied, once) and
+share is a view of the buffer it lies in (a share across buffers is copied, once) and
 an acknowledgement only moves the start, letting go of buffers wholly acknowledged. A second
 write to a non-empty ``HeldBytes`` turns it back into aioquic's ``bytearray`` (the bytes not
 yet acknowledged are copied once), so every sequence of writes stays correct.
 
 Invariants: a held buffer never changes while it is held. The server's replies are built
-fresh for each stream; ``StreamParts`` holds only buffers over ``bytes`` (immutable) and
-copies any other, so a caller that reuses its own buffer after a request cannot change what
-a retransmission sends. The sender touches its buffer only by ``+=``, slicing, ``del [:n]``
-and ``len`` (aioquic 1.7.2, pinned; checked by tests/unit/test_quic_frames.py).
+fresh for each stream; ``StreamParts`` holds only contiguous buffers over ``bytes``
+(immutable) and copies any other, so a caller that reuses its own buffer after a request
+cannot change what a retransmission sends. The sender touches its buffer only by ``+=``,
+slicing, ``del [:n]`` and ``len`` (aioquic 1.7.2, pinned; checked by
+tests/unit/test_quic_send.py).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class StreamParts:
 
     def __init__(self, buffers: Iterable[Any]) -> None:
         views = [byte_view(b) for b in buffers]
-        self.views = [v if isinstance(v.obj, bytes) else byte_view(bytes(v)) for v in views if v]
+        self.views = [v if v.contiguous and isinstance(v.obj, bytes) else byte_view(bytes(v))
+                      for v in views if v]
         self.size = sum(len(v) for v in self.views)
 
     def __len__(self) -> int:
@@ -73,7 +75,7 @@ class HeldBytes:
 
     def __getitem__(self, key: slice) -> Any:
         """A view of the bytes in ``key`` (a slice with no step), or a copy when they lie
-        across two buffers."""
+        across buffers."""
         start, stop, _ = key.indices(len(self))
         start, stop = self.front + start, self.front + stop
         ends = self.ends

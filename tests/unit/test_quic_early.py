@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aioquic import tls
 from aioquic.quic.events import StreamDataReceived
 
@@ -94,3 +95,23 @@ async def test_the_protocol_sends_every_datagram_once_in_order(tmp_path: Path) -
     for data in sent:
         sq.receive_datagram(bytes(data), CLIENT_ADDR, 1.0)
     assert _received(sq) == PAYLOAD
+
+
+def test_a_build_failing_after_a_hand_out_closes_without_reusing_packet_numbers(
+        tmp_path: Path) -> None:
+    cq, _, _, _ = connected_pair(tmp_path, BIG, BIG)
+    cq._loss._cc.congestion_window = 4 * 1024 * 1024
+    handed: list[int] = []
+
+    def early(datagrams: list) -> None:
+        handed.append(len(datagrams))
+        if len(handed) == 2:
+            raise OSError("the socket went away")
+
+    cq.early_send, cq.early_bytes = early, chunk_bytes(64_000)
+    first = cq._packet_number
+    cq.send_stream_data(cq.get_next_available_stream_id(), PAYLOAD, end_stream=True)
+    with pytest.raises(OSError):
+        cq.datagrams_to_send(1.0)
+    assert cq._packet_number >= first + sum(handed)  # what left keeps its numbers
+    assert cq._close_pending  # a CONNECTION_CLOSE goes next

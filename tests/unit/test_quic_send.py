@@ -5,8 +5,11 @@ cannot change."""
 
 from __future__ import annotations
 
+import inspect
+import re
 from pathlib import Path
 
+from aioquic.quic.stream import QuicStreamSender
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,13 +47,24 @@ def test_a_share_within_one_buffer_is_a_view_and_one_across_two_is_a_copy() -> N
     assert len(held.views) == 1 and held.view.obj is body
 
 
-def test_only_buffers_over_bytes_are_held_others_are_copied() -> None:
-    kept, reused = b"immutable", bytearray(b"mutable")
-    parts = StreamParts([kept, reused, memoryview(bytearray(b"x")).toreadonly(), b""])
+def test_only_contiguous_buffers_over_bytes_are_held_others_are_copied() -> None:
+    kept, reused, strided = b"immutable", bytearray(b"mutable"), memoryview(b"a-b-c")[::2]
+    parts = StreamParts([kept, reused, memoryview(bytearray(b"x")).toreadonly(), b"", strided])
     assert parts.views[0].obj is kept
-    assert all(isinstance(v.obj, bytes) and v.obj is not reused for v in parts.views)
+    assert all(isinstance(v.obj, bytes) and v.obj is not reused and v.contiguous
+               for v in parts.views)
     reused[:] = b"CHANGED"
-    assert parts.joined() == b"immutablemutablex" and len(parts) == 17
+    assert parts.joined() == b"immutablemutablexabc" and len(parts) == 20
+    held = HeldBytes(parts)
+    assert bytes(held[15:20]) == b"exabc"  # across the copied buffers
+
+
+def test_aioquics_sender_touches_its_buffer_only_as_held_bytes_serves_it() -> None:
+    uses = {line.strip() for line in inspect.getsource(QuicStreamSender).splitlines()
+            if re.search(r"self\._buffer\b(?!_)", line)}
+    assert uses == {"self._buffer = bytearray()",
+                    "self._buffer[start - self._buffer_start : stop - self._buffer_start]",
+                    "del self._buffer[:size]", "self._buffer += data"}
 
 
 def test_a_second_write_falls_back_to_aioquics_bytearray() -> None:
