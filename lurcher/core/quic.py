@@ -332,24 +332,15 @@ class TunedQuicProtocol(QuicConnectionProtocol):
         self.sent_early = 0
         quic.early_bytes = chunk_bytes(quic._max_datagram_size)
         datagrams = quic.datagrams_to_send(now=self._loop.time())
-        self.send_chunk(datagrams[self.sent_early:])
+        rest = datagrams[self.sent_early:]  # after the build: what it handed out is counted
+        if rest:  # aioquic sends a transmit's datagrams to one address, its path's
+            self.send_to([data for data, _ in rest], rest[0][1])
 
     def send_early(self, datagrams: list[bytearray]) -> None:
         """Datagrams a build hands out before it ends; they go where aioquic's
         ``datagrams_to_send`` sends them, its first network path."""
         self.sent_early += len(datagrams)
         self.send_to(datagrams, self._quic._network_paths[0].addr)
-
-    def send_chunk(self, datagrams: list[tuple[bytes, Any]]) -> None:
-        """Hand ``datagrams`` (aioquic's pairs of datagram and address) to the transport."""
-        if not datagrams:
-            return
-        addr = datagrams[0][1]
-        if all(a == addr for _, a in datagrams):
-            self.send_to([data for data, _ in datagrams], addr)
-            return
-        for data, a in datagrams:
-            self._transport.sendto(data, a)
 
     def send_to(self, datagrams: list[Any], addr: Any) -> None:
         """All at once (one system call per run of same-size datagrams,

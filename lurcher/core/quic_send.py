@@ -65,11 +65,6 @@ class HeldBytes:
         self.ends = list(accumulate(len(v) for v in self.views))
         self.front = 0
 
-    @property
-    def view(self) -> memoryview:
-        """The first held buffer (the only one when one buffer was written)."""
-        return self.views[0]
-
     def __len__(self) -> int:
         return self.ends[-1] - self.front
 

@@ -112,7 +112,7 @@ def test_a_reply_handed_over_whole_is_held_without_a_copy_and_resent_from_it(
     expected = bytes(reply)
     sq.send_stream_data(stream_id, reply, end_stream=True)
     held = sq._streams[stream_id].sender._buffer
-    assert isinstance(held, HeldBytes) and held.view.obj is reply  # no copy in the stream
+    assert isinstance(held, HeldBytes) and held.views[0].obj is reply  # no copy in the stream
     received, sent_by_server = transfer(sq, cq, drop={2})  # the second reply datagram lost
     assert bytes(received) == expected
     assert sum(sent_by_server) > len(expected) + 60_000  # the lost datagram went again

@@ -44,7 +44,7 @@ def test_a_share_within_one_buffer_is_a_view_and_one_across_two_is_a_copy() -> N
     assert isinstance(inside, memoryview) and inside.obj is body
     assert held[2:8] == b"ad" + body[:4]
     del held[:4]  # the head wholly acknowledged: let go
-    assert len(held.views) == 1 and held.view.obj is body
+    assert len(held.views) == 1 and held.views[0].obj is body
 
 
 def test_only_contiguous_buffers_over_bytes_are_held_others_are_copied() -> None:
