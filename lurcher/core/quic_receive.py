@@ -13,7 +13,12 @@ packet for acknowledgement (a number right after the ACK queue's last range exte
 place, ``add_packet_number``). A payload that starts with a STREAM frame (what the
 receiving end of a transfer mostly gets) has that frame handled by aioquic's own STREAM
 handler without the generic frame loop, and any frames after it by aioquic's
-``_payload_received``; every other payload goes to ``_payload_received`` whole.
+``_payload_received``; every other payload goes to ``_payload_received`` whole. That
+handler reads the frame through a ``PayloadCursor``: aioquic's ``Buffer`` copies the whole
+payload it is made from and ``pull_bytes`` copies the data out again, two copies of up to
+64 KB per datagram; the cursor makes a ``Buffer`` of the frame's header bytes only and hands
+the data out as a view of the decrypted payload when the data is most of it (so a view never
+keeps more than twice its bytes alive), else as a copy.
 
 Invariants: every condition for one of aioquic's other branches is checked before anything
 changes; if one holds, or decryption fails (which changes nothing), aioquic's
@@ -39,6 +44,7 @@ from aioquic.quic.stream import StreamFinishedError
 ONE_RTT_RESERVED_BITS = 0x18
 ONE_RTT, ZERO_RTT = tls.Epoch.ONE_RTT, tls.Epoch.ZERO_RTT
 CONNECTED = QuicConnectionState.CONNECTED
+STREAM_HEADER_MAX_BYTES = 24  # a STREAM frame's stream ID, offset and length: 8 bytes each at most
 # a STREAM frame's type as a one-byte varint: 0x08 to 0x0f (the low bits: OFF, LEN, FIN)
 STREAM_TYPE_FIRST, STREAM_TYPE_LAST = QuicFrameType.STREAM_BASE, QuicFrameType.STREAM_BASE | 7
 
@@ -131,8 +137,7 @@ def _frames_received(quic: Any, context: Any, payload: bytes) -> tuple[bool, boo
     frame_type = payload[0] if payload else -1
     if not STREAM_TYPE_FIRST <= frame_type <= STREAM_TYPE_LAST:
         return quic._payload_received(context, payload)
-    buf = Buffer(data=payload)
-    buf.seek(1)
+    buf = PayloadCursor(payload, 1)
     try:
         quic._handle_stream_frame(context, frame_type, buf)
     except BufferReadError:
@@ -144,6 +149,42 @@ def _frames_received(quic: Any, context: Any, payload: bytes) -> tuple[bool, boo
     if not buf.eof():
         quic._payload_received(context, payload[buf.tell():])
     return True, False
+
+
+class PayloadCursor:
+    """A read cursor over a decrypted payload, standing in for aioquic's ``Buffer`` in its
+    STREAM handler (module docstring): the frame's varints are read by a ``Buffer`` of its
+    first ``STREAM_HEADER_MAX_BYTES``; ``pull_bytes`` reads to anywhere in the payload."""
+
+    __slots__ = ("payload", "head", "end", "capacity")
+
+    def __init__(self, payload: bytes, start: int) -> None:
+        self.payload = payload
+        self.capacity = len(payload)
+        self.head = Buffer(data=payload[:start + STREAM_HEADER_MAX_BYTES])
+        self.head.seek(start)
+        self.end = -1  # where pull_bytes left the cursor, once called
+
+    def pull_uint_var(self) -> int:
+        return self.head.pull_uint_var()
+
+    def tell(self) -> int:
+        return self.end if self.end >= 0 else self.head.tell()
+
+    def eof(self) -> bool:
+        return self.tell() >= self.capacity
+
+    def pull_bytes(self, length: int) -> bytes | memoryview:
+        """The next ``length`` bytes: a view of the payload when they are at least half of
+        it, else a copy. Raises BufferReadError past the payload's end, as ``Buffer`` does."""
+        start = self.tell()
+        end = start + length
+        if end > self.capacity:
+            raise BufferReadError("Read out of bounds")
+        self.end = end
+        if 2 * length >= self.capacity:
+            return memoryview(self.payload)[start:end]
+        return self.payload[start:end]
 
 
 def _switch_host_cid(quic: Any, host_cid: bytes, path: Any) -> None:

@@ -12,8 +12,9 @@ an acknowledgement only moves the start, letting go of buffers wholly acknowledg
 write to a non-empty ``HeldBytes`` turns it back into aioquic's ``bytearray`` (the bytes not
 yet acknowledged are copied once), so every sequence of writes stays correct.
 
-Invariants: a held buffer never changes while it is held. The server's replies are built
-fresh for each stream; ``StreamParts`` holds only contiguous buffers over ``bytes``
+Invariants: a held buffer never changes while it is held. The server's replies are
+``StreamParts`` too (the frame header, the poll header, one ``bytes`` per byte range of the
+log read by ``pread``); ``StreamParts`` holds only contiguous buffers over ``bytes``
 (immutable) and copies any other, so a caller that reuses its own buffer after a request
 cannot change what a retransmission sends. The sender touches its buffer only by ``+=``,
 slicing, ``del [:n]`` and ``len`` (aioquic 1.7.2, pinned; checked by

@@ -53,7 +53,8 @@ from lurcher.core.connection.server import FrameQueue, ServerConnection
 from lurcher.core.quic import (QuicSettings, TunedQuicProtocol, bound_socket,
                                quic_configuration)
 from lurcher.core.quic_receive import is_short_header
-from lurcher.core.shard.reply import error_frame, gathered
+from lurcher.core.quic_send import StreamParts
+from lurcher.core.shard.reply import error_frame, pieces
 from lurcher.core.udp_offload import open_endpoint
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.transports.connection import peer_address, settle_soon
@@ -94,7 +95,8 @@ class StreamRequests:
         self.authenticated = authenticated
         self.readers: dict[int, FrameReader | None] = {}
 
-    def data(self, stream_id: int, data: bytes, end_stream: bool) -> Frame | BadFrame | None:
+    def data(self, stream_id: int, data: bytes | memoryview,
+             end_stream: bool) -> Frame | BadFrame | None:
         """The stream's request once complete (or its refusal); None while incomplete."""
         if stream_id in self.readers and self.readers[stream_id] is self.ANSWERED:
             if end_stream:
@@ -214,7 +216,7 @@ class QuicClientProtocol(TunedQuicProtocol):
         if not self.answer_to:
             return  # a disconnect with no request in flight: the close says it all
         stream_id = self.answer_to.popleft()
-        reply = gathered(parts)  # one fresh buffer, which aioquic holds without a copy
+        reply = StreamParts(pieces(parts))  # held by aioquic as it is, never joined
         try:
             self._quic.send_stream_data(stream_id, reply, end_stream=True)
         except (AssertionError, ValueError) as exc:  # stream reset or closed meanwhile

@@ -15,7 +15,7 @@ from aioquic import tls
 from aioquic.quic.rangeset import RangeSet
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from aioquic.buffer import Buffer
+from aioquic.buffer import Buffer, BufferReadError
 from aioquic.quic.connection import (QuicConnection, QuicConnectionError, QuicConnectionState,
                                      QuicReceiveContext)
 from aioquic.quic.events import StreamDataReceived
@@ -213,6 +213,12 @@ PAYLOADS = {  # name: (payload, what receiving it answers or the error code it r
     "then an unknown frame type": (_stream_frame(0x0A, CLIENT_BIDI, b"h" * 8) + b"\x1f",
                                    BAD_ENCODING),
     "PING first": (b"\x01" + _stream_frame(0x0A, CLIENT_BIDI, b"i"), HANDLED),
+    "a big frame to the end with an offset": (_stream_frame(0x0C, CLIENT_BIDI, b"j" * 3_000, 9),
+                                              HANDLED),
+    "a short frame, then much PADDING": (_stream_frame(0x0A, CLIENT_BIDI, b"k" * 5)
+                                         + bytes(2_000), HANDLED),
+    "a stream ID cut short": (b"\x0a\xc0\x00", BAD_ENCODING),
+    "a length field cut short": (b"\x0a\x00\x40", BAD_ENCODING),
 }
 
 
@@ -271,6 +277,53 @@ def test_a_frame_for_a_finished_stream_is_ignored_as_aioquic_ignores_it(tmp_path
         outcomes.append(_outcome(sq, receive, late))
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] == (True, False) and outcomes[0][1] == []
+
+
+def _stream_data_events(tmp_path: Path, payload: bytes) -> list:
+    quic = connected_pair(tmp_path, SMALL, SMALL)[1]
+    while quic.next_event() is not None:
+        pass
+    context = QuicReceiveContext(epoch=tls.Epoch.ONE_RTT, host_cid=quic.host_cid,
+                                 network_path=quic._network_paths[0], quic_logger_frames=None,
+                                 time=1.0, version=None)
+    quic_receive._frames_received(quic, context, payload)
+    return [event.data for event in iter(quic.next_event, None)
+            if isinstance(event, StreamDataReceived)]
+
+
+def test_a_frame_that_is_most_of_the_payload_is_a_view_of_it(tmp_path: Path) -> None:
+    payload = _stream_frame(0x0A, CLIENT_BIDI, b"v" * 900)
+    [data] = _stream_data_events(tmp_path, payload)
+    assert isinstance(data, memoryview) and data.obj is payload and data == b"v" * 900
+
+
+def test_a_small_frame_in_a_big_payload_is_copied_out(tmp_path: Path) -> None:
+    """A view would keep the whole payload alive for a few bytes of data."""
+    payload = _stream_frame(0x0A, CLIENT_BIDI, b"w" * 10) + bytes(2_000)
+    [data] = _stream_data_events(tmp_path, payload)
+    assert type(data) is bytes and data == b"w" * 10
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=80), st.integers(0, 3), st.one_of(st.none(), st.integers(0, 90)))
+def test_the_cursor_reads_as_aioquics_buffer_reads(data: bytes, varints: int,
+                                                   length: int | None) -> None:
+    """What the STREAM handler does with its buffer (varints from byte 1, then the data of
+    a given length or to the end, then where it stands), on the cursor and on aioquic's
+    ``Buffer``: the same values, or the same error at the same step."""
+    def run(buf) -> list:
+        steps: list = []
+        try:
+            for _ in range(varints):
+                steps.append(buf.pull_uint_var())
+            want = buf.capacity - buf.tell() if length is None else length
+            steps.append(bytes(buf.pull_bytes(want)))
+        except BufferReadError:
+            steps.append("BufferReadError")
+        return steps + [buf.tell(), buf.eof()]
+    plain = Buffer(data=data)
+    plain.seek(min(1, len(data)))
+    assert run(quic_receive.PayloadCursor(data, min(1, len(data)))) == run(plain)
 
 
 @settings(max_examples=300, deadline=None)

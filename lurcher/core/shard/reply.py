@@ -85,19 +85,15 @@ def materialise(parts: list[Any]) -> list[Any]:
     return [p.read() if is_file_part(p) else p for p in parts]
 
 
-def gathered(parts: list[Any]) -> bytearray:
-    """The parts back to back in one fresh buffer, file slices read straight into it
-    (for a transport that hands a reply over whole, e.g. QUIC)."""
-    out = bytearray(sum(part_length(p) for p in parts))
-    view = memoryview(out)
-    at = 0
+def pieces(parts: list[Any]) -> list[Any]:
+    """The parts with every file slice read as one ``bytes`` per byte range
+    (``PolledSlice.pieces``), for a transport that holds a reply in parts (QUIC)."""
+    out: list[Any] = []
     for part in parts:
-        size = part_length(part)
         if is_file_part(part):
-            part.read_into(view[at:at + size])
+            out.extend(part.pieces())
         else:
-            out[at:at + size] = part
-        at += size
+            out.append(part)
     return out
 
 

@@ -84,14 +84,15 @@ def client_configuration(config: ClientConfig, settings: QuicSettings) -> QuicCo
 
 
 class _Response:
-    """The response frame of one request stream, gathered until the stream ends."""
+    """The response frame of one request stream, gathered until the stream ends (a lone
+    piece of data is the response as it is: a view of the decrypted packet, or bytes)."""
 
     def __init__(self, done: asyncio.Future, limit: int) -> None:
         self.done, self.limit = done, limit
-        self.chunks: list[bytes] = []
+        self.chunks: list[bytes | memoryview] = []
         self.size = 0
 
-    def data(self, data: bytes, end_stream: bool) -> None:
+    def data(self, data: bytes | memoryview, end_stream: bool) -> None:
         if self.done.done():
             return
         self.chunks.append(data)
@@ -143,7 +144,7 @@ class _ClientProtocol(TunedQuicProtocol):
                 response.fail(ConnectionError(f"QUIC connection closed: {event.reason_phrase}"))
         super().quic_event_received(event)
 
-    async def request(self, code: int, parts: list[Buffer], limit: int) -> bytes:
+    async def request(self, code: int, parts: list[Buffer], limit: int) -> bytes | memoryview:
         """Send one request frame on a new stream; its response frame, whole (``limit``:
         the largest response payload accepted, larger raises IggyError)."""
         quic = self._quic

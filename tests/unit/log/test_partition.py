@@ -144,6 +144,20 @@ def test_read_by_offset_across_segments(spread):
     assert [m[2] for m in got] == [bytes([o]) * 10 for o in range(7, 37)]
 
 
+def test_pieces_are_the_ranges_bytes_one_per_range(spread):
+    """What a QUIC reply holds (``PolledSlice.pieces``): one ``bytes`` per byte range, the
+    same bytes as ``read``; a file shorter than its range is an EOFError."""
+    polled = spread.read_offset(7, 30)
+    pieces = polled.pieces()
+    assert [type(p) for p in pieces] == [bytes] * 3
+    assert [len(p) for p in pieces] == [r.length for r in polled.ranges]
+    assert b"".join(pieces) == polled.to_bytes()
+    last = polled.ranges[-1]
+    os.truncate(last.path, last.position + last.length - 1)
+    with pytest.raises(EOFError, match="of"):
+        polled.pieces()
+
+
 def test_read_by_offset_edges(spread):
     assert spread.read_offset(50, 1) is EMPTY
     assert spread.read_offset(0, 0) is EMPTY
