@@ -26,6 +26,10 @@ Memory bounds of one connection (issue 14, point 3):
   closes the connection (reason "too many pending requests").
 - partial requests: at most ``MAX_UNFINISHED_STREAMS`` streams may hold an incomplete
   request; a stream beyond is answered InvalidCommand and stopped (the connection stays).
+
+A reply whose stored bytes cannot be read (a segment file cut short under the server, a
+failed read) closes the connection with the reason, as TCP drops its connection: the
+request is never left unanswered.
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ QUIC_APP_REFUSED = 1
 MAX_QUEUED_REPLY_BYTES = 16 * 1024 * 1024
 MAX_PENDING_REQUESTS = 32
 MAX_UNFINISHED_STREAMS = 16
+REASON_MAX_CHARS = 200  # of a CONNECTION_CLOSE reason phrase (it rides in one packet)
 
 
 def queued_reply_bytes(quic: Any) -> int:
@@ -216,7 +221,12 @@ class QuicClientProtocol(TunedQuicProtocol):
         if not self.answer_to:
             return  # a disconnect with no request in flight: the close says it all
         stream_id = self.answer_to.popleft()
-        reply = StreamParts(pieces(parts))  # held by aioquic as it is, never joined
+        try:
+            reply = StreamParts(pieces(parts))  # held by aioquic as it is, never joined
+        except (OSError, EOFError) as exc:  # stored bytes gone: as TCP, end the connection
+            log.warning("closing QUIC connection: cannot read a reply: %s", exc)
+            self.close_for(f"cannot read a reply: {exc}"[:REASON_MAX_CHARS])
+            return
         try:
             self._quic.send_stream_data(stream_id, reply, end_stream=True)
         except (AssertionError, ValueError) as exc:  # stream reset or closed meanwhile

@@ -3,8 +3,9 @@
 A handler returns ``None`` (empty OK), ``bytes``, a ``WireStruct``, a list of
 ``WireStruct`` (the Iggy list form) or a ``Parts`` (buffers sent back to back without
 joining them, e.g. a poll prefix followed by stored message bytes). A part may be a file
-slice (an object with ``total_bytes`` and ``read()``, e.g. ``PolledSlice``): transports that
-can ``sendfile`` send it from the page cache; ``ok_frame`` materialises it for the others.
+slice (an object with ``total_bytes``, ``read()`` and ``pieces()``, e.g. ``PolledSlice``):
+transports that can ``sendfile`` send it from the page cache; ``ok_frame`` materialises it
+for the others, and ``pieces`` reads it in pieces for QUIC.
 
 Encoding a reply never kills a connection: a value that cannot be encoded (e.g. metadata
 stored out of range by an older version) is logged and answered with the status
