@@ -59,11 +59,10 @@ from lurcher.cluster.partition_ops import (
     polled_decoder, with_ids)
 from lurcher.cluster.partition_service import PartitionService, purges_of
 from lurcher.cluster.partition_state import Filler, fetch_decoder
-from lurcher.core.shard.cluster import payload_of
 from lurcher.core.shard.handlers.offsets import offset_target
 from lurcher.core.shard.handlers.messages import POLL_PREFIX, empty_poll, within_reply_cap
 from lurcher.core.shard.placement import choose_partition, resolve
-from lurcher.core.shard.reply import Parts
+from lurcher.core.shard.reply import Parts, payload_bytes
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.responses.consumer_offsets import ConsumerOffsetInfo
@@ -262,5 +261,5 @@ class ReplicatedPartitions:
     def _encode(result: Any) -> bytes:
         """A primary's result as the payload of its answer to another node."""
         if isinstance(result, tuple):  # a poll: (last offset, reply)
-            return msgspec.msgpack.encode(Polled(result[0], payload_of(result[1])))
-        return payload_of(result)
+            return msgspec.msgpack.encode(Polled(result[0], payload_bytes(result[1])))
+        return payload_bytes(result)

@@ -11,9 +11,8 @@ Invariants: bytes leave in the order they were added; at most about one chunk pl
 transport's high-water mark is held in memory per connection, however large the replies or
 however many are pipelined (the connection stops reading requests while paused); a range
 waiting here holds its own duplicate of the file descriptor, so a segment closed or deleted
-meanwhile is still read consistently and a reused descriptor number is never read. The
-chunked reads go through the storage backend that produced the range (``IoBackend.pread``),
-like every other file read of the server.
+meanwhile is still read consistently and a reused descriptor number is never read. Ranges
+are read with ``pread(2)``, whatever the storage backend (see ``lurcher.core.log.slice``).
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ import os
 from collections import deque
 from typing import Any
 
-from lurcher.core.log.io import IoBackend, PosixIo
 from lurcher.core.shard.reply import is_file_part
 
 # Below this a read into memory and one write beat the extra sendfile system calls.
@@ -33,17 +31,14 @@ FILE_CHUNK_BYTES = 256 * 1024
 WRITE_HIGH_WATER_BYTES = 64 * 1024
 WRITE_LOW_WATER_BYTES = 0
 
-_POSIX = PosixIo()
-
 
 class PendingRange:
-    """``length`` bytes at ``position`` of the file open as ``fd`` (a duplicate we own),
-    read through ``io``."""
+    """``length`` bytes at ``position`` of the file open as ``fd`` (a duplicate we own)."""
 
-    __slots__ = ("fd", "position", "length", "io")
+    __slots__ = ("fd", "position", "length")
 
-    def __init__(self, fd: int, position: int, length: int, io: IoBackend) -> None:
-        self.fd, self.position, self.length, self.io = fd, position, length, io
+    def __init__(self, fd: int, position: int, length: int) -> None:
+        self.fd, self.position, self.length = fd, position, length
 
     def advance(self, n: int) -> None:
         self.position += n
@@ -82,10 +77,9 @@ class Outbox:
             if not is_file_part(part):
                 self.items.append(part)
             elif part.total_bytes < SENDFILE_MIN_BYTES:
-                self.items.append(part.read())
+                self.items.extend(part.pieces())
             else:
-                io = getattr(part, "io", None) or _POSIX
-                self.items.extend(PendingRange(os.dup(r.fd), r.position, r.length, io)
+                self.items.extend(PendingRange(os.dup(r.fd), r.position, r.length)
                                   for r in part.ranges)
         self.pump()
 
@@ -118,7 +112,7 @@ class Outbox:
 
     def _write_chunk(self, item: PendingRange) -> None:
         n = min(FILE_CHUNK_BYTES, item.length)
-        data = item.io.pread(item.fd, n, item.position)
+        data = os.pread(item.fd, n, item.position)
         if len(data) != n:
             raise EOFError(f"{n} bytes wanted at {item.position}, {len(data)} read")
         item.advance(n)

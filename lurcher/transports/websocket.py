@@ -30,7 +30,7 @@ from lurcher.auth.session import TRANSPORT_WEBSOCKET
 from lurcher.core.connection.server import CLOSE_REFUSED
 from lurcher.core.connection.server import ServerConnection as Connection
 from lurcher.transports.net import split_address
-from lurcher.core.shard.reply import materialise
+from lurcher.core.shard.reply import joined
 from lurcher.transports.connection import peer_address
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener, tls_context
 from lurcher.transports.sendfile import WRITE_HIGH_WATER_BYTES, WRITE_LOW_WATER_BYTES
@@ -120,7 +120,7 @@ class WebSocketClient:
 
     # -- intents of the core ------------------------------------------------------------
     def write(self, parts: list[Any]) -> None:
-        message = b"".join(materialise(parts))
+        message = joined(parts)
         self.outgoing.append(message)
         self.outgoing_bytes += len(message)
         if not self.paused and self.outgoing_bytes > WRITE_HIGH_WATER_BYTES:

@@ -415,7 +415,7 @@ class Partition:
             got_last, n = b, n + b - a + 1
         if not n:
             return EMPTY
-        return PolledSlice(got_first, n, got_last, tuple(ranges), self.io)
+        return PolledSlice(got_first, n, got_last, tuple(ranges))
 
     # -- consumer offsets ----------------------------------------------------------------
 

@@ -24,17 +24,13 @@ from lurcher.core.shard.migration import Migration
 from lurcher.core.shard.peers import (
     MESSAGE_TYPES, Forward, PartitionStats, Purge, SessionInfo, StatsQuery,
 )
-from lurcher.core.shard.reply import materialise, payload_parts
+from lurcher.core.shard.reply import payload_bytes
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
 log = logging.getLogger(__name__)
 
 FORWARD_TIMEOUT_S = 60.0
-
-
-def payload_of(result: Any) -> bytes:
-    return b"".join(bytes(p) for p in materialise(payload_parts(result)))
 
 
 def _encoded(request: Any, payload: Any) -> bytes:
@@ -129,7 +125,7 @@ class Cluster:
                 result = self.meta_sync.then_publish(result)
             if inspect.isawaitable(result):
                 result = await result
-            return Reply(rid=msg.rid, payload=payload_of(result))
+            return Reply(rid=msg.rid, payload=payload_bytes(result))
         except IggyError as exc:
             return Reply(rid=msg.rid, status=exc.status)
 

@@ -3,9 +3,10 @@
 A handler returns ``None`` (empty OK), ``bytes``, a ``WireStruct``, a list of
 ``WireStruct`` (the Iggy list form) or a ``Parts`` (buffers sent back to back without
 joining them, e.g. a poll prefix followed by stored message bytes). A part may be a file
-slice (an object with ``total_bytes``, ``read()`` and ``pieces()``, e.g. ``PolledSlice``):
-transports that can ``sendfile`` send it from the page cache; ``ok_frame`` materialises it
-for the others, and ``pieces`` reads it in pieces for QUIC.
+slice (an object with ``total_bytes`` and ``pieces()``, e.g. ``PolledSlice``): transports
+that can ``sendfile`` send it from the page cache; ``pieces`` reads it in pieces for QUIC,
+and ``joined`` into one ``bytes`` for the others (WebSocket, HTTP, cluster replies), with
+one copy after the reads and no zero-filled buffer.
 
 Encoding a reply never kills a connection: a value that cannot be encoded (e.g. metadata
 stored out of range by an older version) is logged and answered with the status
@@ -81,11 +82,6 @@ def ok_frame_parts(result: Any) -> list[Any]:
     return [RESPONSE_HEADER.pack(0, length), *parts]
 
 
-def materialise(parts: list[Any]) -> list[Any]:
-    """The same parts with every file slice read into memory."""
-    return [p.read() if is_file_part(p) else p for p in parts]
-
-
 def pieces(parts: list[Any]) -> list[Any]:
     """The parts with every file slice read as one ``bytes`` per byte range
     (``PolledSlice.pieces``), for a transport that holds a reply in parts (QUIC)."""
@@ -98,9 +94,20 @@ def pieces(parts: list[Any]) -> list[Any]:
     return out
 
 
-def ok_frame(result: Any) -> list[Any]:
-    """Response header + payload buffers (in memory) for a successful command."""
-    return materialise(ok_frame_parts(result))
+def joined(parts: list[Any]) -> bytes:
+    """The parts back to back in one ``bytes``, file slices read (``pieces``). Raises
+    OSError, or EOFError when a file is shorter than its range."""
+    return b"".join(pieces(parts))
+
+
+def payload_bytes(result: Any) -> bytes:
+    """A handler result's payload in one ``bytes``. Raises IggyError as ``payload_parts``."""
+    return joined(payload_parts(result))
+
+
+def ok_frame(result: Any) -> bytes:
+    """The whole response frame of a successful command, in one ``bytes``."""
+    return joined(ok_frame_parts(result))
 
 
 def error_frame(status: int) -> bytes:

@@ -5,7 +5,9 @@ frame, finishes its side and reads the response frame to the end of the stream. 
 As the Iggy SDK, the server certificate is not validated by default and the TLS server name
 is ``localhost``; with ``tls_ca_file`` set it is validated against that CA (server name
 ``tls_domain`` or ``localhost``). Options (``config.options``): ``response_buffer_size``
-(bytes, default 10 MB: a larger response is an error) and the QUIC settings of
+(bytes, default 10 MB: a larger response is an error; a response being gathered may hold up
+to about twice that, since a piece of it can be a view that keeps its whole decrypted packet
+alive, at most twice the piece's size) and the QUIC settings of
 ``lurcher.core.quic`` with Iggy's names: ``initial_mtu``, ``send_window``, ``receive_window``
 (bytes), ``keep_alive_interval``, ``max_idle_timeout`` (humantime, or a plain number of
 milliseconds as in Iggy's connection strings), ``max_concurrent_bidi_streams``. A bad value

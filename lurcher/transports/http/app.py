@@ -30,7 +30,7 @@ from starlette.routing import Route
 
 from lurcher.auth.session import TRANSPORT_HTTP
 from lurcher.core.connection.failures import failure_status
-from lurcher.core.shard.reply import materialise, payload_parts
+from lurcher.core.shard.reply import payload_bytes
 from lurcher.core.wire.batch import MessageBatch
 from lurcher.cluster.status import cluster_status
 from lurcher.core.wire.commands import CLUSTER_STATUS_ROUTE, COMMANDS, by_name, decode_response
@@ -359,8 +359,7 @@ class HttpApi:
         spec = COMMANDS[type(req).CODE]
         if spec.response is None:
             return None
-        payload = b"".join(bytes(p) for p in materialise(payload_parts(result)))
-        return decode_response(spec.code, payload)
+        return decode_response(spec.code, payload_bytes(result))
 
     def reply(self, req: Any, value: Any, ok: int) -> Response:
         spec = COMMANDS[type(req).CODE]

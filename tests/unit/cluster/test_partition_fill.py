@@ -17,7 +17,7 @@ from lurcher.core.replication.replica import Status
 from lurcher.cluster.partition_ops import Append, PurgePartition
 from lurcher.cluster.partition_service import PartitionService
 from lurcher.cluster.partitions import ReplicatedPartitions
-from lurcher.core.shard.cluster import payload_of
+from lurcher.core.shard.reply import payload_bytes
 from lurcher.cluster.partition_state import Filler, encode_state, fetch_decoder, stored_batches
 from lurcher.core.log.partition import Partition
 from lurcher.core.shard.reply import Parts
@@ -87,8 +87,8 @@ class Read(bytes):
     def total_bytes(self) -> int:
         return len(self)
 
-    def read(self) -> bytes:
-        return bytes(self)
+    def pieces(self) -> list[bytes]:
+        return [bytes(self)]
 
 
 class Node:
@@ -190,7 +190,7 @@ async def test_a_fill_never_copies_messages_of_an_earlier_purge_generation(tmp_p
 
     async def from_peer(group: int, body: bytes) -> bytes:
         asked.append(fetch_decoder.decode(body))
-        return payload_of(await answering(peer)._fetch(group, body))
+        return payload_bytes(await answering(peer)._fetch(group, body))
 
     filler.service.filler.fetch = from_peer
     filler.service.restore(encode_state(4, {KEY: 10}, [], filler.shard.dedup, {KEY: 1}))
@@ -208,7 +208,7 @@ async def test_a_fetch_for_a_recreated_topic_or_an_unexecuted_range_is_refused(t
     peer.service.stored[KEY] = 20
     fetch = answering(peer)._fetch
     ask = partition_state.Fetch(KEY, 0, 20, 0, 0)
-    assert payload_of(await fetch(11, msgspec.msgpack.encode(ask))) == \
+    assert payload_bytes(await fetch(11, msgspec.msgpack.encode(ask))) == \
         stored_batch(0) + stored_batch(1)
     for refused in (partition_state.Fetch(KEY, 0, 20, 5, 0),  # a later topic, same ids
                     partition_state.Fetch(KEY, 0, 20, 0, 1)):  # after a purge B lacks
@@ -279,7 +279,7 @@ async def test_each_batch_is_stamped_with_its_own_op_time_after_a_refused_one(tm
     await settle()
     await node.answer_one()  # batch 0 as the others stored it, copied first
     await asyncio.wait_for(node.service.effect(second), 5)
-    stored = stored_batches(payload_of(Parts([partition.read_offset(0, 20)])))
+    stored = stored_batches(payload_bytes(Parts([partition.read_offset(0, 20)])))
     assert [stamp for stamp, _ in stored] == [stamp_of(0), stamp_of(1)]
     partition.close()
 

@@ -4,6 +4,9 @@ I/O backends."""
 from __future__ import annotations
 
 import os
+import struct
+
+import xxhash
 
 from lurcher.core.log import PosixIo
 from lurcher.core.log.direct import BLOCK
@@ -77,6 +80,22 @@ def batch(n: int, tag: int = 0, size: int = PAYLOAD_BYTES) -> MessageBatch:
     """``n`` messages; message i's payload is ``size`` bytes of (tag + i) % 256."""
     payloads = [bytes([(tag + i) % 256]) * size for i in range(n)]
     return MessageBatch.build(payloads, origin_timestamp_us=42).writable()
+
+
+STORED_HEADER = struct.Struct("<Q16sQQQIIQ")
+
+
+def messages(raw: bytes) -> list[tuple[int, int, bytes]]:
+    """(offset, timestamp, payload) of each stored message in ``raw``, checking checksums."""
+    out, p = [], 0
+    while p < len(raw):
+        checksum, _, offset, ts, _, uh, pl, _ = STORED_HEADER.unpack_from(raw, p)
+        end = p + 64 + pl + uh
+        assert checksum == xxhash.xxh3_64_intdigest(raw[p + 8:end])
+        out.append((offset, ts, raw[p + 64:p + 64 + pl]))
+        p = end
+    assert p == len(raw)
+    return out
 
 
 OPEN_DIRECT: list = []  # the DirectIo backends of the running test (see conftest)

@@ -45,7 +45,7 @@ class ShardHarness:
                 result = await result
         except IggyError as exc:
             return exc.status, b""
-        frame = b"".join(bytes(part) for part in ok_frame(result))
+        frame = ok_frame(result)
         status, length = RESPONSE_HEADER.unpack_from(frame)
         assert len(frame) == RESPONSE_HEADER.size + length
         return status, frame[RESPONSE_HEADER.size:]
