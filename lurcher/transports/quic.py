@@ -58,7 +58,7 @@ from lurcher.core.quic import (QuicSettings, TunedQuicProtocol, bound_socket,
                                quic_configuration)
 from lurcher.core.quic_receive import is_short_header
 from lurcher.core.quic_send import StreamParts
-from lurcher.core.shard.reply import error_frame, pieces
+from lurcher.core.shard.reply import error_frame, read_parts
 from lurcher.core.udp_offload import open_endpoint
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.transports.connection import peer_address, settle_soon
@@ -78,7 +78,6 @@ QUIC_APP_REFUSED = 1
 MAX_QUEUED_REPLY_BYTES = 16 * 1024 * 1024
 MAX_PENDING_REQUESTS = 32
 MAX_UNFINISHED_STREAMS = 16
-REASON_MAX_CHARS = 200  # of a CONNECTION_CLOSE reason phrase (it rides in one packet)
 
 
 def queued_reply_bytes(quic: Any) -> int:
@@ -221,12 +220,7 @@ class QuicClientProtocol(TunedQuicProtocol):
         if not self.answer_to:
             return  # a disconnect with no request in flight: the close says it all
         stream_id = self.answer_to.popleft()
-        try:
-            reply = StreamParts(pieces(parts))  # held by aioquic as it is, never joined
-        except (OSError, EOFError) as exc:  # stored bytes gone: as TCP, end the connection
-            log.warning("closing QUIC connection: cannot read a reply: %s", exc)
-            self.close_for(f"cannot read a reply: {exc}"[:REASON_MAX_CHARS])
-            return
+        reply = StreamParts(read_parts(parts))  # held by aioquic as it is, never joined
         try:
             self._quic.send_stream_data(stream_id, reply, end_stream=True)
         except (AssertionError, ValueError) as exc:  # stream reset or closed meanwhile

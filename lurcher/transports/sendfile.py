@@ -21,7 +21,7 @@ import os
 from collections import deque
 from typing import Any
 
-from lurcher.core.shard.reply import is_file_part
+from lurcher.core.shard.reply import is_file_part, read_parts
 
 # Below this a read into memory and one write beat the extra sendfile system calls.
 SENDFILE_MIN_BYTES = 64 * 1024
@@ -72,15 +72,16 @@ class Outbox:
         return bool(self.items)
 
     def add(self, parts: list[Any]) -> None:
-        """Queue a response's parts and send what the socket takes. Raises OSError."""
-        for part in parts:
-            if not is_file_part(part):
-                self.items.append(part)
-            elif part.total_bytes < SENDFILE_MIN_BYTES:
-                self.items.extend(part.pieces())
-            else:
+        """Queue a response's parts and send what the socket takes: file parts under
+        ``SENDFILE_MIN_BYTES`` are read first (``read_parts``: the reply is answered
+        CANNOT_READ_FILE when they cannot be), the others are sent from the file. Raises
+        OSError, EOFError (a file range cut short, found while sending it)."""
+        for part in read_parts(parts, below=SENDFILE_MIN_BYTES):
+            if is_file_part(part):
                 self.items.extend(PendingRange(os.dup(r.fd), r.position, r.length)
                                   for r in part.ranges)
+            else:
+                self.items.append(part)
         self.pump()
 
     def pump(self) -> None:

@@ -7,9 +7,7 @@ one binary message. Text messages carry nothing Iggy understands: they are ignor
 0.8 server does) and counted. Ping/Pong and Close are handled by the ``websockets`` library.
 A request frame over the limits (``FrameLimits``) is refused as on TCP and the connection is
 closed; a message above ``max_message_size`` closes it with code 1009 (library behaviour).
-A reply whose stored bytes cannot be read (a log file cut short or failing under the server)
-ends the connection with code 1011, as TCP and QUIC end theirs: the framing of that reply
-cannot be kept, and the request is not left unanswered.
+A reply whose stored bytes cannot be read is answered CANNOT_READ_FILE (``read_parts``).
 Before login that message limit is lowered to the unauthenticated frame limit, so an
 unauthenticated client cannot make the library buffer a large message. Framing, order,
 errors and the session are the connection core's (``ServerConnection``); this module is its
@@ -33,7 +31,7 @@ from lurcher.auth.session import TRANSPORT_WEBSOCKET
 from lurcher.core.connection.server import CLOSE_REFUSED
 from lurcher.core.connection.server import ServerConnection as Connection
 from lurcher.transports.net import split_address
-from lurcher.core.shard.reply import joined
+from lurcher.core.shard.reply import read_parts
 from lurcher.transports.connection import peer_address
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener, tls_context
 from lurcher.transports.sendfile import WRITE_HIGH_WATER_BYTES, WRITE_LOW_WATER_BYTES
@@ -47,9 +45,7 @@ logging.getLogger("websockets.server").setLevel(logging.WARNING)
 MAX_QUEUED_FRAMES = 4
 CLOSE_GOING_AWAY = 1001
 CLOSE_POLICY = 1008
-CLOSE_INTERNAL_ERROR = 1011
-CLOSE_REASONS = {CLOSE_GOING_AWAY: "server closed the session", CLOSE_POLICY: "frame too large",
-                 CLOSE_INTERNAL_ERROR: "cannot read a reply"}
+CLOSE_REASONS = {CLOSE_GOING_AWAY: "server closed the session", CLOSE_POLICY: "frame too large"}
 
 
 class WebSocketClient:
@@ -125,11 +121,7 @@ class WebSocketClient:
 
     # -- intents of the core ------------------------------------------------------------
     def write(self, parts: list[Any]) -> None:
-        try:
-            message = joined(parts)
-        except (OSError, EOFError) as exc:  # stored bytes gone: end the connection
-            self.unreadable_reply(exc)
-            return
+        message = b"".join(read_parts(parts))
         self.outgoing.append(message)
         self.outgoing_bytes += len(message)
         if not self.paused and self.outgoing_bytes > WRITE_HIGH_WATER_BYTES:
@@ -145,13 +137,6 @@ class WebSocketClient:
 
     def resume_reading(self) -> None:
         """See ``pause_reading``."""
-
-    def unreadable_reply(self, exc: BaseException) -> None:
-        log.warning("closing WebSocket connection %s: cannot read a reply: %s",
-                    self.core.session.address if self.core.session else "?", exc)
-        self.core.closing = True
-        self.close_code = CLOSE_INTERNAL_ERROR
-        self.flush_later()
 
     def close(self, reason: str) -> None:
         self.close_code = CLOSE_POLICY if reason == CLOSE_REFUSED else CLOSE_GOING_AWAY

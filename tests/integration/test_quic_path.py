@@ -7,22 +7,15 @@
   handshake, each way.
 - ``keep_alive_interval``: the server pings an idle client that never pings.
 - ``receive_window`` and ``max_concurrent_bidi_streams`` are what the server announces.
-- A poll whose stored bytes are gone closes the connection with the reason, and the server
-  serves the next one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import pytest
-
-from lurcher.core.wire.error_codes import ErrorCode
-from lurcher.core.wire.errors import IggyError
 from lurcher.sdk.client import Client
 from tests.support.server import LurcherServer, ServerFactory
 from tests.support.udp_relay import UdpRelay
@@ -117,24 +110,3 @@ async def test_the_server_announces_its_receive_window_and_stream_limit(
         assert quic._remote_max_data == 300 * 1024
         assert quic._remote_max_streams_bidi == 3
         await send_and_poll(client)  # a 1 MB request through a 300 KiB window still works
-
-
-async def test_a_reply_that_cannot_be_read_closes_the_connection_with_the_reason(
-        server_factory: ServerFactory) -> None:
-    """The partition's log cut short under the server: the poll's bytes cannot be read. The
-    connection is closed with the reason (the request is not left unanswered until the
-    client's timeout), and a new connection is served."""
-    server = quic_server(server_factory)
-    async with relayed_client(server) as (client, _):
-        await client.create_stream("cut")
-        await client.create_topic("cut", "t", 1)
-        await client.send_messages("cut", "t", [b"x" * PAYLOAD] * 10, 0)
-        assert server.data_dir is not None
-        [log] = [p for p in server.data_dir.rglob("*.log") if "partitions" in p.parts]
-        os.truncate(log, PAYLOAD)
-        with pytest.raises(IggyError) as failed:
-            await client.poll_messages("cut", "t", 0, strategy=0, count=10)
-    assert failed.value.code == ErrorCode.CONNECTION_CLOSED
-    assert "cannot read a reply" in str(failed.value)
-    async with relayed_client(server) as (client, _):
-        assert [s.name for s in await client.get_streams()] == ["cut"]

@@ -4,9 +4,15 @@ A handler returns ``None`` (empty OK), ``bytes``, a ``WireStruct``, a list of
 ``WireStruct`` (the Iggy list form) or a ``Parts`` (buffers sent back to back without
 joining them, e.g. a poll prefix followed by stored message bytes). A part may be a file
 slice (an object with ``total_bytes`` and ``pieces()``, e.g. ``PolledSlice``): transports
-that can ``sendfile`` send it from the page cache; ``pieces`` reads it in pieces for QUIC,
-and ``joined`` into one ``bytes`` for the others (WebSocket, HTTP, cluster replies), with
-one copy after the reads and no zero-filled buffer.
+that can ``sendfile`` send it from the page cache; ``read_parts`` reads it in pieces (QUIC,
+WebSocket, TCP's small replies), ``payload_bytes`` into one ``bytes`` (HTTP, cluster
+replies), with one copy after the reads at most and no zero-filled buffer.
+
+Stored bytes that cannot be read (a log file cut short or failing under the server) answer
+the request with CANNOT_READ_FILE and one warning in the log: ``read_parts`` gives the error
+frame instead of the reply, ``payload_bytes`` raises the IggyError. Every transport reads a
+reply before sending any of it, so the connection goes on; only a ``sendfile`` reply that
+fails half sent must end its connection (``transports.sendfile``).
 
 Encoding a reply never kills a connection: a value that cannot be encoded (e.g. metadata
 stored out of range by an older version) is logged and answered with the status
@@ -82,32 +88,47 @@ def ok_frame_parts(result: Any) -> list[Any]:
     return [RESPONSE_HEADER.pack(0, length), *parts]
 
 
-def pieces(parts: list[Any]) -> list[Any]:
-    """The parts with every file slice read as one ``bytes`` per byte range
-    (``PolledSlice.pieces``), for a transport that holds a reply in parts (QUIC)."""
+def pieces(parts: list[Any], below: int | None = None) -> list[Any]:
+    """The parts with every file slice (only those under ``below`` bytes, when given) read
+    as one ``bytes`` per byte range (``PolledSlice.pieces``). Raises OSError, or EOFError
+    when a file is shorter than its range."""
     out: list[Any] = []
     for part in parts:
-        if is_file_part(part):
+        if is_file_part(part) and (below is None or part.total_bytes < below):
             out.extend(part.pieces())
         else:
             out.append(part)
     return out
 
 
-def joined(parts: list[Any]) -> bytes:
-    """The parts back to back in one ``bytes``, file slices read (``pieces``). Raises
-    OSError, or EOFError when a file is shorter than its range."""
-    return b"".join(pieces(parts))
+def read_failure(exc: BaseException) -> IggyError:
+    """CANNOT_READ_FILE for a reply whose stored bytes cannot be read (logged once here)."""
+    log.warning("cannot read a reply: %s", exc)
+    return IggyError(ErrorCode.CANNOT_READ_FILE, f"cannot read a reply: {exc}")
+
+
+def read_parts(parts: list[Any], below: int | None = None) -> list[Any]:
+    """``pieces(parts, below)``, or the error frame CANNOT_READ_FILE in place of the whole
+    reply when its stored bytes cannot be read."""
+    try:
+        return pieces(parts, below)
+    except (OSError, EOFError) as exc:
+        return [error_frame(read_failure(exc).status)]
 
 
 def payload_bytes(result: Any) -> bytes:
-    """A handler result's payload in one ``bytes``. Raises IggyError as ``payload_parts``."""
-    return joined(payload_parts(result))
+    """A handler result's payload in one ``bytes``. Raises IggyError as ``payload_parts``,
+    and CANNOT_READ_FILE when its stored bytes cannot be read."""
+    parts = payload_parts(result)
+    try:
+        return b"".join(pieces(parts))
+    except (OSError, EOFError) as exc:
+        raise read_failure(exc) from None
 
 
 def ok_frame(result: Any) -> bytes:
-    """The whole response frame of a successful command, in one ``bytes``."""
-    return joined(ok_frame_parts(result))
+    """The whole response frame of a command, in one ``bytes``."""
+    return b"".join(read_parts(ok_frame_parts(result)))
 
 
 def error_frame(status: int) -> bytes:

@@ -359,12 +359,7 @@ class HttpApi:
         spec = COMMANDS[type(req).CODE]
         if spec.response is None:
             return None
-        try:
-            payload = payload_bytes(result)
-        except (OSError, EOFError) as exc:  # e.g. a log file cut short under the server
-            log.warning("cannot read a reply: %s", exc)
-            raise IggyError(ErrorCode.CANNOT_READ_FILE, f"cannot read a reply: {exc}") from None
-        return decode_response(spec.code, payload)
+        return decode_response(spec.code, payload_bytes(result))
 
     def reply(self, req: Any, value: Any, ok: int) -> Response:
         spec = COMMANDS[type(req).CODE]
