@@ -28,8 +28,8 @@ Memory bounds of one connection (issue 14, point 3):
   request; a stream beyond is answered InvalidCommand and stopped (the connection stays).
 
 A reply whose stored bytes cannot be read (a segment file cut short under the server, a
-failed read) closes the connection with the reason, as TCP drops its connection: the
-request is never left unanswered.
+failed read) is answered CANNOT_READ_FILE on its stream (``read_parts``); the connection
+goes on.
 """
 
 from __future__ import annotations
