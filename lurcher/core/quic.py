@@ -284,7 +284,9 @@ class TunedQuicProtocol(QuicConnectionProtocol):
     A transmit asked for while a datagram is being received is deferred to one transmit at
     the end of the loop turn (aioquic's ``_transmit_soon``), so a burst of datagrams read in
     one turn costs one transmit, one timer re-arm and at most one ACK. Datagrams read
-    together (``datagrams_received``) have their events handled once, after all of them.
+    together (``datagrams_received``) are received as a run (their in-order STREAM data
+    handed up once, ``lurcher.core.quic_receive_run``) and have their events handled once,
+    after all of them.
     """
 
     def __init__(self, *args: Any, settings: QuicSettings, **kwargs: Any) -> None:
@@ -306,8 +308,7 @@ class TunedQuicProtocol(QuicConnectionProtocol):
         self.receiving = True
         try:
             quic, now = self._quic, self._loop.time()
-            for data in datagrams:
-                quic.receive_datagram(data, addr, now=now)
+            quic.receive_datagrams(datagrams, addr, now)  # a LongFrameQuicConnection
             self._process_events()
             self.transmit()
         finally:

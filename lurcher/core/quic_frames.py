@@ -10,8 +10,11 @@ payload). A large frame's data is taken from a held send buffer as a view (``hel
 aioquic's ``get_frame`` without its copy) and attached to the packet instead of copied into
 it, when the packet builder can (``lurcher.core.quic_builder``). A steady connection builds
 its 1-RTT packets without checking for frames that cannot be pending
-(``lurcher.core.quic_steady``) and receives one-packet 1-RTT datagrams without aioquic's
-general header parsing and path checks (``lurcher.core.quic_receive``), and tells a stream
+(``lurcher.core.quic_steady``), full STREAM packets of one stream in runs
+(``lurcher.core.quic_run``), receives one-packet 1-RTT datagrams without aioquic's
+general header parsing and path checks (``lurcher.core.quic_receive``), hands the in-order
+STREAM data of datagrams read together up once (``receive_datagrams``,
+``lurcher.core.quic_receive_run``), and tells a stream
 the bytes an ACK acknowledged in one call per run of packets (``lurcher.core.quic_recovery``).
 Every other step is aioquic's.
 
@@ -32,17 +35,15 @@ from aioquic.quic.packet import QuicErrorCode, QuicFrameType, QuicStreamFrame
 
 from lurcher.core.quic_builder import ATTACH_MIN_BYTES, LeanPacketBuilder, use_lean_builder
 from lurcher.core.quic_receive import receive_steady
+from lurcher.core.quic_receive_run import receive_datagrams
 from lurcher.core.quic_recovery import lean_recovery
+from lurcher.core.quic_run import (LENGTH_BYTES, LENGTH_PREFIX, STREAM_FRAME_FIN_BIT,
+                                   STREAM_FRAME_LENGTH_BIT, STREAM_FRAME_OFFSET_BIT)
 from lurcher.core.quic_send import HeldBytes, StreamParts
 from lurcher.core.quic_steady import steady, write_steady
 
 AIOQUIC_VERSION = "1.7.2"
 MAX_DATAGRAM_BYTES = 65_507  # 65,535 - 20 (IPv4 header) - 8 (UDP header)
-LENGTH_BYTES = 4
-LENGTH_PREFIX = 0x80000000  # varint prefix 0b10: a 4-byte length
-STREAM_FRAME_LENGTH_BIT = 2
-STREAM_FRAME_OFFSET_BIT = 4
-STREAM_FRAME_FIN_BIT = 1
 
 
 class LongFrameQuicConnection(QuicConnection):
@@ -73,6 +74,11 @@ class LongFrameQuicConnection(QuicConnection):
         (``lurcher.core.quic_receive``)."""
         if not receive_steady(self, data, addr, now):
             super().receive_datagram(data, addr, now)
+
+    def receive_datagrams(self, datagrams: list[Any], addr: Any, now: float) -> None:
+        """Datagrams read together, each received as ``receive_datagram`` would, with the
+        in-order STREAM data of a run handed up once (``lurcher.core.quic_receive_run``)."""
+        receive_datagrams(self, datagrams, addr, now)
 
     def _write_application(self, builder: Any, network_path: Any, now: float) -> None:
         """aioquic's, or its loop without the rare frames when none is pending

@@ -20,6 +20,9 @@ payload it is made from and ``pull_bytes`` copies the data out again, two copies
 the data out as a view of the decrypted payload when the data is most of it (so a view never
 keeps more than twice its bytes alive), else as a copy.
 
+The steps after decryption (``packet_received``, ``handle_payload``, ``record``) are also
+those of the datagrams read together and received as a run (``lurcher.core.quic_receive_run``).
+
 Invariants: every condition for one of aioquic's other branches is checked before anything
 changes; if one holds, or decryption fails (which changes nothing), aioquic's
 ``receive_datagram`` handles the datagram unchanged. aioquic is pinned
@@ -87,30 +90,49 @@ def receive_steady(quic: Any, data: bytes, addr: Any, now: float) -> bool:
     """Handle ``data`` as aioquic's ``receive_datagram`` would, if it is one 1-RTT packet
     of a steady connection; False (nothing changed) otherwise."""
     path = _active_path(quic, data, addr)
-    if path is None:
+    if path is None or not steady_keys(quic):
         return False
-    _, _, space, crypto, zero_rtt = _one_rtt(quic)
-    if not quic._is_client and zero_rtt.recv.is_valid():
-        return False
-    host_cid = quic.host_cid
+    _, _, space, crypto, _ = _one_rtt(quic)
     try:
         plain_header, payload, packet_number = crypto.decrypt_packet(
-            data, 1 + len(host_cid), space.expected_packet_number)
+            data, 1 + len(quic.host_cid), space.expected_packet_number)
     except (CryptoError, KeyUnavailableError):
         return False
     if packet_number in space.received_packets:
         return True  # a duplicate (RFC 9000 §12.3)
+    if not packet_received(quic, space, plain_header, packet_number):
+        return True
+    handle_payload(quic, path, space, payload, packet_number, now)
+    return True
+
+
+def steady_keys(quic: Any) -> bool:
+    """Whether a server's 0-RTT keys are gone (aioquic's receive has a branch for them)."""
+    return quic._is_client or not _one_rtt(quic)[4].recv.is_valid()
+
+
+def packet_received(quic: Any, space: Any, plain_header: bytes, packet_number: int) -> bool:
+    """A decrypted packet's header checked (reserved bits: False, the connection closed)
+    and its number noted (expected next number, spin bit)."""
     if plain_header[0] & ONE_RTT_RESERVED_BITS:
         quic.close(error_code=QuicErrorCode.PROTOCOL_VIOLATION,
                    frame_type=QuicFrameType.PADDING,
                    reason_phrase="Reserved bits must be zero")
-        return True
+        return False
     if packet_number > space.expected_packet_number:
         space.expected_packet_number = packet_number + 1
     if packet_number > quic._spin_highest_pn:
         spin_bit = bool(plain_header[0] & PACKET_SPIN_BIT)
         quic._spin_bit = not spin_bit if quic._is_client else spin_bit
         quic._spin_highest_pn = packet_number
+    return True
+
+
+def handle_payload(quic: Any, path: Any, space: Any, payload: bytes, packet_number: int,
+                   now: float) -> None:
+    """A checked packet's frames handled, the idle timer re-armed and the packet recorded
+    for acknowledgement, in aioquic's order."""
+    host_cid = quic.host_cid
     context = QuicReceiveContext(epoch=ONE_RTT, host_cid=host_cid, network_path=path,
                                  quic_logger_frames=None, time=now, version=None)
     try:
@@ -120,13 +142,12 @@ def receive_steady(quic: Any, data: bytes, addr: Any, now: float) -> bool:
         quic.close(error_code=exc.error_code, frame_type=exc.frame_type,
                    reason_phrase=exc.reason_phrase)
     if quic._state in END_STATES or quic._close_pending:
-        return True
+        return
     quic._close_at = now + quic._idle_timeout()
     quic._ack_eliciting_sent_since_receipt = False
     if not quic._is_client and not is_probing and context.host_cid != quic.host_cid:
         _switch_host_cid(quic, context.host_cid, path)
-    _record(quic, space, packet_number, is_ack_eliciting, now)
-    return True
+    record(quic, space, packet_number, is_ack_eliciting, now)
 
 
 def _frames_received(quic: Any, context: Any, payload: bytes) -> tuple[bool, bool]:
@@ -205,8 +226,8 @@ def add_packet_number(ranges: RangeSet, packet_number: int) -> None:
         ranges.add(packet_number)
 
 
-def _record(quic: Any, space: Any, packet_number: int, is_ack_eliciting: bool,
-            now: float) -> None:
+def record(quic: Any, space: Any, packet_number: int, is_ack_eliciting: bool,
+           now: float) -> None:
     """Note the packet as received and, when it asks for one, schedule an ACK."""
     if space.discarded:
         return

@@ -16,7 +16,9 @@ limit frames (MAX_DATA, MAX_STREAMS, MAX_STREAM_DATA) are checked for the first 
 call and for the packet after one whose pass discarded a stream: what makes them due (data or
 streams received from the peer, a limit frame lost) cannot happen while packets are built,
 except a discarded stream, which raises MAX_STREAMS; aioquic checks for every packet and, in
-between, finds nothing to write.
+between, finds nothing to write. Before every packet after the first, when no ACK and no limit
+frame is due, the full packets of a lone stream are built as a run (``lurcher.core.quic_run``,
+the same packets); the loop goes on with what a run leaves.
 
 Invariants: any pending frame of the skipped kinds, or keys not ready, make ``steady`` False
 and aioquic's loop runs unchanged; packets are paced as aioquic paces them; aioquic is pinned
@@ -31,6 +33,8 @@ from typing import Any
 from aioquic import tls
 from aioquic.quic.connection import stream_is_client_initiated
 from aioquic.quic.packet import QuicPacketType
+
+from lurcher.core.quic_run import can_run, write_run
 
 ONE_RTT = QuicPacketType.ONE_RTT
 
@@ -58,12 +62,15 @@ def write_steady(quic: Any, builder: Any, now: float) -> None:
     write_connection_limits, write_stream_limits = (quic._write_connection_limits,
                                                     quic._write_stream_limits)
     limits_due = True  # the limit frames can only fall due again after a stream's discard
+    runs = can_run(quic, builder, crypto, pacer)
     while True:
         ack_at = space.ack_at
         if ack_at is None or ack_at >= now:
             quic._pacing_at = pacer.next_send_time(now)
             if quic._pacing_at is not None:
                 break
+        if runs and not limits_due and (ack_at is None or ack_at > now):
+            write_run(quic, builder, crypto)
         start_packet(ONE_RTT, crypto)
         if ack_at is not None and ack_at <= now:
             quic._write_ack_frame(builder, space, now)

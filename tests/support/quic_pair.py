@@ -7,6 +7,7 @@ import ssl
 from pathlib import Path
 from typing import Any
 
+from aioquic import tls
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
 from aioquic.quic.events import StreamDataReceived
@@ -102,3 +103,14 @@ def transfer(sender: QuicConnection, receiver: QuicConnection, drop: set[int],
             if quic.get_timer() is not None and quic.get_timer() <= now:
                 quic.handle_timer(now)
     return bytes(received), sent
+
+
+def receive_state(quic: QuicConnection) -> tuple:
+    """Every piece of a connection's 1-RTT receive state (numbers, ACK queue, spin bit, idle
+    timer, connection ID, paths), to compare two connections that received the same."""
+    space = quic._spaces[tls.Epoch.ONE_RTT]
+    return (space.expected_packet_number, space.largest_received_packet,
+            space.largest_received_time, list(space.ack_queue), space.received_packets._lower,
+            sorted(space.received_packets._received),
+            space.ack_at, quic._spin_bit, quic._spin_highest_pn, quic._close_at,
+            quic._state, quic.host_cid == quic._host_cids[0].cid, len(quic._network_paths))

@@ -21,6 +21,7 @@ from aioquic.quic.packet_builder import QuicPacketBuilder, QuicPacketBuilderStop
 
 from lurcher.core.quic import QuicSettings
 from lurcher.core.quic_builder import LeanPacketBuilder
+from lurcher.core.quic_crypto import LeanCryptoContext
 from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair
 
 ONE_RTT = QuicPacketType.ONE_RTT
@@ -28,14 +29,18 @@ ONE_RTT = QuicPacketType.ONE_RTT
 
 @pytest.fixture
 def attached(monkeypatch) -> list[int]:
-    """The sizes of the stream data attached to packets (the lean path taken)."""
+    """The sizes of the stream data encrypted straight from the send buffer: attached to a
+    packet of the steady loop, or a packet of a run (``lurcher.core.quic_run``), both of
+    which hand ``encrypt_parts`` a view of the buffer."""
     sizes: list[int] = []
-    real = LeanPacketBuilder.attach
+    real = LeanCryptoContext.encrypt_parts
 
-    def counting(self, data) -> None:
-        sizes.append(len(data))
-        real(self, data)
-    monkeypatch.setattr(LeanPacketBuilder, "attach", counting)
+    def counting(self, plain_header, parts, packet_number):
+        packet = real(self, plain_header, parts, packet_number)
+        if packet is not None:
+            sizes.append(sum(len(part) for part in parts if isinstance(part, memoryview)))
+        return packet
+    monkeypatch.setattr(LeanCryptoContext, "encrypt_parts", counting)
     return sizes
 
 

@@ -23,7 +23,7 @@ from aioquic.quic.packet import QuicErrorCode
 
 from lurcher.core import quic_receive
 from lurcher.core.quic import QuicSettings
-from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair
+from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair, receive_state
 
 # sha256 of aioquic 1.7.2's QuicConnection.receive_datagram, the method receive_steady mirrors
 MIRRORED_METHOD = "3c7f29826050cbfe326c3a05400792ce8757bd0be07a2f41b6b1562f22588278"
@@ -81,15 +81,6 @@ def _transfer(cq, sq, payloads: list[bytes], now: float) -> list[bytes]:
     return arrived
 
 
-def _receive_state(quic: QuicConnection) -> tuple:
-    space = quic._spaces[tls.Epoch.ONE_RTT]
-    return (space.expected_packet_number, space.largest_received_packet,
-            space.largest_received_time, list(space.ack_queue), space.received_packets._lower,
-            sorted(space.received_packets._received),
-            space.ack_at, quic._spin_bit, quic._spin_highest_pn, quic._close_at,
-            quic._state, quic.host_cid == quic._host_cids[0].cid, len(quic._network_paths))
-
-
 def test_the_method_it_mirrors_is_the_pinned_one() -> None:
     source = inspect.getsource(QuicConnection.receive_datagram)
     assert hashlib.sha256(source.encode()).hexdigest() == MIRRORED_METHOD, (
@@ -107,7 +98,7 @@ def test_it_leaves_the_state_aioquics_method_leaves(tmp_path: Path, monkeypatch)
     plain = _transfer(plain_pair[0], plain_pair[1], payloads, 1.0)
     assert lean == plain == payloads
     for lean_side, plain_side in zip(lean_pair[:2], plain_pair[:2]):
-        assert _receive_state(lean_side) == _receive_state(plain_side)
+        assert receive_state(lean_side) == receive_state(plain_side)
 
 
 def test_data_after_the_handshake_takes_the_steady_receive(tmp_path: Path,
@@ -126,10 +117,10 @@ def test_a_replayed_datagram_is_dropped_as_a_duplicate(tmp_path: Path,
     datagrams = _send(cq, cq.get_next_available_stream_id(), os.urandom(5_000), 1.0)
     _deliver(sq, datagrams, 1.0)
     sq.datagrams_to_send(1.0)  # the ACK goes out: nothing is waiting to be acknowledged
-    before = _receive_state(sq)
+    before = receive_state(sq)
     assert _deliver(sq, [datagrams[0]], 1.5) == b""
     assert steady_receives[-1] is True
-    assert _receive_state(sq) == before  # not recorded, no ACK scheduled, timer not re-armed
+    assert receive_state(sq) == before  # not recorded, no ACK scheduled, timer not re-armed
 
 
 def test_a_damaged_datagram_changes_nothing_and_the_connection_goes_on(
@@ -140,10 +131,10 @@ def test_a_damaged_datagram_changes_nothing_and_the_connection_goes_on(
     datagrams = _send(cq, cq.get_next_available_stream_id(), payload, 1.0)
     damaged = bytearray(datagrams[0])
     damaged[-1] ^= 0x01  # the AEAD tag
-    before = _receive_state(sq)
+    before = receive_state(sq)
     assert _deliver(sq, [bytes(damaged)], 1.0) == b""
     assert steady_receives[-1] is False  # aioquic's method dropped it
-    assert _receive_state(sq) == before
+    assert receive_state(sq) == before
     assert _deliver(sq, datagrams, 1.0) == payload
 
 

@@ -1,0 +1,97 @@
+"""Runs of full STREAM packets (``lurcher.core.quic_run``): the same exchange through two
+connection pairs, one building every packet through the steady loop: the server decrypts the
+same plaintext under the same packet numbers from both, and the data arrives intact, at small
+and large datagrams, with the congestion window or the peer's flow-control window cutting
+runs short, and with lost datagrams sent again."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from aioquic import tls
+
+from lurcher.core import quic_run
+from lurcher.core.quic import QuicSettings
+from lurcher.core.quic_crypto import LeanCryptoContext
+from tests.support.quic_pair import connected_pair, transfer
+
+WIDE = 4 * 1024 * 1024
+
+CASES = {
+    "1200-byte datagrams": (QuicSettings(initial_mtu=1200), None, WIDE, 300_000, set()),
+    "64 KB datagrams": (QuicSettings(initial_mtu=64_000), None, WIDE, 1_000_000, set()),
+    "congestion window": (QuicSettings(initial_mtu=1200), None, None, 200_000, set()),
+    "flow-control window": (QuicSettings(initial_mtu=1200),
+                            QuicSettings(initial_mtu=1200, receive_window=50_000),
+                            WIDE, 200_000, set()),
+    "lost datagrams": (QuicSettings(initial_mtu=1200), None, WIDE, 300_000, {3, 10, 11, 40}),
+}
+
+
+@pytest.fixture
+def decrypted(monkeypatch) -> dict[int, list[tuple[int, bytes]]]:
+    """What every receiving context decrypted (packet number, payload), by context."""
+    seen: dict[int, list[tuple[int, bytes]]] = {}
+    real = LeanCryptoContext.decrypt_packet
+
+    def recording(self, packet, encrypted_offset, expected_packet_number):
+        result = real(self, packet, encrypted_offset, expected_packet_number)
+        seen.setdefault(id(self), []).append((result[2], bytes(result[1])))
+        return result
+    monkeypatch.setattr(LeanCryptoContext, "decrypt_packet", recording)
+    return seen
+
+
+@pytest.fixture
+def run_packets(monkeypatch) -> list[int]:
+    """The number of bytes of stream data each run built packets for."""
+    runs: list[int] = []
+    real = quic_run._full_packets
+
+    def counting(quic, builder, crypto, stream, start, limit):
+        end = real(quic, builder, crypto, stream, start, limit)
+        runs.append(end - start)
+        return end
+    monkeypatch.setattr(quic_run, "_full_packets", counting)
+    return runs
+
+
+def _exchange(tmp_path: Path, case: tuple, decrypted: dict) -> tuple[bytes, list]:
+    """The case's payload sent client to server; what arrived and what the server decrypted."""
+    client, server, window, size, drop = case
+    cq, sq, _, _ = connected_pair(tmp_path, client, server or client)
+    if window is not None:
+        cq._loss._cc.congestion_window = window
+    payload = random.Random(size).randbytes(size)  # the same in both pairs
+    cq.send_stream_data(cq.get_next_available_stream_id(), payload, end_stream=True)
+    received, _ = transfer(cq, sq, drop)
+    assert received == payload
+    return received, decrypted[id(sq._cryptos[tls.Epoch.ONE_RTT].recv)]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_runs_build_the_packets_the_steady_loop_builds(tmp_path: Path, monkeypatch, name: str,
+                                                       decrypted, run_packets) -> None:
+    _, with_runs = _exchange(tmp_path, CASES[name], decrypted)
+    assert sum(run_packets) > CASES[name][3] // 3  # much of the data went out in runs
+    monkeypatch.setattr("lurcher.core.quic_steady.write_run", lambda *args: None)
+    _, without = _exchange(tmp_path, CASES[name], decrypted)
+    assert [number for number, _ in with_runs] == [number for number, _ in without]
+    assert with_runs == without
+
+
+def test_a_pending_ack_or_a_second_stream_leaves_the_packet_to_the_steady_loop(
+        tmp_path: Path, decrypted, run_packets) -> None:
+    """Two streams take turns packet by packet, as aioquic serves them: no run."""
+    small = QuicSettings(initial_mtu=1200)
+    cq, sq, _, _ = connected_pair(tmp_path, small, small)
+    cq._loss._cc.congestion_window = WIDE
+    payloads = {}
+    for _ in range(2):
+        stream_id = cq.get_next_available_stream_id()
+        payloads[stream_id] = random.randbytes(50_000)
+        cq.send_stream_data(stream_id, payloads[stream_id], end_stream=True)
+    cq.datagrams_to_send(1.0)
+    assert sum(run_packets) == 0
