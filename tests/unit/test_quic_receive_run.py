@@ -96,7 +96,7 @@ def test_a_run_leaves_what_one_datagram_at_a_time_leaves(tmp_path: Path, name: s
     payloads = [random.Random(n).randbytes(n) for n in sizes]
     run_data, _, run_server = _exchange(tmp_path, group, payloads, together, mangle)
     one_data, _, one_server = _exchange(tmp_path, 1, payloads, together, mangle)
-    assert list(run_data.values()) == list(one_data.values()) == payloads
+    assert run_data == one_data == dict(zip(range(0, 4 * len(payloads), 4), payloads))
     assert receive_state(run_server) == receive_state(one_server)
     assert run_server._local_max_data.used == one_server._local_max_data.used
     assert _stream_state(run_server) == _stream_state(one_server)
@@ -173,3 +173,43 @@ def test_any_payload_is_parsed_or_refused_without_raising(payload: bytes) -> Non
         assert buf.pull_uint_var() == stream_id
         assert (buf.pull_uint_var() if frame_type & 4 else 0) == offset
         assert at + length == len(payload) and length > 0 and not frame_type & 1
+
+
+def _mangle_by(edits: list[tuple[str, int]]) -> Mangle:
+    """The first round's datagrams edited in order: swapped with the next, repeated,
+    dropped or damaged, each at an index taken modulo the round's length."""
+    def mangle(round_: int, datagrams: list[bytes]) -> list[bytes]:
+        if round_ != 0:
+            return datagrams
+        out = list(datagrams)
+        for edit, at in edits:
+            at %= len(out) - 1
+            if edit == "swap":
+                out[at], out[at + 1] = out[at + 1], out[at]
+            elif edit == "repeat":
+                out.insert(at + 1, out[at])
+            elif edit == "drop":
+                del out[at]
+            else:
+                damaged = bytearray(out[at])
+                damaged[len(damaged) // 2] ^= 0x01
+                out[at] = bytes(damaged)
+        return out
+    return mangle
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["swap", "repeat", "drop", "damage"]),
+                          st.integers(0, 200)), max_size=8),
+       st.sampled_from([3, 16, 64]))
+def test_any_reordering_loss_or_damage_leaves_the_same_state(tmp_path_factory, edits,
+                                                             group: int) -> None:
+    tmp_path = tmp_path_factory.mktemp("pair")
+    payloads = [random.Random(7).randbytes(40_000), random.Random(8).randbytes(9_000)]
+    mangle = _mangle_by(edits)
+    run_data, _, run_server = _exchange(tmp_path, group, payloads, True, mangle)
+    one_data, _, one_server = _exchange(tmp_path, 1, payloads, True, mangle)
+    assert run_data == one_data == dict(zip(range(0, 4 * len(payloads), 4), payloads))
+    assert receive_state(run_server) == receive_state(one_server)
+    assert run_server._local_max_data.used == one_server._local_max_data.used
+    assert _stream_state(run_server) == _stream_state(one_server)
