@@ -18,7 +18,8 @@ held data) ends, with nothing buffered out of order, and stays within the stream
 connection's flow-control limits. Any other packet first hands up the held data, then is
 handled whole by ``receive_steady``'s own steps (already decrypted, so never twice), or,
 when it is not a steady 1-RTT packet at all, by aioquic's ``receive_datagram``; the run's
-checks are made again after it.
+checks are made again after it. No run opens while a close is pending (aioquic then
+delivers a packet's frames but neither records it nor re-arms the timer).
 
 Invariants: the data a stream delivers, its order, the events' order relative to every
 other frame, the acknowledgements and the flow-control accounting are those of handling the
@@ -109,8 +110,8 @@ class SteadyRun:
     def open(cls, quic: Any, data: Any, addr: Any, now: float) -> SteadyRun | None:
         """A run, when ``data`` qualifies for ``receive_steady``; else None."""
         path = _active_path(quic, data, addr)
-        if path is None or not steady_keys(quic):
-            return None
+        if path is None or quic._close_pending or not steady_keys(quic):
+            return None  # (a close pending: aioquic records no packet, ``handle_payload``)
         return cls(quic, path, now)
 
     def take(self, data: Any) -> bool:

@@ -14,7 +14,8 @@ frame header and the data as two parts, straight into the datagram, where datagr
 large enough for the builder to attach data, ``ATTACH_MIN_BYTES``), and the
 builder's own bookkeeping of an ended packet (``LeanPacketBuilder._finish_datagram``,
 which also hands datagrams out early). The sender's pending range is subtracted once for
-the whole run.
+the whole run, up to the end of the last packet finished (also when a later one fails, so
+the sender's pending data, highest offset and flow-control count stay consistent).
 
 Invariants: every packet of a run is byte for byte what the steady loop builds in its place
 (the same packet number, header, frame, offsets and delivery handler; tests/unit/
@@ -74,18 +75,20 @@ def write_run(quic: Any, builder: LeanPacketBuilder, crypto: Any) -> None:
         return  # the last packet shares its datagram: the steady loop goes on with it
     sender = stream.sender
     pending = sender._pending
-    start = first = pending[0].start
+    first = pending[0].start
+    built = [first]  # the offset the finished packets reach, even if a later one fails
     try:
-        start = _full_packets(quic, builder, crypto, stream, start, pending[0].stop)
+        _full_packets(quic, builder, crypto, stream, built, pending[0].stop)
     finally:
-        if start > first:
-            pending.subtract(first, start)
+        if built[0] > first:
+            pending.subtract(first, built[0])
 
 
 def _full_packets(quic: Any, builder: LeanPacketBuilder, crypto: Any, stream: Any,
-                  start: int, limit: int) -> int:
-    """Full packets of ``stream``'s data from ``start``, none reaching ``limit``; the offset
-    the last one ends at."""
+                  built: list[int], limit: int) -> None:
+    """Full packets of ``stream``'s data from offset ``built[0]``, none reaching ``limit``;
+    ``built[0]`` follows the end of each finished packet."""
+    start = built[0]
     sender = stream.sender
     send, buffer, base = crypto.send, sender._buffer, sender._buffer_start
     on_delivery = sender.on_data_delivery
@@ -105,7 +108,7 @@ def _full_packets(quic: Any, builder: LeanPacketBuilder, crypto: Any, stream: An
         max_offset = min(sender.highest_offset + quic._remote_max_data
                          - quic._remote_max_data_used, stream.max_stream_data_remote)
         if room < RUN_MIN_ROOM or stop >= limit or stop > max_offset:
-            return start
+            return
         frame_type = STREAM_WITH_LENGTH | STREAM_FRAME_OFFSET_BIT if start else STREAM_WITH_LENGTH
         frame_header = (bytes((frame_type,)) + stream_id + offset
                         + (room | LENGTH_PREFIX).to_bytes(LENGTH_BYTES, "big"))
@@ -122,4 +125,4 @@ def _full_packets(quic: Any, builder: LeanPacketBuilder, crypto: Any, stream: An
         if stop > sender.highest_offset:
             quic._remote_max_data_used += stop - sender.highest_offset
             sender.highest_offset = stop
-        start = stop
+        start = built[0] = stop

@@ -42,6 +42,22 @@ def _mangled(round_: int, datagrams: list[bytes]) -> list[bytes]:
     return out
 
 
+def _receive(sq, datagrams: list[bytes], group: int, now: float) -> None:
+    """Hand ``datagrams`` to the server ``group`` at a time (1: one by one, as aioquic
+    receives them)."""
+    for at in range(0, len(datagrams), group):
+        if group == 1:
+            sq.receive_datagram(datagrams[at], CLIENT_ADDR, now)
+        else:
+            sq.receive_datagrams(datagrams[at:at + group], CLIENT_ADDR, now)
+
+
+def _delivered(sq) -> int:
+    """The stream bytes the server's pending events deliver."""
+    return sum(len(e.data) for e in iter(sq.next_event, None)
+               if isinstance(e, StreamDataReceived))
+
+
 def _exchange(tmp_path: Path, group: int, payloads: list[bytes], together: bool,
               mangle: Mangle = _as_sent) -> tuple:
     """``payloads`` sent client to server (one stream each, all at once when ``together``),
@@ -58,11 +74,7 @@ def _exchange(tmp_path: Path, group: int, payloads: list[bytes], together: bool,
             sent.append(cq.get_next_available_stream_id())
             cq.send_stream_data(sent[-1], payloads[len(sent) - 1], end_stream=True)
         datagrams = mangle(round_, [bytes(d) for d, _ in cq.datagrams_to_send(now)])
-        for at in range(0, len(datagrams), group):
-            if group == 1:
-                sq.receive_datagram(datagrams[at], CLIENT_ADDR, now)
-            else:
-                sq.receive_datagrams(datagrams[at:at + group], CLIENT_ADDR, now)
+        _receive(sq, datagrams, group, now)
         while (event := sq.next_event()) is not None:
             if isinstance(event, StreamDataReceived):
                 events += 1
@@ -122,11 +134,7 @@ def test_a_run_alone_re_arms_the_idle_timer_and_schedules_the_ack(tmp_path: Path
         datagrams = [bytes(d) for d, _ in cq.datagrams_to_send(1.0)]
         sq.receive_datagram(datagrams[0], CLIENT_ADDR, 1.0)
         sq.datagrams_to_send(1.0)  # the ACK it asked for leaves
-        if group == 1:
-            for data in datagrams[1:]:
-                sq.receive_datagram(data, CLIENT_ADDR, 2.0)
-        else:
-            sq.receive_datagrams(datagrams[1:], CLIENT_ADDR, 2.0)
+        _receive(sq, datagrams[1:], group, 2.0)
         states.append((receive_state(sq), sq._local_max_data.used, _stream_state(sq)))
     assert states[0] == states[1]
     assert states[1][0][6] is not None  # the ACK is due
@@ -147,13 +155,8 @@ def test_data_over_a_flow_control_limit_closes_as_aioquic_closes(tmp_path: Path,
         cq.send_stream_data(0, random.Random(1).randbytes(100_000), end_stream=True)
         cq._streams[0].max_stream_data_remote = 1 << 30
         datagrams = [bytes(d) for d, _ in cq.datagrams_to_send(1.0)]
-        if group == 1:
-            for data in datagrams:
-                sq.receive_datagram(data, CLIENT_ADDR, 1.0)
-        else:
-            sq.receive_datagrams(datagrams, CLIENT_ADDR, 1.0)
-        delivered = sum(len(e.data) for e in iter(sq.next_event, None)
-                        if isinstance(e, StreamDataReceived))
+        _receive(sq, datagrams, group, 1.0)
+        delivered = _delivered(sq)
         ends.append((sq._close_event.error_code, sq._close_event.reason_phrase, delivered,
                      sq._local_max_data.used))
     assert ends[0] == ends[1]
@@ -213,3 +216,20 @@ def test_any_reordering_loss_or_damage_leaves_the_same_state(tmp_path_factory, e
     assert receive_state(run_server) == receive_state(one_server)
     assert run_server._local_max_data.used == one_server._local_max_data.used
     assert _stream_state(run_server) == _stream_state(one_server)
+
+
+def test_datagrams_after_a_close_is_asked_for_are_not_recorded(tmp_path: Path) -> None:
+    """Once a close is pending aioquic still delivers a packet's frames but neither records
+    it nor re-arms the idle timer; a run does not open then."""
+    states = []
+    for group in (1, 64):
+        cq, sq, _, _ = connected_pair(tmp_path, SMALL, SMALL)
+        cq._loss._cc.congestion_window = 4 * 1024 * 1024
+        cq.send_stream_data(0, random.Random(3).randbytes(20_000))
+        datagrams = [bytes(d) for d, _ in cq.datagrams_to_send(1.0)]
+        sq.close()
+        _receive(sq, datagrams, group, 2.0)
+        delivered = _delivered(sq)
+        states.append((receive_state(sq), delivered))
+    assert states[0] == states[1]
+    assert states[0][1] == 20_000

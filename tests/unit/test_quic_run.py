@@ -50,10 +50,10 @@ def run_packets(monkeypatch) -> list[int]:
     runs: list[int] = []
     real = quic_run._full_packets
 
-    def counting(quic, builder, crypto, stream, start, limit):
-        end = real(quic, builder, crypto, stream, start, limit)
-        runs.append(end - start)
-        return end
+    def counting(quic, builder, crypto, stream, built, limit):
+        start = built[0]
+        real(quic, builder, crypto, stream, built, limit)
+        runs.append(built[0] - start)
     monkeypatch.setattr(quic_run, "_full_packets", counting)
     return runs
 
@@ -95,3 +95,28 @@ def test_a_pending_ack_or_a_second_stream_leaves_the_packet_to_the_steady_loop(
         cq.send_stream_data(stream_id, payloads[stream_id], end_stream=True)
     cq.datagrams_to_send(1.0)
     assert sum(run_packets) == 0
+
+
+def test_a_packet_failing_mid_run_leaves_the_sender_consistent(tmp_path: Path,
+                                                               monkeypatch) -> None:
+    """The packets finished before the failure count as sent (pending data, highest offset
+    and flow-control count agree); the failed packet's data stays pending."""
+    small = QuicSettings(initial_mtu=1200)
+    cq, sq, _, _ = connected_pair(tmp_path, small, small)
+    cq._loss._cc.congestion_window = WIDE
+    real, calls = LeanCryptoContext.encrypt_packet, []
+
+    def failing(self, plain_header, plain_payload, packet_number):
+        calls.append(packet_number)
+        if len(calls) == 10:
+            raise MemoryError("planted")
+        return real(self, plain_header, plain_payload, packet_number)
+    monkeypatch.setattr(LeanCryptoContext, "encrypt_packet", failing)
+    sent_before = cq._remote_max_data_used
+    cq.send_stream_data(0, random.randbytes(50_000))
+    with pytest.raises(MemoryError):
+        cq.datagrams_to_send(1.0)
+    sender = cq._streams[0].sender
+    assert 0 < sender.highest_offset < 50_000
+    assert sender._pending[0].start == sender.highest_offset
+    assert cq._remote_max_data_used - sent_before == sender.highest_offset
