@@ -34,8 +34,8 @@ from aioquic.quic.crypto import CryptoError, KeyUnavailableError
 from aioquic.quic.events import StreamDataReceived
 
 from lurcher.core.quic_receive import (STREAM_TYPE_FIRST, STREAM_TYPE_LAST, _active_path,
-                                       _one_rtt, handle_payload, packet_received, record,
-                                       steady_keys)
+                                       _one_rtt, handle_payload, is_short_header, packet_received,
+                                       record, steady_keys)
 from lurcher.core.quic_run import (STREAM_FRAME_FIN_BIT, STREAM_FRAME_LENGTH_BIT,
                                    STREAM_FRAME_OFFSET_BIT)
 
@@ -75,7 +75,9 @@ def _lone_stream_frame(payload: Any) -> tuple[int, int, int, int] | None:
     """Stream ID, offset, data position and length of the STREAM frame without FIN that
     ``payload`` holds alone, with data; None for any other payload (a truncated one too)."""
     frame_type = payload[0] if payload else -1
-    if (not STREAM_TYPE_FIRST <= frame_type <= STREAM_TYPE_LAST) or frame_type & STREAM_FRAME_FIN_BIT:
+    if not STREAM_TYPE_FIRST <= frame_type <= STREAM_TYPE_LAST:
+        return None
+    if frame_type & STREAM_FRAME_FIN_BIT:
         return None
     try:
         stream_id, at = _uint_var(payload, 1)
@@ -118,7 +120,7 @@ class SteadyRun:
         """Receive ``data`` in the run; False (nothing changed) when it is not a 1-RTT
         packet to the run's connection ID that decrypts."""
         cid = self.host_cid
-        if not data or data[0] & 0xC0 != 0x40 or data[1:1 + len(cid)] != cid:
+        if not is_short_header(data) or data[1:1 + len(cid)] != cid:
             return False
         space = self.space
         try:
