@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aioquic.quic.connection import stream_is_unidirectional
 from aioquic.quic.crypto import CryptoError, KeyUnavailableError
 from aioquic.quic.events import StreamDataReceived
 
@@ -38,8 +39,6 @@ from lurcher.core.quic_receive import (STREAM_TYPE_FIRST, STREAM_TYPE_LAST, _act
                                        record, steady_keys)
 from lurcher.core.quic_run import (STREAM_FRAME_FIN_BIT, STREAM_FRAME_LENGTH_BIT,
                                    STREAM_FRAME_OFFSET_BIT)
-
-UNIDIRECTIONAL_BIT = 0x02
 
 
 def receive_datagrams(quic: Any, datagrams: list[Any], addr: Any, now: float) -> None:
@@ -86,7 +85,7 @@ def _lone_stream_frame(payload: Any) -> tuple[int, int, int, int] | None:
                       else (len(payload) - at, at))
     except IndexError:
         return None
-    if at + length != len(payload) or stream_id & UNIDIRECTIONAL_BIT or not length:
+    if at + length != len(payload) or stream_is_unidirectional(stream_id) or not length:
         return None
     return stream_id, offset, at, length
 

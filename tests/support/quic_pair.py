@@ -17,6 +17,7 @@ from lurcher.runtime.config import load_config
 from lurcher.transports.tls import ensure_certificate
 
 CLIENT_ADDR, SERVER_ADDR = ("127.0.0.1", 1), ("127.0.0.1", 2)
+WIDE_WINDOW = 4 * 1024 * 1024  # a congestion window that never holds a test's data back
 
 
 class FakeLoop:

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from lurcher.core.quic import QuicSettings
 from lurcher.core.quic_receive_run import _lone_stream_frame
-from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair, receive_state
+from tests.support.quic_pair import (CLIENT_ADDR, SERVER_ADDR, WIDE_WINDOW, connected_pair,
+                                     receive_state)
 
 SMALL = QuicSettings(initial_mtu=1200)
 Mangle = Callable[[int, list[bytes]], list[bytes]]
@@ -64,7 +65,7 @@ def _exchange(tmp_path: Path, group: int, payloads: list[bytes], together: bool,
     the client's datagrams of each round handed to the server ``group`` at a time (1: one by
     one, as aioquic receives them); the data by stream, the data events and the server."""
     cq, sq, _, _ = connected_pair(tmp_path, SMALL, SMALL)
-    cq._loss._cc.congestion_window = 4 * 1024 * 1024
+    cq._loss._cc.congestion_window = WIDE_WINDOW
     got: dict[int, bytearray] = {}
     events, now = 0, 1.0
     sent: list[int] = []  # the streams sent so far
@@ -93,6 +94,18 @@ def _stream_state(sq) -> list[tuple]:
             for sid, s in sorted(sq._streams.items())]
 
 
+def _assert_run_is_one_by_one(tmp_path: Path, group: int, payloads: list[bytes],
+                              together: bool, mangle: Mangle) -> None:
+    """The exchange received in groups and one datagram at a time: every payload arrives on
+    its stream, and the receive state, flow-control count and streams end up the same."""
+    run_data, _, run_server = _exchange(tmp_path, group, payloads, together, mangle)
+    one_data, _, one_server = _exchange(tmp_path, 1, payloads, together, mangle)
+    assert run_data == one_data == dict(zip(range(0, 4 * len(payloads), 4), payloads))
+    assert receive_state(run_server) == receive_state(one_server)
+    assert run_server._local_max_data.used == one_server._local_max_data.used
+    assert _stream_state(run_server) == _stream_state(one_server)
+
+
 SCENARIOS = {
     "one after another": ([100_000, 1, 30_000], False, _as_sent),
     "interleaved streams": ([60_000, 60_000, 5_000], True, _as_sent),
@@ -106,12 +119,7 @@ def test_a_run_leaves_what_one_datagram_at_a_time_leaves(tmp_path: Path, name: s
                                                           group: int) -> None:
     sizes, together, mangle = SCENARIOS[name]
     payloads = [random.Random(n).randbytes(n) for n in sizes]
-    run_data, _, run_server = _exchange(tmp_path, group, payloads, together, mangle)
-    one_data, _, one_server = _exchange(tmp_path, 1, payloads, together, mangle)
-    assert run_data == one_data == dict(zip(range(0, 4 * len(payloads), 4), payloads))
-    assert receive_state(run_server) == receive_state(one_server)
-    assert run_server._local_max_data.used == one_server._local_max_data.used
-    assert _stream_state(run_server) == _stream_state(one_server)
+    _assert_run_is_one_by_one(tmp_path, group, payloads, together, mangle)
 
 
 def test_in_order_data_is_handed_up_in_far_fewer_events(tmp_path: Path) -> None:
@@ -129,7 +137,7 @@ def test_a_run_alone_re_arms_the_idle_timer_and_schedules_the_ack(tmp_path: Path
     states = []
     for group in (1, 64):
         cq, sq, _, _ = connected_pair(tmp_path, SMALL, SMALL)
-        cq._loss._cc.congestion_window = 4 * 1024 * 1024
+        cq._loss._cc.congestion_window = WIDE_WINDOW
         cq.send_stream_data(0, random.Random(2).randbytes(60_000))  # no FIN
         datagrams = [bytes(d) for d, _ in cq.datagrams_to_send(1.0)]
         sq.receive_datagram(datagrams[0], CLIENT_ADDR, 1.0)
@@ -150,7 +158,7 @@ def test_data_over_a_flow_control_limit_closes_as_aioquic_closes(tmp_path: Path,
         if limit == "stream":
             sq._remote_max_data = sq._local_max_data.value = 1 << 30
             sq._local_max_stream_data_bidi_remote = 30_000
-        cq._loss._cc.congestion_window = 4 * 1024 * 1024
+        cq._loss._cc.congestion_window = WIDE_WINDOW
         cq._remote_max_data = 1 << 30  # the client ignores the server's limits
         cq.send_stream_data(0, random.Random(1).randbytes(100_000), end_stream=True)
         cq._streams[0].max_stream_data_remote = 1 << 30
@@ -209,13 +217,7 @@ def test_any_reordering_loss_or_damage_leaves_the_same_state(tmp_path_factory, e
                                                              group: int) -> None:
     tmp_path = tmp_path_factory.mktemp("pair")
     payloads = [random.Random(7).randbytes(40_000), random.Random(8).randbytes(9_000)]
-    mangle = _mangle_by(edits)
-    run_data, _, run_server = _exchange(tmp_path, group, payloads, True, mangle)
-    one_data, _, one_server = _exchange(tmp_path, 1, payloads, True, mangle)
-    assert run_data == one_data == dict(zip(range(0, 4 * len(payloads), 4), payloads))
-    assert receive_state(run_server) == receive_state(one_server)
-    assert run_server._local_max_data.used == one_server._local_max_data.used
-    assert _stream_state(run_server) == _stream_state(one_server)
+    _assert_run_is_one_by_one(tmp_path, group, payloads, True, _mangle_by(edits))
 
 
 def test_datagrams_after_a_close_is_asked_for_are_not_recorded(tmp_path: Path) -> None:
@@ -224,7 +226,7 @@ def test_datagrams_after_a_close_is_asked_for_are_not_recorded(tmp_path: Path) -
     states = []
     for group in (1, 64):
         cq, sq, _, _ = connected_pair(tmp_path, SMALL, SMALL)
-        cq._loss._cc.congestion_window = 4 * 1024 * 1024
+        cq._loss._cc.congestion_window = WIDE_WINDOW
         cq.send_stream_data(0, random.Random(3).randbytes(20_000))
         datagrams = [bytes(d) for d, _ in cq.datagrams_to_send(1.0)]
         sq.close()

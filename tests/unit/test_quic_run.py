@@ -15,18 +15,17 @@ from aioquic import tls
 from lurcher.core import quic_run
 from lurcher.core.quic import QuicSettings
 from lurcher.core.quic_crypto import LeanCryptoContext
-from tests.support.quic_pair import connected_pair, transfer
+from tests.support.quic_pair import WIDE_WINDOW, connected_pair, transfer
 
-WIDE = 4 * 1024 * 1024
 
 CASES = {
-    "1200-byte datagrams": (QuicSettings(initial_mtu=1200), None, WIDE, 300_000, set()),
-    "64 KB datagrams": (QuicSettings(initial_mtu=64_000), None, WIDE, 1_000_000, set()),
+    "1200-byte datagrams": (QuicSettings(initial_mtu=1200), None, WIDE_WINDOW, 300_000, set()),
+    "64 KB datagrams": (QuicSettings(initial_mtu=64_000), None, WIDE_WINDOW, 1_000_000, set()),
     "congestion window": (QuicSettings(initial_mtu=1200), None, None, 200_000, set()),
     "flow-control window": (QuicSettings(initial_mtu=1200),
                             QuicSettings(initial_mtu=1200, receive_window=50_000),
-                            WIDE, 200_000, set()),
-    "lost datagrams": (QuicSettings(initial_mtu=1200), None, WIDE, 300_000, {3, 10, 11, 40}),
+                            WIDE_WINDOW, 200_000, set()),
+    "lost datagrams": (QuicSettings(initial_mtu=1200), None, WIDE_WINDOW, 300_000, {3, 10, 11, 40}),
 }
 
 
@@ -87,7 +86,7 @@ def test_a_pending_ack_or_a_second_stream_leaves_the_packet_to_the_steady_loop(
     """Two streams take turns packet by packet, as aioquic serves them: no run."""
     small = QuicSettings(initial_mtu=1200)
     cq, sq, _, _ = connected_pair(tmp_path, small, small)
-    cq._loss._cc.congestion_window = WIDE
+    cq._loss._cc.congestion_window = WIDE_WINDOW
     payloads = {}
     for _ in range(2):
         stream_id = cq.get_next_available_stream_id()
@@ -103,7 +102,7 @@ def test_a_packet_failing_mid_run_leaves_the_sender_consistent(tmp_path: Path,
     and flow-control count agree); the failed packet's data stays pending."""
     small = QuicSettings(initial_mtu=1200)
     cq, sq, _, _ = connected_pair(tmp_path, small, small)
-    cq._loss._cc.congestion_window = WIDE
+    cq._loss._cc.congestion_window = WIDE_WINDOW
     real, calls = LeanCryptoContext.encrypt_packet, []
 
     def failing(self, plain_header, plain_payload, packet_number):
