@@ -52,6 +52,7 @@ ATTACH_MIN_BYTES = 4096  # below this, copying costs less than a separate encryp
 ONE_RTT, ONE_RTT_EPOCH = QuicPacketType.ONE_RTT, Epoch.ONE_RTT
 SHORT_HEADER_BYTES = 1 + PACKET_NUMBER_SEND_SIZE  # first byte, packet number; + peer's CID
 MIN_PAYLOAD_BYTES = PACKET_NUMBER_MAX_SIZE - PACKET_NUMBER_SEND_SIZE  # header sample room
+# a STREAM frame's type as a one-byte varint: 0x08 to 0x0f (the low bits: OFF, LEN, FIN)
 STREAM_FRAME_FIRST, STREAM_FRAME_LAST = QuicFrameType.STREAM_BASE, QuicFrameType.STREAM_BASE | 7
 
 

@@ -44,12 +44,12 @@ from aioquic.quic.packet import (PACKET_FIXED_BIT, PACKET_LONG_HEADER, PACKET_SP
 from aioquic.quic.rangeset import RangeSet
 from aioquic.quic.stream import StreamFinishedError
 
+from lurcher.core.quic_builder import STREAM_FRAME_FIRST, STREAM_FRAME_LAST
+
 ONE_RTT_RESERVED_BITS = 0x18
 ONE_RTT, ZERO_RTT = tls.Epoch.ONE_RTT, tls.Epoch.ZERO_RTT
 CONNECTED = QuicConnectionState.CONNECTED
 STREAM_HEADER_MAX_BYTES = 24  # a STREAM frame's stream ID, offset and length: 8 bytes each at most
-# a STREAM frame's type as a one-byte varint: 0x08 to 0x0f (the low bits: OFF, LEN, FIN)
-STREAM_TYPE_FIRST, STREAM_TYPE_LAST = QuicFrameType.STREAM_BASE, QuicFrameType.STREAM_BASE | 7
 
 
 def _one_rtt(quic: Any) -> tuple:
@@ -156,7 +156,7 @@ def _frames_received(quic: Any, context: Any, payload: bytes) -> tuple[bool, boo
     handler (with the loop's error mapping); the frames after it, if any, to
     ``_payload_received``. A STREAM frame makes the packet ACK-eliciting and not probing."""
     frame_type = payload[0] if payload else -1
-    if not STREAM_TYPE_FIRST <= frame_type <= STREAM_TYPE_LAST:
+    if not STREAM_FRAME_FIRST <= frame_type <= STREAM_FRAME_LAST:
         return quic._payload_received(context, payload)
     buf = PayloadCursor(payload, 1)
     try:

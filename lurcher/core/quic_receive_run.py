@@ -34,9 +34,9 @@ from aioquic.quic.connection import stream_is_unidirectional
 from aioquic.quic.crypto import CryptoError, KeyUnavailableError
 from aioquic.quic.events import StreamDataReceived
 
-from lurcher.core.quic_receive import (STREAM_TYPE_FIRST, STREAM_TYPE_LAST, _active_path,
-                                       _one_rtt, handle_payload, is_short_header, packet_received,
-                                       record, steady_keys)
+from lurcher.core.quic_builder import STREAM_FRAME_FIRST, STREAM_FRAME_LAST
+from lurcher.core.quic_receive import (_active_path, _one_rtt, handle_payload, is_short_header,
+                                       packet_received, record, steady_keys)
 from lurcher.core.quic_run import (STREAM_FRAME_FIN_BIT, STREAM_FRAME_LENGTH_BIT,
                                    STREAM_FRAME_OFFSET_BIT)
 
@@ -74,7 +74,7 @@ def _lone_stream_frame(payload: Any) -> tuple[int, int, int, int] | None:
     """Stream ID, offset, data position and length of the STREAM frame without FIN that
     ``payload`` holds alone, with data; None for any other payload (a truncated one too)."""
     frame_type = payload[0] if payload else -1
-    if not STREAM_TYPE_FIRST <= frame_type <= STREAM_TYPE_LAST:
+    if not STREAM_FRAME_FIRST <= frame_type <= STREAM_FRAME_LAST:
         return None
     if frame_type & STREAM_FRAME_FIN_BIT:
         return None

@@ -3,7 +3,10 @@ kept in memory (``system.segment.direct_io``).
 
 ``DirectIo`` wraps another ``IoBackend`` (posix or io_uring) and changes one thing: the
 writes to segment files (``.log``/``.index``, named by their 20-digit start offset) go
-through a second descriptor opened with O_DIRECT, past the page cache. Everything else
+through a second descriptor opened with O_DIRECT, past the page cache. A batch's submission
+with ``enforce_fsync`` starts no writeback of such files (``IoBackend.submit_pair``'s
+``writeback``): a direct write leaves no dirty page to start, and on io_uring each such step
+is one more trip through a kernel worker before the batch's completion. Everything else
 (reads, sendfile of polls, fsync, truncate, other files) uses the ordinary descriptor the
 caller holds, so ``IoBackend`` keeps its shape and polls still ``sendfile`` (which a
 descriptor opened O_DIRECT cannot do). Reads after a direct write are coherent: the kernel
@@ -298,8 +301,8 @@ class DirectIo:
             self._release(*laid[1])
             done(error)
 
-        try:
-            self.inner.submit_pair(*laid[0], finished, reserve, writeback)
+        try:  # no writeback to start: a direct write leaves no dirty page behind
+            self.inner.submit_pair(*laid[0], finished, reserve, False)
         except OSError:
             self._release(*laid[1])
             raise

@@ -9,7 +9,7 @@ import errno
 import os
 
 import pytest
-from log_helpers import ManualClock, batch, messages
+from log_helpers import ManualClock, RecordingIo, batch, messages
 
 from lurcher.core.log.config import LogConfig
 from lurcher.core.log.direct import BLOCK, AlignedPool, DirectIo, is_segment_file, lay_out
@@ -233,3 +233,20 @@ def test_a_file_opened_twice_shares_its_tail_and_end(tmp_path):
     io.close(second)
     with open(path, "rb") as f:
         assert f.read() == b"a" * 100 + b"b" * 50
+
+
+async def test_with_enforce_fsync_direct_files_start_no_writeback(tmp_path):
+    """A direct write leaves no dirty page: the submission asks for no writeback (a page
+    cache file gets two, one per file: ``test_async_append``); the group commit's fsync
+    still covers the batch, which reads back after a reopen."""
+    io = DirectIo(RecordingIo())
+    path = str(tmp_path / "p")
+    part = open_part(path, io, enforce_fsync=True, group_commit=True)
+    await part.append_async(batch(3, size=700))
+    assert io.enabled, "O_DIRECT is refused under the test's temporary directory"
+    assert io.calls.get("start_writeback", 0) == 0
+    data = part.read_first(10).to_bytes()
+    part.close()
+    reopened = open_part(path, PosixIo())
+    assert reopened.read_first(10).to_bytes() == data and reopened.next_offset == 3
+    reopened.close()
