@@ -6,8 +6,8 @@ copies a STREAM frame's data into its packet buffer, copies the packet out again
 it, slices the payload (a copy), joins the header to the ciphertext (a copy), writes that
 back into the buffer (a copy) and copies the datagram out of the buffer (a copy): six copies
 of every byte sent, besides the encryption. Here a large STREAM frame's data is *attached*
-(``attach``): the buffer only keeps its place, and when the packet ends AES-GCM reads the
-frame's data from the stream's send buffer and writes the datagram
+(``attach``): the buffer only keeps its place, and when the packet ends the frame's header
+and data (from the stream's send buffer) are gathered once and AES-GCM writes the datagram
 (``LeanCryptoContext.encrypt_parts``). The bytes on the wire are the same.
 
 A packet takes the lean path only when it is a 1-RTT packet alone in its datagram (the

@@ -10,9 +10,13 @@ once, and decrypts from a memoryview of the packet. Every byte on the wire is th
 
 ``encrypt_parts`` protects a packet whose payload is in several buffers (a STREAM frame's
 header in aioquic's packet buffer, its data still in the stream's send buffer,
-``lurcher.core.quic_builder``) without joining them: AES-GCM runs over the parts straight into
-the datagram. It serves the AES-GCM suites (keys derived again from the context's secret,
-again after a key update); for ChaCha20 it answers None and the caller joins the parts.
+``lurcher.core.quic_builder``): the parts are copied into one scratch buffer the context
+reuses, and AES-GCM runs over it once, straight into the datagram (cryptography's
+``encrypt_into``). Measured per 8 KB packet: 5.1 us, against 10.9 us for a ``Cipher``
+encryptor fed the parts without the copy (about 6 us of it is setting up the encryptor) and
+3.7 us for a one-shot ``encrypt`` that then needs the header joined in front (a copy of the
+packet). It serves the AES-GCM suites; for ChaCha20 it answers None and the caller joins
+the parts.
 
 Invariants: aioquic is pinned (``lurcher.core.quic_frames.AIOQUIC_VERSION``); only the 1-RTT
 contexts of a connection are switched (``lean_packet_protection``, called once the handshake
@@ -27,9 +31,8 @@ from typing import Any
 from aioquic import tls
 from aioquic._crypto import CryptoError
 from aioquic.quic.crypto import (CryptoContext, KeyUnavailableError, decode_packet_number,
-                                 derive_key_iv_hp, next_key_phase)
+                                 next_key_phase)
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from aioquic.quic.packet import is_long_header
 
 PACKET_NUMBER_LENGTH_MAX = 4
@@ -127,43 +130,38 @@ class LeanCryptoContext(CryptoContext):
         """The protected packet of ``plain_header`` and the payload ``parts`` (bytes-like,
         in order), the same bytes as ``encrypt_packet`` of the joined payload; None when the
         suite is not AES-GCM."""
-        key_iv = self._aes_gcm_key_iv()
-        if key_iv is None:
+        if not self.can_encrypt_parts():
             return None
-        aes, iv = key_iv
-        nonce = (iv ^ packet_number).to_bytes(NONCE_BYTES, "big")
-        encryptor = Cipher(aes, modes.GCM(nonce)).encryptor()
-        encryptor.authenticate_additional_data(plain_header)
+        aead = self.aead
         header_bytes = len(plain_header)
-        packet = bytearray(header_bytes + sum(len(part) for part in parts) + TAG_BYTES)
+        plain = self._gathered(parts)
+        packet = bytearray(header_bytes + len(plain) + TAG_BYTES)
         packet[:header_bytes] = plain_header
         view = memoryview(packet)
-        at = header_bytes
-        for part in parts:  # each write leaves at least the tag's 16 bytes after it
-            at += encryptor.update_into(part, view[at:])
-        encryptor.finalize()
-        view[at:] = encryptor.tag
+        aead._aead.encrypt_into((aead._iv ^ packet_number).to_bytes(NONCE_BYTES, "big"), plain,
+                                plain_header, view[header_bytes:])
         view.release()
+        plain.release()
         mask_header_in_place(self.hp, packet, header_bytes)
         return packet
 
     def can_encrypt_parts(self) -> bool:
         """Whether ``encrypt_parts`` serves the current keys (AES-GCM)."""
-        return self._aes_gcm_key_iv() is not None
+        return self.cipher_suite in AES_GCM_SUITES
 
-    def _aes_gcm_key_iv(self) -> tuple[Any, int] | None:
-        """The AES cipher and the IV of the current keys (derived once per key phase)."""
-        cached = getattr(self, "_key_iv_of", None)
-        if cached is not None and cached[0] is self.aead:
-            return cached[1]
-        if self.cipher_suite not in AES_GCM_SUITES:
-            key_iv = None
-        else:
-            key, iv, _ = derive_key_iv_hp(cipher_suite=self.cipher_suite, secret=self.secret,
-                                          version=self.version)
-            key_iv = (algorithms.AES(key), int.from_bytes(iv, "big"))
-        self._key_iv_of = (self.aead, key_iv)
-        return key_iv
+    def _gathered(self, parts: list[Any]) -> memoryview:
+        """``parts`` copied back to back into this context's scratch buffer (grown when too
+        small, never shrunk: at most one datagram); a view of them, to release after use."""
+        size = sum(len(part) for part in parts)
+        scratch = getattr(self, "_scratch", None)
+        if scratch is None or len(scratch) < size:
+            scratch = self._scratch = bytearray(size)
+        view = memoryview(scratch)[:size]
+        at = 0
+        for part in parts:
+            view[at:at + len(part)] = part
+            at += len(part)
+        return view
 
 
 def lean_packet_protection(quic: Any) -> None:

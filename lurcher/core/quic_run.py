@@ -9,8 +9,8 @@ calls (start the packet, scan the queue, size and start the frame, take a frame 
 sender and subtract it from the sender's pending ranges, push the header fields, end the
 packet) on top of its encryption; at 1,200-byte datagrams that is most of a packet's cost.
 ``write_run`` builds the same packets directly: the short header and the frame header from
-bytes prepared once per run, the data a view of the send buffer, one encryption (over the
-frame header and the data as two parts, straight into the datagram, where datagrams are
+bytes prepared once per run, the data a view of the send buffer, one encryption (of the
+frame header and the data as two parts, ``encrypt_parts``, into the datagram, where datagrams are
 large enough for the builder to attach data, ``ATTACH_MIN_BYTES``), and the
 builder's own bookkeeping of an ended packet (``LeanPacketBuilder._finish_datagram``,
 which also hands datagrams out early). The sender's pending range is subtracted once for

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from aioquic import tls
-from aioquic.quic.crypto import CryptoContext, CryptoError
+from aioquic.quic.crypto import CryptoContext, CryptoError, apply_key_phase, next_key_phase
 
 from lurcher.core.quic import QuicSettings
 from lurcher.core.quic_crypto import LeanCryptoContext
@@ -70,3 +70,16 @@ def test_a_payload_in_parts_gives_the_bytes_of_the_joined_payload(suite: tls.Cip
     joined = b"".join(bytes(part) for part in parts)
     assert bytes(packet) == theirs.encrypt_packet(SHORT_HEADER, joined, 0x1234)
     assert ours.can_encrypt_parts()
+
+
+def test_a_payload_in_parts_after_a_key_update_uses_the_new_keys() -> None:
+    """After a key update (aioquic's ``apply_key_phase`` replaces the context's AEAD) the
+    parts are protected with the new keys, as aioquic protects the joined payload."""
+    theirs, ours = _contexts(tls.CipherSuite.AES_128_GCM_SHA256)
+    parts = [os.urandom(7), memoryview(os.urandom(9_000))[3:8_003]]
+    before = bytes(ours.encrypt_parts(SHORT_HEADER, parts, 7))
+    for context in (theirs, ours):
+        apply_key_phase(context, next_key_phase(context), trigger="local_update")
+    joined = b"".join(bytes(part) for part in parts)
+    after = bytes(ours.encrypt_parts(SHORT_HEADER, parts, 7))
+    assert after == theirs.encrypt_packet(SHORT_HEADER, joined, 7) and after != before
