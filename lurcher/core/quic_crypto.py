@@ -10,8 +10,8 @@ once, and decrypts from a memoryview of the packet. Every byte on the wire is th
 
 ``encrypt_parts`` protects a packet whose payload is in several buffers (a STREAM frame's
 header in aioquic's packet buffer, its data still in the stream's send buffer,
-``lurcher.core.quic_builder``): the parts are copied into one scratch buffer the context
-reuses, and AES-GCM runs over it once, straight into the datagram (cryptography's
+``lurcher.core.quic_builder``): the parts are copied into one scratch buffer per thread
+(reused), and AES-GCM runs over it once, straight into the datagram (cryptography's
 ``encrypt_into``). Measured per 8 KB packet: 5.1 us, against 10.9 us for a ``Cipher``
 encryptor fed the parts without the copy (about 6 us of it is setting up the encryptor) and
 3.7 us for a one-shot ``encrypt`` that then needs the header joined in front (a copy of the
@@ -26,6 +26,7 @@ objects (aioquic copies the new keys into them).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from aioquic import tls
@@ -95,6 +96,25 @@ def unmasked_header(hp: Any, packet: bytes, pn_offset: int) -> tuple[bytes, int]
             truncated)
 
 
+_scratch = threading.local()
+
+
+def _gathered(parts: list[Any]) -> memoryview:
+    """``parts`` copied back to back into this thread's scratch buffer (one per thread, not
+    per connection: it is only used within one ``encrypt_parts`` call; grown when too small,
+    so at most the largest datagram); a view of them, to release after use."""
+    size = sum(len(part) for part in parts)
+    scratch = getattr(_scratch, "buffer", None)
+    if scratch is None or len(scratch) < size:
+        scratch = _scratch.buffer = bytearray(size)
+    view = memoryview(scratch)[:size]
+    at = 0
+    for part in parts:
+        view[at:at + len(part)] = part
+        at += len(part)
+    return view
+
+
 class LeanCryptoContext(CryptoContext):
     """aioquic's ``CryptoContext`` without the whole-packet copies (module docstring)."""
 
@@ -134,7 +154,7 @@ class LeanCryptoContext(CryptoContext):
             return None
         aead = self.aead
         header_bytes = len(plain_header)
-        plain = self._gathered(parts)
+        plain = _gathered(parts)
         packet = bytearray(header_bytes + len(plain) + TAG_BYTES)
         packet[:header_bytes] = plain_header
         view = memoryview(packet)
@@ -148,21 +168,6 @@ class LeanCryptoContext(CryptoContext):
     def can_encrypt_parts(self) -> bool:
         """Whether ``encrypt_parts`` serves the current keys (AES-GCM)."""
         return self.cipher_suite in AES_GCM_SUITES
-
-    def _gathered(self, parts: list[Any]) -> memoryview:
-        """``parts`` copied back to back into this context's scratch buffer (grown when too
-        small, never shrunk: at most one datagram); a view of them, to release after use."""
-        size = sum(len(part) for part in parts)
-        scratch = getattr(self, "_scratch", None)
-        if scratch is None or len(scratch) < size:
-            scratch = self._scratch = bytearray(size)
-        view = memoryview(scratch)[:size]
-        at = 0
-        for part in parts:
-            view[at:at + len(part)] = part
-            at += len(part)
-        return view
-
 
 def lean_packet_protection(quic: Any) -> None:
     """Switch the 1-RTT packet protection of aioquic connection ``quic`` to
