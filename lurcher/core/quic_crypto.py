@@ -169,6 +169,7 @@ class LeanCryptoContext(CryptoContext):
         """Whether ``encrypt_parts`` serves the current keys (AES-GCM)."""
         return self.cipher_suite in AES_GCM_SUITES
 
+
 def lean_packet_protection(quic: Any) -> None:
     """Switch the 1-RTT packet protection of aioquic connection ``quic`` to
     ``LeanCryptoContext`` (both directions; a connection without 1-RTT keys is left alone)."""
