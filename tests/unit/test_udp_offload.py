@@ -297,3 +297,19 @@ def test_a_protocol_with_datagrams_received_gets_each_coalesced_read_at_once() -
     received, batches, coalescing = asyncio.run(run())
     assert received == datagrams  # each once, in order
     assert coalescing and max(batches) > 1
+
+
+def test_a_datagram_read_alone_reaches_datagrams_received_as_a_run_of_one() -> None:
+    """A protocol with ``datagrams_received`` gets every read through it, a lone datagram
+    too (``RoutingQuicServer`` routes runs by connection ID; aioquic's per-datagram path
+    parses the whole header)."""
+    async def run() -> tuple[list[bytes], list[int]]:
+        receiver_t, receiver, sender_t = await _endpoints(BatchCollector)
+        sender_t.sendto(b"alone" * 100, receiver_t.get_extra_info("sockname"))
+        await _until_received(receiver, 1)
+        sender_t.close()
+        receiver_t.close()
+        return receiver.datagrams, receiver.batches
+
+    received, batches = asyncio.run(run())
+    assert received == [b"alone" * 100] and batches == [1]
