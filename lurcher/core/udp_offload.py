@@ -13,8 +13,8 @@ to an ``asyncio.DatagramProtocol`` as asyncio's datagram transport (``sendto``, 
   together (``datagrams_received(datagrams, addr)``) where it has that method (a datagram
   read alone too, as a run of one: the QUIC server then finds its connection by the ID's
   bytes, ``RoutingQuicServer``, instead of aioquic's parsed header; at 64,000-byte datagrams
-  every read holds one), else one by one as if read separately. At most ``READS_PER_TURN`` reads per loop turn, so other
-  connections and timers get theirs.
+  every read holds one), else one by one as if read separately. At most ``READS_PER_TURN``
+  reads per loop turn, so other connections and timers get theirs.
 
 Invariants: datagrams go out in the order given. When the socket's send buffer is full,
 the rest waits in a queue (sent when the socket is writable, in order, as asyncio's

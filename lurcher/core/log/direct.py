@@ -3,10 +3,11 @@ kept in memory (``system.segment.direct_io``).
 
 ``DirectIo`` wraps another ``IoBackend`` (posix or io_uring) and changes one thing: the
 writes to segment files (``.log``/``.index``, named by their 20-digit start offset) go
-through a second descriptor opened with O_DIRECT, past the page cache. A batch's submission
-with ``enforce_fsync`` starts no writeback of such files (``IoBackend.submit_pair``'s
-``writeback``): a direct write leaves no dirty page to start, and on io_uring each such step
-is one more trip through a kernel worker before the batch's completion. Everything else
+through a second descriptor opened with O_DIRECT, past the page cache. Nothing starts the
+writeback of such files (neither a batch's submission with ``enforce_fsync``, the
+``writeback`` of ``IoBackend.submit_pair``, nor ``start_writeback`` before a group-commit
+fsync): a direct write leaves no dirty page, and on io_uring each such step is one more trip
+through a kernel worker before the batch's completion. Everything else
 (reads, sendfile of polls, fsync, truncate, other files) uses the ordinary descriptor the
 caller holds, so ``IoBackend`` keeps its shape and polls still ``sendfile`` (which a
 descriptor opened O_DIRECT cannot do). Reads after a direct write are coherent: the kernel
@@ -306,6 +307,12 @@ class DirectIo:
         except OSError:
             self._release(*laid[1])
             raise
+
+    def start_writeback(self, fd: int) -> None:
+        """``inner``'s, except for a direct file: a direct write leaves no dirty page, so a
+        group-commit round has nothing to start there either."""
+        if fd not in self._files:
+            self.inner.start_writeback(fd)
 
     def _release(self, *writes: tuple[int, Any, int, Any]) -> None:
         for _, view, _, buffer in writes:
