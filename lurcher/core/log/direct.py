@@ -21,16 +21,16 @@ shared by every descriptor open on it) keeps, in memory:
 - ``tail``: the bytes from the last block boundary at or before ``end`` up to ``end``
   (shorter than a block, empty when ``end`` is aligned).
 
-A write at ``position`` (``end`` for every append) is laid out by ``lay_out`` into a
-buffer from ``AlignedPool``: the kept tail, the new bytes, zeros up to the next boundary;
-it is written at the tail's boundary, so the block holding the previous end is rewritten
-with the same leading bytes (a torn rewrite leaves those bytes as they were) and the file on
-disk is padded with zeros up to a block boundary. The padding is not data: recovery at start
-stops at it (a zero index entry is not sound, a zero log header has the wrong offset or
-checksum) and truncates the files to the real end, exactly as for a torn tail; ``size``
-answers the logical length meanwhile, and closing a file cuts its padding. ``truncate`` (a failed append cut back, recovery)
-sets ``end`` and reads the new tail back from the file. A batch stays atomic across a crash
-as before: its index entries (the commit record) are written after its log bytes.
+A write at ``position`` (``end`` for every append) is laid out by ``lay_out`` into a buffer
+from ``AlignedPool``: the kept tail, the new bytes, zeros up to the next boundary; it is
+written at the tail's boundary, so the block holding the previous end is rewritten with the
+same leading bytes (a torn rewrite leaves those bytes as they were) and the file on disk is
+padded with zeros up to a block boundary. The padding is not data: recovery at start stops at
+it (a zero index entry is not sound, a zero log header has the wrong offset or checksum) and
+truncates the files to the real end, exactly as for a torn tail; ``size`` answers the logical
+length meanwhile, and closing a file cuts its padding. ``truncate`` (a failed append cut back,
+recovery) sets ``end`` and reads the new tail back from the file. A batch stays atomic across a
+crash as before: its index entries (the commit record) are written after its log bytes.
 
 In-memory state advances when a write is laid out (at submission), so batches in flight
 are laid out one after the other; their direct writes overlap in the shared boundary block
