@@ -20,7 +20,16 @@ acknowledged (its future resolved) only when it and every batch before it are wr
 A failed write fails that batch and every batch submitted after it with the same
 CANNOT_WRITE_TO_FILE error (their positions assumed it); once the last of them completed,
 the partition cuts its files back to the written state (``Partition.settle``) and takes the
-waiting batches again. Nothing acknowledged is touched.
+waiting batches again. Nothing acknowledged is touched. A submission that raises anything
+else (a bug) fails its batch the same way, logged, so the pipeline never keeps a batch that
+no completion will take.
+
+Orphans (``abandon``: the partition was closed or purged with batches in flight) no longer
+change the partition, but they are still answered in submission order, and once one failed
+every later one of the same abandon fails too: its bytes lie past a hole that recovery
+stops at, so acknowledging it would lose it at the next start. Their files are not cut
+back (the partition is gone); recovery at the next start keeps what is whole up to the
+first hole.
 
 Memory: at most ``max_inflight`` batches in flight per partition; each waiting batch is the
 request of a connection that awaits its reply (a connection runs one request at a time), so
@@ -30,11 +39,15 @@ waiting batches are bounded by the connections times the send frame limit.
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
 from collections import deque
 from typing import Any
 
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_INFLIGHT = 8
 
@@ -68,6 +81,7 @@ class AppendPipeline:
         self.waiting: deque[tuple[Any, asyncio.Future]] = deque()
         self.inflight: deque[PendingAppend] = deque()
         self.failure: OSError | None = None
+        self.orphans: list[OrphanChain] = []  # one per ``abandon`` with batches in flight
         self._pumping = False
 
     @property
@@ -113,12 +127,15 @@ class AppendPipeline:
             partition.submit(pending, lambda error: self._completed(partition, pending, error))
         except OSError as exc:  # the backend refused the submission: nothing was written
             self._completed(partition, pending, exc)
+        except Exception as exc:  # a bug below: fail the batch, keep the partition serving
+            log.exception("submitting a batch of %s failed", getattr(partition, "path", "?"))
+            self._completed(partition, pending, OSError(errno.EIO, f"internal error: {exc!r}"))
 
     def _completed(self, partition: Any, pending: PendingAppend, error: OSError | None) -> None:
         """A completion (on the event loop): take every finished batch at the head, in order."""
         pending.error, pending.completed = error, True
         if pending.orphan:
-            _settle(pending.future, _write_failed(error) if error else None)
+            self.orphans = [chain for chain in self.orphans if not chain.settle()]
             return
         while self.inflight and self.inflight[0].completed:
             self._take(partition, self.inflight.popleft())
@@ -137,17 +154,40 @@ class AppendPipeline:
         _settle(head.future, _write_failed(self.failure))
 
     def abandon(self) -> None:
-        """The partition is purged or closed: batches in flight are acknowledged when their
-        write completes but no longer change the partition; waiting ones are refused."""
-        for pending in self.inflight:
-            pending.orphan = True
-            if pending.completed:
-                _settle(pending.future, _write_failed(pending.error) if pending.error else None)
-        self.inflight.clear()
+        """The partition is purged or closed: batches in flight are answered when their
+        write completes, in order (``OrphanChain``), but no longer change the partition;
+        waiting ones are refused."""
+        if self.inflight:
+            for pending in self.inflight:
+                pending.orphan = True
+            chain = OrphanChain(self.inflight, self.failure)
+            if not chain.settle():
+                self.orphans.append(chain)
+        self.inflight = deque()
         self.failure = None
         while self.waiting:
             _settle(self.waiting.popleft()[1], IggyError(
                 ErrorCode.CANNOT_WRITE_TO_FILE, "the partition was closed or purged"))
+
+
+class OrphanChain:
+    """The batches one ``abandon`` left in flight, answered in submission order: each once
+    it and every one before it completed; after a failure (or one already known at the
+    abandon) every later one fails with it."""
+
+    __slots__ = ("pending", "failure")
+
+    def __init__(self, pending: deque[PendingAppend], failure: OSError | None) -> None:
+        self.pending = pending
+        self.failure = failure
+
+    def settle(self) -> bool:
+        """Answer the completed batches at the head; True once none is left."""
+        while self.pending and self.pending[0].completed:
+            head = self.pending.popleft()
+            self.failure = self.failure or head.error
+            _settle(head.future, _write_failed(self.failure) if self.failure else None)
+        return not self.pending
 
 
 def _write_failed(error: OSError) -> IggyError:

@@ -11,13 +11,21 @@ it and the last reference is gone (CPython reference counting). So a descriptor 
 never closed under a reader and never reused for another file while a reader holds it; the
 open descriptors are at most ``capacity`` plus those of replies in flight.
 A caller must keep the handle (not just its ``fd``) in a local while it uses the descriptor.
+
+The last reference may go on another thread (a writer or fsync thread dropping the
+completion of a job that held the handle): the close is then handed to the event loop the
+handle was opened on, because backends keep per-file state that only that loop may change
+(``direct.DirectIo``). Without a running loop at open (tools, start-up) it closes in place.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
+import threading
 from collections import OrderedDict
+from typing import Any
 
 from lurcher.core.log.io import IoBackend, PosixIo
 
@@ -27,25 +35,39 @@ DEFAULT_MAX_OPEN_FILES = 512
 
 
 class FileHandle:
-    """One open descriptor; closed when the last reference goes (or ``close``)."""
+    """One open descriptor; closed when the last reference goes (or ``close``), on the
+    thread of the event loop it was opened on (module docstring)."""
 
-    __slots__ = ("fd", "io", "path")
+    __slots__ = ("fd", "io", "path", "thread", "loop")
 
     def __init__(self, io: IoBackend, fd: int, path: str) -> None:
         self.io = io
         self.fd = fd
         self.path = path
+        self.thread = threading.get_ident()
+        self.loop: Any = asyncio._get_running_loop()
 
     def close(self) -> None:
         if self.fd >= 0:
             fd, self.fd = self.fd, -1
-            self.io.close(fd)
+            _close(self.io, fd, self.path)
 
     def __del__(self) -> None:
-        try:
-            self.close()
-        except OSError as exc:
-            log.warning("closing %s failed: %s", self.path, exc)
+        if self.fd >= 0 and self.loop is not None and threading.get_ident() != self.thread:
+            fd, self.fd = self.fd, -1
+            try:
+                self.loop.call_soon_threadsafe(_close, self.io, fd, self.path)
+                return
+            except RuntimeError:  # the loop is closed: nothing else runs there any more
+                self.fd = fd
+        self.close()
+
+
+def _close(io: IoBackend, fd: int, path: str) -> None:
+    try:
+        io.close(fd)
+    except OSError as exc:
+        log.warning("closing %s failed: %s", path, exc)
 
 
 class DescriptorCache:

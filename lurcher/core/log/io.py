@@ -101,6 +101,9 @@ class WriterThread:
                 loop.call_soon_threadsafe(done, error)
             except RuntimeError:  # the loop is closed: nobody waits any more
                 log.debug("%s: completion for a closed event loop dropped", self._name)
+            # dropped before waiting for the next job: what they hold (a batch's file
+            # handles) is released now, not when an unrelated job comes
+            loop = job = done = None
 
 
 class PosixIo:

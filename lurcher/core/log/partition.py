@@ -22,7 +22,10 @@ one (``fail_storage``). After a failed fsync the page cache is suspect (the kern
 dropped the dirty pages it could not write and report success next time: "fsyncgate"), so the
 partition cuts its log back to the last synced offset (nothing unacknowledged stays) and
 refuses every later append with CANNOT_WRITE_TO_FILE until it is reopened (server restart),
-when recovery reads what is really on the device.
+when recovery reads what is really on the device. With ``enforce_fsync`` any failed fsync
+of its segment files counts (a client's FlushUnsavedBuffer too): a later fsync of the same
+files may succeed without the lost pages. A purge starts a new ``epoch``: a group-commit round begun before it
+reports nothing about the new files (``synced_to``), and the last synced offset starts at 0.
 """
 
 from __future__ import annotations
@@ -92,6 +95,7 @@ class Partition:
         self.size_bytes = 0
         self._last_timestamp = 0
         self.synced_next_offset = 0
+        self.epoch = 0  # purges so far (see ``synced_to``)
         self.storage_failure: str | None = None
         self._pending_count = 0  # messages stamped but not yet written (in flight)
         self._pending_bytes = 0
@@ -289,6 +293,8 @@ class Partition:
         segment = self.segments[-1]
         if self.rotation_due(blob_bytes):
             assert not self._pending_count, "segment rotation with batches in flight"
+            if self.config.enforce_fsync:
+                self._seal_durably(segment)
             try:
                 self._add_segment(Segment(self.path, self.next_offset, self.files))
             except OSError as e:
@@ -300,17 +306,40 @@ class Partition:
             segment = self.segments[-1]
         return segment
 
-    def flush(self, fsync: bool = False) -> None:
-        """Nothing is buffered in Python; with ``fsync`` every written segment is fsynced."""
-        if fsync:
-            for segment in self.segments:
-                if segment.dirty:
-                    segment.fsync()
+    def _seal_durably(self, segment: Segment) -> None:
+        """With ``enforce_fsync`` a segment is on the device before the next one exists:
+        recovery trusts every whole record of a sealed segment, which after a power loss
+        would otherwise keep part of a batch not yet fsynced. Once per segment, on the
+        event loop. Raises IggyError (and fails the storage) when the fsync fails."""
+        try:
+            segment.fsync()
+        except OSError as exc:
+            if self.storage_failure is None:
+                self.fail_storage(exc)
+            raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE, str(exc)) from exc
 
-    def synced_to(self, next_offset: int) -> None:
+    def flush(self, fsync: bool = False) -> None:
+        """Nothing is buffered in Python; with ``fsync`` every written segment is fsynced.
+        Raises OSError; with ``enforce_fsync`` a failed fsync also fails the partition's
+        storage (``fail_storage``, see the module docstring)."""
+        if not fsync:
+            return
+        for segment in self.segments:
+            if not segment.dirty:
+                continue
+            try:
+                segment.fsync()
+            except OSError as exc:
+                if self.config.enforce_fsync and self.storage_failure is None:
+                    self.fail_storage(exc)
+                raise
+
+    def synced_to(self, next_offset: int, epoch: int) -> None:
         """Everything before ``next_offset`` is on the device (a group-commit fsync of the
-        files written up to then succeeded)."""
-        self.synced_next_offset = max(self.synced_next_offset, next_offset)
+        files written up to then succeeded); ignored when the round began before a purge
+        (``epoch`` is the one it began in)."""
+        if epoch == self.epoch:
+            self.synced_next_offset = max(self.synced_next_offset, next_offset)
 
     def fail_storage(self, error: OSError) -> None:
         """An fsync failed: cut back to the last synced offset and refuse further appends
@@ -333,7 +362,9 @@ class Partition:
 
     def truncate_to(self, next_offset: int) -> None:
         """Drop every message at or after ``next_offset`` (whole later segments are
-        deleted, the first segment is kept). Raises OSError."""
+        deleted, the first segment is kept; an offset before it empties it). Raises
+        OSError."""
+        next_offset = max(next_offset, self.segments[0].start_offset)
         while len(self.segments) > 1 and self.segments[-1].start_offset >= next_offset:
             self.segments.pop().delete()
         self.segments[-1].sealed = False
@@ -347,11 +378,10 @@ class Partition:
         """Handles of the files written since the last call (log and index of each such
         segment), marked clean: the caller fsyncs their ``fd`` (group commit); holding the
         handles keeps the descriptors open meanwhile. Raises OSError."""
-        handles = []
-        for segment in self.segments:
-            if segment.dirty:
-                handles += segment.handles()
-                segment.dirty = False
+        dirty = [segment for segment in self.segments if segment.dirty]
+        handles = [handle for segment in dirty for handle in segment.handles()]
+        for segment in dirty:  # only once every handle was had: a failure leaves them dirty
+            segment.dirty = False
         return handles
 
     # -- reading -------------------------------------------------------------------------
@@ -484,7 +514,10 @@ class Partition:
         return len(doomed), messages
 
     def purge(self) -> None:
-        """Drop every segment and stored offset; restart empty at offset 0 (as 0.8 does)."""
+        """Drop every segment and stored offset; restart empty at offset 0 (as 0.8 does).
+        When the new segment's files cannot be created now (full disk, no descriptor) they
+        are created by the first send (``Segment`` with ``create=False``); until then polls
+        find nothing and a send fails with CANNOT_WRITE_TO_FILE."""
         self._abandon_inflight()
         for segment in self.segments:
             segment.delete()
@@ -492,7 +525,15 @@ class Partition:
         self.offsets.clear()
         self.next_offset = self.messages_count = self.size_bytes = 0
         self._last_timestamp = 0
-        self._add_segment(Segment(self.path, 0, self.files))
+        self.epoch += 1
+        self.synced_next_offset = 0
+        try:
+            fresh = Segment(self.path, 0, self.files)
+        except OSError as exc:
+            log.error("partition %s: purged, but its new segment cannot be created yet (%s); "
+                      "the next send creates it", self.path, exc)
+            fresh = Segment(self.path, 0, self.files, create=False)
+        self._add_segment(fresh)
 
     def close(self) -> None:
         """Close every segment's files (fsync first when ``enforce_fsync``); with nothing in
@@ -500,7 +541,10 @@ class Partition:
         could land past the cut)."""
         idle = self.pipeline.idle
         self._abandon_inflight()
-        self.flush(self.config.enforce_fsync)
+        try:
+            self.flush(self.config.enforce_fsync)
+        except OSError as exc:  # recorded by ``flush``; the files are closed all the same
+            log.error("partition %s: fsync at close failed: %s", self.path, exc)
         if idle and self.segments:
             self.segments[-1].release_reservation()
         for segment in self.segments:

@@ -21,10 +21,22 @@ acknowledged (a batch is whole or absent, never a part). A missing index file (n
 created before the first write) and a sealed segment (its last batch was finished before
 the next segment was created) trust every whole record of the log.
 
+A power loss (not a kill) can also tear a batch the index covers: writeback sends the pages
+of the log and of the index to the device in any order, so an index page of a batch that was
+written but not yet fsynced can be on the device while one of its log pages is not. Such a
+batch was never acknowledged with ``enforce_fsync`` (its fsync round did not finish), and
+the writes not yet synced are the newest ones: so in a segment that is not sealed the
+checksums of the messages in the last ``VERIFY_TAIL_BYTES`` the index covers are checked
+(one C call over them), and the index is cut at the start of the batch holding the first
+message whose stored checksum is wrong (step 3 then drops that batch's rest and everything
+after it). Older bytes are not read back at start (a full check of every segment would read
+the whole log).
+
 Steps: (1) keep the longest index prefix that is structurally sound (dense relative offsets,
 every message >= 64 bytes, ends within the log), checked with numpy over all entries;
 (2) confirm the header of the last kept entry (offset and declared size) with one read,
-stepping back while it disagrees; (3) scan the log after that entry message by message
+stepping back while it disagrees, then, unless the segment is trusted (sealed, or no index
+file), check the checksums of the covered tail (above); (3) scan the log after that entry message by message
 (start-up only, a Python loop is acceptable) accepting each message whose header is whole,
 whose declared size fits, whose offset is the next one and whose checksum matches;
 (4) keep whole batches only (above); (5) truncate the log after the last kept message and
@@ -41,9 +53,10 @@ import xxhash
 
 from lurcher.core.log.index import SegmentIndex
 from lurcher.core.log.io import IoBackend
-from lurcher.core.wire.batch import HEADER_BYTES, INDEX_DTYPE, INDEX_ENTRY_BYTES
+from lurcher.core.wire.batch import HEADER_BYTES, INDEX_DTYPE, INDEX_ENTRY_BYTES, checksums
 
 SCAN_CHUNK_BYTES = 16 * 1024 * 1024
+VERIFY_TAIL_BYTES = 16 * 1024 * 1024
 _OFFSET_TS = struct.Struct("<QQ")      # offset, timestamp at header byte 24
 _LENGTHS = struct.Struct("<II")        # user_headers_length, payload_length at byte 48
 _CHECKSUM = struct.Struct("<Q")
@@ -85,6 +98,32 @@ def header_agrees(io: IoBackend, fd: int, index: SegmentIndex, i: int,
     offset, _ = _OFFSET_TS.unpack_from(header, 24)
     user_headers, payload = _LENGTHS.unpack_from(header, 48)
     return offset == start_offset + i and HEADER_BYTES + payload + user_headers == end - start
+
+
+def checksummed_prefix(io: IoBackend, fd: int, index: SegmentIndex, keep: int,
+                       verify_bytes: int = VERIFY_TAIL_BYTES) -> int:
+    """How many of the first ``keep`` entries stay once the checksums of the messages in the
+    last ``verify_bytes`` they cover are checked: all of them, or up to the first message of
+    the batch (run of equal timestamps) holding the first message whose stored checksum is
+    wrong."""
+    if keep == 0:
+        return 0
+    ends = index.ends[:keep].astype(np.int64)
+    starts = np.concatenate(([0], ends[:-1]))
+    first = int(np.searchsorted(starts, ends[-1] - verify_bytes, side="left"))
+    base = int(starts[first])
+    blob = io.pread(fd, int(ends[-1]) - base, base)
+    rel_starts, rel_ends = starts[first:] - base, ends[first:] - base
+    if len(blob) < rel_ends[-1]:
+        return keep  # shorter than the index says: ``sound_prefix`` already cut it
+    raw = np.frombuffer(blob, dtype=np.uint8)
+    stored = raw[rel_starts[:, None] + np.arange(8)].copy().view("<u8").ravel()
+    bad = np.flatnonzero(checksums(blob, rel_starts, rel_ends) != stored)
+    if not len(bad):
+        return keep
+    torn = first + int(bad[0])
+    stamps = index.timestamps[:keep]
+    return int(np.searchsorted(stamps, stamps[torn], side="left"))
 
 
 def scan_log(io: IoBackend, fd: int, position: int, log_size: int, start_offset: int,
@@ -178,6 +217,8 @@ def recover(io: IoBackend, log_fd: int, index_fd: int, index: SegmentIndex,
     keep = sound_prefix(index, log_size)
     while keep > 0 and not header_agrees(io, log_fd, index, keep - 1, start_offset):
         keep -= 1
+    if not trust_log:
+        keep = checksummed_prefix(io, log_fd, index, keep)
     index.truncate(keep)
     position = index.start_of(keep) if keep else 0
     tail, _ = scan_log(io, log_fd, position, log_size, start_offset, keep)

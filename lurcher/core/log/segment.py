@@ -65,18 +65,22 @@ class Segment:
     """A segment's files and in-memory index."""
 
     __slots__ = ("start_offset", "log_path", "index_path", "files", "size_bytes", "index",
-                 "sealed", "dirty", "index_missing", "reserved_to")
+                 "sealed", "dirty", "index_missing", "reserved_to", "uncreated")
 
-    def __init__(self, directory: str, start_offset: int, files: DescriptorCache) -> None:
+    def __init__(self, directory: str, start_offset: int, files: DescriptorCache,
+                 create: bool = True) -> None:
         """Create both files when absent (log first, then index, before any write); the
-        index starts empty: call ``load``. Raises OSError."""
+        index starts empty: call ``load``. Raises OSError. ``create=False`` (a new, empty
+        segment whose files could not be created yet) leaves that to the first
+        ``log_file``/``index_file`` call."""
         self.start_offset = start_offset
         self.log_path = os.path.join(directory, segment_file_name(start_offset, LOG_SUFFIX))
         self.index_path = os.path.join(directory, segment_file_name(start_offset, INDEX_SUFFIX))
         self.files = files
         self.index_missing = os.path.exists(self.log_path) and not os.path.exists(self.index_path)
-        files.get(self.log_path, create=True)
-        files.get(self.index_path, create=True)
+        self.uncreated = True
+        if create:
+            self._create_files()
         self.size_bytes = 0
         self.index = SegmentIndex()
         self.sealed = False
@@ -87,11 +91,20 @@ class Segment:
     def io(self):
         return self.files.io
 
+    def _create_files(self) -> None:
+        self.files.get(self.log_path, create=True)
+        self.files.get(self.index_path, create=True)
+        self.uncreated = False
+
     def log_file(self) -> FileHandle:
         """The log's handle: keep it in a local while using its ``fd``. Raises OSError."""
+        if self.uncreated:
+            self._create_files()
         return self.files.get(self.log_path)
 
     def index_file(self) -> FileHandle:
+        if self.uncreated:
+            self._create_files()
         return self.files.get(self.index_path)
 
     def load(self, sealed: bool = False) -> RecoveryReport:

@@ -24,6 +24,13 @@ write (rare: the kernel writes whole buffers to regular files) uses a blocking `
 With ``ordered_pairs`` (O_DIRECT segment files, see ``direct``) the log write of each pair
 carries IOSQE_IO_DRAIN, so a pair starts only once every earlier submission completed.
 
+A pair's entries are queued only when the submission queue has room for all of them (else
+``submit_pair`` raises OSError with nothing queued: the batch fails, nothing was written).
+Once queued, they are the kernel's to take: ``io_uring_submit`` publishes them before it
+enters the kernel, so a failed enter (EBUSY, EAGAIN, EINTR) leaves them to the next one. So a
+failed submit never fails the pair; the ring submits again shortly (``_submit``), and the
+pair completes like any other.
+
 ``open_uring_io`` returns None (and logs why) where io_uring is missing or forbidden
 (old kernels, seccomp in containers), so ``system.io = "auto"`` can fall back to posix.
 """
@@ -52,6 +59,7 @@ IOSQE_IO_LINK = 1 << 2  # kernel ABI: link this SQE to the next one
 STEP_BITS, STEP_MASK = 3, 7  # a completion's user_data: pair number << 3 | step (0-4)
 RING_ENTRIES = 64
 ASYNC_RING_ENTRIES = 256
+SUBMIT_RETRY_S = 0.001
 
 
 class UringIo(PosixIo):
@@ -227,6 +235,8 @@ class CompletionRing:
         liburing.io_uring_register_eventfd(self._ring, self._eventfd)
         self._pending: dict[int, _PairWrite] = {}
         self._next_id = 0
+        self._retry: asyncio.TimerHandle | None = None
+        self._failing = False  # the last submit failed (logged once per streak)
         self.ordered = False  # drain: a pair starts after every earlier one completed
         loop.add_reader(self._eventfd, self._reap)
 
@@ -241,6 +251,7 @@ class CompletionRing:
         if writeback:
             after += [(lib.io_uring_prep_sync_file_range, (fd, 0, 0, SYNC_FILE_RANGE_WRITE))
                       for fd in (log_fd, index_fd)]
+        self._make_room(2 + len(after))
         write = _PairWrite(log_fd, _byte_view(blob), log_position, index_fd,
                            _byte_view(entries), index_position, done, 2 + len(after))
         self._next_id += 1
@@ -256,14 +267,45 @@ class CompletionRing:
             lib.io_uring_sqe_set_data64(sqe, token | step)
             if step < len(after) + 1:
                 lib.io_uring_sqe_set_flags(sqe, IOSQE_IO_LINK)
-        lib.io_uring_submit(self._ring)
+        self._submit()
+
+    def _make_room(self, entries: int) -> None:
+        """Room for ``entries`` queued entries, or OSError (EBUSY) with nothing queued."""
+        lib, ring = self._lib, self._ring
+        if lib.io_uring_sq_space_left(ring) >= entries:
+            return
+        self._submit()
+        if lib.io_uring_sq_space_left(ring) < entries:
+            raise OSError(errno.EBUSY, "io_uring submission queue full")
+
+    def _submit(self) -> None:
+        """Hand the queued entries to the kernel; on failure try again soon (module doc)."""
+        try:
+            self._lib.io_uring_submit(self._ring)
+        except OSError as exc:
+            if not self._failing:
+                log.warning("io_uring submission failed (%s); retrying until it succeeds", exc)
+            self._failing = True
+            if self._retry is None:
+                self._retry = self.loop.call_later(SUBMIT_RETRY_S, self._submit_again)
+        else:
+            self._failing = False
+            self._retry_cancel()
+
+    def _submit_again(self) -> None:
+        self._retry = None
+        self._submit()
+
+    def _retry_cancel(self) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
 
     def _sqe(self) -> Any:
-        """A free submission entry (flushing a full queue first)."""
+        """A free submission entry (``_make_room`` made sure there is one)."""
         sqe = self._lib.io_uring_get_sqe(self._ring)
-        if sqe is None:
-            self._lib.io_uring_submit(self._ring)
-            sqe = self._lib.io_uring_get_sqe(self._ring)
+        if not sqe:  # the binding returns an entry wrapping NULL when the queue is full
+            raise RuntimeError("io_uring submission queue full after _make_room")
         return sqe
 
     def _queue_write(self, fd: int, view: Any, position: int, token: int, flags: int) -> None:
@@ -293,6 +335,7 @@ class CompletionRing:
 
     def close(self) -> None:
         """Stop watching the eventfd and release the ring (pending batches are dropped)."""
+        self._retry_cancel()
         if not self.loop.is_closed():
             self.loop.remove_reader(self._eventfd)
         self._lib.io_uring_queue_exit(self._ring)

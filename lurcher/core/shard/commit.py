@@ -12,7 +12,10 @@ completion wakes the event loop once: no executor, no task, no coroutine per sen
 A failed fsync answers CANNOT_SYNC_FILE to every batch of that partition not yet
 acknowledged (those of the round and those written while it ran) and calls
 ``partition.fail_storage``, which cuts them out of the log and refuses later writes: a
-batch is never left half-acknowledged (answered as failed but still in the log).
+batch is never left half-acknowledged (answered as failed but still in the log). A
+partition whose files cannot even be opened for the round (no descriptor left) fails the
+same way. A round begun before a partition was purged reports nothing about its new files
+(``Partition.synced_to`` takes the purge epoch the round began in).
 """
 
 from __future__ import annotations
@@ -72,8 +75,16 @@ class GroupCommit:
         return waiter
 
     def _start_round(self) -> None:
-        work = [(p, p.take_unsynced(), p.next_offset, waiters)
-                for p, waiters in self.pending.items()]
+        work = []
+        for partition, waiters in self.pending.items():
+            try:
+                handles = partition.take_unsynced()
+            except OSError as exc:  # its files cannot be opened to fsync: not durable
+                if partition.storage_failure is None:
+                    partition.fail_storage(exc)
+                _settle(waiters, _sync_failed(partition))
+                continue
+            work.append((partition, handles, (partition.next_offset, partition.epoch), waiters))
         self.pending = {}
         self.rounds += 1
         self.running = True
@@ -87,9 +98,9 @@ class GroupCommit:
         self.running = False
         if failure is not None:
             errors = [failure] * len(work)
-        for (partition, _, next_offset, waiters), error in zip(work, errors):
+        for (partition, _, sync_point, waiters), error in zip(work, errors):
             if error is None and partition.storage_failure is None:
-                partition.synced_to(next_offset)
+                partition.synced_to(*sync_point)
                 _settle(waiters, None)
                 continue
             if error is not None and partition.storage_failure is None:

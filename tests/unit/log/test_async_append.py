@@ -301,3 +301,61 @@ async def test_after_a_failed_write_the_next_batch_is_stamped_after_the_kept_one
     await written
     assert part.read_first(100).to_bytes() and part.segments[-1].last_timestamp == 200
     part.close()
+
+
+class _SubmitFailsOnce:
+    """liburing whose ``io_uring_submit`` fails the first ``failures`` times without entering
+    the kernel (what a failed enter leaves: the queued entries stay queued)."""
+
+    def __init__(self, lib, failures: int = 1, space: int | None = None) -> None:
+        self._lib, self.failures, self.space = lib, failures, space
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+    def io_uring_submit(self, ring):
+        if self.failures:
+            self.failures -= 1
+            raise OSError(errno.EBUSY, "Device or resource busy")
+        return self._lib.io_uring_submit(ring)
+
+    def io_uring_sq_space_left(self, ring):
+        return self._lib.io_uring_sq_space_left(ring) if self.space is None else self.space
+
+
+def _ring(lib):
+    from lurcher.core.log.uring import CompletionRing
+    return CompletionRing(lib, asyncio.get_running_loop())
+
+
+@pytest.mark.page_cache_only  # the ring itself, no segment files
+async def test_a_failed_io_uring_submit_completes_the_pair_later(tmp_path):
+    """The entries a failed submit leaves queued are submitted again: the pair completes
+    once, written, instead of failing while its writes may still run later."""
+    import liburing
+    ring = _ring(_SubmitFailsOnce(liburing, failures=2))
+    io = PosixIo()
+    log_fd, index_fd = io.open(str(tmp_path / "a.log")), io.open(str(tmp_path / "a.index"))
+    outcome = asyncio.get_running_loop().create_future()
+    ring.submit_pair(log_fd, b"x" * 100, 0, index_fd, b"e" * 16, 0, outcome.set_result)
+    assert await asyncio.wait_for(outcome, 5) is None
+    assert os.pread(log_fd, 200, 0) == b"x" * 100 and os.pread(index_fd, 20, 0) == b"e" * 16
+    ring.close()
+    io.close(log_fd)
+    io.close(index_fd)
+
+
+@pytest.mark.page_cache_only
+async def test_a_full_submission_queue_refuses_a_pair_with_nothing_queued(tmp_path):
+    import liburing
+    lib = _SubmitFailsOnce(liburing, failures=1, space=1)  # no room for a pair's two writes
+    ring = _ring(lib)
+    io = PosixIo()
+    log_fd, index_fd = io.open(str(tmp_path / "a.log")), io.open(str(tmp_path / "a.index"))
+    with pytest.raises(OSError) as refused:
+        ring.submit_pair(log_fd, b"x" * 100, 0, index_fd, b"e" * 16, 0, lambda error: None)
+    assert refused.value.errno == errno.EBUSY
+    assert liburing.io_uring_sq_ready(ring._ring) == 0  # nothing left to run later
+    ring.close()
+    io.close(log_fd)
+    io.close(index_fd)

@@ -197,3 +197,34 @@ def test_large_message_scanned_across_chunks(tmp_path, monkeypatch):
     p = reopen(path)
     check_consistent(p, log, index, len(ends))
     p.close()
+
+
+def _write_batches(path: str, count: int) -> list[bytes]:
+    """``count`` batches of 4 messages of 3,000 bytes (a 4 KiB page never holds a whole
+    batch); the polled bytes of each batch."""
+    p = Partition.open(path, 0, LogConfig(), clock=ManualClock(5000))
+    polled = []
+    for b in range(count):
+        p.clock.now_us += 10
+        before = p.size_bytes
+        p.append(batch(4, tag=b, size=3000))
+        polled.append(p.read_first(1000).to_bytes()[before:])
+    p.close()
+    return polled
+
+
+@pytest.mark.page_cache_only  # the damage is written past the O_DIRECT descriptor's state
+def test_a_torn_page_inside_an_indexed_batch_drops_it_and_everything_after(tmp_path):
+    """A power loss can put a batch's index page on the device but not one of its log
+    pages (zeros): the batch goes whole, and so does every batch after the hole."""
+    path = str(tmp_path / "p")
+    polled = _write_batches(path, 3)
+    second_starts = len(polled[0])
+    with open(os.path.join(path, LOG), "r+b") as f:  # a page inside the second batch
+        page = (second_starts // 4096 + 1) * 4096
+        f.seek(page)
+        f.write(bytes(4096))
+    p = reopen(path)
+    assert p.next_offset == 4 and p.read_first(1000).to_bytes() == polled[0]
+    assert p.recovery[0].index_entries_dropped == 8
+    p.close()
