@@ -5,7 +5,8 @@ in the SDK) and their one mapping to aioquic (``quic_configuration``), plus what
 no option for, applied per connection by ``QuicTuning``:
 
 - ``initial_mtu``: the UDP payload size used once the handshake is done (the handshake
-  itself always uses 1,200-byte datagrams, which every QUIC path carries). When a probe
+  itself always uses 1,200-byte datagrams, which every QUIC path carries), never more than
+  the peer's ``max_udp_payload_size`` transport parameter (RFC 9000 §18.2). When a probe
   timeout fires while the larger size is in use (a path that drops large datagrams loses
   every packet, so nothing is acknowledged), the connection drops to 1,200 bytes; it tries
   the larger size again after ``MTU_RETRY_S``, doubling the wait after each failure up to
@@ -16,9 +17,13 @@ no option for, applied per connection by ``QuicTuning``:
 - ``send_window``: the bytes in flight without acknowledgement never exceed it (a cap on
   the congestion window).
 - ``receive_window``: the connection-level flow-control window offered to the peer
-  (``max_data``; aioquic doubles it as it is used).
+  (``max_data``): the bytes it may send beyond what was consumed. It moves as data is
+  consumed and never grows, so it bounds what a connection's streams buffer out of order
+  together; each stream's window is ``STREAM_WINDOW_BYTES``, likewise
+  (``lurcher.core.quic_flow``).
 - ``keep_alive_interval``: a PING every interval (0 or none: never).
-- ``max_concurrent_bidi_streams``: the bidirectional streams the peer may have open at once.
+- ``max_concurrent_bidi_streams``: the bidirectional streams the peer may have open at once
+  (a stream it opens implicitly costs nothing until a frame for it arrives).
 - ``max_idle_timeout``: the QUIC idle timeout.
 
 ``initial_mtu`` goes up to 65,507 bytes (the largest IPv4 UDP payload): STREAM frames are
@@ -230,8 +235,10 @@ class QuicTuning:
             self.keep_alive = self.loop.call_later(self.settings.keep_alive_s, self.ping)
 
     def raise_size(self) -> None:
-        if self.settings.initial_mtu > SMALLEST_MAX_DATAGRAM_SIZE:
-            set_datagram_size(self.quic, self.settings.initial_mtu)
+        """Use ``initial_mtu``, or the peer's ``max_udp_payload_size`` when it is smaller."""
+        size = min(self.settings.initial_mtu, self.quic.peer_max_udp_payload)
+        if size > SMALLEST_MAX_DATAGRAM_SIZE:
+            set_datagram_size(self.quic, size)
             self.large = True
             self.raised_at = self.loop.time()
             self.first_large_packet = self.quic._packet_number
@@ -333,13 +340,25 @@ class TunedQuicProtocol(QuicConnectionProtocol):
         self.sent_early = 0
         quic.early_bytes = chunk_bytes(quic._max_datagram_size)
         datagrams = quic.datagrams_to_send(now=self._loop.time())
-        rest = datagrams[self.sent_early:]  # after the build: what it handed out is counted
-        if rest:  # aioquic sends a transmit's datagrams to one address, its path's
-            self.send_to([data for data, _ in rest], rest[0][1])
+        self.send_by_address(datagrams[self.sent_early:])  # what the build handed out is counted
+
+    def send_by_address(self, datagrams: list[tuple[Any, Any]]) -> None:
+        """Each run of ``(data, address)`` with one address in one ``send_to``: aioquic's
+        transmit holds the active path's datagrams, then those probing other paths
+        (PATH_CHALLENGE, PATH_RESPONSE), each path's together, for its own address; so
+        when the last goes where the first goes, all do (the usual case, one call)."""
+        if datagrams and datagrams[-1][1] == datagrams[0][1]:
+            self.send_to([data for data, _ in datagrams], datagrams[0][1])
+            return
+        start = 0
+        for end in range(1, len(datagrams) + 1):
+            if end == len(datagrams) or datagrams[end][1] != datagrams[start][1]:
+                self.send_to([data for data, _ in datagrams[start:end]], datagrams[start][1])
+                start = end
 
     def send_early(self, datagrams: list[bytearray]) -> None:
-        """Datagrams a build hands out before it ends; they go where aioquic's
-        ``datagrams_to_send`` sends them, its first network path."""
+        """Datagrams a build hands out before it ends: only a steady build of the active
+        path (its first network path) hands any out, so they go to that path's address."""
         self.sent_early += len(datagrams)
         self.send_to(datagrams, self._quic._network_paths[0].addr)
 

@@ -16,6 +16,12 @@ general header parsing and path checks (``lurcher.core.quic_receive``), hands th
 STREAM data of datagrams read together up once (``receive_datagrams``,
 ``lurcher.core.quic_receive_run``), and tells a stream
 the bytes an ACK acknowledged in one call per run of packets (``lurcher.core.quic_recovery``).
+The receive windows move with the data consumed instead of doubling, and a new stream is
+created alone, not with every lower one it opens (``lurcher.core.quic_flow``). The peer's
+``max_udp_payload_size`` is kept (``peer_max_udp_payload``). A steady build that hands
+datagrams out early and then fails closes the connection (``_abandon``), except when it ends
+with aioquic's ``QuicPacketBuilderStop`` (a full congestion window or anti-amplification
+budget), after which aioquic registers every packet built.
 Every other step is aioquic's.
 
 Invariants: aioquic is pinned to one version in pyproject.toml (``AIOQUIC_VERSION``); the
@@ -29,11 +35,15 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from aioquic.buffer import size_uint_var
+from aioquic.buffer import Buffer, size_uint_var
 from aioquic.quic.connection import QuicConnection
-from aioquic.quic.packet import QuicErrorCode, QuicFrameType, QuicStreamFrame
+from aioquic.quic.packet import (QuicErrorCode, QuicFrameType, QuicStreamFrame,
+                                  pull_quic_transport_parameters)
+from aioquic.quic.packet_builder import QuicPacketBuilderStop
 
 from lurcher.core.quic_builder import ATTACH_MIN_BYTES, LeanPacketBuilder, use_lean_builder
+from lurcher.core.quic_flow import (init_flow, open_stream, write_connection_limits,
+                                    write_stream_limits)
 from lurcher.core.quic_receive import receive_steady
 from lurcher.core.quic_receive_run import receive_datagrams
 from lurcher.core.quic_recovery import lean_recovery
@@ -44,6 +54,7 @@ from lurcher.core.quic_steady import steady, write_steady
 
 AIOQUIC_VERSION = "1.7.2"
 MAX_DATAGRAM_BYTES = 65_507  # 65,535 - 20 (IPv4 header) - 8 (UDP header)
+PEER_MAX_UDP_PAYLOAD_DEFAULT = 65_527  # RFC 9000 §18.2: when the peer announces none
 
 
 class LongFrameQuicConnection(QuicConnection):
@@ -56,6 +67,16 @@ class LongFrameQuicConnection(QuicConnection):
 
     early_send: Callable[[list[bytearray]], None] | None = None
     early_bytes = 0
+    peer_max_udp_payload = PEER_MAX_UDP_PAYLOAD_DEFAULT  # the peer's max_udp_payload_size
+
+    def _parse_transport_parameters(self, data: bytes, from_session_ticket: bool = False) -> None:
+        """aioquic's, which checks the peer's ``max_udp_payload_size`` but does not keep
+        it; kept here as ``peer_max_udp_payload`` (``lurcher.core.quic.QuicTuning`` never
+        sends larger datagrams)."""
+        super()._parse_transport_parameters(data, from_session_ticket)
+        if not from_session_ticket:
+            announced = pull_quic_transport_parameters(Buffer(data=data)).max_udp_payload_size
+            self.peer_max_udp_payload = announced or PEER_MAX_UDP_PAYLOAD_DEFAULT
 
     def send_stream_data(self, stream_id: int, data: Any, end_stream: bool = False) -> None:
         """aioquic's, except that ``data`` (bytes-like, or a ``StreamParts``) is kept as it
@@ -80,6 +101,20 @@ class LongFrameQuicConnection(QuicConnection):
         in-order STREAM data of a run handed up once (``lurcher.core.quic_receive_run``)."""
         receive_datagrams(self, datagrams, addr, now)
 
+    def _get_or_create_stream(self, frame_type: int, stream_id: int) -> Any:
+        """aioquic's, creating a new stream alone, not every lower one it opens
+        (``lurcher.core.quic_flow``)."""
+        return open_stream(self, frame_type, stream_id, QuicConnection._get_or_create_stream)
+
+    def _write_connection_limits(self, builder: Any, space: Any) -> None:
+        """aioquic's, with MAX_DATA moved by the bytes consumed (``lurcher.core.quic_flow``)."""
+        write_connection_limits(self, builder)
+
+    def _write_stream_limits(self, builder: Any, space: Any, stream: Any) -> None:
+        """aioquic's, with MAX_STREAM_DATA moved by the bytes the stream delivered
+        (``lurcher.core.quic_flow``)."""
+        write_stream_limits(self, builder, stream)
+
     def _write_application(self, builder: Any, network_path: Any, now: float) -> None:
         """aioquic's, or its loop without the rare frames when none is pending
         (``lurcher.core.quic_steady``)."""
@@ -89,6 +124,8 @@ class LongFrameQuicConnection(QuicConnection):
                 builder.send_early(self.early_send, self.early_bytes)
             try:
                 write_steady(self, builder, now)
+            except QuicPacketBuilderStop:
+                raise  # how a build ends normally: aioquic registers every packet built
             except BaseException:
                 if early and builder.handed_early:
                     self._abandon(builder)
@@ -181,5 +218,6 @@ def use_long_frames(quic: QuicConnection) -> None:
     built around the stream's data (``lurcher.core.quic_builder``)."""
     use_lean_builder()
     lean_recovery(quic)
+    init_flow(quic)
     if type(quic) is QuicConnection:
         quic.__class__ = LongFrameQuicConnection

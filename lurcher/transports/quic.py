@@ -10,7 +10,9 @@ A stream's bytes go through the same ``FrameReader`` as TCP and WebSocket (``Str
 so the limits and refusals are the same: a refused frame is answered on its stream with the
 reader's status (InvalidCommand, or Unauthenticated before login) and the stream is stopped;
 a stream that ends inside a frame is answered with InvalidCommand; bytes after the first
-frame of a stream are ignored. A stream reset by the client drops its partial request.
+frame of a stream are ignored. A stream reset by the client drops its partial request; a
+reply (or refusal) for a stream the client stopped (STOP_SENDING, as the SDK does for a
+request it gave up on) is dropped and the connection goes on with its next request.
 The ``[quic]`` keys (initial_mtu, send_window, receive_window, keep_alive_interval,
 max_concurrent_bidi_streams, max_idle_timeout) and the run-time tuning (no pacing, datagram
 size fall-back, long STREAM frames, one transmit per receive burst, delayed ACKs riding on
@@ -26,6 +28,12 @@ Memory bounds of one connection (issue 14, point 3):
   closes the connection (reason "too many pending requests").
 - partial requests: at most ``MAX_UNFINISHED_STREAMS`` streams may hold an incomplete
   request; a stream beyond is answered InvalidCommand and stopped (the connection stays).
+- received bytes not yet delivered (out of order): at most ``STREAM_WINDOW_BYTES`` per
+  stream and ``receive_window`` per connection; the windows move with the data consumed and
+  never grow, and a peer sending beyond them is closed with FLOW_CONTROL_ERROR
+  (``lurcher.core.quic_flow``).
+- streams: at most ``max_concurrent_bidi_streams`` open; only those the peer sent a frame
+  on exist (about 1 KB each), not every lower stream a frame on a high one opens.
 
 A reply whose stored bytes cannot be read (a segment file cut short under the server, a
 failed read) is answered CANNOT_READ_FILE on its stream (``read_parts``); the connection
@@ -78,6 +86,10 @@ QUIC_APP_REFUSED = 1
 MAX_QUEUED_REPLY_BYTES = 16 * 1024 * 1024
 MAX_PENDING_REQUESTS = 32
 MAX_UNFINISHED_STREAMS = 16
+# what aioquic raises for a write or stop on a stream that cannot take it: RuntimeError (1.7.2:
+# the peer's STOP_SENDING reset our side, or our side already finished), ValueError (an
+# unknown or wrong-direction stream), AssertionError (older aioquic releases)
+UNWRITABLE_STREAM = (RuntimeError, ValueError, AssertionError)
 
 
 def queued_reply_bytes(quic: Any) -> int:
@@ -208,10 +220,13 @@ class QuicClientProtocol(TunedQuicProtocol):
         log.info("refusing QUIC stream %d: %s", stream_id, bad.detail)
         try:
             self._quic.send_stream_data(stream_id, error_frame(bad.status), end_stream=True)
-            if bad.fatal:
+        except UNWRITABLE_STREAM as exc:  # the client stopped the stream meanwhile
+            log.debug("cannot answer stream %d: %s", stream_id, exc)
+        if bad.fatal:
+            try:
                 self._quic.stop_stream(stream_id, QUIC_APP_REFUSED)
-        except (AssertionError, ValueError):
-            pass
+            except UNWRITABLE_STREAM as exc:
+                log.debug("cannot stop stream %d: %s", stream_id, exc)
         self.transmit()
 
     # -- intents of the core ------------------------------------------------------------
@@ -223,7 +238,7 @@ class QuicClientProtocol(TunedQuicProtocol):
         reply = StreamParts(read_parts(parts))  # held by aioquic as it is, never joined
         try:
             self._quic.send_stream_data(stream_id, reply, end_stream=True)
-        except (AssertionError, ValueError) as exc:  # stream reset or closed meanwhile
+        except UNWRITABLE_STREAM as exc:  # the client stopped or reset the stream meanwhile
             log.debug("cannot answer stream %d: %s", stream_id, exc)
             return
         self.send_soon()

@@ -169,6 +169,25 @@ def test_a_failed_awaited_reply_is_an_error_frame_and_reading_goes_on():
     assert io.writes() == [error(ErrorCode.UNAUTHENTICATED), ok()]
 
 
+def test_an_awaited_reply_whose_write_raises_still_frees_the_connection():
+    for settle in (lambda conn: conn.reply_ready(b"slow"),
+                   lambda conn: conn.reply_failed(IggyError(ErrorCode.UNAUTHENTICATED))):
+        conn, io, _ = connection()
+        conn.receive_data(frame(SLOW) + frame(PING, b"after"))
+        plain_write = io.write
+
+        def broken_once(parts: list[Any]) -> None:
+            io.write = plain_write  # the transport's stream was gone (e.g. QUIC STOP_SENDING)
+            raise RuntimeError("Cannot send data after the stream was reset")
+
+        io.write = broken_once
+        try:
+            settle(conn)
+        except RuntimeError:
+            pass  # the adapter's bug surfaces, but the connection is not left busy
+        assert not conn.busy and io.writes() == [ok(b"after")]
+
+
 def test_no_request_is_handled_while_output_is_paused():
     conn, io, _ = connection()
     conn.pause_writing()

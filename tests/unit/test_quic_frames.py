@@ -34,6 +34,28 @@ def test_the_overridden_method_keeps_its_signature_and_its_two_byte_length() -> 
     assert "push_uint16(len(frame.data) | 0x4000)" in source  # what the override replaces
 
 
+def test_the_flow_control_methods_mirrored_by_quic_flow_are_the_pinned_ones() -> None:
+    """lurcher.core.quic_flow rewrites these aioquic methods: their signatures and the steps
+    it mirrors (or relies on) must still be there."""
+    expected = {
+        "_write_connection_limits": ["max_data.value *= 2",
+                                     "limit.sent - limit.used >= limit.value - limit.sent",
+                                     "handler=self._on_connection_limit_delivery"],
+        "_write_stream_limits": ["stream.max_stream_data_local *= 2",
+                                 "handler=self._on_max_stream_data_delivery"],
+        "_get_or_create_stream": ["max_streams.used * 4 + stream_id % 4, stream_id + 4, 4",
+                                  "max_streams.used = stream_count",
+                                  "if self._stream_is_discarded(stream_id):"],
+    }
+    for name, steps in expected.items():
+        ours = inspect.signature(getattr(LongFrameQuicConnection, name))
+        theirs = inspect.signature(getattr(QuicConnection, name))
+        assert list(ours.parameters) == list(theirs.parameters), name
+        source = inspect.getsource(getattr(QuicConnection, name))
+        for step in steps:
+            assert step in source, f"aioquic's {name} changed: re-check quic_flow ({step})"
+
+
 def test_the_replaced_protocol_transmit_is_still_the_one_it_copies() -> None:
     source = inspect.getsource(QuicConnectionProtocol.transmit)
     for step in ("self._transmit_task = None", "self._quic.datagrams_to_send(now=self._loop.time())",

@@ -95,6 +95,31 @@ def test_initial_mtu_applies_after_the_handshake_and_a_probe_timeout_falls_back(
     assert cq._max_datagram_size == 9_000  # retried after MTU_RETRY_S
 
 
+def test_datagrams_never_exceed_the_peers_max_udp_payload_size(tmp_path: Path,
+                                                              monkeypatch: Any) -> None:
+    """A peer that announces ``max_udp_payload_size`` 1,472 (a quinn endpoint's default)
+    gets datagrams of at most that size, whatever ``initial_mtu`` says; with nothing
+    announced ``initial_mtu`` applies."""
+    import aioquic.quic.connection as aioquic_connection
+    plain = aioquic_connection.QuicTransportParameters
+
+    def announcing(**fields: Any) -> Any:
+        return plain(**fields, max_udp_payload_size=1_472)
+
+    monkeypatch.setattr(aioquic_connection, "QuicTransportParameters", announcing)
+    big = QuicSettings(initial_mtu=64_000)
+    cq, sq, ct, st = connected_pair(tmp_path, big, big)
+    assert cq._max_datagram_size == sq._max_datagram_size == 1_472
+    sq.send_stream_data(sq.get_next_available_stream_id(), b"x" * 100_000, end_stream=True)
+    assert max(len(data) for data, _ in sq.datagrams_to_send(1.0)) == 1_472
+    sq._max_datagram_size = 1_200  # a probe timeout fell back; the retry keeps the bound
+    st.raise_size()
+    assert sq._max_datagram_size == 1_472
+    monkeypatch.setattr(aioquic_connection, "QuicTransportParameters", plain)
+    cq, sq, _, _ = connected_pair(tmp_path, big, big)
+    assert cq._max_datagram_size == sq._max_datagram_size == 64_000
+
+
 def test_once_the_peer_acknowledged_large_datagrams_one_probe_timeout_does_not_fall_back(
         tmp_path: Path) -> None:
     cq, sq, ct, _ = connected_pair(tmp_path, QuicSettings(initial_mtu=9_000), QuicSettings())

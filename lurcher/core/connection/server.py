@@ -227,13 +227,18 @@ class ServerConnection:
         self.reply_ready(result)
 
     def reply_ready(self, result: Any) -> None:
-        """The awaited reply of the current request."""
-        self.write_ok(result)
-        self.finish()
+        """The awaited reply of the current request; the request is finished even when the
+        write raises (the connection must not stay busy)."""
+        try:
+            self.write_ok(result)
+        finally:
+            self.finish()
 
     def reply_failed(self, exc: BaseException) -> None:
-        self.write_error(failure_status(self.current.code if self.current else "?", exc))
-        self.finish()
+        try:
+            self.write_error(failure_status(self.current.code if self.current else "?", exc))
+        finally:
+            self.finish()
 
     def finish(self) -> None:
         self.busy = False

@@ -1,0 +1,286 @@
+"""What a QUIC peer can do to the server's connection before and after login (review of the QUIC
+transport): a reply for a stream the client stopped must not wedge the connection; nothing
+the peer sends makes the receive buffers or the flow-control windows grow beyond the
+configured windows (a peer sending beyond them is closed with FLOW_CONTROL_ERROR); one frame
+on a high stream ID does not create every lower stream.
+
+The server side is a real ``QuicClientProtocol`` (or a bare aioquic connection tuned as the
+server's) joined in memory to an aioquic client (``tests.support.quic_pair``); no sockets,
+no timers: the event loop is turned with ``asyncio.sleep(0)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from aioquic import tls
+from aioquic.quic.packet import QuicErrorCode, QuicPacketType
+from aioquic.quic.packet_builder import QuicPacketBuilder
+
+from lurcher.core.connection.framing import REQUEST_HEADER
+from lurcher.core.quic import STREAM_WINDOW_BYTES, QuicSettings
+from lurcher.core.wire.frames import FrameLimits
+from lurcher.transports.quic import QuicClientProtocol
+from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair
+
+SETTINGS = QuicSettings()
+PING_CODE, SEND_CODE = 1, 101
+
+
+async def turns(count: int = 20) -> None:
+    """Let the event loop run its ready callbacks (deferred transmits, settled replies)."""
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.out: list[tuple[bytes, Any]] = []
+
+    def sendto(self, data: Any, addr: Any = None) -> None:
+        self.out.append((bytes(data), addr))
+
+    def send_datagrams(self, datagrams: list[Any], addr: Any) -> None:
+        self.out += [(bytes(d), addr) for d in datagrams]
+
+
+class Server:
+    """A ``QuicClientProtocol`` on the server end of a pair, with a shard stub whose
+    dispatcher answers ``PING_CODE`` at once and every other request with a future the test
+    settles (``pending``)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.client, quic, _, _ = connected_pair(tmp_path, SETTINGS, SETTINGS)
+        self.loop = asyncio.get_running_loop()
+        self.dispatched: list[int] = []
+        self.pending: list[asyncio.Future] = []
+        session = SimpleNamespace(authenticated=True, closed=False, address="peer")
+        self.shard = SimpleNamespace(
+            limits=SimpleNamespace(frames=FrameLimits(1 << 20, 1 << 20, 1 << 16)),
+            open_session=lambda *args: session, close_session=lambda *args, **kw: None,
+            dispatcher=SimpleNamespace(dispatch=self.dispatch))
+        self.protocol = QuicClientProtocol(quic, shard=self.shard, settings=SETTINGS)
+        self.transport = FakeTransport()
+        self.protocol.connection_made(self.transport)
+        self.protocol.peer = CLIENT_ADDR
+        self.protocol.open_session()
+
+    def dispatch(self, session: Any, code: int, payload: Any, core: Any) -> Any:
+        self.dispatched.append(code)
+        if code == PING_CODE:
+            return b"pong"
+        future = self.loop.create_future()
+        self.pending.append(future)
+        return future
+
+    async def request(self, stream_id: int, code: int) -> None:
+        self.client.send_stream_data(stream_id, REQUEST_HEADER.pack(4 + 3, code) + b"abc",
+                                     end_stream=True)
+        await self.client_to_server()
+
+    async def client_to_server(self) -> None:
+        datagrams = [bytes(d) for d, _ in self.client.datagrams_to_send(self.loop.time())]
+        self.protocol.datagrams_received(datagrams, CLIENT_ADDR)
+        await turns()
+
+    def server_to_client(self) -> None:
+        for data, _ in self.transport.out:
+            self.client.receive_datagram(data, SERVER_ADDR, self.loop.time())
+        self.transport.out.clear()
+
+    def answer(self, stream_id: int) -> bytes:
+        """The reply bytes the client received on ``stream_id`` so far."""
+        got = bytearray()
+        while (event := self.client.next_event()) is not None:
+            if getattr(event, "stream_id", None) == stream_id and hasattr(event, "data"):
+                got += event.data
+        return bytes(got)
+
+
+# -- a reply for a stream the client stopped -------------------------------------------------
+async def test_a_reply_to_a_stopped_stream_is_dropped_and_the_connection_goes_on(
+        tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    await server.request(0, SEND_CODE)
+    assert server.protocol.core.busy
+    server.client.stop_stream(0, 0)  # the SDK gave up on the request (timeout, cancel)
+    await server.client_to_server()
+
+    server.pending[0].set_result(b"too late")
+    await turns()
+    assert not server.protocol.core.busy
+    await server.request(4, PING_CODE)
+    server.server_to_client()
+    assert server.dispatched == [SEND_CODE, PING_CODE]
+    assert server.answer(4).endswith(b"pong")
+
+
+async def test_a_failed_reply_to_a_stopped_stream_frees_the_connection_too(
+        tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    await server.request(0, SEND_CODE)
+    server.client.stop_stream(0, 0)
+    await server.client_to_server()
+
+    server.pending[0].set_exception(OSError("the write failed"))
+    await turns()
+    await server.request(4, PING_CODE)
+    assert server.dispatched == [SEND_CODE, PING_CODE]
+
+
+async def test_a_queued_request_whose_stream_was_stopped_does_not_stop_the_next(
+        tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    await server.request(0, SEND_CODE)      # busy: the next two requests wait in order
+    await server.request(4, PING_CODE)
+    server.client.stop_stream(4, 0)
+    await server.request(8, PING_CODE)
+
+    server.pending[0].set_result(b"sent")   # the answers of 4 (stopped) and 8 follow
+    await turns()
+    server.server_to_client()
+    assert server.dispatched == [SEND_CODE, PING_CODE, PING_CODE]
+    assert not server.protocol.core.busy and not server.protocol.frames.frames
+    assert server.answer(8).endswith(b"pong")
+
+
+async def test_a_refusal_on_a_stopped_stream_is_dropped(tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    server.client.send_stream_data(0, b"\x01\x00", end_stream=False)  # a partial frame
+    server.client.stop_stream(0, 0)
+    server.client.send_stream_data(0, b"", end_stream=True)  # ends inside the frame: refused
+    await server.client_to_server()
+    await server.request(4, PING_CODE)
+    assert server.dispatched == [PING_CODE]
+
+
+# -- receive windows: bounded by the configured windows, whatever the peer sends -------------
+def raw_packet(client: Any, frame_type: int, *fields: int, data: bytes = b"") -> bytes:
+    """A 1-RTT datagram from ``client`` holding one frame of ``fields`` (varints) and
+    ``data``, built by hand (an aioquic client never sends what these tests need)."""
+    builder = QuicPacketBuilder(host_cid=client.host_cid, peer_cid=client._peer_cid.cid,
+                                version=client._version, is_client=True,
+                                max_datagram_size=1200, packet_number=client._packet_number)
+    builder.start_packet(QuicPacketType.ONE_RTT, client._cryptos[tls.Epoch.ONE_RTT])
+    buf = builder.start_frame(frame_type, capacity=8 * len(fields) + len(data))
+    for value in fields:
+        buf.push_uint_var(value)
+    buf.push_bytes(data)
+    datagrams, _ = builder.flush()
+    client._packet_number = builder.packet_number
+    return bytes(datagrams[0])
+
+
+STREAM_WITH_OFFSET_AND_LENGTH, RESET_STREAM = 0x08 | 0x04 | 0x02, 0x04
+
+
+def byte_at(client: Any, stream_id: int, offset: int) -> bytes:
+    return raw_packet(client, STREAM_WITH_OFFSET_AND_LENGTH, stream_id, offset, 1, data=b"x")
+
+
+def server_transmits(server: Any, now: float) -> None:
+    """The server sends what it has (its flow-control updates included); nobody listens."""
+    server.datagrams_to_send(now)
+
+
+def closed_with(server: Any) -> Any:
+    event = server._close_event
+    return None if event is None else event.error_code
+
+
+def test_a_byte_at_the_end_of_the_window_never_grows_the_streams_window(
+        tmp_path: Path) -> None:
+    client, server, _, _ = connected_pair(tmp_path, SETTINGS, SETTINGS)
+    for round_ in range(4):  # aioquic doubled the window (and the buffer) every round
+        server.receive_datagram(byte_at(client, 0, STREAM_WINDOW_BYTES - 1), CLIENT_ADDR,
+                                1.0 + round_)
+        server_transmits(server, 1.0 + round_)
+        stream = server._streams[0]
+        assert stream.max_stream_data_local == STREAM_WINDOW_BYTES
+        assert len(stream.receiver._buffer) <= STREAM_WINDOW_BYTES
+        assert closed_with(server) is None
+    server.receive_datagram(byte_at(client, 0, STREAM_WINDOW_BYTES), CLIENT_ADDR, 9.0)
+    assert closed_with(server) == QuicErrorCode.FLOW_CONTROL_ERROR
+
+
+def test_the_connection_window_bounds_the_out_of_order_bytes_of_all_streams(
+        tmp_path: Path) -> None:
+    window = 1024 * 1024
+    small = QuicSettings(receive_window=window)
+    client, server, _, _ = connected_pair(tmp_path, small, small)
+    server.receive_datagram(byte_at(client, 0, window - 1), CLIENT_ADDR, 1.0)
+    server_transmits(server, 1.0)
+    assert server._local_max_data.value == window  # nothing was consumed: no more credit
+    server.receive_datagram(byte_at(client, 4, 0), CLIENT_ADDR, 2.0)
+    assert closed_with(server) == QuicErrorCode.FLOW_CONTROL_ERROR
+
+
+def test_the_windows_move_with_the_data_delivered(tmp_path: Path) -> None:
+    client, server, _, _ = connected_pair(tmp_path, SETTINGS, SETTINGS)
+    client._loss._cc.congestion_window = 64 * 1024 * 1024
+    sent = 3 * 1024 * 1024
+    client.send_stream_data(0, bytes(sent), end_stream=False)
+    for step in range(8):
+        for data, _ in client.datagrams_to_send(1.0 + step):
+            server.receive_datagram(bytes(data), CLIENT_ADDR, 1.0 + step)
+        for data, _ in server.datagrams_to_send(1.0 + step):
+            client.receive_datagram(bytes(data), SERVER_ADDR, 1.0 + step)
+    stream = server._streams[0]
+    assert stream.receiver.starting_offset() == sent
+    assert stream.max_stream_data_local == sent + STREAM_WINDOW_BYTES
+    assert client._streams[0].max_stream_data_remote == sent + STREAM_WINDOW_BYTES
+    assert server._local_max_data.value == SETTINGS.receive_window  # over half still left
+
+
+def test_a_reset_stream_frees_its_buffer_and_its_bytes_count_as_consumed(
+        tmp_path: Path) -> None:
+    window = 1024 * 1024
+    small = QuicSettings(receive_window=window)
+    client, server, _, _ = connected_pair(tmp_path, small, small)
+    server.receive_datagram(byte_at(client, 0, window - 1), CLIENT_ADDR, 1.0)
+    server.receive_datagram(raw_packet(client, RESET_STREAM, 0, 0, window), CLIENT_ADDR, 1.0)
+    server_transmits(server, 1.0)
+    assert len(server._streams[0].receiver._buffer) == 0
+    assert server._local_max_data.value == 2 * window  # all consumed: a full window again
+    server.receive_datagram(byte_at(client, 4, 0), CLIENT_ADDR, 2.0)
+    assert closed_with(server) is None
+
+
+# -- streams opened implicitly ---------------------------------------------------------------
+def test_a_frame_on_a_high_stream_creates_that_stream_alone(tmp_path: Path) -> None:
+    client, server, _, _ = connected_pair(tmp_path, SETTINGS, SETTINGS)
+    last = 4 * (SETTINGS.max_concurrent_bidi_streams - 1)
+    server.receive_datagram(byte_at(client, last, 0), CLIENT_ADDR, 1.0)
+    assert list(server._streams) == [last] and closed_with(server) is None
+    server_transmits(server, 1.0)
+    # the lower streams are open all the same: data on one arrives, in any order
+    server.receive_datagram(byte_at(client, 40, 0), CLIENT_ADDR, 2.0)
+    server.receive_datagram(byte_at(client, 0, 0), CLIENT_ADDR, 2.0)
+    got = []
+    while (event := server.next_event()) is not None:
+        if hasattr(event, "data"):
+            got.append(event.stream_id)
+    assert got == [last, 40, 0] and sorted(server._streams) == [0, 40, last]
+    # and the peer's stream limit is what it was
+    server.receive_datagram(byte_at(client, last + 4, 0), CLIENT_ADDR, 3.0)
+    assert closed_with(server) == QuicErrorCode.STREAM_LIMIT_ERROR
+
+
+def test_a_finished_stream_stays_finished_among_implicit_ones(tmp_path: Path) -> None:
+    client, server, _, _ = connected_pair(tmp_path, SETTINGS, SETTINGS)
+    client.send_stream_data(8, b"request", end_stream=True)  # opens 0 and 4 implicitly
+    for data, _ in client.datagrams_to_send(1.0):
+        server.receive_datagram(bytes(data), CLIENT_ADDR, 1.0)
+    server.send_stream_data(8, b"reply", end_stream=True)
+    for data, _ in server.datagrams_to_send(1.0):
+        client.receive_datagram(bytes(data), SERVER_ADDR, 1.0)
+    for data, _ in client.datagrams_to_send(1.1):  # the ACK: stream 8 is finished
+        server.receive_datagram(bytes(data), CLIENT_ADDR, 1.1)
+    server_transmits(server, 1.2)                  # and discarded
+    assert 8 not in server._streams
+    server.receive_datagram(byte_at(client, 8, 100), CLIENT_ADDR, 2.0)   # ignored, as aioquic
+    server.receive_datagram(byte_at(client, 4, 0), CLIENT_ADDR, 2.0)     # still open
+    assert sorted(server._streams) == [4] and closed_with(server) is None
