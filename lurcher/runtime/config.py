@@ -154,7 +154,7 @@ def load_config(path: str | os.PathLike[str] | None = None,
     if path:
         try:
             override = tomllib.loads(Path(path).read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read config file {path}: {exc}") from None
         try:
             configcheck.check_file_keys(override, data, str(path))

@@ -192,3 +192,40 @@ def test_a_connection_sending_large_batches_migrates_after_its_reply(server_fact
         client.send(STREAM, TOPIC, raw.partition_id(foreign), big)
     assert f"client {client_id} migrated to shard 1" in server.log_tail(200_000)
     assert len(client.poll_all(STREAM, TOPIC, foreign)) == 800
+
+
+GET_GROUP, CREATE_GROUP, JOIN_GROUP = 600, 602, 604
+
+
+def group_members_count(client: raw.RawClient) -> int:
+    reply = client.call(GET_GROUP, raw.ident(STREAM) + raw.ident(TOPIC) + raw.ident("g"))
+    return struct.unpack_from("<III", reply)[2]
+
+
+def restart_shard(server: LurcherServer, shard: int) -> None:
+    """SIGKILL the shard and wait until the supervisor has started it again."""
+    victim = shard_pid(server, shard)
+    os.kill(victim, signal.SIGKILL)
+    pid_file = Path(server.data_dir) / "runtime" / f"shard-{shard}.pid"
+    for _ in range(600):
+        if pid_file.exists() and int(pid_file.read_text()) != victim:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"the supervisor did not restart shard {shard}")
+
+
+def test_members_on_a_killed_shard_leave_their_groups(server_factory):
+    """Clients of a shard that died are gone: the metadata owner (which keeps group
+    membership) must drop them, or their partitions stay assigned to nobody alive and a new
+    client of the restarted shard, numbered like a dead one, would inherit its membership."""
+    server = sharded(server_factory)
+    admin = client_on(server, 0)
+    setup_topic(admin)
+    admin.call(CREATE_GROUP, raw.ident(STREAM) + raw.ident(TOPIC) + raw.name("g"))
+    member = client_on(server, 1)
+    member.call(JOIN_GROUP, raw.ident(STREAM) + raw.ident(TOPIC) + raw.ident("g"))
+    assert group_members_count(admin) == 1
+    restart_shard(server, 1)
+    newcomer = client_on(server, 1)  # the restarted shard is subscribed: it answers
+    assert group_members_count(newcomer) == 0
+    assert group_members_count(admin) == 0

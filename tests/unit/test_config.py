@@ -57,6 +57,13 @@ def test_file_overrides_defaults(tmp_path):
     assert config.typed.tcp.enabled is True
 
 
+def test_file_not_utf8_is_a_clear_error(tmp_path):
+    path = tmp_path / "server.toml"
+    path.write_bytes(b"\xff\xfe[system]\n")
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(path, environ={})
+
+
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_config(tmp_path / "absent.toml", environ={})

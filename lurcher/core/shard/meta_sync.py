@@ -6,7 +6,11 @@ A follower subscribes at start with the number of events it has, receives the hi
 misses, and re-subscribes whenever its link to the owner drops. Invariant: a metadata
 command is answered only after every reachable shard confirmed it applied the change
 (``barrier``), so a client sees it next on any shard. Clients that leave a follower are
-reported to the owner (``ClientGone``), which owns group membership.
+reported to the owner (``ClientGone``), which owns group membership. Clients of a shard that
+dies are never reported: when a shard (re)subscribes, the owner first asks for the sessions
+of every subscribed shard and of the subscribing one, and removes from the groups each
+member connected to none of them nor to the owner (a member whose connection is migrating
+at that moment may be dropped too; when a shard does not answer, nobody is).
 
 Order on a follower: the owner starts pushing to a link as it answers its ``Subscribe``, and
 the link's reader handles a pushed message at once, while the subscribing coroutine resumes
@@ -26,11 +30,13 @@ import logging
 from typing import Any
 
 from lurcher.core.shard.bus import Bus, BusError, Link, Reply
-from lurcher.core.shard.peers import Barrier, ClientGone, GroupsUpdate, MetaEvents, Subscribe
+from lurcher.core.shard.peers import (Barrier, ClientGone, GroupsUpdate, MetaEvents,
+                                      StatsQuery, Subscribe)
 
 log = logging.getLogger(__name__)
 
 BARRIER_TIMEOUT_S = 60.0
+STATS_TIMEOUT_S = 10.0
 
 
 class MetaSync:
@@ -81,10 +87,45 @@ class MetaSync:
                 await asyncio.sleep(0.5)
 
     # -- owner side ------------------------------------------------------------------------
-    def _on_subscribe(self, link: Link, msg: Subscribe) -> Reply:
+    async def _on_subscribe(self, link: Link, msg: Subscribe) -> Reply:
+        """Drop group members connected nowhere, then subscribe ``link``: its history and
+        group snapshot are taken at the moment it starts receiving live pushes."""
+        alive = await self._connected_clients({link, *self.subscribers})
+        if alive is not None:
+            self._drop_departed_members(alive)
         self.subscribers.add(link)
         history = self.shard.meta.history[msg.shard_id:]
         return Reply(rid=msg.rid, data=[history, self.shard.groups_export()])
+
+    async def _connected_clients(self, links: set[Link]) -> set[int] | None:
+        """Client ids with a session here or on the shards behind ``links`` (the subscribed
+        ones: a shard that is not has no clients, or had them before the owner restarted,
+        which forgot every membership); None when one of them did not say."""
+        links = {link for link in links if not link.writer.is_closing()}
+        replies = await asyncio.gather(
+            *(link.request(StatsQuery(rid=self.bus.next_rid()), STATS_TIMEOUT_S)
+              for link in links), return_exceptions=True)
+        alive = set(self.shard.sessions)
+        for reply in replies:
+            if isinstance(reply, BaseException):
+                log.warning("cannot check group members against a shard's clients: %s", reply)
+                return None
+            alive.update(row[0] for row in reply.data[1])
+        return alive
+
+    def _drop_departed_members(self, alive: set[int]) -> None:
+        """Remove from every group the clients no shard serves any more (those of a shard
+        that died), so their partitions go to live members and a client of the restarted
+        shard that gets a dead one's id does not inherit its membership."""
+        members = {m.client_id for group in self.shard.groups.groups.values()
+                   for m in group.members.values()}
+        departed = members - alive
+        for client_id in sorted(departed):
+            log.info("client %d is connected to no shard: it leaves its consumer groups",
+                     client_id)
+            self.shard.forget_client(client_id)
+        if departed:
+            self.publish_groups()
 
     def _publish(self, body: bytes) -> None:
         for link in list(self.subscribers):

@@ -4,6 +4,10 @@ metadata copy it reads; executes commands through its ``Dispatcher``.
 With one shard (this issue) the shard also owns the metadata store. Partition files live
 under ``<system.path>/streams/<stream>/topics/<topic>/partitions/<partition>``. Only the
 shard that owns a partition touches its files.
+
+Invariant once partitions are opened (at start and after a catch-up): an owned partition
+holds no stored offset of a consumer group the metadata does not have, so a group id re-used
+after a deletion this shard missed starts from nothing.
 """
 
 from __future__ import annotations
@@ -169,6 +173,26 @@ class Shard:
                     self.open_partition(topic, pid)
         if self.partitions:
             log.info("opened %d partition(s)", len(self.partitions))
+        self._drop_deleted_groups_offsets()
+
+    def _drop_deleted_groups_offsets(self) -> None:
+        """Delete stored offsets of consumer groups the metadata no longer has: a group
+        deletion this shard did not see happen (a crash after the event was recorded, or a
+        shard down or catching up meanwhile). Otherwise a group created later under the
+        re-used id would start from the deleted group's offset, and the stale offset would
+        hold back retention."""
+        for (stream_id, topic_id, _), partition in self.partitions.items():
+            topic = self._topic_by_ids(stream_id, topic_id)
+            groups = topic.groups if topic is not None else {}
+            for group_id in list(partition.offsets.items("groups")):
+                if group_id not in groups:
+                    log.info("dropping the offset of deleted consumer group %d on %d/%d/%d",
+                             group_id, stream_id, topic_id, partition.partition_id)
+                    try:
+                        partition.delete_offset("groups", group_id)
+                    except OSError as exc:
+                        log.error("cannot delete the offset of deleted consumer group %d: %s",
+                                  group_id, exc)
 
     def partition(self, topic: TopicMeta, partition_id: int) -> Partition:
         """The partition, or IggyError PARTITION_NOT_FOUND."""

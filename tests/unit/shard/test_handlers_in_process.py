@@ -66,3 +66,34 @@ async def test_user_without_permission_is_refused(harness: ShardHarness) -> None
         await harness.call(reader, CreateStream("not-allowed"))
     assert refused.value.status == ErrorCode.UNAUTHORIZED
     assert [s.name for s in await harness.call(root, GetStreams())] == []
+
+
+async def test_group_id_reused_after_a_missed_deletion_starts_without_offset(tmp_path) -> None:
+    """A group deletion recorded but not carried out on the partitions (a crash right after
+    the event was written, or a shard down meanwhile) leaves no offset for a group that
+    re-uses its id, and none that holds back retention."""
+    from lurcher.core.meta import events as ev
+    from lurcher.core.meta.store import MetaStore
+    from lurcher.core.wire.requests.consumer_groups.create_consumer_group import (
+        CreateConsumerGroup)
+
+    harness = ShardHarness(tmp_path)
+    root = await harness.login()
+    await make_topic(harness, root, partitions=1)
+    await harness.call(root, CreateConsumerGroup(S, T, "old"))
+    harness.shard.partitions[(0, 0, 0)].store_offset("groups", 0, 41)
+    harness.close()
+    store = MetaStore(tmp_path / "state" / "log")  # only the event, none of its effects
+    store.record(ev.ConsumerGroupDeleted(0, 0, 0))
+    store.close()
+
+    harness = ShardHarness(tmp_path)
+    try:
+        root = await harness.login()
+        created = await harness.call(root, CreateConsumerGroup(S, T, "new"))
+        assert created.header.id == 0
+        partition = harness.shard.partitions[(0, 0, 0)]
+        assert partition.get_offset("groups", 0) is None
+        assert partition.min_stored_offset() is None
+    finally:
+        harness.close()
