@@ -14,7 +14,10 @@ errors and the session are the connection core's (``ServerConnection``); this mo
 adapter. Back-pressure: one message is handled at a time, its replies are sent (each awaited
 until the transport drained it) before the next message is read, and the core takes no
 request while more than ``WRITE_HIGH_WATER_BYTES`` of replies wait; the library queues at
-most ``MAX_QUEUED_FRAMES`` incoming frames meanwhile.
+most ``MAX_QUEUED_FRAMES`` incoming frames meanwhile. The library answers Ping (and Close)
+frames by itself, without asking us; ``ReadPausingConnection`` stops reading the socket while
+the transport's output is above the library's write limit, so a client that sends pings but
+never reads the pongs cannot make the server buffer without bound.
 """
 
 from __future__ import annotations
@@ -46,6 +49,32 @@ MAX_QUEUED_FRAMES = 4
 CLOSE_GOING_AWAY = 1001
 CLOSE_POLICY = 1008
 CLOSE_REASONS = {CLOSE_GOING_AWAY: "server closed the session", CLOSE_POLICY: "frame too large"}
+
+
+class ReadPausingConnection(ServerConnection):
+    """The library's connection, with reading paused while writing is.
+
+    Reading is paused when either the incoming-frame queue is full (the library's own rule)
+    or the transport's output is above its high-water mark (a client not reading the
+    library's automatic Pong replies); it resumes only when neither holds.
+    """
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        self.recv_messages.resume = self.resume_reading_if_drained
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self.resume_reading_if_drained()
+
+    def resume_reading_if_drained(self) -> None:
+        """Read again unless the frame queue is full or output still waits."""
+        if not self.paused and not self.recv_messages.paused:
+            self.transport.resume_reading()
 
 
 class WebSocketClient:
@@ -178,5 +207,6 @@ async def listen(shard: Any, section: WebSocket, context: ListenContext) -> List
     server = await serve(handler, host, port, ssl=tls_context(section.tls, context.data_path),
                          compression=None, max_size=max_message, max_queue=MAX_QUEUED_FRAMES,
                          ping_interval=None, server_header=None,
-                         reuse_port=context.reuse_port or None)
+                         reuse_port=context.reuse_port or None,
+                         create_connection=ReadPausingConnection)
     return ServerListener(server, server.sockets[0].getsockname())

@@ -9,6 +9,8 @@
   above ``limits.max_unauthenticated_payload_bytes`` is refused with Unauthenticated (40)
   and the connection closed; after login SendMessages above ``max_send_payload_bytes`` gets
   InvalidCommand (3).
+- A WebSocket client that floods Ping frames and never reads the Pongs is stopped (the
+  server pauses reading) instead of growing the server's memory.
 
 Memory is the resident set of the server's whole process tree (psutil).
 """
@@ -77,6 +79,50 @@ def test_big_frame_split_across_websocket_messages_is_answered(server_factory: S
         with raw.RawClient(server.tcp_address, timeout_s=ANSWER_WITHIN_S) as client:
             client.login()
             client.ping()
+
+
+def websocket_upgrade(address: str) -> socket.socket:
+    """A raw socket past the WebSocket handshake, with a small receive buffer."""
+    host, port = address.rsplit(":", 1)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * KIB)
+    sock.settimeout(ANSWER_WITHIN_S)
+    sock.connect((host, int(port)))
+    sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                 b"Sec-WebSocket-Version: 13\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(4 * KIB)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return sock
+
+
+def masked_ping(payload: bytes = b"p" * 125) -> bytes:
+    """A client Ping frame (mask 0: the payload is sent as is)."""
+    return bytes([0x89, 0x80 | len(payload)]) + bytes(4) + payload
+
+
+def test_websocket_pings_never_read_do_not_grow_server_memory(
+        server_factory: ServerFactory) -> None:
+    """The library answers each Ping with a Pong by itself: a client that floods pings and
+    never reads must be stopped (reading paused), not buffered for without bound."""
+    server = server_factory(WS_ENV)
+    flood, chunk = 64 * MIB, masked_ping() * 8000
+    sock = websocket_upgrade(server.endpoints["websocket"])
+    before = server_rss(server)
+    sent = 0
+    sock.settimeout(5.0)  # only ends the flood once the server stops reading
+    with sock:
+        with contextlib.suppress(socket.timeout):
+            while sent < flood:
+                sock.sendall(chunk)
+                sent += len(chunk)
+        grown = server_rss(server) - before
+    assert grown < 24 * MIB, f"server grew {grown / MIB:.0f} MiB for {sent / MIB:.0f} MiB of pings"
+    with raw.RawClient(server.tcp_address, timeout_s=ANSWER_WITHIN_S) as client:
+        client.login()
+        client.ping()
 
 
 def shard_pid(server: LurcherServer, shard: int) -> int:
