@@ -1,13 +1,17 @@
 """``Producer``: sends payloads to one topic, directly or batched in the background.
 
-Direct mode: ``send`` cuts the payloads into batches of ``batch_length`` and sends each
-before returning. Background mode: ``send`` appends to a pending list; a batch is handed to
-the sender task when ``batch_length`` messages are pending or ``linger_time_s`` after the
-first pending message. At most ``max_in_flight`` batches wait for the sender, so the
-buffer is bounded: ``send`` awaits while it is full (back-pressure). ``flush`` waits until
-everything handed over is sent; ``close`` flushes, stops the sender and raises the first
-background failure, if any (it is also raised by the next ``send``/``flush``). After a
-background failure, batches already queued are discarded, not sent.
+Direct mode: ``send`` cuts its own payloads into batches of ``batch_length`` and sends each
+before returning; nothing of one call is left behind for a later one. When a batch fails,
+the rest of that call is not sent and the error carries a note saying how many of the
+call's messages were sent. ``send`` checks that ``ids``/``headers`` match the payloads in
+number before anything is sent or queued (ValueError). Background mode: ``send`` appends
+to a pending list; a batch is handed to the sender task when ``batch_length`` messages are
+pending or ``linger_time_s`` after the first pending message. At most ``max_in_flight``
+batches wait for the sender, so the buffer is bounded: ``send`` awaits while it is full
+(back-pressure). ``flush`` waits until everything handed over is sent; ``close`` flushes,
+stops the sender and raises the first background failure, if any (it is also raised by the
+next ``send``/``flush``). After a background failure, batches already queued are
+discarded, not sent.
 
 A failed batch is retried ``retries`` times, ``retry_interval_s`` apart, when the failure
 is a lost connection (the client has already reconnected and retried once); command errors
@@ -130,7 +134,8 @@ class Producer:
     async def send(self, payloads: Sequence[PayloadArg], *, ids: Sequence[int] | None = None,
                    headers: HeadersArg | Sequence[HeadersArg | None] | None = None) -> None:
         """Send (direct) or enqueue (background) ``payloads``. Raises IggyError
-        (PRODUCER_CLOSED after close, or an earlier background failure)."""
+        (PRODUCER_CLOSED after close, or an earlier background failure), ValueError when
+        ``ids``/``headers`` do not match ``payloads`` in number (nothing sent)."""
         self._check_open()
         await self.init()
         data = [p.encode() if isinstance(p, str) else p for p in payloads]
@@ -141,15 +146,29 @@ class Producer:
             per_message = [encode_header_block(headers)] * len(data)
         elif headers is not None:
             per_message = list(headers)
-        self._pending.add(data, ids, per_message)
+        _check_counts(len(data), ids, per_message)
         if self.send_mode == "direct":
-            await self._drain_direct()
+            await self._send_now(data, ids, per_message)
         else:
+            self._pending.add(data, ids, per_message)
             await self._hand_over_full_batches()
 
-    async def _drain_direct(self) -> None:
-        while len(self._pending):
-            await self._send_batch(self._pending.cut(self.batch_length))
+    async def _send_now(self, payloads: list[bytes], ids: Sequence[int] | None,
+                        headers: list[Any] | None) -> None:
+        """Direct mode: send this call's messages in order; on a failure the rest of them
+        are dropped (never sent by a later call) and the error notes how many were sent."""
+        own = _Pending()
+        own.add(payloads, ids, headers)
+        sent = 0
+        while len(own):
+            batch = own.cut(self.batch_length)
+            try:
+                await self._send_batch(batch)
+            except Exception as e:
+                e.add_note(f"producer: {sent} of the {len(payloads)} messages of this send "
+                           f"were sent, the other {len(payloads) - sent} were not")
+                raise
+            sent += batch.count
 
     async def _hand_over_full_batches(self) -> None:
         while len(self._pending) >= self.batch_length:
@@ -203,8 +222,7 @@ class Producer:
     async def flush(self) -> None:
         """Send everything pending and wait for it. Raises the first background failure."""
         self._raise_error()
-        if self.send_mode == "direct":
-            await self._drain_direct()
+        if self.send_mode == "direct":  # every direct send completes before returning
             return
         while len(self._pending):
             await self._put(self.batch_length)
@@ -236,6 +254,13 @@ class Producer:
         if self._error is not None:
             error, self._error = self._error, None
             raise error
+
+
+def _check_counts(count: int, ids: Sequence[int] | None, headers: list[Any] | None) -> None:
+    """Raises ValueError when ``ids`` or per-message ``headers`` do not match ``count``."""
+    for what, values in (("ids", ids), ("headers", headers)):
+        if values is not None and len(values) != count:
+            raise ValueError(f"{what}: {len(values)} values for {count} payloads")
 
 
 async def _tolerate_exists(coro: Any) -> None:

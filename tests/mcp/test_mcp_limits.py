@@ -50,3 +50,24 @@ async def test_poll_is_capped_in_count_and_bytes(mcp_target, sdk_client: Client)
                                 partition_id=0, offset=10, count=100)
         assert [m["offset"] for m in result["messages"]] == [10, 11, 12]
         assert result["next_offset"] == 13
+
+
+async def test_next_poll_cut_by_bytes_commits_only_what_it_shows(mcp_target,
+                                                                 sdk_client: Client) -> None:
+    """Auto-commit of a "next" poll stores the last offset shown, so messages the byte
+    limit left out come with the following "next" poll instead of being skipped."""
+    await sdk_client.create_stream("cut")
+    await sdk_client.create_topic("cut", "t", partitions_count=1)
+    await sdk_client.send_messages("cut", "t", build_batch([b"%04d" % i + b"x" * 300
+                                                            for i in range(10)]), 0)
+    target = mcp_target(limits_max_response_bytes="2048", limits_max_payload_bytes="1024")
+    seen: list[int] = []
+    async with mcp_session(*target) as mcp:
+        for _ in range(10):
+            result = await mcp.call("poll_messages", stream_id="cut", topic_id="t",
+                                    partition_id=0, strategy="next", count=10)
+            assert result["count"] < 10  # the byte limit cuts every poll
+            seen += [m["offset"] for m in result["messages"]]
+            if not result["truncated"]:
+                break
+    assert seen == list(range(10))

@@ -166,6 +166,21 @@ async def test_direct_producer_with_ids_and_key(sdk_client) -> None:
                                                   (5, b"e")]
 
 
+async def test_direct_producer_failure_leaves_nothing_for_the_next_send(sdk_client) -> None:
+    """A failed direct send never leaks its unsent rest into a later call, and a send whose
+    headers do not match its payloads sends nothing."""
+    producer = Producer(sdk_client, "df", "t", partitioning=0, batch_length=1,
+                        create_stream_if_missing=True, create_topic_if_missing=True)
+    with pytest.raises(ValueError):
+        await producer.send([b"a", b"b"], headers=[{"k": "A"}])
+    with pytest.raises(IggyError) as err:  # an unparsable raw header block fails batch 2
+        await producer.send([b"c", b"d", b"e"], headers=[None, b"\xff\xff\xff", None])
+    assert "1 of the 3 messages" in "".join(getattr(err.value, "__notes__", []))
+    await producer.send([b"f"])
+    polled = messages_of(await sdk_client.poll_messages("df", "t", 0, "first", 10))
+    assert [m.payload for m in polled] == [b"c", b"f"]
+
+
 async def test_encrypted_payloads_round_trip(sdk_client) -> None:
     key = Encryptor.generate_key()
     async with Producer(sdk_client, "enc", "t", partitioning=0, encryptor=Encryptor(key),

@@ -5,7 +5,9 @@ JSON text; ``encoding`` makes that explicit ("text", "json") or takes base64 byt
 are ``{key: value}`` with plain JSON values (string, bool, integer -> int64, float ->
 float64) or ``{"kind": "<kind>", "value": ...}`` for any Iggy header kind (raw as base64).
 Polling: at most ``limits.max_messages`` messages are asked for, and the answer is rendered
-by ``render.render_polled`` (decoded payloads and headers, byte limit).
+by ``render.render_polled`` (decoded payloads and headers, byte limit). Auto-commit stores
+the offset of the last message the answer shows (not the last one the server returned, which
+the byte limit may have left out), so a following "next" poll continues at ``next_offset``.
 """
 
 from __future__ import annotations
@@ -127,10 +129,14 @@ async def poll_messages(ctx: Context, a: PollArgs) -> dict[str, Any]:
     requested = a.count or ctx.limits.default_poll_count
     count = min(requested, ctx.limits.max_messages)
     auto_commit = a.strategy == "next" if a.auto_commit is None else a.auto_commit
+    consumer = consumer_of(ctx, a.consumer)
     polled = await ctx.client.poll_messages(
-        a.stream_id, a.topic_id, a.partition_id, strategy(a), count, auto_commit,
-        consumer=consumer_of(ctx, a.consumer))
-    return render_polled(polled, ctx.limits, requested)
+        a.stream_id, a.topic_id, a.partition_id, strategy(a), count, False, consumer=consumer)
+    result = render_polled(polled, ctx.limits, requested)
+    if auto_commit and result["count"]:
+        await ctx.client.store_consumer_offset(consumer, a.stream_id, a.topic_id,
+                                               result["next_offset"] - 1, polled.partition_id)
+    return result
 
 
 def strategy(a: PollArgs) -> PollingStrategy:
