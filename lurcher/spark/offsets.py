@@ -16,6 +16,8 @@ partition or a JSON object per partition. Resolving one to an offset needs the s
 ``lurcher.spark.client.offset_at_timestamp``).
 
 Streaming offsets (what Spark checkpoints) are ``{"<partition id>": next offset to read}``.
+They only move forward while a partition keeps its offsets; ``went_back`` finds the
+partitions whose end fell below the checkpoint (offsets restarted at 0).
 """
 
 from __future__ import annotations
@@ -147,3 +149,16 @@ def cap_offsets(start: Mapping[str, int], latest: Mapping[str, int],
         end[p] = start[p] + take
         remaining -= take
     return end
+
+
+def went_back(start: Mapping[str, int], latest: Mapping[str, int]) -> list[str]:
+    """Partitions of ``latest`` whose end is below the streaming offset ``start``: the
+    partition restarted its offsets (topic purged, partition deleted and created again),
+    so messages below ``start`` are new ones a read from ``start`` would never see.
+
+    An end of 0 under a start of 1 is not counted: the server reports end 0 both for a
+    partition that never held a message and for one whose only message (offset 0) was
+    deleted by retention (``client.partition_end``), so it proves nothing.
+    """
+    return sorted((p for p in latest if p in start and latest[p] < start[p]
+                   and not (latest[p] == 0 and start[p] == 1)), key=int)

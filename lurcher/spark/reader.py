@@ -22,9 +22,13 @@ Spark. A micro-batch reads ``[start, end)`` per partition, planned deterministic
 the two offsets alone, so a batch replayed after a restart reads the same messages: with
 an idempotent sink (file sinks) every message lands exactly once. ``maxMessagesPerTrigger``
 caps a micro-batch (Spark's ``ReadMaxRows``, PySpark >= 4.2). Partitions added to the
-topic later are read from their first offset. ``commitConsumer`` / ``commitConsumerGroup``
-also store each committed micro-batch's end in lurcher as consumer offsets (display only:
-the checkpoint stays the source of truth, and a restart never reads them).
+topic later are read from their first offset. A partition whose end falls below the
+checkpoint's offset (topic purged, partition created again: offsets restart at 0) fails the
+query with ``failOnDataLoss`` (default), as Kafka's source does; without it reading goes on
+from the new end (messages stored before that are skipped). ``commitConsumer`` /
+``commitConsumerGroup`` also store each committed micro-batch's end in lurcher as
+consumer offsets (display only: the checkpoint stays the source of truth, and a restart
+never reads them).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 
 from lurcher.spark.client import connected, store_progress
 from lurcher.spark.filters import RowBounds, push
-from lurcher.spark.offsets import StreamOffset, cap_offsets, split_range
+from lurcher.spark.offsets import StreamOffset, cap_offsets, split_range, went_back
 from lurcher.spark.options import LurcherSparkError, SourceOptions
 from lurcher.spark.plan import RangeSplit, end_offsets, plan_batch, read_split, start_offsets
 
@@ -115,12 +119,26 @@ class LurcherStreamReader(DataSourceStreamReader):
         latest = end_offsets(self.options)[1]
         if start is None:
             return latest
-        begin = {p: start.get(p, 0) for p in latest}
+        begin = self._rebased({p: start.get(p, 0) for p in latest}, latest)
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
             end = cap_offsets(begin, latest, limit.max_rows)
         else:
             end = {p: max(latest[p], begin[p]) for p in latest}
         return {**start, **end}
+
+    def _rebased(self, begin: StreamOffset, latest: StreamOffset) -> StreamOffset:
+        """``begin``, where a partition's offsets restarted (``went_back``), moved down to
+        its new end. Raises LurcherSparkError instead with ``failOnDataLoss`` (default):
+        the messages below the checkpoint's offset would otherwise be skipped silently."""
+        back = went_back(begin, latest)
+        if back and self.options.fail_on_data_loss:
+            changes = ", ".join(f"partition {p} from {begin[p]} to {latest[p]}" for p in back)
+            raise LurcherSparkError(
+                f"lurcher read of stream {self.options.stream!r}, topic "
+                f"{self.options.topic!r}: end offset went back ({changes}); the topic was "
+                "purged or a partition created again, so messages may have been missed; "
+                "set failOnDataLoss=false to continue from the new end")
+        return {**begin, **{p: latest[p] for p in back}}
 
     def reportLatestOffset(self) -> StreamOffset:
         return end_offsets(self.options)[1]
