@@ -1,6 +1,10 @@
 """A client session: one per connection (or HTTP token), shared by every transport.
 
-``user_id`` is None until a login succeeds. ``client_id`` is unique per server run.
+``user_id`` is None until a login succeeds. ``client_id`` (a u32 on the wire, never 0) is
+unique per server run: with several shard processes, shard ``s`` of ``n`` hands out only ids
+``id % n == s`` (so processes never collide), starting at a random point of its stripe on
+every start and wrapping below 2**32, so a restarted shard does not hand out again the ids
+of its earlier run, which clients that migrated to another shard may still hold.
 ``token_name`` names the personal access token the session logged in with (None after a
 password login), so deleting that token can end the session.
 """
@@ -8,7 +12,9 @@ password login), so deleting that token can end the session.
 from __future__ import annotations
 
 import itertools
+import secrets
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from lurcher.core.wire.responses.clients import Transport
 
@@ -18,7 +24,9 @@ TRANSPORT_QUIC = Transport.QUIC
 TRANSPORT_HTTP = Transport.HTTP
 TRANSPORT_WEBSOCKET = Transport.WEBSOCKET
 
-_client_ids = itertools.count(1)
+U32_MAX = 0xFFFF_FFFF
+
+_client_ids: Iterator[int] = itertools.count(1)
 
 
 def next_client_id() -> int:
@@ -26,10 +34,25 @@ def next_client_id() -> int:
 
 
 def number_clients_for_shard(shard_id: int, shards_count: int) -> None:
-    """Make this process's client ids unique across shard processes (id % shards = shard)."""
+    """Make this process's client ids unique across shard processes (id % shards = shard)
+    and across restarts of this shard (a random starting point of its stripe)."""
     global _client_ids
-    _client_ids = itertools.count(shard_id + shards_count, shards_count) if shards_count > 1 \
-        else itertools.count(1)
+    if shards_count <= 1:
+        _client_ids = itertools.count(1)
+        return
+    last_round = (U32_MAX - shard_id) // shards_count
+    first_round = 1 + secrets.randbelow(last_round)
+    _client_ids = _striped_ids(shard_id, shards_count, first_round, last_round)
+
+
+def _striped_ids(shard_id: int, shards_count: int, first_round: int,
+                 last_round: int) -> Iterator[int]:
+    """``shard_id + shards_count * round`` for rounds from ``first_round`` to
+    ``last_round``, then again from 1 (never 0, never above U32_MAX)."""
+    while True:
+        for round_ in range(first_round, last_round + 1):
+            yield shard_id + shards_count * round_
+        first_round = 1
 
 
 @dataclass

@@ -6,7 +6,8 @@ copy); the core's intents are carried out on the asyncio transport. Responses go
 ``Outbox`` (sendfile of large stored ranges on plain TCP); the transport's write-buffer
 limits drive the core's back-pressure (``pause_writing``/``resume_writing``). Everything
 else (framing, order, errors, session, migration state) is the core's
-(``lurcher.core.connection.server``).
+(``lurcher.core.connection.server``). Background tasks of the transports (``run_tracked``)
+are held until done and an unexpected error in one is logged.
 """
 
 from __future__ import annotations
@@ -35,15 +36,37 @@ def peer_address(peer: Any) -> str:
 def settle_soon(core: ServerConnection, pending: Any) -> None:
     """Carry out the core's ``wait`` intent on the running event loop: a future's outcome
     (a send's reply is the future of its write) is fed back by a done callback, with no task
-    per request; anything else awaitable is awaited by a task running ``core.settle``."""
+    per request; anything else awaitable is awaited by a (tracked) task running
+    ``core.settle``. A cancelled reply is answered with an error (``reply_cancelled``)."""
     if asyncio.isfuture(pending):
         pending.add_done_callback(lambda done: _settled(core, done))
     else:
-        asyncio.ensure_future(core.settle(pending))
+        run_tracked(core.settle(pending), "settling a reply")
+
+
+# Background tasks of the transports: the event loop keeps only weak references to tasks,
+# so each is held here until it is done.
+_background: set[asyncio.Task] = set()
+
+
+def run_tracked(coro: Any, what: str) -> asyncio.Task:
+    """Run ``coro`` as a task that is kept referenced until done; an unexpected exception
+    is logged (with ``what``) instead of surfacing as "Task exception was never retrieved"."""
+    task = asyncio.ensure_future(coro)
+    _background.add(task)
+    task.add_done_callback(lambda done: _task_done(done, what))
+    return task
+
+
+def _task_done(task: asyncio.Task, what: str) -> None:
+    _background.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.error("%s failed", what, exc_info=task.exception())
 
 
 def _settled(core: ServerConnection, future: asyncio.Future) -> None:
-    if future.cancelled():  # as for an awaited one: the server is stopping, no reply
+    if future.cancelled():  # e.g. the server is stopping: answer it, the connection goes on
+        core.reply_cancelled()
         return
     exc = future.exception()
     if exc is None:

@@ -22,7 +22,6 @@ never reads the pongs cannot make the server buffer without bound.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -35,7 +34,7 @@ from lurcher.core.connection.server import CLOSE_REFUSED
 from lurcher.core.connection.server import ServerConnection as Connection
 from lurcher.transports.net import split_address
 from lurcher.core.shard.reply import read_parts
-from lurcher.transports.connection import peer_address
+from lurcher.transports.connection import peer_address, run_tracked
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener, tls_context
 from lurcher.transports.sendfile import WRITE_HIGH_WATER_BYTES, WRITE_LOW_WATER_BYTES
 
@@ -184,9 +183,11 @@ class WebSocketClient:
         """Output outside ``serve``'s turn (a server-initiated disconnect): flush it now."""
         if not self.in_turn:
             self.in_turn = True
-            asyncio.ensure_future(self.flush_quietly())
+            run_tracked(self.flush_quietly(), "flushing WebSocket output")
 
     async def flush_quietly(self) -> None:
+        """``flush``, a closed connection being no error (another is logged by
+        ``run_tracked``)."""
         try:
             await self.flush()
         except ConnectionClosed:

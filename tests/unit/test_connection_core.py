@@ -321,3 +321,32 @@ def test_the_core_imports_neither_asyncio_nor_sockets():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert out.stdout.strip() == "[]"
+
+
+def test_a_cancelled_awaited_reply_is_an_error_frame_and_reading_goes_on():
+    """A reply cancelled before it settled (awaited by ``settle`` or a future of the
+    TCP adapter) is answered with an error and frees the connection for the next request."""
+    import asyncio
+
+    from lurcher.transports.connection import settle_soon
+
+    async def cancelled_reply() -> Any:
+        raise asyncio.CancelledError
+
+    async def through_settle(conn: ServerConnection) -> None:
+        try:
+            await conn.settle(cancelled_reply())
+        except asyncio.CancelledError:
+            pass  # the cancellation still reaches the task that awaited it
+
+    async def through_future(conn: ServerConnection) -> None:
+        future = asyncio.get_running_loop().create_future()
+        settle_soon(conn, future)
+        future.cancel()
+        await asyncio.sleep(0)  # done callbacks run on the next loop iteration
+
+    for settle in (through_settle, through_future):
+        conn, io, _ = connection()
+        conn.receive_data(frame(SLOW) + frame(PING, b"after"))
+        asyncio.run(settle(conn))
+        assert not conn.busy and io.writes() == [error(ErrorCode.ERROR), ok(b"after")]

@@ -2,9 +2,9 @@
 
 Events in (called by the adapter): ``open(address)``, received bytes (``get_buffer`` /
 ``buffer_updated`` for zero-copy reads, or ``receive_data``), ``reply_ready`` /
-``reply_failed`` (the outcome of an awaited reply), ``pause_writing`` / ``resume_writing``
-(the adapter's output passed its high-water mark / drained), ``connection_lost``; the shard
-may call ``disconnect(status)``. Intents out: method calls on the adapter (``ConnectionIO``):
+``reply_failed`` / ``reply_cancelled`` (the outcome of an awaited reply), ``pause_writing``
+/ ``resume_writing`` (the adapter's output passed its high-water mark / drained),
+``connection_lost``; the shard may call ``disconnect(status)``. Intents out: method calls on the adapter (``ConnectionIO``):
 write these response parts (file slices left in, for sendfile), await this reply, pause or
 resume reading, close after flushing, abort, hand the socket to another shard (when a
 command's result is ``intents.MigrateTo``).
@@ -15,6 +15,8 @@ Invariants:
   frame is taken, so a later request never overtakes an earlier one;
 - back-pressure: while the adapter's output is paused no frame is taken either, and reading
   is paused whenever the connection is busy or paused;
+- an awaited reply always finishes its request (answered, failed or cancelled: a cancelled
+  one is answered ``ErrorCode.ERROR``), so the connection never stays busy;
 - every failure becomes an error frame here (``failures.failure_status``) and nowhere else;
   a fatal refusal (``BadFrame.fatal``) is answered, then the connection is closed;
 - the session is opened (or resumed, for a migrated connection, with the bytes it carried)
@@ -224,6 +226,9 @@ class ServerConnection:
         except Exception as exc:
             self.reply_failed(exc)
             return
+        except BaseException:  # cancelled: answer it, then let the cancellation go on
+            self.reply_cancelled()
+            raise
         self.reply_ready(result)
 
     def reply_ready(self, result: Any) -> None:
@@ -237,6 +242,15 @@ class ServerConnection:
     def reply_failed(self, exc: BaseException) -> None:
         try:
             self.write_error(failure_status(self.current.code if self.current else "?", exc))
+        finally:
+            self.finish()
+
+    def reply_cancelled(self) -> None:
+        """The awaited reply was cancelled (e.g. the shard is stopping): answer an error so
+        the client is not left waiting and the connection is not left busy."""
+        log.info("reply to %s was cancelled", self.session.address if self.session else "?")
+        try:
+            self.write_error(ErrorCode.ERROR)
         finally:
             self.finish()
 

@@ -4,8 +4,9 @@ Every shard listens on an abstract-namespace Unix stream socket named after the 
 namespace and its shard id; a peer link is opened on first use and re-opened after the peer
 restarts. Frames are ``u32 length`` + a msgpack-encoded ``BusMessage``. Requests carry an id
 and are answered with a ``Reply`` of the same id; handlers run as tasks, so a slow request
-does not hold up the link. Back-pressure: writers await ``drain()``; at most
-``MAX_IN_FLIGHT`` requests per link wait for answers.
+does not hold up the link. A handler that raises (directly or as a task) answers its
+request with status ``ErrorCode.ERROR``; the link stays open. Back-pressure: writers await
+``drain()``; at most ``MAX_IN_FLIGHT`` requests per link wait for answers.
 
 Ordering: messages sent on one link arrive in order, which the metadata replica relies on
 (an event published before a reply is applied before the reply is seen).
@@ -21,6 +22,8 @@ import struct
 from typing import Any, Awaitable, Callable
 
 import msgspec
+
+from lurcher.core.wire.error_codes import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +197,10 @@ class Bus:
         if handler is None:
             log.warning("bus: no handler for %s", type(message).__name__)
             return
-        result = handler(link, message)
+        try:
+            result = handler(link, message)
+        except Exception as exc:  # a failing handler must not kill the link
+            result = _handler_failed(message, exc)
         if asyncio.iscoroutine(result):
             asyncio.ensure_future(self._answer_later(link, message, result))
         elif result is not None:
@@ -203,9 +209,8 @@ class Bus:
     async def _answer_later(self, link: Link, message: Any, pending: Awaitable) -> None:
         try:
             reply = await pending
-        except Exception as exc:  # a bug in a handler must not kill the link
-            log.exception("bus handler for %s failed", type(message).__name__)
-            reply = Reply(rid=message.rid, status=1, payload=str(exc).encode())
+        except Exception as exc:  # a failing handler must not kill the link
+            reply = _handler_failed(message, exc)
         if reply is not None:
             link.send_nowait(reply)
 
@@ -214,6 +219,13 @@ class Bus:
             self.server.close()
         for link in list(self.links.values()) + list(self.accepted):
             link.close()
+
+
+def _handler_failed(message: Any, exc: Exception) -> Reply:
+    """The answer to a request whose handler raised: ``ErrorCode.ERROR``, as a command's
+    unexpected exception is answered on the shard that received it."""
+    log.error("bus handler for %s failed", type(message).__name__, exc_info=exc)
+    return Reply(rid=message.rid, status=ErrorCode.ERROR, payload=str(exc).encode())
 
 
 def _union(types: tuple[type, ...]):

@@ -5,7 +5,9 @@ as a string), ``iat``, ``nbf``, ``exp`` (seconds). Settings come from ``[http.jw
 ``encoding_secret`` is empty a random secret is generated once and kept in
 ``<system.path>/state/jwt_secret`` (mode 0600), so tokens survive a restart. Revoked token
 ids are appended to ``<system.path>/state/tokens`` as ``jti expiry_s`` lines; entries past
-their expiry are dropped when the file is loaded (and the file rewritten).
+their expiry are dropped when the file is loaded (and the file rewritten) and as later ids
+are revoked (the file rewritten once most of its lines expired), so neither grows with
+repeated login/logout.
 """
 
 from __future__ import annotations
@@ -70,24 +72,46 @@ def load_secret(section: Jwt, state_path: Path) -> tuple[str, str]:
 
 
 class RevokedTokens:
-    """Revoked ``jti``s with their expiry, persisted as an append-only text file."""
+    """Revoked ``jti``s with their expiry, persisted as an append-only text file.
+
+    Ids are added in about expiry order (every token lives as long), so expired ones are
+    dropped from the oldest on as new ones are added; the file is rewritten once it holds
+    more dropped lines than live ones. Both stay bounded by the tokens revoked within one
+    token lifetime."""
 
     def __init__(self, path: Path, now_s: int) -> None:
         self.path = path
         self.revoked: dict[str, int] = {}
+        self.lines_dropped = 0  # lines of the file whose id expired since it was written
         if path.exists():
             for line in path.read_text().splitlines():
                 jti, _, exp = line.partition(" ")
                 if exp.isdigit() and int(exp) > now_s:
                     self.revoked[jti] = int(exp)
-            _write_private(path, "".join(f"{j} {e}\n" for j, e in self.revoked.items()))
+            self._rewrite()
 
     def __contains__(self, jti: str) -> bool:
         return jti in self.revoked
 
-    def revoke(self, jti: str, expiry_s: int) -> None:
+    def _rewrite(self) -> None:
+        _write_private(self.path, "".join(f"{j} {e}\n" for j, e in self.revoked.items()))
+        self.lines_dropped = 0
+
+    def _drop_expired(self, now_s: int) -> None:
+        """Drop the oldest ids while they are expired; compact the file when worth it."""
+        while self.revoked:
+            jti, expiry_s = next(iter(self.revoked.items()))
+            if expiry_s > now_s:
+                break
+            del self.revoked[jti]
+            self.lines_dropped += 1
+        if self.lines_dropped > len(self.revoked):
+            self._rewrite()
+
+    def revoke(self, jti: str, expiry_s: int, now_s: int) -> None:
         if jti in self.revoked:
             return
+        self._drop_expired(now_s)
         self.revoked[jti] = expiry_s
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a") as out:
@@ -138,7 +162,7 @@ class JwtManager:
         return Token(token, jti, user_id, int(claims["exp"]))
 
     def revoke(self, token: Token) -> None:
-        self.revoked.revoke(token.jti, token.expiry_s)
+        self.revoked.revoke(token.jti, token.expiry_s, int(self.clock_s()))
 
     def refresh(self, token: str) -> Token:
         """A new token for the same user; the old one is revoked. Raises IggyError."""

@@ -1,0 +1,29 @@
+"""Revoked JWT ids (``transports.http.jwt.RevokedTokens``): an id is kept, in memory and in
+its file, only until its token expires; expired ones are dropped as new ones are added, so
+repeated login/logout does not grow them until a restart."""
+
+from __future__ import annotations
+
+from lurcher.transports.http.jwt import RevokedTokens
+
+LIFETIME_S = 60
+
+
+def test_revoking_drops_the_expired_ids_from_memory_and_file(tmp_path):
+    path = tmp_path / "tokens"
+    revoked = RevokedTokens(path, now_s=0)
+    for now in range(0, 100 * LIFETIME_S, 7):  # a logout every 7 s for a long while
+        revoked.revoke(f"jti-{now}", now + LIFETIME_S, now_s=now)
+    live = LIFETIME_S // 7 + 1
+    assert len(revoked.revoked) <= live
+    assert len(path.read_text().splitlines()) <= 2 * live + 1
+    assert f"jti-{now}" in revoked and "jti-0" not in revoked
+
+
+def test_an_unexpired_id_stays_revoked_after_a_restart(tmp_path):
+    path = tmp_path / "tokens"
+    revoked = RevokedTokens(path, now_s=0)
+    revoked.revoke("old", LIFETIME_S, now_s=0)
+    revoked.revoke("new", 2 * LIFETIME_S, now_s=LIFETIME_S + 1)
+    reloaded = RevokedTokens(path, now_s=LIFETIME_S + 2)
+    assert "new" in reloaded and "old" not in reloaded
