@@ -12,7 +12,10 @@ is spaced by ``base_s * 2**(failures - free_attempts)``, at most ``max_s``. Atte
 key are serialised through ``next_at``, so parallel connections guessing one user's
 password get no more tries per second than one connection. A key's failures are forgotten
 ``reset_s`` after its last failure, and after a successful login. At most ``max_keys`` keys
-are tracked (the oldest is dropped first), so memory stays bounded.
+are tracked, so memory stays bounded. The oldest is dropped first, except that a key being
+throttled (more than ``free_attempts`` recent failures) among the ``EVICTION_SCAN`` oldest is
+kept and one of the others goes: a flood of failures under random user names (one each)
+cannot push out, and so reset, the back-off of the user under attack.
 
 The caller waits with ``asyncio.sleep`` in the login handler: only that connection's answer
 is delayed (its later requests wait behind it, in order); the event loop and every other
@@ -51,6 +54,9 @@ class _Entry:
     failures: int = 0
     next_at: float = 0.0
     last_failure: float = 0.0
+
+
+EVICTION_SCAN = 16
 
 
 class LoginThrottle:
@@ -95,7 +101,21 @@ class LoginThrottle:
             self.entries[key] = entry
             self.entries.move_to_end(key)
         while len(self.entries) > self.config.max_keys:
-            self.entries.popitem(last=False)
+            self._evict_one(now_s)
+
+    def _evict_one(self, now_s: float) -> None:
+        """Drop the oldest key that is not being throttled among the ``EVICTION_SCAN``
+        oldest (the throttled ones scanned move to the newest end); when all are, the
+        oldest of them."""
+        for _ in range(min(EVICTION_SCAN, len(self.entries))):
+            key, entry = next(iter(self.entries.items()))
+            throttled = (entry.failures > self.config.free_attempts
+                         and now_s - entry.last_failure <= self.config.reset_s)
+            if not throttled:
+                del self.entries[key]
+                return
+            self.entries.move_to_end(key)
+        self.entries.popitem(last=False)
 
     def succeeded(self, keys: Iterable[Hashable]) -> None:
         for key in keys:

@@ -51,3 +51,17 @@ def test_tracked_keys_are_bounded() -> None:
     for i in range(10):
         t.failed([("user", f"u{i}")], 0.0)
     assert len(t.entries) == 3 and ("user", "u9") in t.entries
+
+
+def test_failures_under_random_names_do_not_push_out_a_throttled_user() -> None:
+    """The table is full of one-failure keys (a flood of random user names): the user under
+    attack keeps its back-off; keys that are not throttled go instead."""
+    t = LoginThrottle(CONFIG)
+    fail(t, 4)  # USER is throttled now
+    waited = t.reserve([USER], 0.0)
+    assert waited and waited > 0
+    for i in range(10):
+        t.failed([("user", f"random{i}")], 1.0)
+    assert USER in t.entries and len(t.entries) == 3
+    wait = t.reserve([USER], 1.0)
+    assert wait is None or wait > 0.0  # still spaced (or refused outright), not reset
