@@ -202,12 +202,11 @@ class PartitionService:
 
     def _execute(self, op: Op) -> Any:
         partition = self._partition(op)
-        if isinstance(op, StoreOffset):
-            partition.store_offset(op.kind, op.key, op.offset)
-            return None
+        if isinstance(op, StoreOffset):  # a future with enforce_fsync: ``_settle`` waits
+            return partition.store_offset(op.kind, op.key, op.offset)
         if isinstance(op, DeleteOffset):
             if partition.get_offset(op.kind, op.key) is not None:
-                partition.delete_offset(op.kind, op.key)
+                return partition.delete_offset(op.kind, op.key)
             return None
         key = (op.stream_id, op.topic_id, op.partition_id)
         if isinstance(op, PurgePartition):

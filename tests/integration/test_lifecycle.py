@@ -128,3 +128,25 @@ def test_partitions_created_and_deleted_on_a_live_topic(server_factory):
             (0, 40, 39), (1, 5, 4), (2, 0, 0)]
         assert stored_offset(c, 0) == 30 and stored_offset(c, 2) is None
         assert first_offset(c, 2) is None
+
+
+def test_offsets_with_enforce_fsync_are_stored_and_survive_a_crash(server_factory):
+    """With ``enforce_fsync`` the offset files are written and fsynced off the event loop:
+    a store, and a poll's auto-commit, answer once stored, and a SIGKILL loses neither."""
+    server = server_factory({**ENV, "LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC": "true"})
+    auto = b"\x01" + raw.ident(2)
+    with connect(server) as c:
+        c.create_stream("s")
+        c.create_topic("s", "t", 1)
+        send(c, 0, 20)
+        store(c, 0, 5)
+        assert stored_offset(c, 0) == 5
+        for first in (0, 7):
+            got = c.poll("s", "t", 0, raw.STRATEGY_NEXT, 0, 7, auto_commit=True, consumer=auto)
+            assert [m.offset for m in got.messages] == list(range(first, first + 7))
+        assert stored_offset(c, 0, consumer=2) == 13
+    server.restart(crash=True)
+    with connect(server) as c:
+        assert stored_offset(c, 0) == 5 and stored_offset(c, 0, consumer=2) == 13
+        got = c.poll("s", "t", 0, raw.STRATEGY_NEXT, 0, 100, auto_commit=True, consumer=auto)
+        assert [m.offset for m in got.messages] == list(range(14, 20))

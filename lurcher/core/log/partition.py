@@ -449,16 +449,31 @@ class Partition:
 
     # -- consumer offsets ----------------------------------------------------------------
 
-    def store_offset(self, kind: OffsetKind, key: int, offset: int) -> None:
-        """Persist a consumer's (``consumers``) or group's (``groups``) offset. Raises OSError."""
-        self.offsets.store(kind, key, offset)
+    def store_offset(self, kind: OffsetKind, key: int, offset: int) -> asyncio.Future | None:
+        """Persist a consumer's (``consumers``) or group's (``groups``) offset: None once
+        stored, or with ``enforce_fsync`` a future (``ConsumerOffsets``). Raises OSError."""
+        return self.offsets.store(kind, key, offset)
 
     def get_offset(self, kind: OffsetKind, key: int) -> int | None:
         return self.offsets.get(kind, key)
 
-    def delete_offset(self, kind: OffsetKind, key: int) -> None:
-        """Raises IggyError CONSUMER_OFFSET_NOT_FOUND when nothing is stored."""
-        self.offsets.delete(kind, key)
+    def delete_offset(self, kind: OffsetKind, key: int) -> asyncio.Future | None:
+        """None once deleted, or with ``enforce_fsync`` a future. Raises IggyError
+        CONSUMER_OFFSET_NOT_FOUND when nothing is stored."""
+        return self.offsets.delete(kind, key)
+
+    def forget_offset(self, kind: OffsetKind, key: int) -> None:
+        """Delete the stored offset if there is one, without waiting for the device (a
+        deleted group's): a failure is logged, the offset is gone from memory either way."""
+        if self.offsets.get(kind, key) is None:
+            return
+        try:
+            pending = self.offsets.delete(kind, key)
+        except OSError as exc:
+            log.error("cannot delete the stored offset of %s %d: %s", kind, key, exc)
+            return
+        if pending is not None:
+            pending.add_done_callback(lambda done: _log_failed_forget(done, kind, key))
 
     # -- maintenance ---------------------------------------------------------------------
 
@@ -558,3 +573,9 @@ _STRATEGIES = {
     PollKind.LAST: lambda p, _value, count, _: p.read_last(count),
     PollKind.NEXT: lambda p, _value, count, who: p.read_next(who[0], who[1], count),
 }
+
+
+def _log_failed_forget(done: asyncio.Future, kind: str, key: int) -> None:
+    error = None if done.cancelled() else done.exception()
+    if error is not None:
+        log.error("cannot delete the stored offset of %s %d: %s", kind, key, error)

@@ -84,8 +84,8 @@ def _group_deleted(shard: Any, e: ev.ConsumerGroupDeleted, state: Any) -> None:
     shard.groups.drop_group(topic, e.id)
     for pid in range(topic.partitions_count):
         partition = shard.partitions.get((e.stream_id, e.topic_id, pid))
-        if partition is not None and partition.get_offset("groups", e.id) is not None:
-            partition.delete_offset("groups", e.id)
+        if partition is not None:
+            partition.forget_offset("groups", e.id)
 
 
 _BEFORE = {

@@ -188,11 +188,7 @@ class Shard:
                 if group_id not in groups:
                     log.info("dropping the offset of deleted consumer group %d on %d/%d/%d",
                              group_id, stream_id, topic_id, partition.partition_id)
-                    try:
-                        partition.delete_offset("groups", group_id)
-                    except OSError as exc:
-                        log.error("cannot delete the offset of deleted consumer group %d: %s",
-                                  group_id, exc)
+                    partition.forget_offset("groups", group_id)
 
     def partition(self, topic: TopicMeta, partition_id: int) -> Partition:
         """The partition, or IggyError PARTITION_NOT_FOUND."""

@@ -1,12 +1,17 @@
-"""Stored consumer offsets: files, persistence, deletion."""
+"""Stored consumer offsets: files, persistence, deletion; with fsync, written off the event
+loop, in call order, visible once durable."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import os
+import threading
 
 import pytest
 
-from lurcher.core.log import LogConfig, Partition
+from lurcher.core.log import LogConfig, Partition, PosixIo
+from lurcher.core.log.offsets import ConsumerOffsets
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
@@ -52,3 +57,128 @@ def test_malformed_and_temporary_files_are_ignored(part_dir):
     p = Partition.open(part_dir, 1, LogConfig())
     assert p.offsets.items("consumers") == {7: 7}
     p.close()
+
+
+# -- with enforce_fsync: off the event loop, in order, durable before visible ------------
+
+class RecordingIo(PosixIo):
+    """Posix, recording each fsync (the path of the descriptor, and whether it ran on the
+    event loop's thread); ``gate`` holds writes of offset files until it is set; ``fail``
+    makes fsyncs raise EIO."""
+
+    def __init__(self) -> None:
+        self.fsyncs: list[tuple[str, bool]] = []
+        self.events: list[str] = []
+        self.loop_thread = threading.get_ident()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.fail = False
+
+    def pwrite(self, fd, data, position):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp"):
+            self.gate.wait(10)
+        return super().pwrite(fd, data, position)
+
+    def fsync_in_worker(self, fd):
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        self.fsyncs.append((path, threading.get_ident() == self.loop_thread))
+        self.events.append("fsync " + os.path.basename(path))
+        if self.fail:
+            raise OSError(errno.EIO, "injected")
+        super().fsync_in_worker(fd)
+
+    def replace(self, src, dst):
+        self.events.append("rename " + os.path.basename(dst))
+        super().replace(src, dst)
+
+
+def offsets_with_fsync(part_dir: str, io: RecordingIo) -> ConsumerOffsets:
+    offsets = ConsumerOffsets(part_dir, io, fsync=True)
+    offsets.load()
+    return offsets
+
+
+async def one_stored(part_dir: str, kind: str, key: int,
+                     value: int) -> tuple[RecordingIo, ConsumerOffsets]:
+    """Offsets with fsync over a ``RecordingIo``, (kind, key) stored as ``value``."""
+    io = RecordingIo()
+    offsets = offsets_with_fsync(part_dir, io)
+    await offsets.store(kind, key, value)
+    return io, offsets
+
+
+def stored_file(part_dir: str, kind: str, key: int) -> int | None:
+    path = os.path.join(part_dir, "offsets", kind, str(key))
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        return int.from_bytes(f.read(), "little")
+
+
+async def test_fsync_store_is_durable_off_the_loop_before_it_is_visible(part_dir):
+    io = RecordingIo()
+    offsets = offsets_with_fsync(part_dir, io)
+    io.gate.clear()
+    pending = offsets.store("consumers", 3, 41)
+    assert isinstance(pending, asyncio.Future)
+    await asyncio.sleep(0.05)
+    assert offsets.get("consumers", 3) is None and not pending.done()
+    io.gate.set()
+    await pending
+    assert offsets.get("consumers", 3) == 41 == stored_file(part_dir, "consumers", 3)
+    consumers_dir = os.path.join(part_dir, "offsets", "consumers")
+    assert io.fsyncs == [(os.path.join(consumers_dir, "3.tmp"), False), (consumers_dir, False)]
+    assert io.events == ["fsync 3.tmp", "rename 3", "fsync consumers"]
+    assert ConsumerOffsets(part_dir, PosixIo()).items("consumers") == {}  # nothing loaded
+    again = ConsumerOffsets(part_dir, PosixIo())
+    again.load()
+    assert again.items("consumers") == {3: 41}
+
+
+async def test_fsync_calls_land_in_order(part_dir):
+    io, offsets = await one_stored(part_dir, "groups", 1, 5)
+    io.gate.clear()
+    first, second = offsets.store("groups", 1, 6), offsets.store("groups", 1, 7)
+    io.gate.set()
+    await asyncio.gather(first, second)
+    assert offsets.get("groups", 1) == 7 == stored_file(part_dir, "groups", 1)
+    io.gate.clear()
+    late_store = offsets.store("groups", 2, 9)
+    deleting = offsets.delete("groups", 1)
+    assert offsets.get("groups", 1) is None  # a delete leaves memory at once
+    io.gate.set()
+    await asyncio.gather(late_store, deleting)
+    assert stored_file(part_dir, "groups", 1) is None
+    assert offsets.items("groups") == {2: 9} and stored_file(part_dir, "groups", 2) == 9
+
+
+async def test_fsync_store_overtaken_by_a_delete_stays_deleted(part_dir):
+    io, offsets = await one_stored(part_dir, "consumers", 4, 1)
+    io.gate.clear()
+    storing = offsets.store("consumers", 4, 2)
+    deleting = offsets.delete("consumers", 4)
+    io.gate.set()
+    await asyncio.gather(storing, deleting)
+    assert offsets.get("consumers", 4) is None and stored_file(part_dir, "consumers", 4) is None
+
+
+async def test_failed_fsync_fails_the_store_and_changes_nothing_in_memory(part_dir):
+    io, offsets = await one_stored(part_dir, "consumers", 3, 10)
+    io.fail = True
+    with pytest.raises(IggyError) as info:
+        await offsets.store("consumers", 3, 11)
+    assert info.value.code == ErrorCode.CANNOT_WRITE_TO_FILE
+    assert offsets.get("consumers", 3) == 10 == stored_file(part_dir, "consumers", 3)
+
+
+async def test_clear_drops_stores_still_queued(part_dir):
+    io, offsets = await one_stored(part_dir, "consumers", 1, 1)
+    io.gate.clear()
+    queued = offsets.store("consumers", 2, 2)
+    offsets.clear()
+    io.gate.set()
+    await queued
+    after = offsets.store("consumers", 5, 5)
+    await after
+    assert offsets.items("consumers") == {5: 5}
+    assert sorted(os.listdir(os.path.join(part_dir, "offsets", "consumers"))) == ["5"]

@@ -69,8 +69,7 @@ def delete_consumer_group(shard: ShardFace, session: Session, req: DeleteConsume
     shard.meta.record(ev.ConsumerGroupDeleted(topic.stream_id, topic.id, group.id))
     shard.groups.drop_group(topic, group.id)
     for partition in shard.topic_partitions(topic):
-        if partition.get_offset("groups", group.id) is not None:
-            partition.delete_offset("groups", group.id)
+        partition.forget_offset("groups", group.id)
     return None
 
 

@@ -16,6 +16,7 @@ import struct
 
 import numpy as np
 
+from lurcher.core.shard.handlers.offsets import after_stored
 from lurcher.core.shard.handlers.registry import handles
 from lurcher.auth.session import Session
 from lurcher.core.shard.face import ShardFace
@@ -83,13 +84,17 @@ def poll_messages(shard: ShardFace, session: Session, req: PollMessages) -> Any:
         req.strategy.kind, req.strategy.value, req.count, (target.kind, target.key)))
     if polled.count == 0:
         return empty_poll(partition.partition_id, partition.current_offset)
-    if req.auto_commit:
-        partition.store_offset(target.kind, target.key, polled.last_offset)
-    if target.kind == "groups":
-        shard.groups.delivered(topic, target.key, target.partition_id, polled.last_offset,
-                               req.auto_commit)
-    prefix = POLL_PREFIX.pack(partition.partition_id, partition.current_offset, polled.count)
-    return Parts([prefix, polled])
+    pending = (partition.store_offset(target.kind, target.key, polled.last_offset)
+               if req.auto_commit else None)
+
+    def reply() -> Parts:
+        if target.kind == "groups":
+            shard.groups.delivered(topic, target.key, target.partition_id, polled.last_offset,
+                                   req.auto_commit)
+        prefix = POLL_PREFIX.pack(partition.partition_id, partition.current_offset,
+                                  polled.count)
+        return Parts([prefix, polled])
+    return after_stored(pending, reply)
 
 
 @handles("flush_unsaved_buffer")

@@ -1,7 +1,13 @@
-"""Consumer offset commands: get, store, delete (plain consumers and groups)."""
+"""Consumer offset commands: get, store, delete (plain consumers and groups).
+
+With ``enforce_fsync`` a store or delete answers once the offset file is on the device
+(``ConsumerOffsets``): the handler then returns a coroutine, and ``after_stored`` is how a
+handler runs what follows the store only after it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from lurcher.core.shard.handlers.registry import handles
@@ -24,6 +30,18 @@ def offset_target(shard: ShardFace, session: Session, req: Any) -> tuple[Any, An
     return target, shard.partition(topic, target.partition_id)
 
 
+def after_stored(pending: Awaitable | None, then: Callable[[], Any]) -> Any:
+    """``then()`` at once when the store is done (``pending`` is None), else a coroutine
+    that awaits ``pending`` first (its error is the command's)."""
+    if pending is None:
+        return then()
+
+    async def when_stored() -> Any:
+        await pending
+        return then()
+    return when_stored()
+
+
 @handles("get_consumer_offset")
 def get_consumer_offset(shard: ShardFace, session: Session, req: GetConsumerOffset) -> Any:
     target, partition = offset_target(shard, session, req)
@@ -39,15 +57,15 @@ def store_consumer_offset(shard: ShardFace, session: Session, req: StoreConsumer
     if partition.messages_count == 0 or req.offset > partition.current_offset:
         raise IggyError(ErrorCode.INVALID_OFFSET,
                         f"offset {req.offset} is past the partition's last offset")
-    partition.store_offset(target.kind, target.key, req.offset)
-    if target.kind == "groups":
-        topic = shard.meta.state.topic(req.stream_id, req.topic_id)
-        shard.groups.stored(topic, target.key, target.partition_id, req.offset)
-    return None
+    pending = partition.store_offset(target.kind, target.key, req.offset)
+    if target.kind != "groups":
+        return after_stored(pending, lambda: None)
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    return after_stored(pending, lambda: shard.groups.stored(
+        topic, target.key, target.partition_id, req.offset))
 
 
 @handles("delete_consumer_offset")
 def delete_consumer_offset(shard: ShardFace, session: Session, req: DeleteConsumerOffset) -> Any:
     target, partition = offset_target(shard, session, req)
-    partition.delete_offset(target.kind, target.key)
-    return None
+    return after_stored(partition.delete_offset(target.kind, target.key), lambda: None)
