@@ -20,20 +20,20 @@ def main(master: str, connection: str, stream: str, topic: str) -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
+    from spark_session import BASE_CONF, LOOPBACK
+
     import lurcher.spark
 
-    spark = (SparkSession.builder.master(master).appName("lurcher-cluster-test")
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.ui.enabled", "false")
-             .config("spark.driver.memory", "512m")
+    builder = SparkSession.builder.master(master).appName("lurcher-cluster-test")
+    for key, value in BASE_CONF.items():
+        builder = builder.config(key, value)
+    spark = (builder.config("spark.driver.memory", "512m")
              .config("spark.executor.memory", "512m")
              .config("spark.executor.cores", "2")
              .config("spark.cores.max", "2")
              .config("spark.pyspark.python", sys.executable)
              .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-             .config("spark.executorEnv.SPARK_LOCAL_IP", "127.0.0.1")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+             .config("spark.executorEnv.SPARK_LOCAL_IP", LOOPBACK).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:
         lurcher.spark.register(spark)

@@ -16,12 +16,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.spark.spark_session import BASE_CONF, LOOPBACK
 from tests.support.server import REPO_ROOT, LurcherServer
 from tests.support.system import require_system
 
 import pyspark  # noqa: F401  (the spark extra; part of .[dev])
 
-LOOPBACK = "127.0.0.1"
 SPARK_ENV = {
     "SPARK_LOCAL_IP": LOOPBACK,
     "PYSPARK_PYTHON": sys.executable,
@@ -30,13 +30,9 @@ SPARK_ENV = {
                                   if p),
 }
 SESSION_CONF = {
-    "spark.driver.host": LOOPBACK,
-    "spark.driver.bindAddress": LOOPBACK,
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
+    **BASE_CONF,
     "spark.driver.memory": "1g",
     "spark.executor.memory": "1g",
-    "spark.sql.shuffle.partitions": "2",
     "spark.sql.session.timeZone": "UTC",
     "spark.python.worker.reuse": "true",
     "spark.executorEnv.PYTHONPATH": SPARK_ENV["PYTHONPATH"],

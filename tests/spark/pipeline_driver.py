@@ -19,19 +19,18 @@ PER_TRIGGER = "300"
 def session(master: str):
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(master).appName("lurcher-exactly-once")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.memory", "512m")
+    from spark_session import BASE_CONF, LOOPBACK
+
+    builder = SparkSession.builder.master(master).appName("lurcher-exactly-once")
+    for key, value in BASE_CONF.items():
+        builder = builder.config(key, value)
+    builder = (builder.config("spark.driver.memory", "512m")
                .config("spark.executor.memory", "512m")
-               .config("spark.sql.shuffle.partitions", "2")
                .config("spark.pyspark.python", sys.executable)
                .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", "")))
     if master.startswith("spark://"):
         builder = (builder.config("spark.executor.cores", "2").config("spark.cores.max", "2")
-                   .config("spark.executorEnv.SPARK_LOCAL_IP", "127.0.0.1"))
+                   .config("spark.executorEnv.SPARK_LOCAL_IP", LOOPBACK))
     return builder.getOrCreate()
 
 

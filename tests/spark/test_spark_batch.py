@@ -13,6 +13,7 @@ import pytest
 from lurcher.sdk.sync import SyncClient
 from tests.spark.conftest import connection
 from tests.spark.lurcher_data import expected_headers, now_us, payload, produce, summaries
+from tests.spark.spark_session import collect
 from tests.support.server import LurcherServer
 
 pytestmark = pytest.mark.slow
@@ -61,8 +62,8 @@ def filtered_by_spark(df) -> bool:
 def test_counts_order_and_payloads(spark, loaded):
     df = reader(spark, loaded)
     assert df.rdd.getNumPartitions() == PARTITIONS
-    found = sorted(df.select("partition", "offset", "payload").rdd
-                       .mapPartitions(summaries).collect())
+    found = sorted(collect(df.select("partition", "offset", "payload").rdd
+                           .mapPartitions(summaries)))
     assert found == [(p, PER_PARTITION, 0, PER_PARTITION - 1, True, True)
                          for p in range(PARTITIONS)]
 
@@ -70,13 +71,12 @@ def test_counts_order_and_payloads(spark, loaded):
 def test_large_partitions_split_into_ranges(spark, loaded):
     df = reader(spark, loaded, maxMessagesPerPartition="20000", pollMessages="3000")
     assert df.rdd.getNumPartitions() == PARTITIONS * 3
-    counts = {r["partition"]: (r["n"], r["distinct_offsets"]) for r in df.groupBy("partition")
-              .agg({"*": "count", "offset": "approx_count_distinct"})
-              .withColumnRenamed("count(1)", "n")
-              .withColumnRenamed("approx_count_distinct(offset)", "distinct_offsets").collect()}
+    counts = {r["partition"]: (r["n"], r["distinct_offsets"]) for r in collect(
+        df.groupBy("partition").agg({"*": "count", "offset": "approx_count_distinct"})
+        .withColumnRenamed("count(1)", "n")
+        .withColumnRenamed("approx_count_distinct(offset)", "distinct_offsets"))}
     assert {p: n for p, (n, _) in counts.items()} == {p: PER_PARTITION for p in range(4)}
-    found = (df.select("partition", "offset", "payload").rdd.mapPartitions(summaries)
-             .collect())
+    found = collect(df.select("partition", "offset", "payload").rdd.mapPartitions(summaries))
     assert sorted((s[0], s[2], s[3]) for s in found) == [
         (p, s, min(s + 20_000, PER_PARTITION) - 1)
         for p in range(PARTITIONS) for s in range(0, PER_PARTITION, 20_000)]
@@ -91,13 +91,13 @@ def test_offset_filters_are_applied_by_spark(spark, loaded):
     condition = (F.col("offset") >= 1000) & (F.col("offset") < 1500) & (F.col("partition") == 2)
     query = reader(spark, loaded).where(condition)
     assert filtered_by_spark(query)
-    rows = query.select("partition", "offset", "payload").collect()
+    rows = collect(query.select("partition", "offset", "payload"))
     assert sorted(r.offset for r in rows) == list(range(1000, 1500))
     assert all(r.partition == 2 and r.payload == payload(2, r.offset) for r in rows)
     narrow = reader(spark, loaded, partitions="2", startingOffsets='{"2": 1000}',
                     endingOffsets='{"2": 1500}')
     assert narrow.rdd.getNumPartitions() == 1
-    assert sorted(r.offset for r in narrow.select("offset").collect()) == list(range(1000, 1500))
+    assert sorted(r.offset for r in collect(narrow.select("offset"))) == list(range(1000, 1500))
     mixed = reader(spark, loaded).where((F.col("offset") < 10) & (F.col("offset") % 2 == 0))
     assert mixed.count() == 5 * PARTITIONS
 
@@ -108,7 +108,7 @@ def test_timestamp_filters_are_applied_by_spark(spark, loaded):
     middle = F.timestamp_micros(F.lit(loaded.middle_us))
     newer = reader(spark, loaded).where(F.col("timestamp") >= middle)
     rows = newer.groupBy("partition").agg(F.min("offset").alias("lo"), F.count("*").alias("n"))
-    assert sorted(tuple(r) for r in rows.collect()) == [(p, HALF, HALF) for p in range(4)]
+    assert sorted(tuple(r) for r in collect(rows)) == [(p, HALF, HALF) for p in range(4)]
     older = reader(spark, loaded).where(F.col("timestamp") < middle)
     assert older.agg(F.max("offset")).first()[0] == HALF - 1
     assert older.count() == HALF * PARTITIONS
@@ -118,11 +118,11 @@ def test_offset_and_timestamp_options(spark, loaded):
     df = reader(spark, loaded, partitions="0,1,3",
                 startingOffsets='{"0": 10, "1": "latest", "3": -2}',
                 endingOffsets='{"0": 20, "3": 7}')
-    got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+    got = sorted((r.partition, r.offset) for r in collect(df.select("partition", "offset")))
     assert got == [(0, o) for o in range(10, 20)] + [(3, o) for o in range(7)]
     since = reader(spark, loaded, startingTimestamp=str(loaded.middle_us),
                    endingOffsets=f'{{"1": {HALF + 3}}}')
-    counts = dict(since.groupBy("partition").count().collect())
+    counts = dict(collect(since.groupBy("partition").count()))
     assert counts == {0: HALF, 1: 3, 2: HALF, 3: HALF}
     until = reader(spark, loaded, endingTimestamp=str(loaded.middle_us), partitions="2")
     assert until.count() == HALF
@@ -132,9 +132,9 @@ def test_headers_ids_and_timestamps_intact(spark, loaded):
     from pyspark.sql import functions as F
 
     picked = [0, BATCH - 1, BATCH, PER_PARTITION - 1]
-    rows = (reader(spark, loaded).where(F.col("offset").isin(picked))
-            .select("partition", "offset", "headers", "id", "timestamp", "origin_timestamp",
-                    "stream", "topic").collect())
+    rows = collect(reader(spark, loaded).where(F.col("offset").isin(picked))
+                   .select("partition", "offset", "headers", "id", "timestamp",
+                           "origin_timestamp", "stream", "topic"))
     assert len(rows) == len(picked) * PARTITIONS
     for r in rows:
         assert r.headers == expected_headers(r.partition, r.offset, BATCH)

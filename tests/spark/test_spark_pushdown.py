@@ -22,6 +22,7 @@ from lurcher.sdk.sync import SyncClient
 from lurcher.spark import FILTER_PUSHDOWN_CONF
 from lurcher.spark.reader import plan_scoped_pushdown
 from tests.spark.conftest import connection
+from tests.spark.spark_session import collect
 from tests.support.server import LurcherServer
 
 pytestmark = pytest.mark.slow
@@ -318,8 +319,8 @@ def test_random_query_sequences_match_the_model(spark_pushdown, module_server, s
         default = load(spark, module_server, "model")
         unpushed = load(spark, module_server, "model", filterPushdown="false")
         for step in map(lambda s: _limit_rows(s, stored), steps):
-            both = (step.result(default).withColumn("side", F.lit(0)).unionByName(
-                step.result(unpushed).withColumn("side", F.lit(1)))).collect()
+            both = collect(step.result(default).withColumn("side", F.lit(0)).unionByName(
+                step.result(unpushed).withColumn("side", F.lit(1))))
             expected = step.model(stored)
             for side, name in ((0, "default"), (1, "filterPushdown=false")):
                 found = step.answer([r for r in both if r["side"] == side])

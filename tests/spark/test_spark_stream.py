@@ -12,6 +12,7 @@ import pytest
 from lurcher.sdk.sync import SyncClient
 from tests.spark.conftest import connection
 from tests.spark.lurcher_data import payload, produce
+from tests.spark.spark_session import collect
 from tests.support.server import LurcherServer
 
 pytestmark = pytest.mark.slow
@@ -85,10 +86,10 @@ def test_restart_from_checkpoint_delivers_exactly_once(spark, module_server, tmp
     rows = spark.read.parquet(str(out))
     assert rows.count() == total
     assert rows.select("partition", "offset").distinct().count() == total
-    per_partition = {r["partition"]: (r["lo"], r["hi"], r["n"]) for r in rows.groupBy(
+    per_partition = {r["partition"]: (r["lo"], r["hi"], r["n"]) for r in collect(rows.groupBy(
         "partition").agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"),
-                         F.count("*").alias("n")).collect()}
+                         F.count("*").alias("n")))}
     assert per_partition == {p: (0, FIRST + MORE - 1, FIRST + MORE) for p in range(PARTITIONS)}
-    sample = rows.where(F.col("offset").isin(0, FIRST - 1, FIRST, FIRST + MORE - 1)).collect()
+    sample = collect(rows.where(F.col("offset").isin(0, FIRST - 1, FIRST, FIRST + MORE - 1)))
     assert len(sample) == 4 * PARTITIONS
     assert all(r.payload == payload(r.partition, r.offset) for r in sample)
