@@ -229,3 +229,30 @@ def test_members_on_a_killed_shard_leave_their_groups(server_factory):
     newcomer = client_on(server, 1)  # the restarted shard is subscribed: it answers
     assert group_members_count(newcomer) == 0
     assert group_members_count(admin) == 0
+
+
+def test_members_on_other_shards_keep_their_groups_when_shard_0_restarts(server_factory):
+    """Shard 0 keeps group membership in memory only: after it restarts, the other shards'
+    clients are still members (their shard tells it again), not left out of their groups
+    with nothing to tell them to join again."""
+    server = sharded(server_factory)
+    admin = client_on(server, 0)
+    setup_topic(admin)
+    admin.call(CREATE_GROUP, raw.ident(STREAM) + raw.ident(TOPIC) + raw.name("g"))
+    for p in range(PARTITIONS):
+        admin.send(STREAM, TOPIC, raw.partition_id(p), payloads(f"p{p}", 3))
+    member = client_on(server, 1)
+    member.call(JOIN_GROUP, raw.ident(STREAM) + raw.ident(TOPIC) + raw.ident("g"))
+    group = b"\x02" + raw.ident("g")
+    restart_shard(server, 0)
+    counts = []
+    for _ in range(100):
+        with client_on(server, 0) as observer:
+            counts.append(group_members_count(observer))
+        if counts[-1] == 1:
+            break
+        time.sleep(0.1)
+    assert counts[-1] == 1, f"members seen by the restarted shard 0: {counts}"
+    polled = [m.payload for _ in range(PARTITIONS) for m in member.poll(
+        STREAM, TOPIC, None, raw.STRATEGY_NEXT, 0, 10, auto_commit=True, consumer=group).messages]
+    assert len(polled) == 3 * PARTITIONS, polled

@@ -10,7 +10,10 @@ reported to the owner (``ClientGone``), which owns group membership. Clients of 
 dies are never reported: when a shard (re)subscribes, the owner first asks for the sessions
 of every subscribed shard and of the subscribing one, and removes from the groups each
 member connected to none of them nor to the owner (a member whose connection is migrating
-at that moment may be dropped too; when a shard does not answer, nobody is).
+at that moment may be dropped too; when a shard does not answer, nobody is). The owner keeps
+memberships only in memory, so a restarted owner knows none: a subscribing shard sends the
+memberships of its clients as it last adopted them, and the owner joins again those whose
+group still exists.
 
 Order on a follower: the owner starts pushing to a link as it answers its ``Subscribe``, and
 the link's reader handles a pushed message at once, while the subscribing coroutine resumes
@@ -63,7 +66,9 @@ class MetaSync:
         done = self.shard.meta.events_count
         self._held = []
         try:
-            reply = await self.bus.request(0, lambda rid: Subscribe(rid=rid, shard_id=done))
+            members = self.shard.own_memberships()
+            reply = await self.bus.request(0, lambda rid: Subscribe(rid=rid, shard_id=done,
+                                                                    members=members))
             self.shard.catch_up(list(reply.data[0]))
             self.shard.groups_adopt(reply.data[1])
             for apply, msg in self._held:  # synchronous: nothing is added meanwhile
@@ -93,6 +98,11 @@ class MetaSync:
         alive = await self._connected_clients({link, *self.subscribers})
         if alive is not None:
             self._drop_departed_members(alive)
+        rejoined = self.shard.rejoin(msg.members)
+        if rejoined:
+            log.info("%d consumer group membership(s) of a shard's clients joined again",
+                     rejoined)
+            self.publish_groups()
         self.subscribers.add(link)
         history = self.shard.meta.history[msg.shard_id:]
         return Reply(rid=msg.rid, data=[history, self.shard.groups_export()])

@@ -56,6 +56,8 @@ class ShardStats(msgspec.Struct, frozen=True):
 
 class Subscribe(BusMessage, frozen=True):
     shard_id: int = 0
+    # (stream_id, topic_id, group_id, client_id): the subscriber's clients' memberships
+    members: list[tuple[int, int, int, int]] = []
 
 
 class MetaEvents(BusMessage, frozen=True):

@@ -348,6 +348,29 @@ class Shard:
             adopted[(s, t, g)] = runtime
         self.groups.groups = adopted
 
+    def own_memberships(self) -> list[tuple[int, int, int, int]]:
+        """(stream, topic, group, client) for this shard's clients in the groups as last
+        adopted from the metadata owner, in member order: what a restarted owner, which
+        forgot every membership, is told when this shard subscribes again."""
+        return [(s, t, g, m.client_id) for (s, t, g), rt in self.groups.groups.items()
+                for m in sorted(rt.members.values(), key=lambda m: m.id)
+                if m.client_id in self.sessions]
+
+    def rejoin(self, memberships: list[tuple[int, int, int, int]]) -> int:
+        """Join each (stream, topic, group, client) again that is not a member, where the
+        group still exists; returns how many joined. (Several shards: a join rebalances
+        fully, so no stored offset is needed to complete a revocation.)"""
+        joined = 0
+        for s, t, g, client_id in memberships:
+            topic = self._topic_by_ids(s, t)
+            runtime = self.groups.groups.get((s, t, g))
+            if topic is None or g not in topic.groups or (
+                    runtime is not None and client_id in runtime.members):
+                continue
+            self.groups.join(topic, g, client_id, self.clock(), lambda _pid: None)
+            joined += 1
+        return joined
+
     def _topic_by_ids(self, stream_id: int, topic_id: int) -> TopicMeta | None:
         stream = self.meta.state.streams.get(stream_id)
         return stream.topics.get(topic_id) if stream else None

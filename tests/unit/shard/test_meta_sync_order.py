@@ -41,6 +41,9 @@ class FollowerShard:
     def groups_adopt(self, groups: Any) -> None:
         self.calls.append(("groups", groups))
 
+    def own_memberships(self) -> list[tuple[int, int, int, int]]:
+        return []
+
 
 class OwnerLink:
     def __init__(self, calls: Calls) -> None:
