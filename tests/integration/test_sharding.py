@@ -27,21 +27,21 @@ GET_STREAM = 200
 STREAM, TOPIC, PARTITIONS = "sharded", "t", 4
 
 
-def sharded(server_factory: ServerFactory) -> LurcherServer:
-    return server_factory({"LURCHER_SYSTEM_SHARDING_SHARDS": str(SHARDS)})
+def sharded(server_factory: ServerFactory, shards: int = SHARDS) -> LurcherServer:
+    return server_factory({"LURCHER_SYSTEM_SHARDING_SHARDS": str(shards)})
 
 
-def shard_of(client: raw.RawClient) -> int:
+def shard_of(client: raw.RawClient, shards: int = SHARDS) -> int:
     client_id = struct.unpack_from("<I", client.call(GET_ME))[0]
-    return client_id % SHARDS
+    return client_id % shards
 
 
-def client_on(server: LurcherServer, shard: int) -> raw.RawClient:
+def client_on(server: LurcherServer, shard: int, shards: int = SHARDS) -> raw.RawClient:
     """A logged-in raw client whose connection landed on ``shard``."""
     for _ in range(200):
         client = raw.RawClient(server.tcp_address)
         client.login()
-        if shard_of(client) == shard:
+        if shard_of(client, shards) == shard:
             return client
         client.close()
     pytest.fail(f"no connection landed on shard {shard} in 200 attempts")
@@ -231,28 +231,33 @@ def test_members_on_a_killed_shard_leave_their_groups(server_factory):
     assert group_members_count(admin) == 0
 
 
-def test_members_on_other_shards_keep_their_groups_when_shard_0_restarts(server_factory):
+@pytest.mark.parametrize("shards", [2, 3])
+def test_members_on_other_shards_keep_their_groups_when_shard_0_restarts(server_factory,
+                                                                         shards: int):
     """Shard 0 keeps group membership in memory only: after it restarts, the other shards'
-    clients are still members (their shard tells it again), not left out of their groups
-    with nothing to tell them to join again."""
-    server = sharded(server_factory)
-    admin = client_on(server, 0)
+    clients are still members (their shards tell it again, each subscription checking the
+    clients of those before it), not left out of their groups with nothing to tell them to
+    join again."""
+    server = sharded(server_factory, shards)
+    admin = client_on(server, 0, shards)
     setup_topic(admin)
     admin.call(CREATE_GROUP, raw.ident(STREAM) + raw.ident(TOPIC) + raw.name("g"))
     for p in range(PARTITIONS):
         admin.send(STREAM, TOPIC, raw.partition_id(p), payloads(f"p{p}", 3))
-    member = client_on(server, 1)
-    member.call(JOIN_GROUP, raw.ident(STREAM) + raw.ident(TOPIC) + raw.ident("g"))
-    group = b"\x02" + raw.ident("g")
+    members = [client_on(server, shard, shards) for shard in range(1, shards)]
+    for member in members:
+        member.call(JOIN_GROUP, raw.ident(STREAM) + raw.ident(TOPIC) + raw.ident("g"))
     restart_shard(server, 0)
     counts = []
     for _ in range(100):
-        with client_on(server, 0) as observer:
+        with client_on(server, 0, shards) as observer:
             counts.append(group_members_count(observer))
-        if counts[-1] == 1:
+        if counts[-1] == len(members):
             break
         time.sleep(0.1)
-    assert counts[-1] == 1, f"members seen by the restarted shard 0: {counts}"
-    polled = [m.payload for _ in range(PARTITIONS) for m in member.poll(
+    assert counts[-1] == len(members), f"members seen by the restarted shard 0: {counts}"
+    group = b"\x02" + raw.ident("g")
+    polled = [m.payload for member in members for _ in range(PARTITIONS) for m in member.poll(
         STREAM, TOPIC, None, raw.STRATEGY_NEXT, 0, 10, auto_commit=True, consumer=group).messages]
-    assert len(polled) == 3 * PARTITIONS, polled
+    assert sorted(polled) == sorted(p for i in range(PARTITIONS)
+                                    for p in [f"p{i}-{n}".encode() for n in range(3)])

@@ -9,13 +9,17 @@ Without fsync (the default) a store or delete changes the file in the page cache
 dict at once, on the caller's thread. With fsync (``enforce_fsync``) the event loop never
 waits for the device: ``store`` and ``delete`` return a future, and the process's offsets
 thread (one ``WriterThread``, first in first out) writes the temporary file, fsyncs it,
-renames it and fsyncs the directory (or removes the file and fsyncs the directory), so the
-files end as the calls left them. A stored value enters the dict once it is on the device,
-and only if it is still the key's latest call then (memory never shows a value the device
-may not have, nor one a later call replaced); a delete leaves the dict at once. A failed
-write fails the future with CANNOT_WRITE_TO_FILE and stores nothing in memory. ``clear`` (a
-purge) is immediate; the writes still queued then are dropped from memory, and a removal
-queued behind them deletes any file they leave.
+renames it and fsyncs the directory (or removes the file and fsyncs the directory). It works
+through a descriptor of the directory opened at the call, so a call still queued when its
+topic is deleted never lands in a topic re-created under the same id.
+
+Two views, with fsync: the dict holds what the device has (each call's effect is applied
+when it succeeded, in call order, so a failed call leaves the previous value); ``get``,
+``items`` and ``delete``'s existence check see what the key's last call leaves, queued or
+not, so a poll reads on from an offset being stored and a delete (a deleted group's) also
+removes an offset whose store is still queued. A failed call fails its future with
+CANNOT_WRITE_TO_FILE. ``clear`` (a purge) is immediate; the calls still queued then change
+no memory, and a removal queued behind them deletes any file they leave.
 """
 
 from __future__ import annotations
@@ -40,20 +44,10 @@ _U64 = struct.Struct("<Q")
 _TMP = ".tmp"
 
 
-def fsync_directory(io: IoBackend, path: str) -> None:
-    """fsync the directory ``path`` (so a rename or removal in it is on the device) through
-    ``io``'s worker-thread fsync. Raises OSError."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        io.fsync_in_worker(fd)
-    finally:
-        os.close(fd)
-
-
 class ConsumerOffsets:
     """Stored offsets per (kind, key)."""
 
-    __slots__ = ("directory", "io", "fsync", "_values", "_generation", "_calls", "_latest")
+    __slots__ = ("directory", "io", "fsync", "_values", "_generation", "_calls", "_pending")
     _writer = WriterThread("lurcher-offsets")  # one per process, for every partition
 
     def __init__(self, partition_dir: str, io: IoBackend, fsync: bool = False) -> None:
@@ -61,9 +55,10 @@ class ConsumerOffsets:
         self.io = io
         self.fsync = fsync
         self._values: dict[str, dict[int, int]] = {kind: {} for kind in KINDS}
-        self._generation = 0  # advanced by ``clear``: writes queued before it are dropped
+        self._generation = 0  # advanced by ``clear``: calls queued before it are dropped
         self._calls = 0  # with fsync: calls queued so far
-        self._latest: dict[tuple[str, int], int] = {}  # key -> its last queued call, in flight
+        # with fsync: key -> (its last call still queued, the value it leaves; None: deleted)
+        self._pending: dict[tuple[str, int], tuple[int, int | None]] = {}
 
     def _dir(self, kind: str) -> str:
         if kind not in self._values:
@@ -95,86 +90,131 @@ class ConsumerOffsets:
         return _U64.unpack(raw)[0] if len(raw) == _U64.size else None
 
     def get(self, kind: OffsetKind, key: int) -> int | None:
+        """The offset the key's last call left (module doc), or None."""
         self._dir(kind)
-        return self._values[kind].get(key)
+        pending = self._pending.get((kind, key))
+        return pending[1] if pending is not None else self._values[kind].get(key)
+
+    def items(self, kind: OffsetKind) -> dict[int, int]:
+        """A copy of the offsets of ``kind`` as the last calls left them."""
+        self._dir(kind)
+        values = dict(self._values[kind])
+        for (pending_kind, key), (_call, value) in self._pending.items():
+            if pending_kind != kind:
+                continue
+            if value is None:
+                values.pop(key, None)
+            else:
+                values[key] = value
+        return values
 
     def store(self, kind: OffsetKind, key: int, offset: int) -> asyncio.Future | None:
         """Persist ``offset`` for (kind, key): None once done, or with fsync a future (module
-        doc). Raises ValueError (kind), OSError (without fsync)."""
-        path = self._path(kind, key)
+        doc). Raises ValueError (kind), OSError."""
+        self._dir(kind)
         values = self._values[kind]
         if self.fsync:
-            return self._queue((kind, key), lambda: self._replace(path, offset),
+            folder, name = self._open_dir(kind), str(int(key))
+            return self._queue((kind, key), offset,
+                               lambda: self._durable_replace(folder, name, offset),
                                lambda: values.__setitem__(key, offset))
-        self._replace(path, offset)
+        self._replace(self._path(kind, key), offset)
         values[key] = offset
         return None
 
     def delete(self, kind: OffsetKind, key: int) -> asyncio.Future | None:
         """Remove the stored offset: None once done, or with fsync a future (module doc).
-        Raises IggyError CONSUMER_OFFSET_NOT_FOUND when absent."""
-        path = self._path(kind, key)
-        values = self._values[kind]
-        if key not in values:
+        Raises IggyError CONSUMER_OFFSET_NOT_FOUND when absent (after the key's last call),
+        OSError."""
+        if self.get(kind, key) is None:
             raise IggyError(ErrorCode.CONSUMER_OFFSET_NOT_FOUND, f"{kind} {key}")
-        del values[key]
+        values = self._values[kind]
         if self.fsync:
-            return self._queue((kind, key), lambda: self._remove(path), lambda: None)
-        self.io.remove(path)
+            folder, name = self._open_dir(kind), str(int(key))
+            return self._queue((kind, key), None, lambda: self._durable_remove(folder, name),
+                               lambda: values.pop(key, None))
+        del values[key]
+        self.io.remove(self._path(kind, key))
         return None
 
     def clear(self) -> None:
         """Delete every stored offset (files and memory) now, and with fsync any file a
-        write still queued leaves behind."""
+        call still queued leaves behind."""
         self._generation += 1
-        in_flight = bool(self._latest)  # a key is there while a call for it is queued
-        self._latest.clear()
+        in_flight = bool(self._pending)
+        self._pending.clear()
         for kind in KINDS:
             for key in list(self._values[kind]):
                 del self._values[kind][key]
                 self.io.remove(self._path(kind, key))
         if in_flight:
-            self._writer.run(self._remove_all, _log_failed_removal)
-
-    def items(self, kind: OffsetKind) -> dict[int, int]:
-        """A copy of the stored offsets of ``kind``."""
-        self._dir(kind)
-        return dict(self._values[kind])
+            folders = [self._open_dir(kind) for kind in KINDS]
+            self._writer.run(lambda: self._durable_remove_all(folders), _log_failed_removal)
 
     # -- the files -----------------------------------------------------------------------
 
     def _replace(self, path: str, offset: int) -> None:
-        """Write ``offset`` to ``path`` through a temporary file and a rename (with fsync:
-        the file before the rename, the directory after)."""
+        """Without fsync: write ``offset`` to ``path`` through a temporary file and a rename."""
         fd = self.io.open(path + _TMP)
         try:
             self.io.truncate(fd, 0)
             self.io.pwrite(fd, _U64.pack(offset), 0)
-            if self.fsync:
-                self.io.fsync_in_worker(fd)
         finally:
             self.io.close(fd)
         self.io.replace(path + _TMP, path)
-        if self.fsync:
-            fsync_directory(self.io, os.path.dirname(path))
 
-    def _remove(self, path: str) -> None:
-        self.io.remove(path)
-        fsync_directory(self.io, os.path.dirname(path))
+    def _open_dir(self, kind: str) -> int:
+        """A descriptor of the kind's directory, opened on the caller's thread (the offsets
+        thread then works in this directory, wherever it is moved: a deleted topic's goes
+        to the graveyard, and a queued write never lands in a re-created topic's)."""
+        return os.open(self._dir(kind), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
-    def _remove_all(self) -> None:
-        for kind in KINDS:
-            directory = self._dir(kind)
-            for name in os.listdir(directory):
-                self.io.remove(os.path.join(directory, name))
-            fsync_directory(self.io, directory)
+    def _durable_replace(self, folder: int, name: str, offset: int) -> None:
+        """On the offsets thread: write and fsync ``name``.tmp, rename it to ``name``, fsync
+        the directory; closes ``folder``."""
+        try:
+            fd = os.open(name + _TMP, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644,
+                         dir_fd=folder)
+            try:
+                self.io.pwrite(fd, _U64.pack(offset), 0)
+                self.io.fsync_in_worker(fd)
+            finally:
+                os.close(fd)
+            os.replace(name + _TMP, name, src_dir_fd=folder, dst_dir_fd=folder)
+            self.io.fsync_in_worker(folder)
+        finally:
+            os.close(folder)
 
-    def _queue(self, key: tuple[str, int], job: Callable[[], None],
+    def _durable_remove(self, folder: int, name: str) -> None:
+        """On the offsets thread: remove ``name`` (if there), fsync the directory; closes
+        ``folder``."""
+        try:
+            try:
+                os.unlink(name, dir_fd=folder)
+            except FileNotFoundError:
+                pass
+            self.io.fsync_in_worker(folder)
+        finally:
+            os.close(folder)
+
+    def _durable_remove_all(self, folders: list[int]) -> None:
+        """On the offsets thread: empty each directory, fsync it; closes ``folders``."""
+        try:
+            for folder in folders:
+                for name in os.listdir(folder):
+                    os.unlink(name, dir_fd=folder)
+                self.io.fsync_in_worker(folder)
+        finally:
+            for folder in folders:
+                os.close(folder)
+
+    def _queue(self, key: tuple[str, int], value: int | None, job: Callable[[], None],
                apply: Callable[[], object]) -> asyncio.Future | None:
         """Run ``job`` on the offsets thread; a future that resolves after it, once
-        ``apply`` changed memory (only if this is still the key's latest call and ``clear``
-        did not run meanwhile). With no event loop running (start-up), both run here and
-        now, and None is returned (the job's OSError propagates)."""
+        ``apply`` brought memory to what the device has (unless ``clear`` ran meanwhile).
+        ``value`` (None for a delete) is the key's value until then. With no event loop
+        running (start-up), both run here and now, and None is returned (the job's OSError
+        propagates)."""
         try:
             future = asyncio.get_running_loop().create_future()
         except RuntimeError:
@@ -183,13 +223,15 @@ class ConsumerOffsets:
             return None
         generation = self._generation
         self._calls += 1
-        call = self._latest[key] = self._calls
+        call = self._calls
+        self._pending[key] = (call, value)
 
         def done(error: OSError | None) -> None:
-            if self._latest.get(key) == call and generation == self._generation:
-                del self._latest[key]
+            if generation == self._generation:
                 if error is None:
                     apply()
+                if self._pending.get(key, (0,))[0] == call:
+                    del self._pending[key]
             if future.done():
                 return
             if error is None:

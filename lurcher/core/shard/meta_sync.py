@@ -12,8 +12,10 @@ of every subscribed shard and of the subscribing one, and removes from the group
 member connected to none of them nor to the owner (a member whose connection is migrating
 at that moment may be dropped too; when a shard does not answer, nobody is). The owner keeps
 memberships only in memory, so a restarted owner knows none: a subscribing shard sends the
-memberships of its clients as it last adopted them, and the owner joins again those whose
-group still exists.
+memberships of its clients as it last adopted them, with the owner's start time it last saw;
+an owner started since then joins again those still connected whose group still exists.
+Subscriptions are handled one at a time, so one shard's members joined again are among the
+clients the next subscription checks.
 
 Order on a follower: the owner starts pushing to a link as it answers its ``Subscribe``, and
 the link's reader handles a pushed message at once, while the subscribing coroutine resumes
@@ -48,6 +50,8 @@ class MetaSync:
     def __init__(self, shard: Any, bus: Bus) -> None:
         self.shard, self.bus = shard, bus
         self.subscribers: set[Link] = set()
+        self.owner_started_at = 0  # a follower's: the owner's start time at its last subscribe
+        self._subscribing = asyncio.Lock()
         self._held: list[tuple[Any, Any]] | None = None  # pushed while subscribing
 
     @property
@@ -66,9 +70,10 @@ class MetaSync:
         done = self.shard.meta.events_count
         self._held = []
         try:
-            members = self.shard.own_memberships()
-            reply = await self.bus.request(0, lambda rid: Subscribe(rid=rid, shard_id=done,
-                                                                    members=members))
+            members, seen = self.shard.own_memberships(), self.owner_started_at
+            reply = await self.bus.request(0, lambda rid: Subscribe(
+                rid=rid, shard_id=done, members=members, owner_started_at=seen))
+            self.owner_started_at = reply.data[2]
             self.shard.catch_up(list(reply.data[0]))
             self.shard.groups_adopt(reply.data[1])
             for apply, msg in self._held:  # synchronous: nothing is added meanwhile
@@ -95,17 +100,25 @@ class MetaSync:
     async def _on_subscribe(self, link: Link, msg: Subscribe) -> Reply:
         """Drop group members connected nowhere, then subscribe ``link``: its history and
         group snapshot are taken at the moment it starts receiving live pushes."""
-        alive = await self._connected_clients({link, *self.subscribers})
-        if alive is not None:
-            self._drop_departed_members(alive)
-        rejoined = self.shard.rejoin(msg.members)
+        async with self._subscribing:
+            alive = await self._connected_clients({link, *self.subscribers})
+            if alive is not None:
+                self._drop_departed_members(alive)
+            if msg.owner_started_at not in (0, self.shard.started_at_us):
+                self._rejoin([m for m in msg.members if alive is None or m[3] in alive])
+            self.subscribers.add(link)
+            history = self.shard.meta.history[msg.shard_id:]
+            return Reply(rid=msg.rid, data=[history, self.shard.groups_export(),
+                                            self.shard.started_at_us])
+
+    def _rejoin(self, members: list[tuple[int, int, int, int]]) -> None:
+        """Join again the memberships a subscribing shard's clients had under the owner's
+        previous run (this one forgot them all)."""
+        rejoined = self.shard.rejoin(members)
         if rejoined:
             log.info("%d consumer group membership(s) of a shard's clients joined again",
                      rejoined)
             self.publish_groups()
-        self.subscribers.add(link)
-        history = self.shard.meta.history[msg.shard_id:]
-        return Reply(rid=msg.rid, data=[history, self.shard.groups_export()])
 
     async def _connected_clients(self, links: set[Link]) -> set[int] | None:
         """Client ids with a session here or on the shards behind ``links`` (the subscribed

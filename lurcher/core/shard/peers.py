@@ -58,6 +58,7 @@ class Subscribe(BusMessage, frozen=True):
     shard_id: int = 0
     # (stream_id, topic_id, group_id, client_id): the subscriber's clients' memberships
     members: list[tuple[int, int, int, int]] = []
+    owner_started_at: int = 0  # the owner's start time the subscriber last saw (0: none)
 
 
 class MetaEvents(BusMessage, frozen=True):

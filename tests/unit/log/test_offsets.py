@@ -62,9 +62,10 @@ def test_malformed_and_temporary_files_are_ignored(part_dir):
 # -- with enforce_fsync: off the event loop, in order, durable before visible ------------
 
 class RecordingIo(PosixIo):
-    """Posix, recording each fsync (the path of the descriptor, and whether it ran on the
-    event loop's thread); ``gate`` holds writes of offset files until it is set; ``fail``
-    makes fsyncs raise EIO."""
+    """Posix, recording each fsync (its path, whether it ran on the event loop's thread,
+    and for a directory the names in it then); ``gate`` holds writes of offset files until
+    it is set; fsyncs raise EIO while ``fail``, and so do writes of the values in
+    ``fail_values``."""
 
     def __init__(self) -> None:
         self.fsyncs: list[tuple[str, bool]] = []
@@ -73,23 +74,22 @@ class RecordingIo(PosixIo):
         self.gate = threading.Event()
         self.gate.set()
         self.fail = False
+        self.fail_values: set[int] = set()
 
     def pwrite(self, fd, data, position):
-        if os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp"):
-            self.gate.wait(10)
+        self.gate.wait(10)
+        if int.from_bytes(data, "little") in self.fail_values:
+            raise OSError(errno.EIO, "injected")
         return super().pwrite(fd, data, position)
 
     def fsync_in_worker(self, fd):
         path = os.readlink(f"/proc/self/fd/{fd}")
         self.fsyncs.append((path, threading.get_ident() == self.loop_thread))
-        self.events.append("fsync " + os.path.basename(path))
+        listing = sorted(os.listdir(path)) if os.path.isdir(path) else None
+        self.events.append(f"fsync {os.path.basename(path)}" + (f" {listing}" if listing else ""))
         if self.fail:
             raise OSError(errno.EIO, "injected")
         super().fsync_in_worker(fd)
-
-    def replace(self, src, dst):
-        self.events.append("rename " + os.path.basename(dst))
-        super().replace(src, dst)
 
 
 def offsets_with_fsync(part_dir: str, io: RecordingIo) -> ConsumerOffsets:
@@ -115,6 +115,12 @@ def stored_file(part_dir: str, kind: str, key: int) -> int | None:
         return int.from_bytes(f.read(), "little")
 
 
+def loaded(part_dir: str, kind: str) -> dict[int, int]:
+    again = ConsumerOffsets(part_dir, PosixIo())
+    again.load()
+    return again.items(kind)
+
+
 async def test_fsync_store_is_durable_off_the_loop_before_it_is_visible(part_dir):
     io = RecordingIo()
     offsets = offsets_with_fsync(part_dir, io)
@@ -122,17 +128,15 @@ async def test_fsync_store_is_durable_off_the_loop_before_it_is_visible(part_dir
     pending = offsets.store("consumers", 3, 41)
     assert isinstance(pending, asyncio.Future)
     await asyncio.sleep(0.05)
-    assert offsets.get("consumers", 3) is None and not pending.done()
+    assert not pending.done() and loaded(part_dir, "consumers") == {}
+    assert offsets.get("consumers", 3) == 41  # what the key's last call leaves
     io.gate.set()
     await pending
     assert offsets.get("consumers", 3) == 41 == stored_file(part_dir, "consumers", 3)
     consumers_dir = os.path.join(part_dir, "offsets", "consumers")
     assert io.fsyncs == [(os.path.join(consumers_dir, "3.tmp"), False), (consumers_dir, False)]
-    assert io.events == ["fsync 3.tmp", "rename 3", "fsync consumers"]
-    assert ConsumerOffsets(part_dir, PosixIo()).items("consumers") == {}  # nothing loaded
-    again = ConsumerOffsets(part_dir, PosixIo())
-    again.load()
-    assert again.items("consumers") == {3: 41}
+    assert io.events == ["fsync 3.tmp", "fsync consumers ['3']"]  # renamed in between
+    assert loaded(part_dir, "consumers") == {3: 41}
 
 
 async def test_fsync_calls_land_in_order(part_dir):
@@ -145,11 +149,11 @@ async def test_fsync_calls_land_in_order(part_dir):
     io.gate.clear()
     late_store = offsets.store("groups", 2, 9)
     deleting = offsets.delete("groups", 1)
-    assert offsets.get("groups", 1) is None  # a delete leaves memory at once
+    assert offsets.get("groups", 1) is None
     io.gate.set()
     await asyncio.gather(late_store, deleting)
     assert stored_file(part_dir, "groups", 1) is None
-    assert offsets.items("groups") == {2: 9} and stored_file(part_dir, "groups", 2) == 9
+    assert offsets.items("groups") == {2: 9} == loaded(part_dir, "groups")
 
 
 async def test_fsync_store_overtaken_by_a_delete_stays_deleted(part_dir):
@@ -162,13 +166,56 @@ async def test_fsync_store_overtaken_by_a_delete_stays_deleted(part_dir):
     assert offsets.get("consumers", 4) is None and stored_file(part_dir, "consumers", 4) is None
 
 
-async def test_failed_fsync_fails_the_store_and_changes_nothing_in_memory(part_dir):
+async def test_a_delete_removes_an_offset_whose_store_is_still_queued(part_dir):
+    """A deleted group's offset, stored for the first time a moment before, is gone too
+    (a group re-using the id must not start from it)."""
+    io = RecordingIo()
+    offsets = offsets_with_fsync(part_dir, io)
+    io.gate.clear()
+    storing = offsets.store("groups", 7, 99)
+    deleting = offsets.delete("groups", 7)
+    io.gate.set()
+    await asyncio.gather(storing, deleting)
+    assert offsets.get("groups", 7) is None and loaded(part_dir, "groups") == {}
+
+
+async def test_failed_fsync_fails_the_store_and_keeps_the_previous_offset(part_dir):
     io, offsets = await one_stored(part_dir, "consumers", 3, 10)
     io.fail = True
     with pytest.raises(IggyError) as info:
         await offsets.store("consumers", 3, 11)
     assert info.value.code == ErrorCode.CANNOT_WRITE_TO_FILE
     assert offsets.get("consumers", 3) == 10 == stored_file(part_dir, "consumers", 3)
+    with pytest.raises(IggyError) as info:
+        await offsets.delete("consumers", 3)
+    assert info.value.code == ErrorCode.CANNOT_WRITE_TO_FILE
+    assert offsets.get("consumers", 3) == 10
+
+
+async def test_a_failed_store_keeps_the_earlier_one_that_succeeded(part_dir):
+    io, offsets = await one_stored(part_dir, "consumers", 2, 30)
+    io.fail_values = {50}
+    io.gate.clear()
+    succeeded, failed = offsets.store("consumers", 2, 40), offsets.store("consumers", 2, 50)
+    io.gate.set()
+    results = await asyncio.gather(succeeded, failed, return_exceptions=True)
+    assert results[0] is None and isinstance(results[1], IggyError)
+    assert offsets.get("consumers", 2) == 40 == stored_file(part_dir, "consumers", 2)
+
+
+async def test_a_queued_store_follows_its_directory_not_its_path(part_dir, tmp_path):
+    """A topic deleted (its directory moved away) and re-created under the same id while a
+    store is queued: the store lands in the moved directory, never in the new one."""
+    io = RecordingIo()
+    offsets = offsets_with_fsync(part_dir, io)
+    io.gate.clear()
+    storing = offsets.store("consumers", 1, 77)
+    moved = str(tmp_path / "graveyard")
+    os.rename(part_dir, moved)
+    assert loaded(part_dir, "consumers") == {}  # creates the new, empty directories
+    io.gate.set()
+    await storing
+    assert loaded(part_dir, "consumers") == {} and loaded(moved, "consumers") == {1: 77}
 
 
 async def test_clear_drops_stores_still_queued(part_dir):
@@ -176,6 +223,7 @@ async def test_clear_drops_stores_still_queued(part_dir):
     io.gate.clear()
     queued = offsets.store("consumers", 2, 2)
     offsets.clear()
+    assert offsets.items("consumers") == {}
     io.gate.set()
     await queued
     after = offsets.store("consumers", 5, 5)

@@ -92,7 +92,7 @@ async def test_what_arrives_while_subscribing_is_applied_after_the_answer_in_ord
     push(sync, link, GroupsUpdate(groups=[(1, 1, 1, [])]))
     push(sync, link, Barrier(rid=7))
     assert calls == []  # nothing applied, nothing confirmed before the history
-    bus.answer.set_result(Reply(rid=1, data=[[b"deleted"], []]))
+    bus.answer.set_result(Reply(rid=1, data=[[b"deleted"], [], 1]))
     await task
     assert calls == [("catch_up", [b"deleted"]), ("groups", []),
                      ("apply", [b"created-again"]), ("groups", [(1, 1, 1, [])]),
