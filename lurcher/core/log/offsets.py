@@ -140,16 +140,23 @@ class ConsumerOffsets:
     def clear(self) -> None:
         """Delete every stored offset (files and memory) now, and with fsync any file a
         call still queued leaves behind."""
+        folders = self._open_dirs() if self._pending else []
         self._generation += 1
-        in_flight = bool(self._pending)
         self._pending.clear()
         for kind in KINDS:
             for key in list(self._values[kind]):
                 del self._values[kind][key]
                 self.io.remove(self._path(kind, key))
-        if in_flight:
-            folders = [self._open_dir(kind) for kind in KINDS]
+        if folders:
             self._writer.run(lambda: self._durable_remove_all(folders), _log_failed_removal)
+
+    def lowest(self) -> int | None:
+        """The lowest offset any consumer or group may still have, for retention: per key
+        the lower of what the device has and what a queued call leaves (a queued store or
+        delete may yet fail and leave the stored value); None when none is stored."""
+        offsets = [v for values in self._values.values() for v in values.values()]
+        offsets += [v for _call, v in self._pending.values() if v is not None]
+        return min(offsets) if offsets else None
 
     # -- the files -----------------------------------------------------------------------
 
@@ -168,6 +175,21 @@ class ConsumerOffsets:
         thread then works in this directory, wherever it is moved: a deleted topic's goes
         to the graveyard, and a queued write never lands in a re-created topic's)."""
         return os.open(self._dir(kind), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def _open_dirs(self) -> list[int]:
+        """Descriptors of both kinds' directories (for ``clear``'s queued removal), or none
+        when they cannot be opened (logged: files of calls queued before may then survive
+        the purge)."""
+        folders: list[int] = []
+        try:
+            for kind in KINDS:
+                folders.append(self._open_dir(kind))
+        except OSError as exc:
+            log.error("cannot queue the removal of purged consumer offsets: %s", exc)
+            for folder in folders:
+                os.close(folder)
+            return []
+        return folders
 
     def _durable_replace(self, folder: int, name: str, offset: int) -> None:
         """On the offsets thread: write and fsync ``name``.tmp, rename it to ``name``, fsync
@@ -202,7 +224,10 @@ class ConsumerOffsets:
         try:
             for folder in folders:
                 for name in os.listdir(folder):
-                    os.unlink(name, dir_fd=folder)
+                    try:
+                        os.unlink(name, dir_fd=folder)
+                    except FileNotFoundError:
+                        pass
                 self.io.fsync_in_worker(folder)
         finally:
             for folder in folders:

@@ -463,8 +463,8 @@ class Partition:
         return self.offsets.delete(kind, key)
 
     def forget_offset(self, kind: OffsetKind, key: int) -> None:
-        """Delete the stored offset if there is one, without waiting for the device (a
-        deleted group's): a failure is logged, the offset is gone from memory either way."""
+        """Delete the stored offset if there is one (a deleted group's), without waiting
+        for the device; a failure is logged (the offset then stays)."""
         if self.offsets.get(kind, key) is None:
             return
         try:
@@ -479,8 +479,7 @@ class Partition:
 
     def min_stored_offset(self) -> int | None:
         """The lowest offset stored by any consumer or group here (None when none is)."""
-        stored = [*self.offsets.items("consumers").values(), *self.offsets.items("groups").values()]
-        return min(stored) if stored else None
+        return self.offsets.lowest()
 
     def deletable_segments(self, barrier: int | None = None) -> int:
         """How many leading segments may go: sealed ones (never the open one) whose last

@@ -13,9 +13,11 @@ member connected to none of them nor to the owner (a member whose connection is 
 at that moment may be dropped too; when a shard does not answer, nobody is). The owner keeps
 memberships only in memory, so a restarted owner knows none: a subscribing shard sends the
 memberships of its clients as it last adopted them, with the owner's start time it last saw;
-an owner started since then joins again those still connected whose group still exists.
-Subscriptions are handled one at a time, so one shard's members joined again are among the
-clients the next subscription checks.
+an owner started since then joins again those still connected (and not reported gone
+meanwhile) whose group still exists. Subscriptions are handled one at a time, so one shard's
+members joined again are among the clients the next subscription checks; one that waited
+longer than its requester does is refused rather than followed by pushes the requester
+would apply without the history before them.
 
 Order on a follower: the owner starts pushing to a link as it answers its ``Subscribe``, and
 the link's reader handles a pushed message at once, while the subscribing coroutine resumes
@@ -32,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from typing import Any
 
 from lurcher.core.shard.bus import Bus, BusError, Link, Reply
@@ -42,6 +45,7 @@ log = logging.getLogger(__name__)
 
 BARRIER_TIMEOUT_S = 60.0
 STATS_TIMEOUT_S = 10.0
+SUBSCRIBE_TIMEOUT_S = 30.0  # a follower gives a Subscribe this long
 
 
 class MetaSync:
@@ -52,6 +56,7 @@ class MetaSync:
         self.subscribers: set[Link] = set()
         self.owner_started_at = 0  # a follower's: the owner's start time at its last subscribe
         self._subscribing = asyncio.Lock()
+        self._gone_while_subscribing: set[int] = set()  # ClientGone during a subscription
         self._held: list[tuple[Any, Any]] | None = None  # pushed while subscribing
 
     @property
@@ -72,7 +77,10 @@ class MetaSync:
         try:
             members, seen = self.shard.own_memberships(), self.owner_started_at
             reply = await self.bus.request(0, lambda rid: Subscribe(
-                rid=rid, shard_id=done, members=members, owner_started_at=seen))
+                rid=rid, shard_id=done, members=members, owner_started_at=seen),
+                SUBSCRIBE_TIMEOUT_S)
+            if reply.status:
+                raise BusError(f"subscription refused: {reply.payload.decode(errors='replace')}")
             self.owner_started_at = reply.data[2]
             self.shard.catch_up(list(reply.data[0]))
             self.shard.groups_adopt(reply.data[1])
@@ -100,12 +108,19 @@ class MetaSync:
     async def _on_subscribe(self, link: Link, msg: Subscribe) -> Reply:
         """Drop group members connected nowhere, then subscribe ``link``: its history and
         group snapshot are taken at the moment it starts receiving live pushes."""
+        arrived = time.monotonic()
         async with self._subscribing:
+            self._gone_while_subscribing.clear()
             alive = await self._connected_clients({link, *self.subscribers})
             if alive is not None:
                 self._drop_departed_members(alive)
             if msg.owner_started_at not in (0, self.shard.started_at_us):
-                self._rejoin([m for m in msg.members if alive is None or m[3] in alive])
+                gone = self._gone_while_subscribing
+                self._rejoin([m for m in msg.members if m[3] not in gone
+                              and (alive is None or m[3] in alive)])
+            if time.monotonic() - arrived > SUBSCRIBE_TIMEOUT_S - 1.0:
+                # the subscriber gave up waiting: pushing to it now would skip the history
+                raise BusError("subscription handled after its requester's timeout")
             self.subscribers.add(link)
             history = self.shard.meta.history[msg.shard_id:]
             return Reply(rid=msg.rid, data=[history, self.shard.groups_export(),
@@ -164,6 +179,8 @@ class MetaSync:
                 link.send_nowait(update)
 
     def _on_client_gone(self, link: Link, msg: ClientGone) -> None:
+        if self._subscribing.locked():  # it may be in the memberships being joined again
+            self._gone_while_subscribing.add(msg.client_id)
         self.shard.forget_client(msg.client_id)
         self.publish_groups()
 

@@ -230,3 +230,43 @@ async def test_clear_drops_stores_still_queued(part_dir):
     await after
     assert offsets.items("consumers") == {5: 5}
     assert sorted(os.listdir(os.path.join(part_dir, "offsets", "consumers"))) == ["5"]
+
+
+async def test_retention_keeps_to_the_lower_of_stored_and_queued(part_dir):
+    """A queued store or delete may yet fail and leave the stored offset: retention
+    (``lowest``) must not pass it meanwhile."""
+    io, offsets = await one_stored(part_dir, "consumers", 1, 100)
+    io.gate.clear()
+    raising = offsets.store("consumers", 1, 5000)
+    assert offsets.get("consumers", 1) == 5000 and offsets.lowest() == 100
+    deleting = offsets.delete("consumers", 1)
+    assert offsets.get("consumers", 1) is None and offsets.lowest() == 100
+    io.gate.set()
+    await asyncio.gather(raising, deleting)
+    assert offsets.lowest() is None
+
+
+async def test_a_purge_that_cannot_queue_its_removal_still_purges(part_dir, monkeypatch,
+                                                                  caplog):
+    """No descriptor for the queued removal (EMFILE): the purge still empties memory and the
+    stored files, leaks no descriptor, and says so in the log."""
+    io, offsets = await one_stored(part_dir, "groups", 1, 1)
+    io.gate.clear()
+    queued = offsets.store("groups", 2, 2)
+    opened = []
+    real_open = ConsumerOffsets._open_dir
+
+    def second_open_fails(self, kind):
+        if opened:
+            raise OSError(errno.EMFILE, "injected")
+        opened.append(real_open(self, kind))
+        return opened[-1]
+
+    monkeypatch.setattr(ConsumerOffsets, "_open_dir", second_open_fails)
+    fds_before = len(os.listdir("/proc/self/fd"))
+    offsets.clear()
+    assert len(opened) == 1 and len(os.listdir("/proc/self/fd")) == fds_before  # closed
+    assert "cannot queue the removal of purged consumer offsets" in caplog.text
+    io.gate.set()
+    await queued
+    assert offsets.items("groups") == {} and stored_file(part_dir, "groups", 1) is None
