@@ -211,10 +211,7 @@ class ConsumerOffsets:
         """On the offsets thread: remove ``name`` (if there), fsync the directory; closes
         ``folder``."""
         try:
-            try:
-                os.unlink(name, dir_fd=folder)
-            except FileNotFoundError:
-                pass
+            _unlink_if_there(folder, name)
             self.io.fsync_in_worker(folder)
         finally:
             os.close(folder)
@@ -224,10 +221,7 @@ class ConsumerOffsets:
         try:
             for folder in folders:
                 for name in os.listdir(folder):
-                    try:
-                        os.unlink(name, dir_fd=folder)
-                    except FileNotFoundError:
-                        pass
+                    _unlink_if_there(folder, name)
                 self.io.fsync_in_worker(folder)
         finally:
             for folder in folders:
@@ -272,3 +266,12 @@ class ConsumerOffsets:
 def _log_failed_removal(error: OSError | None) -> None:
     if error is not None:
         log.error("removing purged consumer offset files failed: %s", error)
+
+
+def _unlink_if_there(folder: int, name: str) -> None:
+    """Remove ``name`` relative to the directory descriptor ``folder``; gone already is
+    fine."""
+    try:
+        os.unlink(name, dir_fd=folder)
+    except FileNotFoundError:
+        pass

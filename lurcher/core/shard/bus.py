@@ -5,7 +5,8 @@ namespace and its shard id; a peer link is opened on first use and re-opened aft
 restarts. Frames are ``u32 length`` + a msgpack-encoded ``BusMessage``. Requests carry an id
 and are answered with a ``Reply`` of the same id; handlers run as tasks, so a slow request
 does not hold up the link. A handler that raises (directly or as a task) answers its
-request with status ``ErrorCode.ERROR``; the link stays open. Back-pressure: writers await
+request with status ``ErrorCode.ERROR``; the link stays open. A reply with a non-zero status
+reaches the requester as ``PeerRefused`` (never as a reply without its data). Back-pressure: writers await
 ``drain()``; at most ``MAX_IN_FLIGHT`` requests per link wait for answers.
 
 Ordering: messages sent on one link arrive in order, which the metadata replica relies on
@@ -58,6 +59,15 @@ class BusError(Exception):
     """A peer could not be reached or dropped the link while a request was pending."""
 
 
+class PeerRefused(BusError):
+    """The peer answered a request with a non-zero status (its handler failed or refused)."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"refused with status {status}: {detail}" if detail
+                         else f"refused with status {status}")
+        self.status = status
+
+
 class Link:
     """One connection to a peer: writes frames, matches replies to requests."""
 
@@ -86,9 +96,12 @@ class Link:
             self.pending[message.rid] = future
             try:
                 await self.send(message)
-                return await asyncio.wait_for(future, timeout_s)
+                reply = await asyncio.wait_for(future, timeout_s)
             finally:
                 self.pending.pop(message.rid, None)
+        if reply.status:
+            raise PeerRefused(reply.status, reply.payload.decode(errors="replace"))
+        return reply
 
     async def _read_loop(self) -> None:
         try:
@@ -185,7 +198,8 @@ class Bus:
 
     async def request(self, peer: int, make: Callable[[int], BusMessage],
                       timeout_s: float = 30.0) -> Reply:
-        """Send ``make(rid)`` to ``peer`` and wait for its reply. Raises BusError."""
+        """Send ``make(rid)`` to ``peer`` and wait for its reply. Raises BusError
+        (PeerRefused for a reply with a non-zero status)."""
         link = await self.link(peer)
         try:
             return await link.request(make(self.next_rid()), timeout_s)

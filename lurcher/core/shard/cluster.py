@@ -18,7 +18,7 @@ from typing import Any
 from lurcher.auth.session import Session
 from lurcher.core.connection.intents import MigrateTo
 from lurcher.core.shard import routing
-from lurcher.core.shard.bus import Bus, BusError, Link, Reply
+from lurcher.core.shard.bus import Bus, BusError, Link, PeerRefused, Reply
 from lurcher.core.shard.meta_sync import MetaSync
 from lurcher.core.shard.migration import Migration
 from lurcher.core.shard.peers import (
@@ -170,10 +170,10 @@ class Cluster:
                 rid=rid, client_id=session.client_id, user_id=session.user_id,
                 address=session.address, transport=session.transport, code=code,
                 payload=payload), FORWARD_TIMEOUT_S)
+        except PeerRefused as exc:
+            raise IggyError(exc.status, f"from shard {shard_id}") from None
         except BusError as exc:
             raise IggyError(ErrorCode.ERROR, f"shard {shard_id}: {exc}") from exc
-        if reply.status:
-            raise IggyError(reply.status, f"from shard {shard_id}")
         return reply.payload
 
     async def close(self) -> None:

@@ -1,13 +1,17 @@
 """The inter-shard bus (``core.shard.bus``) with two real endpoints in one process: a
-handler that fails answers that one request with an error and the link between the shards
-stays open (the other pending and later requests are unaffected)."""
+handler that fails answers that one request with an error, which the requester gets as
+``PeerRefused`` with the status and the handler's message (never as a reply without its
+data), and the link between the shards stays open (the other pending and later requests are
+unaffected)."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 
-from lurcher.core.shard.bus import Bus, Link, Reply
+import pytest
+
+from lurcher.core.shard.bus import Bus, Link, PeerRefused, Reply
 from lurcher.core.shard.peers import MESSAGE_TYPES, Purge, StatsQuery
 from lurcher.core.wire.error_codes import ErrorCode
 
@@ -30,10 +34,12 @@ async def ask_after_a_failing_handler(purge_handler) -> None:
     asker = Bus(namespace, 1, MESSAGE_TYPES, {})
     await owner.start()
     try:
-        failed = await asker.request(0, lambda rid: Purge(rid=rid, stream_id=1, topic_id=None))
+        with pytest.raises(PeerRefused, match="Input/output error") as refused:
+            await asker.request(0, lambda rid: Purge(rid=rid, stream_id=1, topic_id=None))
         link = asker.links[0]
         answered = await asker.request(0, lambda rid: StatsQuery(rid=rid))
-        assert failed.status == ErrorCode.ERROR and answered.status == 0
+        assert refused.value.status == ErrorCode.ERROR
+        assert answered.status == 0 and answered.data == [[], []]
         assert asker.links[0] is link and not link.task.done()
     finally:
         await asker.close()
