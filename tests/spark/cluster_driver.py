@@ -20,7 +20,7 @@ def main(master: str, connection: str, stream: str, topic: str) -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from spark_session import BASE_CONF, LOOPBACK
+    from spark_session import BASE_CONF, LOOPBACK, collect
 
     import lurcher.spark
 
@@ -39,9 +39,9 @@ def main(master: str, connection: str, stream: str, topic: str) -> None:
         lurcher.spark.register(spark)
         df = (spark.read.format("lurcher").option("connection", connection)
               .option("stream", stream).option("topic", topic).load())
-        counts = {r["partition"]: [r["n"], r["lo"], r["hi"]] for r in df.groupBy("partition")
-                  .agg(F.count("*").alias("n"), F.min("offset").alias("lo"),
-                       F.max("offset").alias("hi")).collect()}
+        counts = {r["partition"]: [r["n"], r["lo"], r["hi"]] for r in collect(
+            df.groupBy("partition").agg(F.count("*").alias("n"), F.min("offset").alias("lo"),
+                                        F.max("offset").alias("hi")))}
         executors = [e.split(":")[0] for e in
                      spark.sparkContext._jsc.sc().getExecutorMemoryStatus().keySet()
                      .toString().strip("Set()").split(", ")]
@@ -51,7 +51,7 @@ def main(master: str, connection: str, stream: str, topic: str) -> None:
             "splits": df.rdd.getNumPartitions(),
             "block_managers": len(executors),
             "driver_pid": os.getpid(),
-            "worker_python_pids": sorted(set(df.rdd.mapPartitions(_python_pids).collect())),
+            "worker_python_pids": sorted(set(collect(df.rdd.mapPartitions(_python_pids)))),
         }), flush=True)
     finally:
         spark.stop()

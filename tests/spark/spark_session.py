@@ -1,7 +1,7 @@
 """What every Spark session the tests start shares: the settings (used by the session
 fixture in ``conftest.py`` and by the driver programs that run as their own processes,
 ``pipeline_driver.py`` and ``cluster_driver.py``, which import this file as a sibling
-module) and ``collect``, the tests' ``DataFrame.collect``.
+module) and ``collect``, the tests' ``collect()`` of a DataFrame or an RDD.
 
 Invariants: the driver binds to loopback only, no UI, two shuffle partitions; the JVM waits
 ``AUTH_SOCKET_TIMEOUT`` (Spark's default is 15 s) for a Python process to connect to a

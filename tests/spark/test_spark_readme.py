@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from lurcher.sdk.sync import SyncClient
 from tests.spark.conftest import connection
+from tests.spark.spark_session import collect
 from tests.support.readme import code_blocks, localize, run_python
 
 MESSAGES = 25
@@ -18,7 +19,7 @@ def test_readme_spark_block_reads_the_topic(spark, module_server):
         client.send_messages("orders", "created", [b'{"id": %d}' % i for i in range(MESSAGES)])
     namespace = {"spark": spark}
     run_python(localize(block.text, module_server), namespace)
-    rows = namespace["df"].collect()
+    rows = collect(namespace["df"])
     assert len(rows) == MESSAGES
     assert sorted(bytes(r.payload) for r in rows) == sorted(
         b'{"id": %d}' % i for i in range(MESSAGES))

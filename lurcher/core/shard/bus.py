@@ -6,8 +6,9 @@ restarts. Frames are ``u32 length`` + a msgpack-encoded ``BusMessage``. Requests
 and are answered with a ``Reply`` of the same id; handlers run as tasks, so a slow request
 does not hold up the link. A handler that raises (directly or as a task) answers its
 request with status ``ErrorCode.ERROR``; the link stays open. A reply with a non-zero status
-reaches the requester as ``PeerRefused`` (never as a reply without its data). Back-pressure: writers await
-``drain()``; at most ``MAX_IN_FLIGHT`` requests per link wait for answers.
+reaches the requester as ``PeerRefused`` (never as a reply without its data).
+Back-pressure: writers await ``drain()``; at most ``MAX_IN_FLIGHT`` requests per link wait
+for answers.
 
 Ordering: messages sent on one link arrive in order, which the metadata replica relies on
 (an event published before a reply is applied before the reply is seen).
