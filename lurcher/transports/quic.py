@@ -10,9 +10,12 @@ A stream's bytes go through the same ``FrameReader`` as TCP and WebSocket (``Str
 so the limits and refusals are the same: a refused frame is answered on its stream with the
 reader's status (InvalidCommand, or Unauthenticated before login) and the stream is stopped;
 a stream that ends inside a frame is answered with InvalidCommand; bytes after the first
-frame of a stream are ignored. A stream reset by the client drops its partial request; a
-reply (or refusal) for a stream the client stopped (STOP_SENDING, as the SDK does for a
-request it gave up on) is dropped and the connection goes on with its next request.
+frame of a stream are ignored. A stream reset by the client drops its partial request and
+is reset back, so it is discarded once the client acknowledges that (a stream never
+answered would otherwise stay open, and count against the stream limit, until the
+connection ends); a reply (or refusal) for a stream the client stopped (STOP_SENDING, as
+the SDK does for a request it gave up on) is dropped and the connection goes on with its
+next request.
 The ``[quic]`` keys (initial_mtu, send_window, receive_window, keep_alive_interval,
 max_concurrent_bidi_streams, max_idle_timeout) and the run-time tuning (no pacing, datagram
 size fall-back, long STREAM frames, one transmit per receive burst, delayed ACKs riding on
@@ -172,7 +175,7 @@ class QuicClientProtocol(TunedQuicProtocol):
         if isinstance(event, StreamDataReceived):
             self.on_data(event)
         elif isinstance(event, StreamReset):
-            self.requests.reset(event.stream_id)
+            self.reset_back(event)
         elif isinstance(event, HandshakeCompleted):
             self.handshake_done()
             self.open_session()
@@ -215,6 +218,18 @@ class QuicClientProtocol(TunedQuicProtocol):
             self.answer_to.append(event.stream_id)
             if self.opened:
                 self.core.frames_ready()
+
+    def reset_back(self, event: StreamReset) -> None:
+        """The client gave up on a stream: drop its partial request and end our side too
+        (RESET_STREAM with the client's code), so aioquic discards the stream once the
+        client acknowledges it. A request already queued still runs in order; its reply is
+        dropped (``write``)."""
+        self.requests.reset(event.stream_id)
+        try:
+            self._quic.reset_stream(event.stream_id, event.error_code)
+        except UNWRITABLE_STREAM as exc:
+            log.debug("cannot reset stream %d: %s", event.stream_id, exc)
+        self.send_soon()
 
     def refuse(self, stream_id: int, bad: BadFrame) -> None:
         log.info("refusing QUIC stream %d: %s", stream_id, bad.detail)

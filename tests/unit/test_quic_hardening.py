@@ -52,8 +52,8 @@ class Server:
     dispatcher answers ``PING_CODE`` at once and every other request with a future the test
     settles (``pending``)."""
 
-    def __init__(self, tmp_path: Path) -> None:
-        self.client, quic, _, _ = connected_pair(tmp_path, SETTINGS, SETTINGS)
+    def __init__(self, tmp_path: Path, settings: QuicSettings = SETTINGS) -> None:
+        self.client, quic, _, _ = connected_pair(tmp_path, settings, settings)
         self.loop = asyncio.get_running_loop()
         self.dispatched: list[int] = []
         self.pending: list[asyncio.Future] = []
@@ -62,7 +62,7 @@ class Server:
             limits=SimpleNamespace(frames=FrameLimits(1 << 20, 1 << 20, 1 << 16)),
             open_session=lambda *args: session, close_session=lambda *args, **kw: None,
             dispatcher=SimpleNamespace(dispatch=self.dispatch))
-        self.protocol = QuicClientProtocol(quic, shard=self.shard, settings=SETTINGS)
+        self.protocol = QuicClientProtocol(quic, shard=self.shard, settings=settings)
         self.transport = FakeTransport()
         self.protocol.connection_made(self.transport)
         self.protocol.peer = CLIENT_ADDR
@@ -284,3 +284,58 @@ def test_a_finished_stream_stays_finished_among_implicit_ones(tmp_path: Path) ->
     server.receive_datagram(byte_at(client, 8, 100), CLIENT_ADDR, 2.0)   # ignored, as aioquic
     server.receive_datagram(byte_at(client, 4, 0), CLIENT_ADDR, 2.0)     # still open
     assert sorted(server._streams) == [4] and closed_with(server) is None
+
+
+# -- a stream the client resets --------------------------------------------------------------
+async def acknowledged_both_ways(server: Server) -> None:
+    """Replies (and resets) reach the client, its ACKs (past its ACK delay) reach the
+    server, and the server transmits again (where aioquic discards finished streams)."""
+    server.protocol.transmit()
+    server.server_to_client()
+    later = server.loop.time() + 1.0
+    acks = [bytes(d) for d, _ in server.client.datagrams_to_send(later)]
+    server.protocol.datagrams_received(acks, CLIENT_ADDR)
+    await turns()
+    server.protocol.transmit()
+
+
+async def test_a_stream_reset_inside_its_request_is_reset_back_and_discarded(
+        tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    server.client.send_stream_data(0, REQUEST_HEADER.pack(4 + 3, PING_CODE), end_stream=False)
+    await server.client_to_server()
+    server.client.reset_stream(0, 7)  # the client gave up before finishing its request
+    await server.client_to_server()
+    await acknowledged_both_ways(server)
+    assert 0 not in server.protocol._quic._streams
+    assert server.dispatched == []
+    await server.request(4, PING_CODE)
+    server.server_to_client()
+    assert server.answer(4).endswith(b"pong")
+
+
+async def test_streams_reset_without_a_byte_leave_nothing_behind(tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    for stream_id in range(0, 400, 4):
+        server.client.reset_stream(stream_id, 0)
+    await server.client_to_server()
+    await acknowledged_both_ways(server)
+    assert list(server.protocol._quic._streams) == []
+    await server.request(400, PING_CODE)
+    server.server_to_client()
+    assert server.answer(400).endswith(b"pong")
+
+
+async def test_reset_streams_give_their_place_back_under_the_stream_limit(
+        tmp_path: Path) -> None:
+    server = Server(tmp_path, QuicSettings(max_concurrent_bidi_streams=8))
+    for round_ in range(3):  # 24 streams reset, never more than 8 open at once
+        for stream_id in range(32 * round_, 32 * round_ + 32, 4):
+            server.client.reset_stream(stream_id, 0)
+        await server.client_to_server()
+        await acknowledged_both_ways(server)
+        server.server_to_client()  # MAX_STREAMS: the client may open 8 more
+    await server.request(96, PING_CODE)
+    server.server_to_client()
+    assert closed_with(server.protocol._quic) is None
+    assert server.answer(96).endswith(b"pong")
