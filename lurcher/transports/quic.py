@@ -26,7 +26,9 @@ Memory bounds of one connection (issue 14, point 3):
 - replies: aioquic keeps every reply byte until the client acknowledges it. While a
   connection's queued, unacknowledged reply bytes are at or above ``MAX_QUEUED_REPLY_BYTES``
   no further request of it is handled; complete requests wait in order. At most one reply
-  (``limits.max_poll_reply_bytes`` for a poll) is handed over beyond the mark.
+  (``limits.max_poll_reply_bytes`` for a poll) is handed over beyond the mark. A reply whose
+  stream the client stops or resets is let go at once (``let_go_of_reset_reply``), so it
+  neither keeps the connection paused nor stays in memory until its stream ends.
 - waiting requests: at most ``MAX_PENDING_REQUESTS`` complete requests wait; the next one
   closes the connection (reason "too many pending requests").
 - partial requests: at most ``MAX_UNFINISHED_STREAMS`` streams may hold an incomplete
@@ -58,6 +60,7 @@ from aioquic.quic.events import (
     ConnectionTerminated,
     HandshakeCompleted,
     QuicEvent,
+    StopSendingReceived,
     StreamDataReceived,
     StreamReset,
 )
@@ -98,10 +101,24 @@ UNWRITABLE_STREAM = (RuntimeError, ValueError, AssertionError)
 def queued_reply_bytes(quic: Any) -> int:
     """Bytes handed to aioquic on any stream and not yet acknowledged by the peer.
 
-    aioquic (1.x) keeps them in each stream sender's buffer until acknowledged; this is the one
-    place that reads that internal state.
+    aioquic (1.x) keeps them in each stream sender's buffer until acknowledged; this and
+    ``let_go_of_reset_reply`` are the places that touch that internal state.
     """
     return sum(len(stream.sender._buffer) for stream in quic._streams.values())
+
+
+def let_go_of_reset_reply(quic: Any, stream_id: int) -> None:
+    """Free what stream ``stream_id`` still holds to send once its sending side was reset.
+
+    aioquic 1.7 keeps a reset sender's buffer until the whole stream is discarded, which
+    needs the peer to end its side too, yet never sends, resends or acknowledges those
+    bytes again (``get_frame`` refuses after a reset, ``on_data_delivery`` ignores it). Left
+    there they would count as queued replies, keeping a connection paused, and live as long
+    as the stream.
+    """
+    stream = quic._streams.get(stream_id)
+    if stream is not None and stream.sender._reset_error_code is not None:
+        stream.sender._buffer = bytearray()
 
 
 class StreamRequests:
@@ -176,6 +193,8 @@ class QuicClientProtocol(TunedQuicProtocol):
             self.on_data(event)
         elif isinstance(event, StreamReset):
             self.reset_back(event)
+        elif isinstance(event, StopSendingReceived):  # aioquic reset our side already
+            let_go_of_reset_reply(self._quic, event.stream_id)
         elif isinstance(event, HandshakeCompleted):
             self.handshake_done()
             self.open_session()
@@ -229,6 +248,7 @@ class QuicClientProtocol(TunedQuicProtocol):
             self._quic.reset_stream(event.stream_id, event.error_code)
         except UNWRITABLE_STREAM as exc:
             log.debug("cannot reset stream %d: %s", event.stream_id, exc)
+        let_go_of_reset_reply(self._quic, event.stream_id)
         self.send_soon()
 
     def refuse(self, stream_id: int, bad: BadFrame) -> None:

@@ -23,7 +23,7 @@ from aioquic.quic.packet_builder import QuicPacketBuilder
 from lurcher.core.connection.framing import REQUEST_HEADER
 from lurcher.core.quic import STREAM_WINDOW_BYTES, QuicSettings
 from lurcher.core.wire.frames import FrameLimits
-from lurcher.transports.quic import QuicClientProtocol
+from lurcher.transports.quic import MAX_QUEUED_REPLY_BYTES, QuicClientProtocol, queued_reply_bytes
 from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair
 
 SETTINGS = QuicSettings()
@@ -339,3 +339,34 @@ async def test_reset_streams_give_their_place_back_under_the_stream_limit(
     server.server_to_client()
     assert closed_with(server.protocol._quic) is None
     assert server.answer(96).endswith(b"pong")
+
+
+# -- a big reply the client gives up on ------------------------------------------------------
+async def test_a_stopped_backlogged_reply_lets_the_next_request_run(tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    await server.request(0, SEND_CODE)
+    await server.request(4, PING_CODE)  # waits behind 0
+    server.pending[0].set_result(bytes(MAX_QUEUED_REPLY_BYTES + 1))
+    await turns()
+    assert server.protocol.paused and server.dispatched == [SEND_CODE]
+    server.client.stop_stream(0, 0)  # the SDK gave up on request 0: nothing else comes
+    await server.client_to_server()
+    assert len(server.protocol._quic._streams[0].sender._buffer) == 0  # the reply is let go
+    assert not server.protocol.paused
+    assert server.dispatched == [SEND_CODE, PING_CODE]
+    for _ in range(3):  # the reply's packets in flight are acknowledged: the answer goes
+        await acknowledged_both_ways(server)
+    server.server_to_client()
+    assert server.answer(4).endswith(b"pong")
+
+
+async def test_a_reset_stream_lets_its_queued_reply_go(tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    server.client.send_stream_data(0, REQUEST_HEADER.pack(4 + 3, SEND_CODE) + b"abc",
+                                   end_stream=False)  # whole, but no FIN
+    await server.client_to_server()
+    server.pending[0].set_result(bytes(1024 * 1024))
+    await turns()
+    server.client.reset_stream(0, 0)
+    await server.client_to_server()
+    assert queued_reply_bytes(server.protocol._quic) == 0
