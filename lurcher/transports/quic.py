@@ -122,48 +122,51 @@ def let_go_of_reset_reply(quic: Any, stream_id: int) -> None:
 
 
 class StreamRequests:
-    """Sans-IO: the request of each bidirectional stream of one connection."""
+    """Sans-IO: the request of each bidirectional stream of one connection.
 
-    ANSWERED = None  # a stream whose request was taken; later bytes are ignored
+    A stream is in at most one of ``partial`` (its request is incomplete: its reader) and
+    ``answered`` (its request was taken or refused and its FIN has not come: later bytes
+    are ignored); both forget it at its FIN or reset. ``unfinished`` is a count, not a
+    scan: a client holding thousands of answered streams costs nothing per new stream."""
 
     def __init__(self, limits: FrameLimits, authenticated: Callable[[], bool]) -> None:
         self.limits = limits
         self.authenticated = authenticated
-        self.readers: dict[int, FrameReader | None] = {}
+        self.partial: dict[int, FrameReader] = {}
+        self.answered: set[int] = set()
 
     def data(self, stream_id: int, data: bytes | memoryview,
              end_stream: bool) -> Frame | BadFrame | None:
         """The stream's request once complete (or its refusal); None while incomplete."""
-        if stream_id in self.readers and self.readers[stream_id] is self.ANSWERED:
+        if stream_id in self.answered:
             if end_stream:
-                del self.readers[stream_id]
+                self.answered.discard(stream_id)
             return None
-        reader = self.readers.get(stream_id)
-        if reader is None and self.unfinished() >= MAX_UNFINISHED_STREAMS:
-            self.readers[stream_id] = self.ANSWERED
-            if end_stream:
-                del self.readers[stream_id]
-            return BadFrame(ErrorCode.INVALID_COMMAND, True,
-                            f"more than {MAX_UNFINISHED_STREAMS} unfinished request streams")
-        reader = reader or FrameReader(self.limits, self.authenticated)
-        reader.feed(data)
-        item = reader.next_frame()
-        if item is None and end_stream:
-            item = BadFrame(ErrorCode.INVALID_COMMAND, True, "stream ended inside a frame")
-        if item is None:
-            self.readers[stream_id] = reader
-        elif end_stream:
-            self.readers.pop(stream_id, None)
+        reader = self.partial.pop(stream_id, None)
+        if reader is None and len(self.partial) >= MAX_UNFINISHED_STREAMS:
+            item: Frame | BadFrame | None = BadFrame(
+                ErrorCode.INVALID_COMMAND, True,
+                f"more than {MAX_UNFINISHED_STREAMS} unfinished request streams")
         else:
-            self.readers[stream_id] = self.ANSWERED
+            reader = reader or FrameReader(self.limits, self.authenticated)
+            reader.feed(data)
+            item = reader.next_frame()
+            if item is None and end_stream:
+                item = BadFrame(ErrorCode.INVALID_COMMAND, True, "stream ended inside a frame")
+            if item is None:
+                self.partial[stream_id] = reader
+                return None
+        if not end_stream:
+            self.answered.add(stream_id)
         return item
 
     def reset(self, stream_id: int) -> None:
-        self.readers.pop(stream_id, None)
+        self.partial.pop(stream_id, None)
+        self.answered.discard(stream_id)
 
     def unfinished(self) -> int:
         """Streams holding an incomplete request."""
-        return sum(1 for reader in self.readers.values() if reader is not self.ANSWERED)
+        return len(self.partial)
 
 
 class QuicClientProtocol(TunedQuicProtocol):

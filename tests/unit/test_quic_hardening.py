@@ -22,8 +22,10 @@ from aioquic.quic.packet_builder import QuicPacketBuilder
 
 from lurcher.core.connection.framing import REQUEST_HEADER
 from lurcher.core.quic import STREAM_WINDOW_BYTES, QuicSettings
+from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.frames import FrameLimits
-from lurcher.transports.quic import MAX_QUEUED_REPLY_BYTES, QuicClientProtocol, queued_reply_bytes
+from lurcher.transports.quic import (MAX_QUEUED_REPLY_BYTES, MAX_UNFINISHED_STREAMS,
+                                    QuicClientProtocol, StreamRequests, queued_reply_bytes)
 from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair
 
 SETTINGS = QuicSettings()
@@ -370,3 +372,26 @@ async def test_a_reset_stream_lets_its_queued_reply_go(tmp_path: Path) -> None:
     server.client.reset_stream(0, 0)
     await server.client_to_server()
     assert queued_reply_bytes(server.protocol._quic) == 0
+
+
+# -- what the request of each stream holds ---------------------------------------------------
+def test_answered_streams_do_not_count_as_unfinished_and_partial_ones_are_bounded() -> None:
+    requests = StreamRequests(FrameLimits(1 << 20, 1 << 20, 1 << 16), lambda: True)
+    ping = REQUEST_HEADER.pack(4, PING_CODE)
+    for stream_id in range(0, 4 * 1000, 4):  # whole requests, FIN not sent: answered
+        assert requests.data(stream_id, ping, end_stream=False) is not None
+    assert requests.unfinished() == 0
+    first = 4 * 1000
+    partial = [first + 4 * i for i in range(MAX_UNFINISHED_STREAMS)]
+    for stream_id in partial:
+        assert requests.data(stream_id, ping[:3], end_stream=False) is None
+    refused = requests.data(first + 4 * MAX_UNFINISHED_STREAMS, ping, end_stream=False)
+    assert refused.status == ErrorCode.INVALID_COMMAND and refused.fatal
+    requests.reset(partial[0])  # one partial stream less: the next one is read
+    assert requests.data(first + 4 * (MAX_UNFINISHED_STREAMS + 1), ping,
+                         end_stream=True).code == PING_CODE
+    assert requests.data(partial[1], ping[3:], end_stream=True).code == PING_CODE
+    for stream_id in range(0, 4 * 1000, 4):  # their FINs come: nothing is left of them
+        assert requests.data(stream_id, b"", end_stream=True) is None
+    assert requests.unfinished() == MAX_UNFINISHED_STREAMS - 2
+    assert len(requests.answered) == 1  # the refused stream, until its FIN or reset
