@@ -33,6 +33,10 @@ Memory bounds of one connection (issue 14, point 3):
   closes the connection (reason "too many pending requests").
 - partial requests: at most ``MAX_UNFINISHED_STREAMS`` streams may hold an incomplete
   request; a stream beyond is answered InvalidCommand and stopped (the connection stays).
+- streams left open: at most ``MAX_OPEN_ANSWERED_STREAMS`` streams may have had their request
+  taken (or refused) without their FIN; the next one closes the connection (reason "too many
+  request streams left open"). aioquic walks every live stream of a connection at each
+  transmit, so thousands of them made each request cost the shard milliseconds.
 - received bytes not yet delivered (out of order): at most ``STREAM_WINDOW_BYTES`` per
   stream and ``receive_window`` per connection; the windows move with the data consumed and
   never grow, and a peer sending beyond them is closed with FLOW_CONTROL_ERROR
@@ -92,6 +96,9 @@ QUIC_APP_REFUSED = 1
 MAX_QUEUED_REPLY_BYTES = 16 * 1024 * 1024
 MAX_PENDING_REQUESTS = 32
 MAX_UNFINISHED_STREAMS = 16
+# streams whose request was taken while their FIN has not come (the SDK and Iggy's clients
+# end each request stream); every live stream costs each transmit of its connection a walk
+MAX_OPEN_ANSWERED_STREAMS = 64
 # what aioquic raises for a write or stop on a stream that cannot take it: RuntimeError (1.7.2:
 # the peer's STOP_SENDING reset our side, or our side already finished), ValueError (an
 # unknown or wrong-direction stream), AssertionError (older aioquic releases)
@@ -229,7 +236,11 @@ class QuicClientProtocol(TunedQuicProtocol):
 
     def on_data(self, event: StreamDataReceived) -> None:
         item = self.requests.data(event.stream_id, event.data, event.end_stream)
-        if isinstance(item, BadFrame):
+        if len(self.requests.answered) > MAX_OPEN_ANSWERED_STREAMS:
+            log.info("closing QUIC connection: more than %d request streams left open",
+                     MAX_OPEN_ANSWERED_STREAMS)
+            self.close_for("too many request streams left open")
+        elif isinstance(item, BadFrame):
             self.refuse(event.stream_id, item)
         elif item is not None and len(self.frames) >= MAX_PENDING_REQUESTS:
             log.info("closing QUIC connection: more than %d pending requests",

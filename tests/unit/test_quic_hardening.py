@@ -24,8 +24,9 @@ from lurcher.core.connection.framing import REQUEST_HEADER
 from lurcher.core.quic import STREAM_WINDOW_BYTES, QuicSettings
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.frames import FrameLimits
-from lurcher.transports.quic import (MAX_QUEUED_REPLY_BYTES, MAX_UNFINISHED_STREAMS,
-                                    QuicClientProtocol, StreamRequests, queued_reply_bytes)
+from lurcher.transports.quic import (MAX_OPEN_ANSWERED_STREAMS, MAX_QUEUED_REPLY_BYTES,
+                                    MAX_UNFINISHED_STREAMS, QuicClientProtocol, StreamRequests,
+                                    queued_reply_bytes)
 from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair
 
 SETTINGS = QuicSettings()
@@ -395,3 +396,32 @@ def test_answered_streams_do_not_count_as_unfinished_and_partial_ones_are_bounde
         assert requests.data(stream_id, b"", end_stream=True) is None
     assert requests.unfinished() == MAX_UNFINISHED_STREAMS - 2
     assert len(requests.answered) == 1  # the refused stream, until its FIN or reset
+
+
+async def test_a_client_leaving_request_streams_open_is_closed(tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    ping = REQUEST_HEADER.pack(4, PING_CODE)
+    for i in range(MAX_OPEN_ANSWERED_STREAMS):  # whole requests, FIN never sent
+        server.client.send_stream_data(4 * i, ping, end_stream=False)
+    await server.client_to_server()
+    assert len(server.dispatched) == MAX_OPEN_ANSWERED_STREAMS
+    assert closed_with(server.protocol._quic) is None
+    server.client.send_stream_data(4 * MAX_OPEN_ANSWERED_STREAMS, ping, end_stream=False)
+    await server.client_to_server()
+    event = server.protocol._quic._close_event
+    assert event is not None and event.reason_phrase == "too many request streams left open"
+    assert len(server.dispatched) == MAX_OPEN_ANSWERED_STREAMS
+
+
+async def test_request_streams_that_end_never_count_as_left_open(tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    ping = REQUEST_HEADER.pack(4, PING_CODE)
+    for i in range(4 * MAX_OPEN_ANSWERED_STREAMS):
+        server.client.send_stream_data(4 * i, ping, end_stream=False)
+        await server.client_to_server()  # the request is taken before its FIN comes
+        server.client.send_stream_data(4 * i, b"", end_stream=True)
+        await server.client_to_server()
+        await acknowledged_both_ways(server)
+    assert not server.protocol.requests.answered
+    assert closed_with(server.protocol._quic) is None
+    assert len(server.dispatched) == 4 * MAX_OPEN_ANSWERED_STREAMS
