@@ -64,8 +64,8 @@ def test_malformed_and_temporary_files_are_ignored(part_dir):
 class RecordingIo(PosixIo):
     """Posix, recording each fsync (its path, whether it ran on the event loop's thread,
     and for a directory the names in it then); ``gate`` holds writes of offset files until
-    it is set; fsyncs raise EIO while ``fail``, and so do writes of the values in
-    ``fail_values``."""
+    it is set (``writing`` is set once a write reached it); fsyncs raise EIO while ``fail``,
+    and so do writes of the values in ``fail_values``."""
 
     def __init__(self) -> None:
         self.fsyncs: list[tuple[str, bool]] = []
@@ -73,10 +73,12 @@ class RecordingIo(PosixIo):
         self.loop_thread = threading.get_ident()
         self.gate = threading.Event()
         self.gate.set()
+        self.writing = threading.Event()
         self.fail = False
         self.fail_values: set[int] = set()
 
     def pwrite(self, fd, data, position):
+        self.writing.set()
         self.gate.wait(10)
         if int.from_bytes(data, "little") in self.fail_values:
             raise OSError(errno.EIO, "injected")
@@ -252,7 +254,9 @@ async def test_a_purge_that_cannot_queue_its_removal_still_purges(part_dir, monk
     stored files, leaks no descriptor, and says so in the log."""
     io, offsets = await one_stored(part_dir, "groups", 1, 1)
     io.gate.clear()
+    io.writing.clear()
     queued = offsets.store("groups", 2, 2)
+    assert io.writing.wait(10)  # its temporary file is open: the count below includes it
     opened = []
     real_open = ConsumerOffsets._open_dir
 
