@@ -23,7 +23,9 @@ no option for, applied per connection by ``QuicTuning``:
   (``lurcher.core.quic_flow``).
 - ``keep_alive_interval``: a PING every interval (0 or none: never).
 - ``max_concurrent_bidi_streams``: the bidirectional streams the peer may have open at once
-  (a stream it opens implicitly costs nothing until a frame for it arrives).
+  (a stream it opens implicitly costs nothing until a frame for it arrives). A stream counts
+  until aioquic discards it, after its reply (or reset) is acknowledged. 256 by default, not
+  Iggy's 10,000: the transmit loop (``lurcher.core.quic_steady``) walks every stream held.
 - ``max_idle_timeout``: the QUIC idle timeout.
 
 ``initial_mtu`` goes up to 65,507 bytes (the largest IPv4 UDP payload): STREAM frames are
@@ -81,7 +83,7 @@ class QuicSettings:
     send_window: int = 16 * 1024 * 1024
     receive_window: int = 16 * 1024 * 1024
     keep_alive_s: float = 5.0
-    max_concurrent_bidi_streams: int = 10_000
+    max_concurrent_bidi_streams: int = 256
     idle_timeout_s: float = 10.0
 
 

@@ -26,7 +26,9 @@ Memory bounds of one connection (issue 14, point 3):
 - replies: aioquic keeps every reply byte until the client acknowledges it. While a
   connection's queued, unacknowledged reply bytes are at or above ``MAX_QUEUED_REPLY_BYTES``
   no further request of it is handled; complete requests wait in order. At most one reply
-  (``limits.max_poll_reply_bytes`` for a poll) is handed over beyond the mark. A reply whose
+  (``limits.max_poll_reply_bytes`` for a poll) is handed over beyond the mark. The bytes are
+  counted (a walk over the streams) only when the last count plus what was handed over
+  since reaches the mark (``handed_over``), not for every reply. A reply whose
   stream the client stops or resets is let go at once (``let_go_of_reset_reply``), so it
   neither keeps the connection paused nor stays in memory until its stream ends.
 - waiting requests: at most ``MAX_PENDING_REQUESTS`` complete requests wait; the next one
@@ -41,8 +43,16 @@ Memory bounds of one connection (issue 14, point 3):
   stream and ``receive_window`` per connection; the windows move with the data consumed and
   never grow, and a peer sending beyond them is closed with FLOW_CONTROL_ERROR
   (``lurcher.core.quic_flow``).
-- streams: at most ``max_concurrent_bidi_streams`` open; only those the peer sent a frame
-  on exist (about 1 KB each), not every lower stream a frame on a high one opens.
+- streams: at most ``max_concurrent_bidi_streams`` (256 by default) held for the connection,
+  whatever holds them: a request not yet answered, a reply or reset the client has not
+  acknowledged yet (aioquic discards a stream, and gives the client its place back with
+  MAX_STREAMS, only then), a stream opened by a frame without a request (RESET_STREAM,
+  STOP_SENDING, MAX_STREAM_DATA). A client opening one more is closed with
+  STREAM_LIMIT_ERROR as the frame arrives. Only the streams the peer sent a frame on exist
+  (about 1 KB each), not every lower stream a frame on a high one opens. The bound matters
+  for more than memory: the walks at each transmit (``lurcher.core.quic_steady``) are
+  linear in the streams held (with 4,000 held by a client that never acknowledged its
+  replies, each further request cost the shard about 10 ms).
 
 A reply whose stored bytes cannot be read (a segment file cut short under the server, a
 failed read) is answered CANNOT_READ_FILE on its stream (``read_parts``); the connection
@@ -103,6 +113,7 @@ MAX_OPEN_ANSWERED_STREAMS = 64
 # the peer's STOP_SENDING reset our side, or our side already finished), ValueError (an
 # unknown or wrong-direction stream), AssertionError (older aioquic releases)
 UNWRITABLE_STREAM = (RuntimeError, ValueError, AssertionError)
+STREAM_EVENTS = (StreamDataReceived, StreamReset, StopSendingReceived)
 
 
 def queued_reply_bytes(quic: Any) -> int:
@@ -134,7 +145,7 @@ class StreamRequests:
     A stream is in at most one of ``partial`` (its request is incomplete: its reader) and
     ``answered`` (its request was taken or refused and its FIN has not come: later bytes
     are ignored); both forget it at its FIN or reset. ``unfinished`` is a count, not a
-    scan: a client holding thousands of answered streams costs nothing per new stream."""
+    scan; the adapter bounds ``answered`` (``MAX_OPEN_ANSWERED_STREAMS``)."""
 
     def __init__(self, limits: FrameLimits, authenticated: Callable[[], bool]) -> None:
         self.limits = limits
@@ -196,15 +207,13 @@ class QuicClientProtocol(TunedQuicProtocol):
         self.peer: Any = None
         self.opened = False
         self.paused = False
+        self.replies_at_most = 0  # unacknowledged reply bytes, an upper bound (handed_over)
 
     # -- events -------------------------------------------------------------------------
     def quic_event_received(self, event: QuicEvent) -> None:
-        if isinstance(event, StreamDataReceived):
-            self.on_data(event)
-        elif isinstance(event, StreamReset):
-            self.reset_back(event)
-        elif isinstance(event, StopSendingReceived):  # aioquic reset our side already
-            let_go_of_reset_reply(self._quic, event.stream_id)
+        if isinstance(event, STREAM_EVENTS):
+            if not self.closing():  # what came with or after a close is not served
+                self.on_stream_event(event)
         elif isinstance(event, HandshakeCompleted):
             self.handshake_done()
             self.open_session()
@@ -212,16 +221,36 @@ class QuicClientProtocol(TunedQuicProtocol):
             self.tuning.stop()
             self.core.connection_lost()
 
+    def on_stream_event(self, event: QuicEvent) -> None:
+        if isinstance(event, StreamDataReceived):
+            self.on_data(event)
+        elif isinstance(event, StreamReset):
+            self.reset_back(event)
+        else:  # StopSendingReceived: aioquic reset our side already
+            let_go_of_reset_reply(self._quic, event.stream_id)
+
     def datagrams_received(self, datagrams: list[Any], addr: Any) -> None:
         if self.peer is None:
             self.peer = addr
         super().datagrams_received(datagrams, addr)
-        if self.paused and not self.replies_backlogged():
-            self.paused = False
-            self.core.resume_writing()
+        if self.paused and not self.closing():
+            self.replies_at_most = queued_reply_bytes(self._quic)
+            if self.replies_at_most < MAX_QUEUED_REPLY_BYTES:
+                self.paused = False
+                self.core.resume_writing()
 
-    def replies_backlogged(self) -> bool:
-        return queued_reply_bytes(self._quic) >= MAX_QUEUED_REPLY_BYTES
+    def handed_over(self, size: int) -> None:
+        """``size`` reply bytes went to aioquic: pause the core once the unacknowledged
+        reply bytes reach ``MAX_QUEUED_REPLY_BYTES``. They are counted (a walk over the
+        streams) only when an upper bound, the last count plus what was handed over since,
+        reaches the mark: acknowledgements only ever lower them."""
+        self.replies_at_most += size
+        if self.paused or self.replies_at_most < MAX_QUEUED_REPLY_BYTES:
+            return
+        self.replies_at_most = queued_reply_bytes(self._quic)
+        if self.replies_at_most >= MAX_QUEUED_REPLY_BYTES:
+            self.paused = True
+            self.core.pause_writing()
 
     def open_session(self) -> None:
         if self.opened:
@@ -267,8 +296,10 @@ class QuicClientProtocol(TunedQuicProtocol):
 
     def refuse(self, stream_id: int, bad: BadFrame) -> None:
         log.info("refusing QUIC stream %d: %s", stream_id, bad.detail)
+        refusal = error_frame(bad.status)
         try:
-            self._quic.send_stream_data(stream_id, error_frame(bad.status), end_stream=True)
+            self._quic.send_stream_data(stream_id, refusal, end_stream=True)
+            self.handed_over(len(refusal))
         except UNWRITABLE_STREAM as exc:  # the client stopped the stream meanwhile
             log.debug("cannot answer stream %d: %s", stream_id, exc)
         if bad.fatal:
@@ -291,9 +322,7 @@ class QuicClientProtocol(TunedQuicProtocol):
             log.debug("cannot answer stream %d: %s", stream_id, exc)
             return
         self.send_soon()
-        if not self.paused and self.replies_backlogged():
-            self.paused = True
-            self.core.pause_writing()
+        self.handed_over(len(reply))
 
     def wait(self, pending: Any) -> None:
         settle_soon(self.core, pending)
@@ -317,6 +346,11 @@ class QuicClientProtocol(TunedQuicProtocol):
 
     def migrate(self, shard_id: int, session: Any, pending: bytes) -> bool:
         return False
+
+    def closing(self) -> bool:
+        """Whether the connection is closing: closed by this end (``close_for``, or aioquic
+        on a protocol error such as STREAM_LIMIT_ERROR) or by the peer."""
+        return self._quic._close_event is not None
 
     def close_for(self, reason: str, error_code: int = QUIC_NO_ERROR) -> None:
         try:

@@ -425,3 +425,66 @@ async def test_request_streams_that_end_never_count_as_left_open(tmp_path: Path)
     assert not server.protocol.requests.answered
     assert closed_with(server.protocol._quic) is None
     assert len(server.dispatched) == 4 * MAX_OPEN_ANSWERED_STREAMS
+
+
+# -- streams a client keeps from being discarded ---------------------------------------------
+def withhold_acks(client: Any) -> None:
+    """The client never acknowledges what the server sends (replies, resets)."""
+    client._write_ack_frame = lambda *args, **kwargs: None
+
+
+async def test_streams_whose_replies_are_unacknowledged_hold_their_place(
+        tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    held = SETTINGS.max_concurrent_bidi_streams
+    withhold_acks(server.client)
+    ping = REQUEST_HEADER.pack(4, PING_CODE)
+    for first in range(0, held + 1, 64):  # answered, never acknowledged, one more
+        for i in range(first, min(first + 64, held + 1)):
+            server.client.send_stream_data(4 * i, ping, end_stream=True)
+        await server.client_to_server()
+        server.protocol.transmit()
+        server.server_to_client()
+    assert len(server.protocol._quic._streams) == held  # the last request waits its turn
+    assert len(server.dispatched) == held and closed_with(server.protocol._quic) is None
+    del server.client._write_ack_frame  # the client acknowledges: streams are discarded
+    await acknowledged_both_ways(server)
+    server.server_to_client()  # MAX_STREAMS: the waiting request goes
+    await server.client_to_server()
+    server.server_to_client()
+    assert len(server.dispatched) == held + 1
+    assert server.answer(4 * held).endswith(b"pong")
+
+
+async def test_a_client_opening_streams_beyond_its_limit_is_closed_before_they_run(
+        tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    server.client._remote_max_streams_bidi = 10 * SETTINGS.max_concurrent_bidi_streams
+    ping = REQUEST_HEADER.pack(4, PING_CODE)
+    for i in range(SETTINGS.max_concurrent_bidi_streams + 1):  # one batch of datagrams
+        server.client.send_stream_data(4 * i, ping, end_stream=True)
+    await server.client_to_server()
+    assert closed_with(server.protocol._quic) == QuicErrorCode.STREAM_LIMIT_ERROR
+    assert server.dispatched == []  # nothing that came with the violation is served
+
+
+async def test_small_replies_are_not_counted_one_by_one(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    import lurcher.transports.quic as quic_module
+    counts: list[int] = []
+
+    def counted(quic: Any) -> int:
+        counts.append(queued_reply_bytes(quic))
+        return counts[-1]
+    monkeypatch.setattr(quic_module, "queued_reply_bytes", counted)
+    server = Server(tmp_path)
+    withhold_acks(server.client)
+    ping = REQUEST_HEADER.pack(4, PING_CODE)
+    for i in range(200):  # each reply walked every stream held: quadratic in one batch
+        server.client.send_stream_data(4 * i, ping, end_stream=True)
+    await server.client_to_server()
+    assert len(server.dispatched) == 200 and counts == []
+    await server.request(800, SEND_CODE)  # a big reply makes the bound reach the mark
+    server.pending[0].set_result(bytes(MAX_QUEUED_REPLY_BYTES))
+    await turns()
+    assert counts and counts[-1] >= MAX_QUEUED_REPLY_BYTES and server.protocol.paused
