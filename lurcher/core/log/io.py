@@ -86,9 +86,22 @@ class WriterThread:
             self._thread.start()
         self._jobs.put((asyncio.get_running_loop(), job, done))
 
+    def drain(self, timeout: float) -> bool:
+        """Block until every job queued so far has run, at most ``timeout`` seconds; whether
+        they all did. For shutdown, where the process may exit (and this daemon thread with
+        it) once this returns; their completions go to the loop only if it still runs."""
+        if self._thread is None or not self._thread.is_alive():
+            return True
+        reached = threading.Event()
+        self._jobs.put((None, reached.set, None))
+        return reached.wait(timeout)
+
     def _main(self) -> None:
         while True:
             loop, job, done = self._jobs.get()
+            if loop is None:  # a ``drain`` mark
+                job()
+                continue
             try:
                 job()
                 error = None

@@ -20,6 +20,8 @@ not, so a poll reads on from an offset being stored and a delete (a deleted grou
 removes an offset whose store is still queued. A failed call fails its future with
 CANNOT_WRITE_TO_FILE. ``clear`` (a purge) is immediate; the calls still queued then change
 no memory, and a removal queued behind them deletes any file they leave.
+A clean stop (``Shard.close``) waits up to ``DRAIN_TIMEOUT_S`` for the calls queued before
+it (``drain``); the thread is a daemon and ends with the process.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ KINDS: tuple[OffsetKind, ...] = ("consumers", "groups")
 OFFSETS_DIR = "offsets"
 _U64 = struct.Struct("<Q")
 _TMP = ".tmp"
+DRAIN_TIMEOUT_S = 10.0
 
 
 class ConsumerOffsets:
@@ -59,6 +62,15 @@ class ConsumerOffsets:
         self._calls = 0  # with fsync: calls queued so far
         # with fsync: key -> (its last call still queued, the value it leaves; None: deleted)
         self._pending: dict[tuple[str, int], tuple[int, int | None]] = {}
+
+    @classmethod
+    def drain(cls, timeout: float = DRAIN_TIMEOUT_S) -> None:
+        """At shutdown: let the offsets thread finish the calls queued so far (fsync mode),
+        so a clean stop keeps what consumers stored just before it (logged when it cannot
+        within ``timeout``)."""
+        if not cls._writer.drain(timeout):
+            log.error("shutdown: consumer offsets still queued after %.0f s are not stored",
+                      timeout)
 
     def _dir(self, kind: str) -> str:
         if kind not in self._values:

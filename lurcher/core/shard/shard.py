@@ -29,6 +29,7 @@ from lurcher.runtime.config import Config
 from lurcher.core.log.config import LogConfig
 from lurcher.core.log.files import DescriptorCache
 from lurcher.core.log.io import select_io
+from lurcher.core.log.offsets import ConsumerOffsets
 from lurcher.core.log.partition import Partition
 from lurcher.core.meta.state import TopicMeta
 from lurcher.core.meta.store import MetaStore
@@ -386,4 +387,5 @@ class Shard:
         for partition in self.partitions.values():
             partition.close()
         self.partitions.clear()
+        ConsumerOffsets.drain()
         self.meta.close()

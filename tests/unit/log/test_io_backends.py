@@ -113,3 +113,18 @@ async def test_a_writer_thread_job_that_fails_with_a_bug_fails_alone():
     assert isinstance(failed, OSError) and failed.errno == errno.EIO
     assert "planted" in str(failed)
     assert fine is None and ran == [True]
+
+
+async def test_a_writer_thread_drains_what_was_queued_before_and_says_when_it_cannot() -> None:
+    import threading
+
+    from lurcher.core.log.io import WriterThread
+
+    thread = WriterThread("test-drain")
+    assert thread.drain(0.01)  # no thread yet: nothing queued
+    release, ran = threading.Event(), []
+    thread.run(lambda: release.wait(10), lambda error: None)
+    thread.run(lambda: ran.append(1), lambda error: None)
+    assert not thread.drain(0.05) and ran == []  # the first job still holds the thread
+    threading.Timer(0.1, release.set).start()
+    assert thread.drain(10) and ran == [1]

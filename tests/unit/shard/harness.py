@@ -27,8 +27,8 @@ ROOT = {"LURCHER_ROOT_USERNAME": "iggy", "LURCHER_ROOT_PASSWORD": "iggy"}
 
 
 class ShardHarness:
-    def __init__(self, data_path: Path) -> None:
-        config = load_config(environ={"LURCHER_SYSTEM_PATH": str(data_path)})
+    def __init__(self, data_path: Path, environ: dict[str, str] | None = None) -> None:
+        config = load_config(environ={"LURCHER_SYSTEM_PATH": str(data_path), **(environ or {})})
         self.shard = Shard(config)
         ensure_root(self.shard.meta, self.shard.passwords.hash, ROOT, True, self.shard.clock())
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from pathlib import Path
+
 import pytest
+
+from lurcher.core.log.offsets import ConsumerOffsets
 
 from lurcher.core.wire.batch import MessageBatch
 from lurcher.core.wire.error_codes import ErrorCode
@@ -10,6 +16,7 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.identifier import Identifier
 from lurcher.core.wire.requests.messages.poll_messages import PollMessages
 from lurcher.core.wire.requests.messages.send_messages import SendMessages
+from lurcher.core.wire.requests.consumer_offsets.store_consumer_offset import StoreConsumerOffset
 from lurcher.core.wire.requests.streams.create_stream import CreateStream
 from lurcher.core.wire.requests.streams.get_streams import GetStreams
 from lurcher.core.wire.requests.system.ping import Ping
@@ -97,3 +104,25 @@ async def test_group_id_reused_after_a_missed_deletion_starts_without_offset(tmp
         assert partition.min_stored_offset() is None
     finally:
         harness.close()
+
+
+async def test_a_clean_close_stores_the_offsets_still_queued(tmp_path: Path) -> None:
+    """With enforce_fsync offsets are stored by the offsets thread; closing the shard (a
+    clean stop, after which the process exits and the daemon thread with it) waits for
+    the calls queued before it."""
+    harness = ShardHarness(tmp_path, {"LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC": "true"})
+    root = await harness.login()
+    await make_topic(harness, root)
+    batch = MessageBatch.build([b"one", b"two", b"three"]).writable()
+    await harness.call(root, SendMessages(S, T, Partitioning.partition(1), batch))
+    busy = threading.Event()  # the offsets thread is busy with an earlier call
+    ConsumerOffsets._writer.run(lambda: busy.wait(10), lambda error: None)
+    storing = asyncio.ensure_future(
+        harness.exchange(root, StoreConsumerOffset(Consumer.of(7), S, T, 1, 2)))
+    for _ in range(5):
+        await asyncio.sleep(0)  # the store is queued behind the busy call
+    threading.Timer(0.3, busy.set).start()
+    harness.close()
+    stored = list(tmp_path.rglob("offsets/consumers/7"))
+    assert [int.from_bytes(path.read_bytes(), "little") for path in stored] == [2]
+    storing.cancel()
