@@ -90,8 +90,10 @@ class WriterThread:
         """Block until every job queued so far has run, at most ``timeout`` seconds; whether
         they all did. For shutdown, where the process may exit (and this daemon thread with
         it) once this returns; their completions go to the loop only if it still runs."""
-        if self._thread is None or not self._thread.is_alive():
+        if self._thread is None:
             return True
+        if not self._thread.is_alive():  # killed by a BaseException: nothing more runs
+            return self._jobs.empty()
         reached = threading.Event()
         self._jobs.put((None, reached.set, None))
         return reached.wait(timeout)

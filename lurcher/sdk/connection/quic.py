@@ -10,8 +10,9 @@ to about twice that, since a piece of it can be a view that keeps its whole decr
 alive, at most twice the piece's size) and the QUIC settings of
 ``lurcher.core.quic`` with Iggy's names: ``initial_mtu``, ``send_window``, ``receive_window``
 (bytes), ``keep_alive_interval``, ``max_idle_timeout`` (humantime, or a plain number of
-milliseconds as in Iggy's connection strings), ``max_concurrent_bidi_streams``. A bad value
-fails the connect with INVALID_CONFIGURATION naming the option.
+milliseconds as in Iggy's connection strings), ``max_concurrent_bidi_streams`` (the streams
+the server may open; it opens none, so the default, 256 as for the server, never matters).
+A bad value fails the connect with INVALID_CONFIGURATION naming the option.
 """
 
 from __future__ import annotations

@@ -128,3 +128,23 @@ async def test_a_writer_thread_drains_what_was_queued_before_and_says_when_it_ca
     assert not thread.drain(0.05) and ran == []  # the first job still holds the thread
     threading.Timer(0.1, release.set).start()
     assert thread.drain(10) and ran == [1]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+async def test_a_dead_writer_thread_does_not_claim_its_queue_drained() -> None:
+    import threading
+
+    from lurcher.core.log.io import WriterThread
+
+    thread = WriterThread("test-dead")
+    release = threading.Event()
+
+    def dies() -> None:
+        release.wait(10)
+        raise SystemExit  # not an Exception: the thread ends
+
+    thread.run(dies, lambda error: None)
+    thread.run(lambda: None, lambda error: None)  # never runs
+    release.set()
+    thread._thread.join(10)
+    assert not thread.drain(0.05)
