@@ -5,9 +5,9 @@ frame, finishes its side and reads the response frame to the end of the stream. 
 As the Iggy SDK, the server certificate is not validated by default and the TLS server name
 is ``localhost``; with ``tls_ca_file`` set it is validated against that CA (server name
 ``tls_domain`` or ``localhost``). Options (``config.options``): ``response_buffer_size``
-(bytes, default 10 MB: a larger response is an error; a response being gathered may hold up
-to about twice that, since a piece of it can be a view that keeps its whole decrypted packet
-alive, at most twice the piece's size) and the QUIC settings of
+(bytes, default 10 MB: a response frame announcing a longer payload fails the request
+with INVALID_BYTES_RESPONSE as soon as its header arrives; a response being gathered holds
+its frame's bytes and nothing more) and the QUIC settings of
 ``lurcher.core.quic`` with Iggy's names: ``initial_mtu``, ``send_window``, ``receive_window``
 (bytes), ``keep_alive_interval``, ``max_idle_timeout`` (humantime, or a plain number of
 milliseconds as in Iggy's connection strings), ``max_concurrent_bidi_streams`` (the streams
@@ -87,30 +87,79 @@ def client_configuration(config: ClientConfig, settings: QuicSettings) -> QuicCo
 
 
 class _Response:
-    """The response frame of one request stream, gathered until the stream ends (a lone
-    piece of data is the response as it is: a view of the decrypted packet, or bytes)."""
+    """The response frame of one request stream, gathered until the stream ends. A lone
+    piece of data that ends the stream is the response as it is (a view of the decrypted
+    packet, or bytes). Otherwise, once the frame header is in, the frame's own buffer is
+    made (its length checked against ``limit`` first) and every piece is copied into it as
+    it arrives, while the rest is still on its way, so nothing is joined at the end and no
+    piece (or the packet behind it) is kept. Bytes past the frame's length are dropped."""
 
     def __init__(self, done: asyncio.Future, limit: int) -> None:
         self.done, self.limit = done, limit
-        self.chunks: list[bytes | memoryview] = []
+        self.chunks: list[bytes | memoryview] = []  # pieces before the frame's buffer exists
         self.size = 0
+        self.frame: bytearray | None = None
+        self.filled = 0
 
     def data(self, data: bytes | memoryview, end_stream: bool) -> None:
         if self.done.done():
             return
-        self.chunks.append(data)
-        self.size += len(data)
-        if self.size > FRAME_HEADER_BYTES + self.limit:
-            self.chunks.clear()
-            self.done.set_exception(IggyError(
-                ErrorCode.INVALID_BYTES_RESPONSE,
-                f"response of more than {self.limit} bytes exceeds response_buffer_size"))
-        elif end_stream:
-            response = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
-            if len(response) < FRAME_HEADER_BYTES:
-                self.fail(asyncio.IncompleteReadError(response, FRAME_HEADER_BYTES))
-            else:
-                self.done.set_result(response)
+        if self.frame is not None:
+            self._fill(data)
+        elif end_stream and not self.chunks:
+            self._finish(data)
+            return
+        else:
+            self.chunks.append(data)
+            self.size += len(data)
+            if self.size >= FRAME_HEADER_BYTES and not self._start_frame():
+                return
+        if end_stream:
+            self._finish(self._gathered())
+
+    def _start_frame(self) -> bool:
+        """Make the frame's buffer and copy the pieces so far in; False (and the request
+        failed) when the frame is longer than ``limit`` allows."""
+        chunks, self.chunks = self.chunks, []
+        head = chunks[0] if len(chunks[0]) >= FRAME_HEADER_BYTES else b"".join(chunks)
+        length = self._checked_length(head)
+        if length is None:
+            return False
+        self.frame = bytearray(FRAME_HEADER_BYTES + length)
+        for chunk in chunks:
+            self._fill(chunk)
+        return True
+
+    def _checked_length(self, head: bytes | memoryview) -> int | None:
+        """The payload length the frame header announces; None (and the request failed)
+        when it is over ``limit``."""
+        length = FRAME_HEADER.unpack_from(head)[1]
+        if length <= self.limit:
+            return length
+        self.fail(IggyError(
+            ErrorCode.INVALID_BYTES_RESPONSE,
+            f"response of {length} bytes exceeds response_buffer_size ({self.limit})"))
+        return None
+
+    def _fill(self, data: bytes | memoryview) -> None:
+        frame, at = self.frame, self.filled
+        assert frame is not None
+        n = min(len(data), len(frame) - at)
+        frame[at:at + n] = data[:n] if n < len(data) else data
+        self.filled = at + n
+
+    def _gathered(self) -> bytes | bytearray | memoryview:
+        if self.frame is None:
+            return b"".join(self.chunks)
+        if self.filled == len(self.frame):
+            return self.frame
+        return memoryview(self.frame)[:self.filled]
+
+    def _finish(self, response: bytes | bytearray | memoryview) -> None:
+        if len(response) < FRAME_HEADER_BYTES:
+            self.fail(asyncio.IncompleteReadError(bytes(response), FRAME_HEADER_BYTES))
+        elif self.frame is not None or self._checked_length(response) is not None:
+            self.done.set_result(response)
 
     def fail(self, error: BaseException) -> None:
         if not self.done.done():

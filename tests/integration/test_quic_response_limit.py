@@ -1,0 +1,39 @@
+"""The SDK's ``response_buffer_size`` over QUIC, against a real server: a poll whose reply
+frame is longer fails with INVALID_BYTES_RESPONSE, and the client goes on serving (as on
+every transport, the SDK drops a connection whose exchange failed and reconnects, logged in
+again, for the next request)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+from lurcher.sdk.client import Client
+from tests.support.server import ServerFactory
+
+QUIC_ON = {"LURCHER_QUIC_ENABLED": "true", "LURCHER_QUIC_ADDRESS": "127.0.0.1:0"}
+MESSAGES, PAYLOAD = 200, 1_000
+LIMIT = 50_000  # a fifth of the poll's reply
+
+
+async def test_a_reply_over_the_response_buffer_size_fails_and_the_client_goes_on(
+        server_factory: ServerFactory) -> None:
+    server = server_factory(QUIC_ON)
+    client = Client(server.endpoints["quic"], transport="quic", username="iggy",
+                    password="iggy", heartbeat_interval_s=None,
+                    options={"response_buffer_size": str(LIMIT)})
+    await client.connect()
+    try:
+        payloads = [bytes([i % 251]) * PAYLOAD for i in range(MESSAGES)]
+        await client.create_stream("limit")
+        await client.create_topic("limit", "t", 1)
+        await client.send_messages("limit", "t", payloads, 0)
+        with pytest.raises(IggyError) as caught:
+            await client.poll_messages("limit", "t", 0, strategy=0, count=MESSAGES)
+        assert caught.value.code == ErrorCode.INVALID_BYTES_RESPONSE
+        few = await client.poll_messages("limit", "t", 0, strategy=0, count=20)
+        assert [bytes(m.payload) for m in few.messages()] == payloads[:20]
+        assert (await client.get_stream("limit")).header.name == "limit"
+    finally:
+        await client.close()
