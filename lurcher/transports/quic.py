@@ -32,7 +32,8 @@ Memory bounds of one connection (issue 14, point 3):
   stream the client stops or resets is let go at once (``let_go_of_reset_reply``), so it
   neither keeps the connection paused nor stays in memory until its stream ends.
 - waiting requests: at most ``MAX_PENDING_REQUESTS`` complete requests wait; the next one
-  closes the connection (reason "too many pending requests").
+  closes the connection (reason "too many pending requests"). Those still waiting when the
+  connection starts to close (for any reason) are dropped, never run.
 - partial requests: at most ``MAX_UNFINISHED_STREAMS`` streams may hold an incomplete
   request; a stream beyond is answered InvalidCommand and stopped (the connection stays).
 - streams left open: at most ``MAX_OPEN_ANSWERED_STREAMS`` streams may have had their request
@@ -192,7 +193,9 @@ class QuicClientProtocol(TunedQuicProtocol):
 
     ``StreamRequests`` frames each stream; complete requests go, in the order they
     completed, into the core's ``FrameQueue``; the core answers them in that order and each
-    answer goes to the stream of the oldest unanswered request (``answer_to``). Refusals
+    answer goes to the stream of the oldest unanswered request (``answer_to``). Once the
+    connection is closing (``closing``: this end, aioquic or the peer closed it) the requests
+    still queued are dropped, never run: the client gets no answer for them. Refusals
     are answered on their own stream here (they never reach the core). The core is paused
     while the connection's unacknowledged replies are above ``MAX_QUEUED_REPLY_BYTES``.
     """
@@ -200,7 +203,7 @@ class QuicClientProtocol(TunedQuicProtocol):
     def __init__(self, *args: Any, shard: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.shard = shard
-        self.frames = FrameQueue()
+        self.frames = FrameQueue(serving=lambda: not self.closing())
         self.core = ServerConnection(shard, TRANSPORT_QUIC, self, frames=self.frames)
         self.requests = StreamRequests(shard.limits.frames, self.core.authenticated)
         self.answer_to: deque[int] = deque()  # streams of requests given to the core

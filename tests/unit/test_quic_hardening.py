@@ -24,7 +24,8 @@ from lurcher.core.connection.framing import REQUEST_HEADER
 from lurcher.core.quic import STREAM_WINDOW_BYTES, QuicSettings
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.frames import FrameLimits
-from lurcher.transports.quic import (MAX_OPEN_ANSWERED_STREAMS, MAX_QUEUED_REPLY_BYTES,
+from lurcher.transports.quic import (MAX_OPEN_ANSWERED_STREAMS, MAX_PENDING_REQUESTS,
+                                    MAX_QUEUED_REPLY_BYTES,
                                     MAX_UNFINISHED_STREAMS, QuicClientProtocol, StreamRequests,
                                     queued_reply_bytes)
 from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair
@@ -466,6 +467,42 @@ async def test_a_client_opening_streams_beyond_its_limit_is_closed_before_they_r
     await server.client_to_server()
     assert closed_with(server.protocol._quic) == QuicErrorCode.STREAM_LIMIT_ERROR
     assert server.dispatched == []  # nothing that came with the violation is served
+
+
+# -- requests queued when the connection closes -----------------------------------------------
+async def queue_behind_a_busy_request(server: Server, queued: int) -> None:
+    """One request the core is busy with (its reply pending), ``queued`` more waiting."""
+    await server.request(0, SEND_CODE)
+    for i in range(1, queued + 1):
+        server.client.send_stream_data(4 * i, REQUEST_HEADER.pack(4, PING_CODE),
+                                       end_stream=True)
+    await server.client_to_server()
+    assert server.dispatched == [SEND_CODE] and len(server.protocol.frames) == queued
+
+
+async def test_requests_queued_past_the_limit_close_the_connection_and_never_run(
+        tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    await queue_behind_a_busy_request(server, MAX_PENDING_REQUESTS)
+    server.client.send_stream_data(4 * (MAX_PENDING_REQUESTS + 1),
+                                   REQUEST_HEADER.pack(4, PING_CODE), end_stream=True)
+    await server.client_to_server()
+    event = server.protocol._quic._close_event
+    assert event is not None and event.reason_phrase == "too many pending requests"
+    server.pending[0].set_result(b"stored")  # the busy request ends: nothing queued follows
+    await turns()
+    assert server.dispatched == [SEND_CODE]
+    assert len(server.protocol.frames) == 0
+
+
+async def test_requests_queued_when_the_server_closes_the_connection_never_run(
+        tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    await queue_behind_a_busy_request(server, 5)
+    server.protocol.close("server shutting down")
+    server.pending[0].set_result(b"stored")
+    await turns()
+    assert server.dispatched == [SEND_CODE]
 
 
 async def test_small_replies_are_not_counted_one_by_one(

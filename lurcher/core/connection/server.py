@@ -30,7 +30,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections import deque
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from lurcher.auth.session import Session
 from lurcher.core.connection.failures import failure_status
@@ -76,10 +76,13 @@ class ConnectionIO(Protocol):
 
 class FrameQueue:
     """Complete request frames handed over one by one (transports that frame per message,
-    e.g. QUIC's one request per stream), taken by ``ServerConnection`` in order."""
+    e.g. QUIC's one request per stream), taken by ``ServerConnection`` in order. Once
+    ``serving`` (when given) turns False, no frame is taken any more and those waiting are
+    dropped: a request that has not started when its connection closes never runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, serving: Callable[[], bool] | None = None) -> None:
         self.frames: deque[Frame] = deque()
+        self.serving = serving
 
     def __len__(self) -> int:
         return len(self.frames)
@@ -88,7 +91,12 @@ class FrameQueue:
         self.frames.append(frame)
 
     def next_frame(self) -> Frame | None:
-        return self.frames.popleft() if self.frames else None
+        if not self.frames:
+            return None
+        if self.serving is not None and not self.serving():
+            self.frames.clear()
+            return None
+        return self.frames.popleft()
 
 
 class ServerConnection:
