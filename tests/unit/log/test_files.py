@@ -67,6 +67,15 @@ def test_a_polled_range_survives_segment_deletion(tmp_path):
     assert polled.to_bytes() == expected
 
 
+def refers_to(fd: int, path: str) -> bool:
+    """Whether ``fd`` is open on ``path``. A closed number may already be reused by another
+    thread of this process (a writer thread left by an earlier test) for another file."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == path
+    except FileNotFoundError:
+        return False
+
+
 def test_descriptor_closes_when_evicted_and_unreferenced(tmp_path):
     cache = DescriptorCache(capacity=2)
     paths = [str(tmp_path / f"f{i}") for i in range(3)]
@@ -74,7 +83,7 @@ def test_descriptor_closes_when_evicted_and_unreferenced(tmp_path):
     cache.get(paths[1], create=True)
     held = cache.get(paths[1])
     cache.get(paths[2], create=True)        # evicts f0, nobody holds it: closed
-    assert not os.path.exists(f"/proc/self/fd/{fd0}")
+    assert not refers_to(fd0, paths[0])
     cache.get(paths[0])                     # evicts f1, but ``held`` keeps it open
     assert os.readlink(f"/proc/self/fd/{held.fd}") == paths[1]
 
