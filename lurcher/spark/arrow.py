@@ -10,13 +10,17 @@ Schema (``SCHEMA``), one row per message:
 
 Every column is built with numpy over the poll's bytes (``PolledView``): fields by
 gathers, payload bytes by a mask of their ranges, ids by a byte swap. User headers are
-decoded per message, only for messages that have any. The Arrow schema is the one Spark
-derives from ``SCHEMA`` (``to_arrow_schema``), so Spark accepts the batches as they are.
+decoded per message, only for messages that have any. ``ARROW_SCHEMA`` is the Arrow schema
+Spark derives from ``SCHEMA`` (``pyspark.sql.pandas.types.to_arrow_schema``, UTC), so Spark
+accepts the batches as they are; it is written out in pyarrow types (a test compares the
+two) because a Python worker that starts afresh (Spark replaces one after every ``limit`` or
+``show`` that stops reading early) would otherwise import pandas for it. Nothing here calls
+pyarrow.compute either: its ``take`` imports pandas too (about 0.5 s a fresh worker).
 """
 
 from __future__ import annotations
 
-import functools
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -49,20 +53,41 @@ SCHEMA = StructType([
 ID_BYTES = 16
 INT64_MAX = np.uint64((1 << 63) - 1)
 MAX_ARROW_BINARY_BYTES = (1 << 31) - 1
+_UTC_MICROS = pa.timestamp("us", tz="UTC")
+ARROW_SCHEMA = pa.schema([
+    pa.field("stream", pa.string(), False),
+    pa.field("topic", pa.string(), False),
+    pa.field("partition", pa.int32(), False),
+    pa.field("offset", pa.int64(), False),
+    pa.field("timestamp", _UTC_MICROS, False),
+    pa.field("origin_timestamp", _UTC_MICROS, False),
+    pa.field("id", pa.binary(), False),
+    pa.field("headers", pa.map_(pa.string(), pa.binary()), False),
+    pa.field("payload", pa.binary(), False),
+])
 
 
-@functools.cache
-def arrow_schema() -> pa.Schema:
-    """The Arrow schema Spark expects for ``SCHEMA`` (timestamps in UTC)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(SCHEMA, timezone="UTC")
-
-
-def _binary(offsets: np.ndarray, values: np.ndarray) -> pa.Array:
+def _binary(offsets: np.ndarray, values: Any, kind: pa.DataType = pa.binary()) -> pa.Array:
+    """A binary (or string) column from its offsets (n + 1) and concatenated bytes."""
     n = len(offsets) - 1
-    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)),
-                                                  pa.py_buffer(values)])
+    return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets.astype(np.int32)),
+                                           pa.py_buffer(values)])
+
+
+def _fixed(values: np.ndarray, kind: pa.DataType) -> pa.Array:
+    """A column of fixed-width ``values`` (their dtype has ``kind``'s width), from their
+    buffer: ``pa.array`` would import pandas (module docstring)."""
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
+
+
+def _joined(items: list[bytes], kind: pa.DataType) -> pa.Array:
+    """A binary (or, for UTF-8 ``items``, string) column of ``items``."""
+    offsets = np.zeros(len(items) + 1, dtype=np.int64)
+    np.cumsum([len(item) for item in items], out=offsets[1:])
+    if offsets[-1] > MAX_ARROW_BINARY_BYTES:
+        return pa.array(items, kind)
+    return _binary(offsets, b"".join(items), kind)
 
 
 def ranges_bytes(data: memoryview | bytes, starts: np.ndarray,
@@ -82,12 +107,16 @@ def ranges_bytes(data: memoryview | bytes, starts: np.ndarray,
 
 
 def _repeated(text: str, n: int) -> pa.Array:
-    return pa.array([text], pa.string()).take(pa.array(np.zeros(n, dtype=np.int32)))
+    """A string column of ``n`` times ``text``, built from its buffers."""
+    encoded = text.encode()
+    if n * len(encoded) > MAX_ARROW_BINARY_BYTES:
+        return pa.array([text] * n, pa.string())
+    return _binary(np.arange(n + 1, dtype=np.int32) * np.int32(len(encoded)), encoded * n,
+                   pa.string())
 
 
 def _timestamps(values: np.ndarray) -> pa.Array:
-    return pa.array(np.minimum(values, INT64_MAX).astype(np.int64),
-                    type=pa.timestamp("us", tz="UTC"))
+    return _fixed(np.minimum(values, INT64_MAX).astype(np.int64), _UTC_MICROS)
 
 
 def _ids(view: PolledView) -> pa.Array:
@@ -107,7 +136,7 @@ def _header_pairs(block: memoryview) -> list[tuple[str, bytes]]:
 def _headers(view: PolledView, payload_lengths: np.ndarray,
              header_lengths: np.ndarray, map_type: pa.DataType) -> pa.Array:
     offsets = np.zeros(view.count + 1, dtype=np.int32)
-    keys: list[str] = []
+    keys: list[bytes] = []
     values: list[bytes] = []
     with_headers = np.flatnonzero(header_lengths)
     if len(with_headers):
@@ -117,11 +146,11 @@ def _headers(view: PolledView, payload_lengths: np.ndarray,
         for i in with_headers.tolist():
             pairs = _header_pairs(data[blocks[i]:blocks[i] + header_lengths[i]])
             counts[i] = len(pairs)
-            keys.extend(k for k, _ in pairs)
+            keys.extend(k.encode() for k, _ in pairs)
             values.extend(v for _, v in pairs)
         np.cumsum(counts, out=offsets[1:])
-    return pa.MapArray.from_arrays(pa.array(offsets), pa.array(keys, pa.string()),
-                                   pa.array(values, pa.binary()), type=map_type)
+    return pa.MapArray.from_arrays(_fixed(offsets, pa.int32()), _joined(keys, pa.string()),
+                                   _joined(values, pa.binary()), type=map_type)
 
 
 def _payloads(view: PolledView, lengths: np.ndarray) -> pa.Array:
@@ -135,14 +164,14 @@ def _payloads(view: PolledView, lengths: np.ndarray) -> pa.Array:
 
 
 def record_batch(view: PolledView, stream: str, topic: str) -> pa.RecordBatch:
-    """The rows of ``view`` as a RecordBatch of ``arrow_schema()``."""
-    schema = arrow_schema()
+    """The rows of ``view`` as a RecordBatch of ``ARROW_SCHEMA``."""
+    schema = ARROW_SCHEMA
     n = view.count
     payload_lengths, header_lengths = view.sizes()
     columns = [
         _repeated(stream, n), _repeated(topic, n),
-        pa.array(np.full(n, view.partition_id, dtype=np.int32)),
-        pa.array(view.offsets.astype(np.int64)),
+        _fixed(np.full(n, view.partition_id, dtype=np.int32), pa.int32()),
+        _fixed(view.offsets.astype(np.int64), pa.int64()),
         _timestamps(view.timestamps()), _timestamps(view.origin_timestamps()),
         _ids(view),
         _headers(view, payload_lengths, header_lengths, schema.field("headers").type),

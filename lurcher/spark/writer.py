@@ -45,7 +45,6 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import (
@@ -147,7 +146,7 @@ class RowOrigin:
 
 def _binary_list(column: pa.Array) -> list[bytes | None]:
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        column = pc.cast(column, pa.binary())
+        column = column.cast(pa.binary())
     return column.to_pylist()
 
 
@@ -189,7 +188,7 @@ def _group_codes(batch: pa.RecordBatch,
              else balanced.astype(np.int64))
     keys: list[bytes] = []
     if "key" in batch.schema.names:
-        encoded = pc.dictionary_encode(batch.column("key"))
+        encoded = batch.column("key").dictionary_encode()
         keys = _binary_list(encoded.dictionary)
         index = encoded.indices.to_numpy(zero_copy_only=False)
         valid = ~np.asarray(encoded.is_null())

@@ -4,6 +4,8 @@ pushdown intervals, option parsing, and polled bytes -> Arrow (no Spark session,
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ from pyspark.sql.datasource import EqualTo, GreaterThan, In, LessThanOrEqual, No
 
 from lurcher.core.wire.headers import HeaderKind, HeaderValue, encode_headers  # noqa: E402
 from lurcher.core.wire.responses.messages import Message, PolledMessages  # noqa: E402
-from lurcher.spark.arrow import arrow_schema, record_batch  # noqa: E402
+from lurcher.spark.arrow import ARROW_SCHEMA, SCHEMA, record_batch  # noqa: E402
 from lurcher.spark.filters import UNBOUNDED, Interval, RowBounds, push  # noqa: E402
 from lurcher.spark.offsets import (  # noqa: E402
     cap_offsets,
@@ -24,6 +26,7 @@ from lurcher.spark.offsets import (  # noqa: E402
 )
 from lurcher.spark.options import LurcherSparkError, source_options  # noqa: E402
 from lurcher.spark.polled import PolledView  # noqa: E402
+from tests.support.server import REPO_ROOT  # noqa: E402
 
 
 def test_offset_specs_like_kafka():
@@ -100,7 +103,7 @@ def test_record_batch_columns():
                 Message(0, 8, 42, 1_700_000_000_000_003, 7, b"third!" * 100, b"")]
     view = PolledView.of(_polled(messages))
     batch = record_batch(view, "s", "t")
-    assert batch.schema.equals(arrow_schema())
+    assert batch.schema.equals(ARROW_SCHEMA)
     rows = batch.to_pylist()
     assert [r["offset"] for r in rows] == [40, 41, 42]
     assert [r["payload"] for r in rows] == [b"first", b"", b"third!" * 100]
@@ -109,6 +112,35 @@ def test_record_batch_columns():
     assert rows[1]["headers"] == [] and rows[2]["partition"] == 2
     assert rows[0]["stream"] == "s" and rows[2]["topic"] == "t"
     assert int(rows[2]["timestamp"].timestamp() * 1e6) == 1_700_000_000_000_003
+
+
+def test_arrow_schema_is_the_one_spark_derives():
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    spark_schema = to_arrow_schema(SCHEMA, timezone="UTC")
+    assert ARROW_SCHEMA.equals(spark_schema, check_metadata=True)
+    assert str(ARROW_SCHEMA) == str(spark_schema)  # nullability of the map's entries too
+
+
+def test_stream_and_topic_columns_repeat_any_name():
+    messages = [Message(0, 1, o, 10, 10, b"p") for o in range(3)]
+    batch = record_batch(PolledView.of(_polled(messages)), "str\u00e9am-\u6d41", "")
+    assert batch.column("stream").to_pylist() == ["str\u00e9am-\u6d41"] * 3
+    assert batch.column("topic").to_pylist() == [""] * 3
+    batch.validate(full=True)
+
+
+def test_rows_are_built_without_pandas_or_pyarrow_compute():
+    """A Python worker Spark starts afresh (after every ``limit`` that stops reading early)
+    builds its rows without importing pandas (about half a second each time)."""
+    code = ("import sys; from lurcher.core.wire.responses.messages import Message, PolledMessages;"
+            "from lurcher.spark.arrow import record_batch; from lurcher.spark.polled import PolledView;"
+            "m = [Message(0, 1, o, 10, 10, b'p') for o in range(3)];"
+            "record_batch(PolledView.of(PolledMessages.of(0, 2, m)), 's', 't').validate(full=True);"
+            "print(sorted(n for n in ('pandas', 'pyarrow.compute') if n in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_view_below_and_truncated_tail():
