@@ -5,6 +5,8 @@ lurcher servers.
 The session binds to loopback only (driver host/bind address, ``SPARK_LOCAL_IP``), runs
 ``local[2]`` with small memory, and its Python workers use this interpreter with the
 repository on ``PYTHONPATH``, so executors import ``lurcher`` the same way the tests do.
+They fork from ``lurcher.spark.daemon`` (the driver programs of the pipeline and cluster
+tests keep Spark's own daemon, so both run).
 Every test here needs pyspark (the ``spark`` extra, part of ``dev``) and Java.
 """
 
@@ -37,6 +39,7 @@ SESSION_CONF = {
     "spark.python.worker.reuse": "true",
     "spark.executorEnv.PYTHONPATH": SPARK_ENV["PYTHONPATH"],
     "spark.sql.streaming.stopTimeout": "30s",
+    "spark.python.daemon.module": "lurcher.spark.daemon",
 }
 
 
