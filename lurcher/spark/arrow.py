@@ -37,6 +37,7 @@ from pyspark.sql.types import (
 
 from lurcher.core.wire.batch import HEADER_BYTES
 from lurcher.core.wire.headers import decode_headers
+from lurcher.spark.options import LurcherSparkError
 from lurcher.spark.polled import PolledView
 
 SCHEMA = StructType([
@@ -67,9 +68,20 @@ ARROW_SCHEMA = pa.schema([
 ])
 
 
+def _check_column_bytes(total: int, kind: pa.DataType) -> None:
+    """Raises LurcherSparkError when a binary or string column of ``total`` bytes is past
+    Arrow's 2 GiB (32-bit offsets)."""
+    if total > MAX_ARROW_BINARY_BYTES:
+        raise LurcherSparkError(
+            f"lurcher read: one poll's {kind} column holds {total} bytes, over Arrow's "
+            f"{MAX_ARROW_BINARY_BYTES}; lower the pollMessages option")
+
+
 def _binary(offsets: np.ndarray, values: Any, kind: pa.DataType = pa.binary()) -> pa.Array:
-    """A binary (or string) column from its offsets (n + 1) and concatenated bytes."""
+    """A binary (or string) column from its offsets (n + 1) and concatenated bytes.
+    Raises LurcherSparkError past 2 GiB (``_check_column_bytes``)."""
     n = len(offsets) - 1
+    _check_column_bytes(int(offsets[-1]), kind)
     return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets.astype(np.int32)),
                                            pa.py_buffer(values)])
 
@@ -85,8 +97,6 @@ def _joined(items: list[bytes], kind: pa.DataType) -> pa.Array:
     """A binary (or, for UTF-8 ``items``, string) column of ``items``."""
     offsets = np.zeros(len(items) + 1, dtype=np.int64)
     np.cumsum([len(item) for item in items], out=offsets[1:])
-    if offsets[-1] > MAX_ARROW_BINARY_BYTES:
-        return pa.array(items, kind)
     return _binary(offsets, b"".join(items), kind)
 
 
@@ -109,10 +119,8 @@ def ranges_bytes(data: memoryview | bytes, starts: np.ndarray,
 def _repeated(text: str, n: int) -> pa.Array:
     """A string column of ``n`` times ``text``, built from its buffers."""
     encoded = text.encode()
-    if n * len(encoded) > MAX_ARROW_BINARY_BYTES:
-        return pa.array([text] * n, pa.string())
-    return _binary(np.arange(n + 1, dtype=np.int32) * np.int32(len(encoded)), encoded * n,
-                   pa.string())
+    _check_column_bytes(n * len(encoded), pa.string())  # before the bytes are made
+    return _binary(np.arange(n + 1, dtype=np.int64) * len(encoded), encoded * n, pa.string())
 
 
 def _timestamps(values: np.ndarray) -> pa.Array:
@@ -155,11 +163,6 @@ def _headers(view: PolledView, payload_lengths: np.ndarray,
 
 def _payloads(view: PolledView, lengths: np.ndarray) -> pa.Array:
     offsets, values = ranges_bytes(view.data, view.starts + HEADER_BYTES, lengths)
-    if offsets[-1] > MAX_ARROW_BINARY_BYTES:
-        data = memoryview(view.data)
-        return pa.array([bytes(data[s:s + n]) for s, n in
-                         zip((view.starts + HEADER_BYTES).tolist(), lengths.tolist())],
-                        pa.binary())
     return _binary(offsets, values)
 
 

@@ -130,6 +130,15 @@ def test_stream_and_topic_columns_repeat_any_name():
     batch.validate(full=True)
 
 
+def test_a_column_past_arrows_2_gib_is_a_clear_error():
+    from lurcher.spark.arrow import _binary, _repeated
+
+    with pytest.raises(LurcherSparkError, match="pollMessages"):
+        _repeated("s" * 255, 9_000_000)  # refused before 2.3 GB of names are made
+    with pytest.raises(LurcherSparkError, match="over Arrow's"):
+        _binary(np.array([0, 1 << 31], dtype=np.int64), b"")
+
+
 def test_rows_are_built_without_pandas_or_pyarrow_compute():
     """A Python worker Spark starts afresh (after every ``limit`` that stops reading early)
     builds its rows without importing pandas (about half a second each time)."""
