@@ -135,19 +135,20 @@ def read_declared_sizes(blob: Buffer, starts: np.ndarray) -> tuple[np.ndarray, n
     return payload, user_headers
 
 
-def _native_checksums() -> Any:
-    """The C helper bound to xxhash's own XXH3_64bits, or None where it is unavailable (no
+def _native_checksums() -> tuple[Any, str | None]:
+    """The C helper bound to xxhash's own XXH3_64bits (its CPU-dispatched entry where the
+    build exports one) and the symbol's name, or (None, None) where it is unavailable (no
     compiler at install time, or an xxhash build that does not export the function)."""
     try:
         from lurcher.core.wire import _batchhash
         from xxhash import _xxhash
-        _batchhash.bind(_xxhash.__file__)
+        symbol = _batchhash.bind(_xxhash.__file__)
     except (ImportError, OSError, AttributeError):
-        return None
-    return _batchhash
+        return None, None
+    return _batchhash, symbol
 
 
-_native = _native_checksums()
+_native, CHECKSUM_SYMBOL = _native_checksums()
 NATIVE_CHECKSUMS = _native is not None
 
 
