@@ -110,6 +110,16 @@ DEFAULT_POLL_COUNT = 10
 CONSUMER_KINDS = {"consumer": "consumer", "consumer_group": "consumer_group"}
 
 
+def refuse_invalid_utf8(raw: bytes) -> None:
+    """Raise IggyError INVALID_UTF8 when ``raw`` is not UTF-8. Called once a body failed to
+    decode: older msgspec releases raise UnicodeDecodeError for invalid UTF-8, 0.23 a plain
+    DecodeError ("Invalid UTF-8 encoded string"), so the bytes themselves are checked."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise IggyError(ErrorCode.INVALID_UTF8, f"JSON body: {exc.reason}") from None
+
+
 class JsonResponse(Response):
     media_type = JSON_TYPE
 
@@ -348,8 +358,9 @@ class HttpApi:
         raw = await request.body()
         try:
             return msgspec.json.decode(raw, type=kind)
-        except UnicodeDecodeError as exc:
-            raise IggyError(ErrorCode.INVALID_UTF8, f"JSON body: {exc.reason}") from None
+        except (UnicodeDecodeError, msgspec.DecodeError):
+            refuse_invalid_utf8(raw)
+            raise
 
     async def execute(self, session: Any, req: Any) -> Any:
         """Run ``req``; the typed reply value (None for empty). Raises IggyError."""
