@@ -63,6 +63,7 @@ from aioquic.quic.congestion.base import K_INITIAL_WINDOW
 
 from lurcher.core.quic_crypto import lean_packet_protection
 from lurcher.core.quic_frames import MAX_DATAGRAM_BYTES, use_long_frames
+from lurcher.core.udp_offload import OFFLOAD_BYTES, SEGMENTS_PER_SEND
 from lurcher.core.wire.units import parse_duration, parse_size
 
 SMALLEST_DATAGRAM_BYTES = SMALLEST_MAX_DATAGRAM_SIZE  # 1,200: what every QUIC path carries
@@ -73,7 +74,6 @@ MTU_RETRY_MAX_S = 600.0
 PROVEN_PATH_PTOS = 3  # probe timeouts in a row that make a proven large size fall back
 STREAM_COUNT_MAX = 1 << 60
 ACK_DELAY_S = 0.010  # within the 25 ms max_ack_delay aioquic announces to the peer
-TRANSMIT_CHUNK_BYTES = 128 * 1024  # sent as soon as built (``TunedQuicProtocol.send_early``)
 
 
 @dataclass(frozen=True)
@@ -176,9 +176,12 @@ def bound_socket(family: int, address: tuple) -> socket.socket:
 
 
 def chunk_bytes(datagram_bytes: int) -> int:
-    """The bytes sent per chunk: whole datagrams only, at least one and about
-    ``TRANSMIT_CHUNK_BYTES`` (a chunk ending inside a datagram would make a short one)."""
-    return max(1, round(TRANSMIT_CHUNK_BYTES / datagram_bytes)) * datagram_bytes
+    """The bytes handed out per chunk while a build goes on: the whole datagrams one
+    offloaded send carries (``udp_offload.offload_runs``), at least one. A bigger chunk
+    saves no system call and holds its first datagram back until the rest is built (at
+    64,000-byte datagrams, one datagram per send: about 50 us each)."""
+    fits = min(SEGMENTS_PER_SEND, OFFLOAD_BYTES // datagram_bytes)
+    return max(1, fits) * datagram_bytes
 
 
 class _NoPacing:

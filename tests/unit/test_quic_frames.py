@@ -13,9 +13,10 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.quic.connection import QuicConnection
 from aioquic.quic.events import StreamDataReceived
 
-from lurcher.core.quic import ACK_DELAY_S, TRANSMIT_CHUNK_BYTES, QuicSettings, chunk_bytes
+from lurcher.core.quic import ACK_DELAY_S, QuicSettings, chunk_bytes
 from lurcher.core.quic_frames import AIOQUIC_VERSION, LongFrameQuicConnection
 from lurcher.core.quic_send import HeldBytes
+from lurcher.core.udp_offload import offload_runs
 from tests.support.quic_pair import CLIENT_ADDR, SERVER_ADDR, connected_pair, exchange, transfer
 
 
@@ -152,7 +153,13 @@ def test_held_bytes_fall_back_to_a_bytearray_on_a_second_write() -> None:
     assert isinstance(joined, bytearray) and joined == bytearray(b"ad-tail")
 
 
-def test_transmit_chunks_hold_whole_datagrams() -> None:
-    assert chunk_bytes(64_000) == 128_000
-    assert chunk_bytes(1_200) % 1_200 == 0 and chunk_bytes(1_200) <= TRANSMIT_CHUNK_BYTES
-    assert chunk_bytes(65_507) == 2 * 65_507
+def test_transmit_chunks_are_what_one_offloaded_send_carries() -> None:
+    """A chunk is handed out as soon as it is built; a bigger one would save no system call
+    and hold its first datagram back."""
+    for size in (1_200, 1_500, 8_192, 16_000, 32_000, 64_000, 65_507):
+        chunk = chunk_bytes(size)
+        assert chunk % size == 0 and chunk // size >= 1
+        runs = list(offload_runs([bytes(size)] * (chunk // size)))
+        assert len(runs) == 1, size  # one send
+        assert len(list(offload_runs([bytes(size)] * (chunk // size + 1)))) == 2, size
+    assert chunk_bytes(64_000) == 64_000 and chunk_bytes(1_200) == 54 * 1_200
