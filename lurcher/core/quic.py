@@ -63,7 +63,7 @@ from aioquic.quic.congestion.base import K_INITIAL_WINDOW
 
 from lurcher.core.quic_crypto import lean_packet_protection
 from lurcher.core.quic_frames import MAX_DATAGRAM_BYTES, use_long_frames
-from lurcher.core.udp_offload import OFFLOAD_BYTES, SEGMENTS_PER_SEND
+from lurcher.core.udp_offload import datagrams_per_send
 from lurcher.core.wire.units import parse_duration, parse_size
 
 SMALLEST_DATAGRAM_BYTES = SMALLEST_MAX_DATAGRAM_SIZE  # 1,200: what every QUIC path carries
@@ -177,11 +177,10 @@ def bound_socket(family: int, address: tuple) -> socket.socket:
 
 def chunk_bytes(datagram_bytes: int) -> int:
     """The bytes handed out per chunk while a build goes on: the whole datagrams one
-    offloaded send carries (``udp_offload.offload_runs``), at least one. A bigger chunk
-    saves no system call and holds its first datagram back until the rest is built (at
-    64,000-byte datagrams, one datagram per send: about 50 us each)."""
-    fits = min(SEGMENTS_PER_SEND, OFFLOAD_BYTES // datagram_bytes)
-    return max(1, fits) * datagram_bytes
+    offloaded send carries (``udp_offload.datagrams_per_send``). A bigger chunk saves no
+    system call and holds its first datagram back until the rest is built (at 64,000-byte
+    datagrams, one datagram per send: about 50 us each)."""
+    return datagrams_per_send(datagram_bytes) * datagram_bytes
 
 
 class _NoPacing:

@@ -59,6 +59,11 @@ def enable_receive_offload(sock: socket.socket) -> bool:
     return True
 
 
+def datagrams_per_send(size: int) -> int:
+    """How many datagrams of ``size`` bytes one offloaded send carries (at least one)."""
+    return max(1, min(SEGMENTS_PER_SEND, OFFLOAD_BYTES // size))
+
+
 def offload_runs(datagrams: list[bytes]) -> Iterable[list[bytes]]:
     """Split ``datagrams`` (in order) into runs one offloaded send can carry: every datagram
     the size of the first but the last, which may be shorter."""
