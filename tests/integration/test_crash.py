@@ -133,7 +133,11 @@ def damage_newest_segment(server: LurcherServer, how: str, rng: random.Random,
 
 def tear_index_of_unacked_batch(log_path, index_path, ledger: Ledger,
                                 rng: random.Random) -> None:
-    """Cut the index inside the newest batch, if that batch was never acknowledged."""
+    """Cut the index inside the newest batch, if that batch was never acknowledged. A kill
+    between the creation of a new segment's log and its index leaves no index (and an empty
+    log): nothing to cut."""
+    if not index_path.exists():
+        return
     messages, _ = disk.whole_messages(log_path)
     entries = index_path.read_bytes()
     count = len(entries) // 16

@@ -17,9 +17,10 @@ kill: a batch with at least one index entry in the kept prefix has all its log b
 index is completed from the log); a run of log messages after the index that is the last
 one in the log may be a prefix of an unacknowledged batch: it is dropped. Runs followed by
 another run are whole (all of their bytes were written) and are kept, even when not yet
-acknowledged (a batch is whole or absent, never a part). A missing index file (never left by a crash: both files are
-created before the first write) and a sealed segment (its last batch was finished before
-the next segment was created) trust every whole record of the log.
+acknowledged (a batch is whole or absent, never a part). A missing index file (a crash
+leaves one only between the creation of a new segment's log and its index, before the
+first write) and a sealed segment (its last batch was finished before the next segment was
+created) trust every whole record of the log.
 
 A power loss (not a kill) can also tear a batch the index covers: writeback sends the pages
 of the log and of the index to the device in any order, so an index page of a batch that was
