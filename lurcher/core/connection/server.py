@@ -27,7 +27,6 @@ Per request on the synchronous path: one ``next_frame``, one ``dispatch``, one `
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections import deque
 from typing import Any, Callable, Protocol
@@ -36,7 +35,7 @@ from lurcher.auth.session import Session
 from lurcher.core.connection.failures import failure_status
 from lurcher.core.connection.framing import REQUEST_HEADER, BadFrame, Frame, FrameReader
 from lurcher.core.connection.intents import MAX_CARRIED_BYTES, MigrateTo
-from lurcher.core.shard.reply import error_frame, ok_frame_parts
+from lurcher.core.shard.reply import error_frame, is_awaitable, ok_frame_parts
 from lurcher.core.wire.error_codes import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -218,7 +217,7 @@ class ServerConnection:
             result = self.migrate_or_fallback(result)
             if result is MOVED:
                 return False
-        if inspect.isawaitable(result):
+        if is_awaitable(result):
             self.busy = True
             self.update_reading()
             self.io.wait(result)

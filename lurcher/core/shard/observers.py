@@ -10,10 +10,10 @@ registered the dispatcher does no timing at all.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
+from lurcher.core.shard.reply import is_awaitable
 from lurcher.core.wire.errors import IggyError
 
 UNEXPECTED_FAILURE = -1
@@ -48,7 +48,7 @@ def observed(observers: Sequence[CommandObserver], code: int, run: Callable[...,
     if asyncio.isfuture(result):  # a send's write: told by a done callback, no coroutine
         result.add_done_callback(lambda done: _future_done(observers, code, started, done))
         return result
-    if inspect.isawaitable(result):
+    if is_awaitable(result):
         return _observed_later(observers, code, started, result)
     _notify(observers, code, 0, started)
     return result

@@ -21,6 +21,7 @@ CANNOT_SERIALIZE_RESOURCE instead (``ok_frame_parts``; ``payload_parts`` raises 
 
 from __future__ import annotations
 
+import inspect
 import logging
 import struct
 from typing import Any
@@ -33,6 +34,13 @@ log = logging.getLogger(__name__)
 
 RESPONSE_HEADER = struct.Struct("<II")
 assert RESPONSE_HEADER.size == 8
+
+
+def is_awaitable(result: Any) -> bool:
+    """Whether a handler's result must be awaited: ``inspect.isawaitable``, answered at
+    once for the plain reply types (most replies), which the generic check would take
+    through the ``Awaitable`` ABC."""
+    return result.__class__ not in _PLAIN_REPLIES and inspect.isawaitable(result)
 
 
 def is_file_part(part: Any) -> bool:
@@ -51,6 +59,9 @@ class Parts:
     def __init__(self, buffers: list[Any]) -> None:
         self.buffers = buffers
         self.length = sum(part_length(b) for b in buffers)
+
+
+_PLAIN_REPLIES = frozenset({type(None), bytes, bytearray, memoryview, list, Parts})
 
 
 def payload_parts(result: Any) -> list[Any]:
@@ -80,6 +91,8 @@ def _payload_parts(result: Any) -> list[Any]:
 def ok_frame_parts(result: Any) -> list[Any]:
     """Response header + payload parts, file slices left as they are; an error frame when
     the result cannot be encoded."""
+    if result.__class__ is Parts:  # a poll's reply: its length is known
+        return [RESPONSE_HEADER.pack(0, result.length), *result.buffers]
     try:
         parts = payload_parts(result)
     except IggyError as exc:

@@ -39,7 +39,7 @@ class WireStruct(msgspec.Struct, frozen=True):
     @classmethod
     def decode_exact(cls, buf: Buffer) -> Self:
         """Decode ``buf`` and ignore trailing bytes (the 0.8 server only logs them)."""
-        return cls.decode(buf)[0]
+        return cls.read(Reader(buf))
 
     @classmethod
     def read_list(cls, r: Reader) -> list[Self]:

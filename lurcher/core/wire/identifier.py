@@ -49,9 +49,8 @@ class Identifier(msgspec.Struct, frozen=True):
 
     @classmethod
     def read(cls, r: Reader, what: str = "identifier") -> "Identifier":
-        start = r.pos
-        kind = r.u8(what)
-        length = r.u8(what)
+        start = r.need(2, what)
+        kind, length = r.buf[start], r.buf[start + 1]
         if kind == NUMERIC:
             if length != 4:
                 raise WireError(f"{what}: numeric length {length} != 4", offset=start)

@@ -151,6 +151,34 @@ def test_authorize_resolves_names_and_ids() -> None:
     assert err.value.code == ErrorCode.UNAUTHORIZED
 
 
+def test_authorize_grants_on_one_stream_or_topic_hold_there_only() -> None:
+    """Grants below the global level are judged against the request's own stream and
+    topic, never against any other (the global-grant shortcut must not leak them)."""
+    state = make_state(grant(("stream", S1, "send_messages")),
+                       grant(("topic", S1, T1, "poll_messages")))
+    stream_user, topic_user = FakeSession(0), FakeSession(1)
+    authorize(state, stream_user, "send_messages", Req(Identifier(S1), Identifier(T2)))
+    authorize(state, topic_user, "poll_messages", Req(Identifier("s1"), Identifier("t1")))
+    for session, rule, req in (
+            (stream_user, "send_messages", Req(Identifier(S2), Identifier(T1))),
+            (topic_user, "poll_messages", Req(Identifier(S1), Identifier(T2))),
+            (topic_user, "poll_messages", Req(Identifier(S2), Identifier(T1)))):
+        with pytest.raises(IggyError) as err:
+            authorize(state, session, rule, req)
+        assert err.value.code == ErrorCode.UNAUTHORIZED
+
+
+def test_authorize_global_grant_holds_for_unknown_streams() -> None:
+    """A global grant passes whatever the request names (the handler then answers
+    not-found); without it, an unknown stream is one the user holds no grant on."""
+    state = make_state(grant("send_messages"), grant(("stream", S1, "send_messages")))
+    unknown = Req(Identifier("nope"), Identifier(T1))
+    authorize(state, FakeSession(0), "send_messages", unknown)
+    with pytest.raises(IggyError) as err:
+        authorize(state, FakeSession(1), "send_messages", unknown)
+    assert err.value.code == ErrorCode.UNAUTHORIZED
+
+
 def test_authorize_unknown_user_is_unauthenticated() -> None:
     with pytest.raises(IggyError) as err:
         authorize(make_state(None), FakeSession(7), "read_users", Req())
