@@ -421,7 +421,9 @@ class Partition:
     def poll(self, strategy: PollKind | int, value: int, count: int,
              consumer: tuple[OffsetKind, int] = ("consumers", 0)) -> PolledSlice:
         """Dispatch a wire polling strategy (§4.6). Raises ValueError for an unknown kind."""
-        read = _STRATEGIES[PollKind(strategy)]
+        read = _STRATEGIES.get(strategy)  # an IntEnum kind and its int find the same entry
+        if read is None:
+            raise ValueError(f"{strategy!r} is not a valid {PollKind.__name__}")
         return read(self, value, count, consumer)
 
     def _slice(self, first: int, last: int) -> PolledSlice:

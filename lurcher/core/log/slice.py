@@ -42,7 +42,10 @@ class PolledSlice(msgspec.Struct, frozen=True):
 
     @property
     def total_bytes(self) -> int:
-        return sum(r.length for r in self.ranges)
+        ranges = self.ranges
+        if len(ranges) == 1:  # most replies: one segment
+            return ranges[0].length
+        return sum(r.length for r in ranges)
 
     def pieces(self) -> list[bytes]:
         """The messages' bytes as one ``bytes`` per range, each read by ``pread(2)`` (no

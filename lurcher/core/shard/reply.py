@@ -56,9 +56,10 @@ class Parts:
 
     __slots__ = ("buffers", "length")
 
-    def __init__(self, buffers: list[Any]) -> None:
+    def __init__(self, buffers: list[Any], length: int | None = None) -> None:
+        """``length``: the parts' total, when the caller already knows it."""
         self.buffers = buffers
-        self.length = sum(part_length(b) for b in buffers)
+        self.length = sum(part_length(b) for b in buffers) if length is None else length
 
 
 _PLAIN_REPLIES = frozenset({type(None), bytes, bytearray, memoryview, list, Parts})

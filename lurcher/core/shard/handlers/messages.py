@@ -93,7 +93,7 @@ def poll_messages(shard: ShardFace, session: Session, req: PollMessages) -> Any:
                                    req.auto_commit)
         prefix = POLL_PREFIX.pack(partition.partition_id, partition.current_offset,
                                   polled.count)
-        return Parts([prefix, polled])
+        return Parts([prefix, polled], POLL_PREFIX.size + polled.total_bytes)
     return after_stored(pending, reply)
 
 
