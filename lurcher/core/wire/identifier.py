@@ -7,6 +7,8 @@ is numeric.
 
 from __future__ import annotations
 
+import functools
+
 import msgspec
 
 from lurcher.core.wire.buffer import U32, Reader, Writer
@@ -15,6 +17,19 @@ from lurcher.core.wire.errors import WireError
 
 NUMERIC = 1
 STRING = 2
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def wire_form(value: int | str) -> bytes:
+    """The encoded identifier of ``value`` (clients name the same few streams and topics in
+    every request, so the encoding is kept). Raises ValueError (a name over 255 bytes),
+    struct.error (an id outside u32)."""
+    w = Writer()
+    if isinstance(value, int):
+        w.u8(NUMERIC).u8(4).u32(value)
+    else:
+        w.u8(STRING).name(value.encode())
+    return w.done()
 
 
 class Identifier(msgspec.Struct, frozen=True):
@@ -36,11 +51,7 @@ class Identifier(msgspec.Struct, frozen=True):
         return cls(value)
 
     def write(self, w: Writer) -> None:
-        if isinstance(self.value, int):
-            w.u8(NUMERIC).u8(4).u32(self.value)
-        else:
-            raw = self.value.encode()
-            w.u8(STRING).name(raw)
+        w.raw(wire_form(self.value))
 
     def encode(self) -> bytes:
         w = Writer()

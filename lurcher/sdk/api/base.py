@@ -7,6 +7,7 @@ parts and returns the OK payload. Both raise IggyError carrying the Iggy status 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from lurcher.core.wire.buffer import Buffer
@@ -17,8 +18,15 @@ Id = int | str | Identifier
 
 
 def ident(value: Id) -> Identifier:
-    """An Identifier from an int, a name (all-digit names are numeric, as in Iggy) or itself."""
-    return Identifier.parse(value)
+    """An Identifier from an int, a name (all-digit names are numeric, as in Iggy) or itself
+    (kept: a client names the same few streams and topics in every request)."""
+    try:
+        return _kept_ident(value)
+    except TypeError:  # unhashable, so neither a name nor an id: treated as before
+        return Identifier.parse(value)
+
+
+_kept_ident = functools.lru_cache(maxsize=4096, typed=True)(Identifier.parse)
 
 
 class ApiBase:
