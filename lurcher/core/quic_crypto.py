@@ -10,9 +10,13 @@ once, and decrypts from a memoryview of the packet. Every byte on the wire is th
 
 ``encrypt_parts`` protects a packet whose payload is in several buffers (a STREAM frame's
 header in aioquic's packet buffer, its data still in the stream's send buffer,
-``lurcher.core.quic_builder``): the parts are copied into one scratch buffer per thread
-(reused), and AES-GCM runs over it once, straight into the datagram (cryptography's
-``encrypt_into``). Measured per 8 KB packet: 5.1 us, against 10.9 us for a ``Cipher``
+``lurcher.core.quic_builder``): the header and the parts are joined once into the datagram
+itself (``bytearray.join``: one copy, no zeroing) and AES-GCM runs over the payload in place
+(cryptography's ``encrypt_into`` with its output where its input starts; ``IN_PLACE``, checked
+once at import against a one-shot ``encrypt``; where it does not hold, the payload is copied
+out first). Per packet (``scripts/quic_encrypt_bench.py``), 64,000 bytes: 10.4 us against 12.9 us when the
+parts were gathered into a scratch buffer and encrypted into a zeroed datagram (the way
+before); 8,000 bytes: 4.7 against 6.4; 1,150 bytes: 4.0 against 5.4. Measured per 8 KB packet: 5.1 us, against 10.9 us for a ``Cipher``
 encryptor fed the parts without the copy (about 6 us of it is setting up the encryptor) and
 3.7 us for a one-shot ``encrypt`` that then needs the header joined in front (a copy of the
 packet). It serves the AES-GCM suites; for ChaCha20 it answers None and the caller joins
@@ -26,7 +30,6 @@ objects (aioquic copies the new keys into them).
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from aioquic import tls
@@ -34,6 +37,7 @@ from aioquic._crypto import CryptoError
 from aioquic.quic.crypto import (CryptoContext, KeyUnavailableError, decode_packet_number,
                                  next_key_phase)
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from aioquic.quic.packet import is_long_header
 
 PACKET_NUMBER_LENGTH_MAX = 4
@@ -96,23 +100,27 @@ def unmasked_header(hp: Any, packet: bytes, pn_offset: int) -> tuple[bytes, int]
             truncated)
 
 
-_scratch = threading.local()
+_TAG_ROOM = bytes(TAG_BYTES)
 
 
-def _gathered(parts: list[Any]) -> memoryview:
-    """``parts`` copied back to back into this thread's scratch buffer (one per thread, not
-    per connection: it is only used within one ``encrypt_parts`` call; grown when too small,
-    so at most the largest datagram); a view of them, to release after use."""
-    size = sum(len(part) for part in parts)
-    scratch = getattr(_scratch, "buffer", None)
-    if scratch is None or len(scratch) < size:
-        scratch = _scratch.buffer = bytearray(size)
-    view = memoryview(scratch)[:size]
-    at = 0
-    for part in parts:
-        view[at:at + len(part)] = part
-        at += len(part)
-    return view
+def _encrypts_in_place() -> bool:
+    """Whether this build's AES-GCM ``encrypt_into`` may write over its own plaintext (the
+    output starting where the input does, as OpenSSL's EVP allows): checked once, against a
+    one-shot ``encrypt`` of the same bytes."""
+    aead = AESGCM(bytes(16))
+    nonce, aad, plain = bytes(NONCE_BYTES), b"header", bytes(range(256)) * 4
+    packet = bytearray().join([plain, _TAG_ROOM])
+    view = memoryview(packet)
+    try:
+        aead.encrypt_into(nonce, view[:len(plain)], aad, view)
+    except (ValueError, TypeError, BufferError):
+        return False
+    finally:
+        view.release()
+    return bytes(packet) == aead.encrypt(nonce, plain, aad)
+
+
+IN_PLACE = _encrypts_in_place()
 
 
 class LeanCryptoContext(CryptoContext):
@@ -154,14 +162,13 @@ class LeanCryptoContext(CryptoContext):
             return None
         aead = self.aead
         header_bytes = len(plain_header)
-        plain = _gathered(parts)
-        packet = bytearray(header_bytes + len(plain) + TAG_BYTES)
-        packet[:header_bytes] = plain_header
+        packet = bytearray().join([plain_header, *parts, _TAG_ROOM])  # one copy, no zeroing
         view = memoryview(packet)
+        size = len(packet) - TAG_BYTES
+        plain = view[header_bytes:size] if IN_PLACE else bytes(view[header_bytes:size])
         aead._aead.encrypt_into((aead._iv ^ packet_number).to_bytes(NONCE_BYTES, "big"), plain,
                                 plain_header, view[header_bytes:])
         view.release()
-        plain.release()
         mask_header_in_place(self.hp, packet, header_bytes)
         return packet
 
