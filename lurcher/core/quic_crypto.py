@@ -12,15 +12,15 @@ once, and decrypts from a memoryview of the packet. Every byte on the wire is th
 header in aioquic's packet buffer, its data still in the stream's send buffer,
 ``lurcher.core.quic_builder``): the header and the parts are joined once into the datagram
 itself (``bytearray.join``: one copy, no zeroing) and AES-GCM runs over the payload in place
-(cryptography's ``encrypt_into`` with its output where its input starts; ``IN_PLACE``, checked
-once at import against a one-shot ``encrypt``; where it does not hold, the payload is copied
-out first). Per packet (``scripts/quic_encrypt_bench.py``), 64,000 bytes: 10.4 us against 12.9 us when the
-parts were gathered into a scratch buffer and encrypted into a zeroed datagram (the way
-before); 8,000 bytes: 4.7 against 6.4; 1,150 bytes: 4.0 against 5.4. Measured per 8 KB packet: 5.1 us, against 10.9 us for a ``Cipher``
-encryptor fed the parts without the copy (about 6 us of it is setting up the encryptor) and
-3.7 us for a one-shot ``encrypt`` that then needs the header joined in front (a copy of the
-packet). It serves the AES-GCM suites; for ChaCha20 it answers None and the caller joins
-the parts.
+(cryptography's ``encrypt_into`` with its output where its input starts; ``IN_PLACE``,
+checked once at import against a one-shot ``encrypt``; where it does not hold, the payload
+is copied out first). Per packet (``scripts/quic_encrypt_bench.py``): 10.4 us at 64,000
+bytes, 4.7 us at 8,000, 4.0 us at 1,150, against 12.9, 6.4 and 5.4 us when the parts were
+gathered into a per-thread scratch buffer and encrypted into a zeroed datagram, and 10.9 us
+at 8 KB for a ``Cipher`` encryptor fed the parts without any copy (about 6 us of it setting
+up the encryptor); a one-shot ``encrypt`` would need the header joined in front afterwards
+(another copy of the packet). It serves the AES-GCM suites; for ChaCha20 it answers None and
+the caller joins the parts.
 
 Invariants: aioquic is pinned (``lurcher.core.quic_frames.AIOQUIC_VERSION``); only the 1-RTT
 contexts of a connection are switched (``lean_packet_protection``, called once the handshake
@@ -168,6 +168,8 @@ class LeanCryptoContext(CryptoContext):
         plain = view[header_bytes:size] if IN_PLACE else bytes(view[header_bytes:size])
         aead._aead.encrypt_into((aead._iv ^ packet_number).to_bytes(NONCE_BYTES, "big"), plain,
                                 plain_header, view[header_bytes:])
+        if IN_PLACE:
+            plain.release()
         view.release()
         mask_header_in_place(self.hp, packet, header_bytes)
         return packet
