@@ -6,8 +6,10 @@ Owns the partition's batches between "accepted" and "acknowledged":
 - ``waiting``: batches not stamped yet, in arrival order. A batch waits while the
   partition already has ``max_inflight`` batches submitted (back-pressure: its sender's
   reply waits, and a connection sends its next request only after the reply), while the
-  open segment must roll over and earlier batches are still being written to it, or while
-  the partition settles after a failed write.
+  open segment must roll over and earlier batches are still being written to it, with
+  ``enforce_fsync`` while that full segment is fsynced before its successor is created
+  (``Partition.seal_async``, off the event loop; ``sealing``), or while the partition
+  settles after a failed write.
 - ``inflight``: batches stamped (offsets and timestamp assigned, in order) and submitted
   to the storage backend (``IoBackend.submit_pair``), oldest first.
 
@@ -82,6 +84,7 @@ class AppendPipeline:
         self.inflight: deque[PendingAppend] = deque()
         self.failure: OSError | None = None
         self.orphans: list[OrphanChain] = []  # one per ``abandon`` with batches in flight
+        self.sealing = False  # the open segment is being fsynced before it rolls over
         self._pumping = False
 
     @property
@@ -97,9 +100,27 @@ class AppendPipeline:
         return future
 
     def _may_stamp(self, partition: Any, batch: Any) -> bool:
-        if self.failure is not None or len(self.inflight) >= self.max_inflight:
+        if self.failure is not None or self.sealing or len(self.inflight) >= self.max_inflight:
             return False
-        return not (self.inflight and partition.rotation_due(len(batch.blob)))
+        if self.inflight:
+            return not partition.rotation_due(len(batch.blob))
+        if partition.seal_due(len(batch.blob)):
+            self._seal(partition)
+        return not self.sealing
+
+    def _seal(self, partition: Any) -> None:
+        """Have the full open segment fsynced off the loop; stamping resumes after it (a
+        failed fsync has failed the storage: the batch is then refused by ``stamp``)."""
+        self.sealing = True
+        try:
+            partition.seal_async(lambda: self._sealed(partition))
+        except Exception:  # a bug below: stamping goes on (``stamp`` seals synchronously)
+            log.exception("sealing a segment of %s failed", getattr(partition, "path", "?"))
+            self.sealing = False
+
+    def _sealed(self, partition: Any) -> None:
+        self.sealing = False
+        self._pump(partition)
 
     def _pump(self, partition: Any) -> None:
         """Stamp and submit waiting batches while the limits allow (not re-entered: a

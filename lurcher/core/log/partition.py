@@ -3,7 +3,8 @@
 Owns: the ordered list of segments (the last one is open for appends, the others sealed),
 the next offset to assign, the counters, the consumer offsets, and its ``AppendPipeline``
 (batches stamped and submitted but not yet written). Only the owning shard calls it, on its
-event loop; ``append_async`` returns a future, every other method is synchronous.
+event loop; ``append_async`` returns a future and ``seal_async`` calls back, every other
+method is synchronous.
 
 Invariants: offsets are dense and increase by one per message across segments; segment i+1
 starts at segment i's next offset; ``next_offset`` = open segment's next offset; index
@@ -44,7 +45,7 @@ from lurcher.core.log.cache_window import CacheWindow
 from lurcher.core.log.config import Clock, LogConfig, wall_clock_us
 from lurcher.core.log.files import DescriptorCache, FileHandle
 from lurcher.core.log.inline import PROCESS_GATE
-from lurcher.core.log.io import Done, IoBackend, PosixIo, is_no_space
+from lurcher.core.log.io import Done, IoBackend, PosixIo, WriterThread, is_no_space
 from lurcher.core.log.offsets import ConsumerOffsets, OffsetKind
 from lurcher.core.log.recovery import RecoveryReport
 from lurcher.core.log.segment import INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, Segment
@@ -56,6 +57,10 @@ from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
 log = logging.getLogger(__name__)
+
+# fsyncs a full segment before its successor exists, with ``enforce_fsync`` (``seal_async``):
+# once per segment, for every partition of the process
+_SEALER = WriterThread("lurcher-seal")
 
 
 # The wire's polling strategies (one enum, ``core.wire.values.polling``), by the name the
@@ -201,12 +206,14 @@ class Partition:
     def _inline(self, nbytes: int) -> bool:
         """A batch of ``nbytes`` is written on the event loop (see ``inline``): small, the
         partition idle, the backend writing to the page cache, no fsync in ``append`` (with
-        ``enforce_fsync`` only group commit, off the loop, syncs), the process's gate open."""
+        ``enforce_fsync`` only group commit, off the loop, syncs, and no segment to seal
+        first), the process's gate open."""
         config = self.config
         return (nbytes <= config.inline_write_max_bytes and self.pipeline.idle
                 and not self.pipeline.waiting and self.io.writes_to_page_cache
                 and (config.group_commit or not config.enforce_fsync)
-                and self.inline_gate.is_open())
+                and self.inline_gate.is_open()
+                and not (config.enforce_fsync and self.seal_due(nbytes)))
 
     def stamp(self, batch: MessageBatch) -> PendingAppend:
         """Assign the batch its offsets and timestamp (its ``stamp_us`` if set, else the
@@ -293,7 +300,7 @@ class Partition:
         segment = self.segments[-1]
         if self.rotation_due(blob_bytes):
             assert not self._pending_count, "segment rotation with batches in flight"
-            if self.config.enforce_fsync:
+            if self.config.enforce_fsync and not segment.seal_synced:
                 self._seal_durably(segment)
             try:
                 self._add_segment(Segment(self.path, self.next_offset, self.files))
@@ -309,14 +316,52 @@ class Partition:
     def _seal_durably(self, segment: Segment) -> None:
         """With ``enforce_fsync`` a segment is on the device before the next one exists:
         recovery trusts every whole record of a sealed segment, which after a power loss
-        would otherwise keep part of a batch not yet fsynced. Once per segment, on the
-        event loop. Raises IggyError (and fails the storage) when the fsync fails."""
+        would otherwise keep part of a batch not yet fsynced. The send path has it done off
+        the event loop first (``seal_async``); this is the synchronous ``append``'s way.
+        Raises IggyError (and fails the storage) when the fsync fails."""
         try:
             segment.fsync()
         except OSError as exc:
-            if self.storage_failure is None:
-                self.fail_storage(exc)
+            self._seal_failed(exc)
             raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE, str(exc)) from exc
+
+    def _seal_failed(self, error: OSError) -> None:
+        if self.storage_failure is None:
+            self.fail_storage(error)
+
+    def seal_due(self, blob_bytes: int) -> bool:
+        """With ``enforce_fsync``: the next batch of ``blob_bytes`` rolls the open segment
+        over, which is not yet fsynced as it is (``seal_async`` first)."""
+        return (self.config.enforce_fsync and self.rotation_due(blob_bytes)
+                and not self.segments[-1].seal_synced)
+
+    def seal_async(self, done: Callable[[], None]) -> None:
+        """fsync the open segment's files on the process's seal thread, the event loop not
+        waiting; then, on the loop, mark it ``seal_synced`` (or, when the fsync failed, fail
+        the storage as ``_seal_durably`` does) and call ``done()``. The held handles keep
+        the descriptors open meanwhile. Only with nothing in flight (the caller holds
+        further batches until ``done``)."""
+        segment, epoch, size = self.segments[-1], self.epoch, self.segments[-1].size_bytes
+        io = self.io
+
+        def job() -> None:
+            for handle in handles:
+                io.fsync_in_worker(handle.fd)
+
+        def finished(error: OSError | None) -> None:
+            if epoch == self.epoch and segment is self.segments[-1]:
+                if error is not None:
+                    self._seal_failed(error)
+                elif segment.size_bytes == size:
+                    segment.dirty, segment.seal_synced = False, True
+            done()
+
+        try:
+            handles = segment.handles()
+        except OSError as exc:  # no descriptor to fsync through: as a failed fsync
+            finished(exc)
+            return
+        _SEALER.run(job, finished)
 
     def flush(self, fsync: bool = False) -> None:
         """Nothing is buffered in Python; with ``fsync`` every written segment is fsynced.

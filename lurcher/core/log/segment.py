@@ -65,7 +65,7 @@ class Segment:
     """A segment's files and in-memory index."""
 
     __slots__ = ("start_offset", "log_path", "index_path", "files", "size_bytes", "index",
-                 "sealed", "dirty", "index_missing", "reserved_to", "uncreated")
+                 "sealed", "dirty", "index_missing", "reserved_to", "uncreated", "seal_synced")
 
     def __init__(self, directory: str, start_offset: int, files: DescriptorCache,
                  create: bool = True) -> None:
@@ -85,6 +85,7 @@ class Segment:
         self.index = SegmentIndex()
         self.sealed = False
         self.dirty = False
+        self.seal_synced = False  # fsynced as it is now, ready to be sealed (enforce_fsync)
         self.reserved_to = 0  # the log's blocks up to here are reserved (module docstring)
 
     @property
@@ -179,6 +180,7 @@ class Segment:
         self.index.append(index_entries)
         self.size_bytes += blob_bytes
         self.dirty = dirty
+        self.seal_synced = False
 
     def reservation(self, end: int, batch_bytes: int, ahead: int, limit: int) -> Reserve:
         """What to reserve with the batch of ``batch_bytes`` that ends at ``end`` (position,
@@ -215,6 +217,7 @@ class Segment:
         failed or unfinished appends left past it goes. A failure is logged (recovery cuts
         what the index does not vouch for)."""
         self.reserved_to = 0  # the truncate gives them back
+        self.seal_synced = False
         try:
             log_file, index_file = self.log_file(), self.index_file()
             self.io.truncate(log_file.fd, self.size_bytes)
@@ -233,11 +236,15 @@ class Segment:
         self.io.truncate(log.fd, keep_bytes)
         self.index.truncate(count)
         self.size_bytes = keep_bytes
+        self.seal_synced = False
 
     def fsync(self) -> None:
+        """fsync both files (on the caller's thread); the segment is then ``seal_synced``.
+        Raises OSError."""
         for handle in self.handles():
             self.io.fsync(handle.fd)
         self.dirty = False
+        self.seal_synced = True
 
     def handles(self) -> list[FileHandle]:
         """Both files' handles (log, index), e.g. for a caller that fsyncs them later."""
