@@ -81,9 +81,10 @@ class WriterThread:
 
     def run(self, job: Callable[[], None], done: Done) -> None:
         """Queue ``job``; ``done(None | OSError)`` runs on the current event loop after it."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._main, name=self._name, daemon=True)
-            self._thread.start()
+        if self._thread is None:  # kept only once started: a failed start is tried again
+            thread = threading.Thread(target=self._main, name=self._name, daemon=True)
+            thread.start()
+            self._thread = thread
         self._jobs.put((asyncio.get_running_loop(), job, done))
 
     def drain(self, timeout: float) -> bool:
@@ -119,6 +120,13 @@ class WriterThread:
             # dropped before waiting for the next job: what they hold (a batch's file
             # handles) is released now, not when an unrelated job comes
             loop = job = done = None
+
+
+# The process's fsync thread: group-commit rounds (``lurcher.core.shard.commit``) and segment
+# seals (``Partition.seal_async``) in one queue, so two fsyncs of one file never run at once:
+# Linux reports a writeback error to one fsync of an open file only, and the partition must
+# have failed its storage before a later round's success acknowledges anything.
+FSYNC_THREAD = WriterThread("lurcher-fsync")
 
 
 class PosixIo:

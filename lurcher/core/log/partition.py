@@ -45,7 +45,7 @@ from lurcher.core.log.cache_window import CacheWindow
 from lurcher.core.log.config import Clock, LogConfig, wall_clock_us
 from lurcher.core.log.files import DescriptorCache, FileHandle
 from lurcher.core.log.inline import PROCESS_GATE
-from lurcher.core.log.io import Done, IoBackend, PosixIo, WriterThread, is_no_space
+from lurcher.core.log.io import FSYNC_THREAD, Done, IoBackend, PosixIo, is_no_space
 from lurcher.core.log.offsets import ConsumerOffsets, OffsetKind
 from lurcher.core.log.recovery import RecoveryReport
 from lurcher.core.log.segment import INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, Segment
@@ -57,10 +57,6 @@ from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
 log = logging.getLogger(__name__)
-
-# fsyncs a full segment before its successor exists, with ``enforce_fsync`` (``seal_async``):
-# once per segment, for every partition of the process
-_SEALER = WriterThread("lurcher-seal")
 
 
 # The wire's polling strategies (one enum, ``core.wire.values.polling``), by the name the
@@ -102,6 +98,7 @@ class Partition:
         self.synced_next_offset = 0
         self.epoch = 0  # purges so far (see ``synced_to``)
         self.storage_failure: str | None = None
+        self.closed = False
         self._pending_count = 0  # messages stamped but not yet written (in flight)
         self._pending_bytes = 0
         self.pipeline = AppendPipeline(config.max_inflight_batches)
@@ -336,11 +333,13 @@ class Partition:
                 and not self.segments[-1].seal_synced)
 
     def seal_async(self, done: Callable[[], None]) -> None:
-        """fsync the open segment's files on the process's seal thread, the event loop not
+        """fsync the open segment's files on the process's fsync thread (``FSYNC_THREAD``,
+        behind any group-commit round queued before: never beside one), the event loop not
         waiting; then, on the loop, mark it ``seal_synced`` (or, when the fsync failed, fail
-        the storage as ``_seal_durably`` does) and call ``done()``. The held handles keep
-        the descriptors open meanwhile. Only with nothing in flight (the caller holds
-        further batches until ``done``)."""
+        the storage as ``_seal_durably`` does) and call ``done()``; a partition closed or
+        purged meanwhile is left as it is. The held handles keep the descriptors open
+        meanwhile. Only with nothing in flight (the caller holds further batches until
+        ``done``)."""
         segment, epoch, size = self.segments[-1], self.epoch, self.segments[-1].size_bytes
         io = self.io
 
@@ -349,7 +348,7 @@ class Partition:
                 io.fsync_in_worker(handle.fd)
 
         def finished(error: OSError | None) -> None:
-            if epoch == self.epoch and segment is self.segments[-1]:
+            if not self.closed and epoch == self.epoch and segment is self.segments[-1]:
                 if error is not None:
                     self._seal_failed(error)
                 elif segment.size_bytes == size:
@@ -361,7 +360,7 @@ class Partition:
         except OSError as exc:  # no descriptor to fsync through: as a failed fsync
             finished(exc)
             return
-        _SEALER.run(job, finished)
+        FSYNC_THREAD.run(job, finished)
 
     def flush(self, fsync: bool = False) -> None:
         """Nothing is buffered in Python; with ``fsync`` every written segment is fsynced.
@@ -601,6 +600,7 @@ class Partition:
         flight, the open segment's reserved blocks go back first (a write still in flight
         could land past the cut)."""
         idle = self.pipeline.idle
+        self.closed = True
         self._abandon_inflight()
         try:
             self.flush(self.config.enforce_fsync)

@@ -24,7 +24,7 @@ import asyncio
 import logging
 from typing import Any
 
-from lurcher.core.log.io import WriterThread
+from lurcher.core.log.io import FSYNC_THREAD
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
@@ -61,7 +61,7 @@ class GroupCommit:
         self.pending: dict[Any, list[asyncio.Future]] = {}
         self.running = False
         self.rounds = 0
-        self._thread = WriterThread("lurcher-fsync")
+        self._thread = FSYNC_THREAD  # shared with segment seals (see ``FSYNC_THREAD``)
 
     def durable(self, partition: Any, waiter: asyncio.Future | None = None) -> asyncio.Future:
         """A future (``waiter`` if given) that resolves once everything ``partition`` has

@@ -115,6 +115,27 @@ async def test_a_writer_thread_job_that_fails_with_a_bug_fails_alone():
     assert fine is None and ran == [True]
 
 
+async def test_a_writer_thread_that_could_not_start_is_started_by_the_next_job(monkeypatch):
+    import asyncio
+    import threading
+
+    from lurcher.core.log.io import WriterThread
+
+    thread = WriterThread("test-start")
+    plain_start = threading.Thread.start
+
+    def no_thread(self) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    with pytest.raises(RuntimeError):
+        thread.run(lambda: None, lambda error: None)
+    monkeypatch.setattr(threading.Thread, "start", plain_start)
+    done = asyncio.get_running_loop().create_future()
+    thread.run(lambda: None, done.set_result)  # not queued for a thread that never ran
+    assert await asyncio.wait_for(done, 10) is None
+
+
 async def test_a_writer_thread_drains_what_was_queued_before_and_says_when_it_cannot() -> None:
     import threading
 
