@@ -319,12 +319,8 @@ class Partition:
         try:
             segment.fsync()
         except OSError as exc:
-            self._seal_failed(exc)
+            self.fail_storage(exc)
             raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE, str(exc)) from exc
-
-    def _seal_failed(self, error: OSError) -> None:
-        if self.storage_failure is None:
-            self.fail_storage(error)
 
     def seal_due(self, blob_bytes: int) -> bool:
         """With ``enforce_fsync``: the next batch of ``blob_bytes`` rolls the open segment
@@ -350,9 +346,9 @@ class Partition:
         def finished(error: OSError | None) -> None:
             if not self.closed and epoch == self.epoch and segment is self.segments[-1]:
                 if error is not None:
-                    self._seal_failed(error)
+                    self.fail_storage(error)
                 elif segment.size_bytes == size:
-                    segment.dirty, segment.seal_synced = False, True
+                    segment.synced()
             done()
 
         try:
@@ -374,7 +370,7 @@ class Partition:
             try:
                 segment.fsync()
             except OSError as exc:
-                if self.config.enforce_fsync and self.storage_failure is None:
+                if self.config.enforce_fsync:
                     self.fail_storage(exc)
                 raise
 
@@ -387,7 +383,10 @@ class Partition:
 
     def fail_storage(self, error: OSError) -> None:
         """An fsync failed: cut back to the last synced offset and refuse further appends
-        (see the module docstring). A failed cut is logged; recovery decides at reopen."""
+        (see the module docstring). A failed cut is logged; recovery decides at reopen. Only
+        the first failure counts: once failed, the partition stays as it is until reopened."""
+        if self.storage_failure is not None:
+            return
         self.storage_failure = str(error)
         log.error("partition %s: fsync failed (%s); cutting back to offset %d and refusing "
                   "writes until restart", self.path, error, self.synced_next_offset)

@@ -243,6 +243,10 @@ class Segment:
         Raises OSError."""
         for handle in self.handles():
             self.io.fsync(handle.fd)
+        self.synced()
+
+    def synced(self) -> None:
+        """Both files were just fsynced (here or by a worker): clean, ready to be sealed."""
         self.dirty = False
         self.seal_synced = True
 

@@ -80,8 +80,7 @@ class GroupCommit:
             try:
                 handles = partition.take_unsynced()
             except OSError as exc:  # its files cannot be opened to fsync: not durable
-                if partition.storage_failure is None:
-                    partition.fail_storage(exc)
+                partition.fail_storage(exc)
                 _settle(waiters, _sync_failed(partition))
                 continue
             work.append((partition, handles, (partition.next_offset, partition.epoch), waiters))
@@ -103,7 +102,7 @@ class GroupCommit:
                 partition.synced_to(*sync_point)
                 _settle(waiters, None)
                 continue
-            if error is not None and partition.storage_failure is None:
+            if error is not None:
                 partition.fail_storage(error)
             _settle(waiters, _sync_failed(partition))
         for partition in [p for p in self.pending if p.storage_failure is not None]:

@@ -116,6 +116,23 @@ def test_a_failed_fsync_below_the_first_kept_segment_empties_the_partition(part_
     part.close()
 
 
+def test_only_the_first_failed_fsync_counts(part_dir):
+    """A later failure (a late round's, a seal's) neither replaces the reason sends are
+    refused with nor cuts again."""
+    part = Partition.open(part_dir, 1, GROUP, clock=ManualClock())
+    part.append(batch(2))
+    part.synced_to(2, part.epoch)
+    part.append(batch(2))  # 2-3, not synced
+    part.fail_storage(OSError(errno.EIO, "first"))
+    assert part.next_offset == 2
+    part.synced_to(4, part.epoch)  # a round that began before the failure ends well
+    part.fail_storage(OSError(errno.EIO, "second"))
+    assert "first" in part.storage_failure and part.next_offset == 2
+    with pytest.raises(IggyError, match="first"):
+        part.append(batch(1))
+    part.close()
+
+
 async def test_a_failed_flush_fsync_fails_the_partition_and_no_send_is_durable(part_dir):
     io = FaultyIo(PosixIo(), "fsync-eio", 1)  # the first fsync fails
     part = Partition.open(part_dir, 1, LogConfig(enforce_fsync=True, group_commit=True),
