@@ -74,14 +74,17 @@ def _header_blocks(headers: Any, n: int) -> list[bytes] | None:
 def build_batch(payloads: Sequence[PayloadArg], ids: Sequence[int | uuid.UUID] | None = None,
                 headers: HeadersArg | Sequence[HeadersArg | Buffer | None] | None = None,
                 origin_timestamp_us: int | None = None) -> MessageBatch:
-    """A batch ready to send. ``ids`` (ints or UUIDs; 0 = server assigns), ``headers`` one
-    mapping for all or one per message. Raises IggyError INVALID_MESSAGES_COUNT for no
-    payloads, ValueError when ids/headers do not match the payloads in number."""
+    """A batch ready to send. ``ids`` (ints or UUIDs), ``headers`` one mapping for all or
+    one per message. A message without an id (none given, or 0) gets a random UUIDv4 id here
+    rather than from the server, so a batch the client sends again after a lost connection
+    carries the same ids and a server that deduplicates ids drops the second copy. Raises
+    IggyError INVALID_MESSAGES_COUNT for no payloads, ValueError when ids/headers do not
+    match the payloads in number."""
     if not payloads:
         raise IggyError(ErrorCode.INVALID_MESSAGES_COUNT, "no messages to send")
     data = [p.encode() if isinstance(p, str) else p for p in payloads]
     return MessageBatch.build(data, ids=ids, user_headers=_header_blocks(headers, len(data)),
-                              origin_timestamp_us=origin_timestamp_us)
+                              origin_timestamp_us=origin_timestamp_us, random_ids=True)
 
 
 def to_partitioning(value: Partitioning | int | bytes | str | None) -> Partitioning:

@@ -15,7 +15,9 @@ discarded, not sent.
 
 A failed batch is retried ``retries`` times, ``retry_interval_s`` apart, when the failure
 is a lost connection (the client has already reconnected and retried once); command errors
-(e.g. unknown topic) are not retried. Batches are built with ``MessageBatch.build``; an
+(e.g. unknown topic) are not retried. A batch sent again carries the same message ids (each
+message without one gets a random id when its batch is built, ``build_batch``), so a server
+that deduplicates ids stores it once. Batches are built with ``MessageBatch.build``; an
 ``Encryptor`` encrypts each payload first.
 """
 

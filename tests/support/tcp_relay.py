@@ -4,6 +4,8 @@
 ``target`` and back, byte for byte. ``cut()`` aborts every connection it carries (both ends
 see a reset) and, until ``heal()``, aborts each new one as soon as it is accepted: the link
 is down as if the network between the two nodes had failed, while both nodes keep running.
+``lose_next_reply()``: the next bytes the target sends back are dropped and their connection
+aborted, once (a request reached the target, its answer never reaches the client).
 
 Invariants: bytes are forwarded in order and unchanged, or the connection is aborted on both
 sides (never half-forwarded then resumed); a slow reader pauses its writer (flow control in
@@ -26,6 +28,11 @@ class _End(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        relay = self.pair.relay
+        if relay.reply_to_lose and self is self.pair.back:
+            relay.reply_to_lose = False
+            self.pair.abort()
+            return
         other = self.pair.other(self)
         if other.transport is not None and not other.transport.is_closing():
             other.transport.write(data)
@@ -106,6 +113,7 @@ class TcpRelay:
         self.pairs: set[_Pair] = set()
         self.server: asyncio.base_events.Server | None = None
         self.cuts = 0
+        self.reply_to_lose = False
 
     async def start(self) -> "TcpRelay":
         loop = asyncio.get_running_loop()
@@ -129,6 +137,10 @@ class TcpRelay:
 
     def heal(self) -> None:
         self.is_cut = False
+
+    def lose_next_reply(self) -> None:
+        """Drop the next bytes the target sends back and abort their connection (once)."""
+        self.reply_to_lose = True
 
     async def close(self) -> None:
         self.cut()

@@ -114,6 +114,23 @@ def expect(batch: MessageBatch, code: ErrorCode, **kw) -> None:
     assert info.value.code == code
 
 
+def test_build_with_random_ids_gives_each_message_without_an_id_a_uuid4():
+    ids = [0, (1 << 127) | 5, 0, 0]
+    batch = MessageBatch.build([b"a", b"b", b"c", b"d"], ids=ids, random_ids=True)
+    blob = bytes(batch.blob)
+    raw = [fields(blob, int(s))[1] for s in batch.starts()]
+    assert int.from_bytes(raw[1], "little") == ids[1]
+    for given, id_raw in zip(ids, raw):
+        if not given:
+            assert id_raw[6] >> 4 == 4 and id_raw[8] >> 6 == 0b10   # UUIDv4 bits
+    assert len(set(raw)) == 4
+    stamped = batch.writable()
+    stamped.stamp(0, 1)  # the server keeps ids it was given
+    assert [fields(bytes(stamped.blob), int(s))[1] for s in stamped.starts()] == raw
+    unset = MessageBatch.build([b"a", b"b"])
+    assert all(fields(bytes(unset.blob), int(s))[1] == bytes(16) for s in unset.starts())
+
+
 def test_valid_batch_passes():
     mutable().validate()
 

@@ -66,6 +66,12 @@ _HI_VARIANT_CLEAR = np.uint64(~0xC0 & U64_MASK)
 _HI_VARIANT_SET = np.uint64(0x80)
 
 
+def uuid4_words(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Random (n, 2) uint64 words shaped into UUIDv4 ids: the id fields' low and high words."""
+    return ((pairs[:, 0] & _LO_VERSION_CLEAR) | _LO_VERSION_SET,
+            (pairs[:, 1] & _HI_VARIANT_CLEAR) | _HI_VARIANT_SET)
+
+
 # ---------------------------------------------------------------------------------------
 # Vectorized header field access over a blob + message start positions.
 # ---------------------------------------------------------------------------------------
@@ -254,11 +260,9 @@ def stamp_numpy(blob: Buffer, index: Buffer, base_offset: int, timestamp_us: int
     write_u64_at(blob, starts, TIMESTAMP_AT, np.uint64(timestamp_us), aligned)
     zero = (read_u64_at(blob, starts, ID_AT) | read_u64_at(blob, starts, ID_AT + 8)) == 0
     if zero.any():
-        pairs = randoms.reshape(-1, 2)[zero]
-        write_u64_at(blob, starts[zero], ID_AT, (pairs[:, 0] & _LO_VERSION_CLEAR)
-                     | _LO_VERSION_SET, aligned)
-        write_u64_at(blob, starts[zero], ID_AT + 8, (pairs[:, 1] & _HI_VARIANT_CLEAR)
-                     | _HI_VARIANT_SET, aligned)
+        low, high = uuid4_words(randoms.reshape(-1, 2)[zero])
+        write_u64_at(blob, starts[zero], ID_AT, low, aligned)
+        write_u64_at(blob, starts[zero], ID_AT + 8, high, aligned)
     write_u64_at(blob, starts, CHECKSUM_AT, checksums(blob, starts, ends), aligned)
 
 
@@ -398,11 +402,13 @@ class MessageBatch:
     @classmethod
     def build(cls, payloads: Sequence[bytes], ids: Sequence[int] | None = None,
               user_headers: Sequence[bytes] | None = None,
-              origin_timestamp_us: int | None = None) -> Self:
+              origin_timestamp_us: int | None = None, random_ids: bool = False) -> Self:
         """A batch as a client sends it: checksum/offset/timestamp 0, index ends filled.
 
-        ``origin_timestamp_us`` defaults to the current wall clock. Raises ValueError when
-        ``ids`` or ``user_headers`` do not match ``payloads`` in length.
+        ``origin_timestamp_us`` defaults to the current wall clock. With ``random_ids`` a
+        message without an id (none given, or 0) gets a random UUIDv4 id here, as the server
+        would give it, so that the batch sent again carries the same ids. Raises ValueError
+        when ``ids`` or ``user_headers`` do not match ``payloads`` in length.
         """
         n = len(payloads)
         headers = np.zeros(n, dtype=HEADER_DTYPE)
@@ -414,6 +420,8 @@ class MessageBatch:
         if ids is not None:
             _same_length(ids, n, "ids")
             _fill_ids(headers, ids)
+        if random_ids:
+            _fill_random_ids(headers)
         if origin_timestamp_us is None:
             origin_timestamp_us = time.time_ns() // 1000
         headers["origin_timestamp"] = origin_timestamp_us
@@ -438,6 +446,15 @@ def _fill_ids(headers: np.ndarray, ids: Sequence[int]) -> None:
     as_int = np.array([int(i) for i in ids], dtype=object)
     headers["id_lo"] = (as_int & U64_MASK).astype(np.uint64)
     headers["id_hi"] = (as_int >> 64).astype(np.uint64)
+
+
+def _fill_random_ids(headers: np.ndarray) -> None:
+    """A random UUIDv4 id for each header whose id is 0."""
+    zero = (headers["id_lo"] | headers["id_hi"]) == 0
+    if zero.any():
+        low, high = uuid4_words(_rng.random_raw(2 * len(headers)).reshape(-1, 2)[zero])
+        headers["id_lo"][zero] = low
+        headers["id_hi"][zero] = high
 
 
 def _assemble(header_bytes: bytes, payloads: Sequence[bytes],
