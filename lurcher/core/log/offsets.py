@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from lurcher.core.log.io import IoBackend, WriterThread
+from lurcher.core.log.segment import number_in_name
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
@@ -88,10 +89,11 @@ class ConsumerOffsets:
             values = self._values[kind]
             values.clear()
             for name in os.listdir(path):
-                if name.isdigit():
+                key = number_in_name(name)
+                if key is not None:
                     value = self._read(os.path.join(path, name))
                     if value is not None:
-                        values[int(name)] = value
+                        values[key] = value
 
     def _read(self, path: str) -> int | None:
         fd = self.io.open(path, create=False)

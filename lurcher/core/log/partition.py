@@ -46,9 +46,10 @@ from lurcher.core.log.config import Clock, LogConfig, wall_clock_us
 from lurcher.core.log.files import DescriptorCache, FileHandle
 from lurcher.core.log.inline import PROCESS_GATE
 from lurcher.core.log.io import FSYNC_THREAD, Done, IoBackend, PosixIo, is_no_space
-from lurcher.core.log.offsets import ConsumerOffsets, OffsetKind
-from lurcher.core.log.recovery import RecoveryReport
-from lurcher.core.log.segment import INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, Segment
+from lurcher.core.log.offsets import KINDS, ConsumerOffsets, OffsetKind
+from lurcher.core.log.recovery import RecoveryReport, SegmentMisnamed
+from lurcher.core.log.segment import (INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, Segment,
+                                      number_in_name)
 from lurcher.core.log.slice import EMPTY, ByteRange, PolledSlice
 from lurcher.core.wire.batch import INDEX_ENTRY_BYTES, MessageBatch
 from lurcher.core.wire.values.polling import PollingKind
@@ -72,7 +73,8 @@ def _segment_starts(path: str, io: IoBackend) -> list[int]:
         stem = n[:-len(INDEX_SUFFIX)]
         if n.endswith(INDEX_SUFFIX) and stem not in logs:
             io.remove(os.path.join(path, n))
-    return sorted(int(s) for s in logs if len(s) == OFFSET_DIGITS and s.isdigit())
+    starts = [number_in_name(s) if len(s) == OFFSET_DIGITS else None for s in logs]
+    return sorted(start for start in starts if start is not None)
 
 
 class Partition:
@@ -125,10 +127,53 @@ class Partition:
             segment = Segment(path, start, files)
             part.recovery[start] = segment.load(sealed=start != starts[-1])
             part._add_segment(segment)
+        part._report_recovery()
         part.offsets.load()
+        part._cap_stored_offsets()
         part.synced_next_offset = part.next_offset
         part.cache_window = CacheWindow(part.config.page_cache_window, part._segments_getter())
         return part
+
+    def _report_recovery(self) -> None:
+        """Log what recovery cut or rebuilt, and offsets missing between two segments (a
+        sealed segment that lost its tail: reads skip them, ``read_offset``). Raises
+        SegmentMisnamed when a segment starts inside the one before (a file made by hand:
+        a segment only ever starts where the one before ends, and recovery never grows one)."""
+        for before, after in zip(self.segments, self.segments[1:]):
+            if before.next_offset > after.start_offset:
+                raise SegmentMisnamed(f"{after.log_path} starts at offset {after.start_offset}, "
+                                      f"inside {before.log_path} (to {before.end_offset}): "
+                                      f"made by hand? Move it away")
+        for start, report in self.recovery.items():
+            if report.changed:
+                log.warning("%s: segment %d recovered: %d index entries dropped, %d rebuilt "
+                            "from the log, %d log bytes cut", self.path, start,
+                            report.index_entries_dropped, report.index_entries_added,
+                            report.log_bytes_truncated)
+        for before, after in zip(self.segments, self.segments[1:]):
+            if before.next_offset < after.start_offset:
+                log.warning("%s: offsets %d to %d are not stored (segment %d ends before "
+                            "segment %d starts)", self.path, before.next_offset,
+                            after.start_offset - 1, before.start_offset, after.start_offset)
+
+    def _cap_stored_offsets(self) -> None:
+        """Lower each stored consumer offset past the last stored message to it (remove it
+        when the partition never stored one): recovery cut the log below it, later sends
+        reuse those offsets, and the consumer would skip them. A store never leaves an
+        offset there (INVALID_OFFSET), so only recovery does."""
+        last = self.next_offset - 1
+        for kind in KINDS:
+            for key, offset in self.offsets.items(kind).items():
+                if offset <= last:
+                    continue
+                change = "lower" if last >= 0 else "delete"
+                log.warning("%s: %s %d stored offset %d is past the last stored message "
+                            "(%d): %s it", self.path, kind, key, offset, last, change)
+                pending = (self.offsets.store(kind, key, last) if last >= 0
+                           else self.offsets.delete(kind, key))
+                if pending is not None:
+                    pending.add_done_callback(lambda done, c=change, kind=kind, key=key:
+                                              _log_failed_change(done, c, kind, key))
 
     def _segments_getter(self) -> Callable[[], list[Segment]]:
         """``self.segments`` as they are when called, without keeping ``self`` alive (a
@@ -434,8 +479,19 @@ class Partition:
         ``start`` is older); empty when ``start`` is past the last offset or count is 0."""
         if count <= 0 or self.messages_count == 0 or start >= self.next_offset:
             return EMPTY
-        first = max(start, self.first_offset)
+        first = self._stored_from(max(start, self.first_offset))
+        if first is None:
+            return EMPTY
         return self._slice(first, min(first + count, self.next_offset) - 1)
+
+    def _stored_from(self, offset: int) -> int | None:
+        """The first stored offset at or after ``offset`` (offsets a sealed segment lost at
+        a crash are skipped, so a consumer does not stall there), or None."""
+        i = max(bisect.bisect_right([s.start_offset for s in self.segments], offset) - 1, 0)
+        for segment in self.segments[i:]:
+            if segment.count and segment.end_offset >= offset:
+                return max(offset, segment.start_offset)
+        return None
 
     def read_timestamp(self, timestamp_us: int, count: int) -> PolledSlice:
         """Up to ``count`` messages from the first one with timestamp >= ``timestamp_us``."""
@@ -518,7 +574,7 @@ class Partition:
             log.error("cannot delete the stored offset of %s %d: %s", kind, key, exc)
             return
         if pending is not None:
-            pending.add_done_callback(lambda done: _log_failed_forget(done, kind, key))
+            pending.add_done_callback(lambda done: _log_failed_change(done, "delete", kind, key))
 
     # -- maintenance ---------------------------------------------------------------------
 
@@ -620,7 +676,7 @@ _STRATEGIES = {
 }
 
 
-def _log_failed_forget(done: asyncio.Future, kind: str, key: int) -> None:
+def _log_failed_change(done: asyncio.Future, change: str, kind: str, key: int) -> None:
     error = None if done.cancelled() else done.exception()
     if error is not None:
-        log.error("cannot delete the stored offset of %s %d: %s", kind, key, error)
+        log.error("cannot %s the stored offset of %s %d: %s", change, kind, key, error)

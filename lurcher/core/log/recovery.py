@@ -34,10 +34,11 @@ after it). Older bytes are not read back at start (a full check of every segment
 the whole log).
 
 Steps: (1) keep the longest index prefix that is structurally sound (dense relative offsets,
-every message >= 64 bytes, ends within the log), checked with numpy over all entries;
-(2) confirm the header of the last kept entry (offset and declared size) with one read,
-stepping back while it disagrees, then, unless the segment is trusted (sealed, or no index
-file), check the checksums of the covered tail (above); (3) scan the log after that entry message by message
+every message >= 64 bytes, ends within the log, timestamps never decreasing), checked with
+numpy over all entries; (2) confirm the header of the last kept entry (offset, timestamp and
+declared size) with one read, stepping back while it disagrees, then, unless the segment is
+trusted (sealed, or no index file), check the checksums of the covered tail (above); (3) scan
+the log after that entry message by message
 (start-up only, a Python loop is acceptable) accepting each message whose header is whole,
 whose declared size fits, whose offset is the next one and whose checksum matches;
 (4) keep whole batches only (above); (5) truncate the log after the last kept message and
@@ -64,6 +65,26 @@ _CHECKSUM = struct.Struct("<Q")
 assert _OFFSET_TS.size == 16 and _LENGTHS.size == 8
 
 
+class SegmentMisnamed(OSError):
+    """A segment's files do not hold the offsets its name says (a file renamed or copied by
+    hand): the server refuses to start rather than cut or hide stored messages."""
+
+
+def first_message_offset(io: IoBackend, fd: int, log_size: int) -> int | None:
+    """The offset in the log's first message when that message is whole and its checksum
+    matches; None otherwise (an empty log, or a first write torn by a crash)."""
+    if log_size < HEADER_BYTES:
+        return None
+    user_headers, payload = _LENGTHS.unpack_from(io.pread(fd, HEADER_BYTES, 0), 48)
+    size = HEADER_BYTES + payload + user_headers
+    if size > log_size:
+        return None
+    message = io.pread(fd, size, 0)
+    if _CHECKSUM.unpack_from(message)[0] != xxhash.xxh3_64_intdigest(memoryview(message)[8:]):
+        return None
+    return _OFFSET_TS.unpack_from(message, 24)[0]
+
+
 class RecoveryReport(msgspec.Struct, frozen=True):
     """What recovery changed in one segment."""
 
@@ -78,27 +99,32 @@ class RecoveryReport(msgspec.Struct, frozen=True):
 
 
 def sound_prefix(index: SegmentIndex, log_size: int) -> int:
-    """Length of the longest prefix of ``index`` that is structurally consistent."""
+    """Length of the longest prefix of ``index`` that is structurally consistent (its
+    timestamps never decrease: a damaged one would date every later batch after it)."""
     n = index.count
     if n == 0:
         return 0
     ends = index.ends.astype(np.int64)
     starts = np.concatenate(([0], ends[:-1]))
+    timestamps = index.timestamps
     ok = ((index.rel == np.arange(n, dtype=np.uint32))
-          & (ends - starts >= HEADER_BYTES) & (ends <= log_size))
+          & (ends - starts >= HEADER_BYTES) & (ends <= log_size)
+          & np.concatenate(([True], timestamps[1:] >= timestamps[:-1])))
     return n if ok.all() else int(np.argmin(ok))
 
 
 def header_agrees(io: IoBackend, fd: int, index: SegmentIndex, i: int,
                   start_offset: int) -> bool:
-    """Does the log header of entry ``i`` carry its offset and a size equal to its slot?"""
+    """Does the log header of entry ``i`` carry its offset, its timestamp and a size equal
+    to its slot?"""
     start, end = index.start_of(i), index.end_of(i)
     header = io.pread(fd, HEADER_BYTES, start)
     if len(header) < HEADER_BYTES:
         return False
-    offset, _ = _OFFSET_TS.unpack_from(header, 24)
+    offset, timestamp = _OFFSET_TS.unpack_from(header, 24)
     user_headers, payload = _LENGTHS.unpack_from(header, 48)
-    return offset == start_offset + i and HEADER_BYTES + payload + user_headers == end - start
+    return (offset == start_offset + i and timestamp == int(index.timestamps[i])
+            and HEADER_BYTES + payload + user_headers == end - start)
 
 
 def checksummed_prefix(io: IoBackend, fd: int, index: SegmentIndex, keep: int,

@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import shutil
 import threading
 
 import pytest
 
-from lurcher.core.log import LogConfig, Partition, PosixIo
+from log_helpers import batch
+
+from lurcher.core.log import PosixIo
 from lurcher.core.log.offsets import ConsumerOffsets
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -18,18 +21,57 @@ from lurcher.core.wire.errors import IggyError
 
 def test_offsets_persist_in_files(open_partition, part_dir):
     p = open_partition()
+    p.append(batch(50))
     p.store_offset("consumers", 3, 41)
-    p.store_offset("groups", 9, 2**63)
+    p.store_offset("groups", 9, 7)
     p.store_offset("consumers", 3, 42)
     with open(os.path.join(part_dir, "offsets", "consumers", "3"), "rb") as f:
         assert f.read() == (42).to_bytes(8, "little")
     with open(os.path.join(part_dir, "offsets", "groups", "9"), "rb") as f:
-        assert f.read() == (2**63).to_bytes(8, "little")
+        assert f.read() == (7).to_bytes(8, "little")
     p.close()
     again = open_partition()
     assert again.get_offset("consumers", 3) == 42
-    assert again.get_offset("groups", 9) == 2**63
+    assert again.get_offset("groups", 9) == 7
     assert again.get_offset("groups", 3) is None
+
+
+def test_offsets_are_u64_files(part_dir):
+    offsets = ConsumerOffsets(part_dir, PosixIo())
+    offsets.load()
+    offsets.store("groups", 9, 2**63)
+    assert stored_file(part_dir, "groups", 9) == 2**63
+    assert loaded(part_dir, "groups") == {9: 2**63}
+
+
+def test_offsets_past_the_log_after_recovery_are_lowered_to_its_end(open_partition, part_dir):
+    """Recovery cut the log below a stored offset (here: the offset files say more than
+    the log holds); at open it is lowered to the last stored message, or removed when the
+    partition holds none, so the sends that reuse those offsets are not skipped."""
+    p = open_partition()
+    p.append(batch(10))
+    p.close()
+    offsets = ConsumerOffsets(part_dir, PosixIo())
+    offsets.load()
+    offsets.store("consumers", 1, 35)
+    offsets.store("groups", 2, 9)
+    offsets.store("groups", 3, 4)
+    again = open_partition()
+    assert [again.get_offset(*who) for who in
+            (("consumers", 1), ("groups", 2), ("groups", 3))] == [9, 9, 4]
+    assert stored_file(part_dir, "consumers", 1) == 9  # also on disk: a restart keeps it
+    assert again.read_next("consumers", 1, 5).count == 0
+    again.append(batch(2))
+    assert again.read_next("consumers", 1, 5).first_offset == 10
+    again.close()
+    shutil.rmtree(part_dir)
+    os.makedirs(part_dir)
+    offsets = ConsumerOffsets(part_dir, PosixIo())
+    offsets.load()
+    offsets.store("consumers", 1, 3)
+    empty = open_partition()
+    assert empty.get_offset("consumers", 1) is None
+    assert stored_file(part_dir, "consumers", 1) is None
 
 
 def test_delete_offset(open_partition, part_dir):
@@ -51,12 +93,11 @@ def test_unknown_kind(open_partition):
 def test_malformed_and_temporary_files_are_ignored(part_dir):
     os.makedirs(os.path.join(part_dir, "offsets", "consumers"))
     for name, data in [("5", b"\x01"), ("6.tmp", bytes(8)), ("x", bytes(8)),
+                       ("\u00b2", bytes(8)), ("1\u0663", bytes(8)), (str(2**64), bytes(8)),
                        ("7", (7).to_bytes(8, "little"))]:
         with open(os.path.join(part_dir, "offsets", "consumers", name), "wb") as f:
             f.write(data)
-    p = Partition.open(part_dir, 1, LogConfig())
-    assert p.offsets.items("consumers") == {7: 7}
-    p.close()
+    assert loaded(part_dir, "consumers") == {7: 7}
 
 
 # -- with enforce_fsync: off the event loop, in order, durable before visible ------------

@@ -6,9 +6,10 @@ import os
 import shutil
 
 import pytest
-from log_helpers import MESSAGE_BYTES, ManualClock, batch, read_file, write_file
+from log_helpers import MESSAGE_BYTES, ManualClock, batch, messages, read_file, write_file
 
 from lurcher.core.log import LogConfig, Partition
+from lurcher.core.log.recovery import SegmentMisnamed
 from lurcher.core.wire.batch import MessageBatch
 
 LOG = "00000000000000000000.log"
@@ -228,3 +229,94 @@ def test_a_torn_page_inside_an_indexed_batch_drops_it_and_everything_after(tmp_p
     assert p.next_offset == 4 and p.read_first(1000).to_bytes() == polled[0]
     assert p.recovery[0].index_entries_dropped == 8
     p.close()
+
+
+@pytest.mark.parametrize("entry, timestamp", [(5, 5005 + (1 << 56)), (2, 5002 + (1 << 56)),
+                                              (2, 0), (5, 0)],
+                         ids=["last-up", "middle-up", "middle-down", "last-down"])
+def test_a_damaged_index_timestamp_is_replaced_from_the_log(original, entry, timestamp):
+    """Else every later batch would be dated after it (the stamp never goes back) and a
+    poll by timestamp would start at the wrong message. The last batch's entry disagreeing
+    with its log header is an unfinished batch's, as after a torn index write: it goes."""
+    path, log, index, ends = original
+    bad = bytearray(index)
+    assert int.from_bytes(bad[16 * entry + 8:16 * entry + 16], "little") == 5000 + entry
+    bad[16 * entry + 8:16 * entry + 16] = timestamp.to_bytes(8, "little")
+    write(path, INDEX, bytes(bad))
+    p = reopen(path)
+    assert p.recovery[0].changed
+    kept = entry if entry == len(ends) - 1 else len(ends)
+    check_consistent(p, log[:ends[kept - 1]], index[:16 * kept], kept)
+    p.append(batch(1))
+    assert p.read_last(1).to_bytes()[32:40] == (9000).to_bytes(8, "little")  # dated now
+    p.close()
+
+
+def sealed_segments(path: str) -> Partition:
+    """A partition of three segments of 6, 6 and 3 messages (batches of 3), closed."""
+    p = Partition.open(path, 0, LogConfig(segment_size_bytes=4 * MESSAGE_BYTES),
+                       clock=ManualClock(100))
+    for b in range(5):
+        p.append(batch(3, tag=3 * b))
+    assert [s.start_offset for s in p.segments] == [0, 6, 12]
+    p.close()
+
+
+def test_offsets_a_sealed_segment_lost_are_skipped_by_reads(tmp_path, caplog):
+    """A sealed segment that lost its last batch (a power loss without enforce_fsync: its
+    tail was never synced) leaves offsets 3 to 5 unstored: a poll from one of them goes on
+    from the next stored offset instead of returning nothing for ever."""
+    path = str(tmp_path / "gap")
+    sealed_segments(path)
+    write(path, LOG, read(path, LOG)[:3 * MESSAGE_BYTES])
+    write(path, INDEX, read(path, INDEX)[:3 * 16])
+    again = reopen(path)
+    assert [s.count for s in again.segments] == [3, 6, 3]
+    assert "offsets 3 to 5 are not stored" in caplog.text
+    assert (again.read_offset(3, 2).first_offset, again.read_offset(3, 2).count) == (6, 2)
+    assert again.read_offset(5, 100).first_offset == 6
+    again.store_offset("consumers", 1, 2)
+    assert again.read_next("consumers", 1, 4).first_offset == 6
+    assert again.read_last(10).first_offset == 6
+    across = again.read_first(100)   # a slice across the gap holds what is stored
+    assert (across.first_offset, across.count, across.last_offset) == (0, 12, 14)
+    assert [o for o, _, _ in messages(across.to_bytes())] == [0, 1, 2, *range(6, 15)]
+    again.close()
+
+
+def test_segment_files_not_named_by_a_u64_offset_are_ignored(tmp_path):
+    path = str(tmp_path / "names")
+    sealed_segments(path)
+    before = reopen(path)
+    data = before.read_first(100).to_bytes()
+    before.close()
+    for stem in ("0000000000000000000\u00b2", "0000000000000000001\u0663",
+                 "99999999999999999999"):
+        write(path, stem + ".log", read(path, LOG))
+    again = reopen(path)
+    assert [s.start_offset for s in again.segments] == [0, 6, 12]
+    assert again.read_first(100).to_bytes() == data
+    again.close()
+
+
+def test_a_renamed_segment_is_refused_and_left_as_it_is(tmp_path):
+    """Segment 6 renamed to 7 would otherwise be cut to nothing (none of its messages has
+    the offsets its name says)."""
+    path = str(tmp_path / "renamed")
+    sealed_segments(path)
+    for suffix in (".log", ".index"):
+        os.rename(os.path.join(path, f"{6:020d}{suffix}"), os.path.join(path, f"{7:020d}{suffix}"))
+    names = [n for n in os.listdir(path) if n.endswith((".log", ".index"))]
+    files = {name: read(path, name) for name in names}
+    with pytest.raises(SegmentMisnamed, match="begins with message 6, not 7"):
+        reopen(path)
+    assert {name: read(path, name) for name in names} == files
+
+
+def test_a_segment_inside_the_one_before_is_refused(tmp_path):
+    """An empty segment file made at offset 8 would hide messages 8 to 11 of segment 6."""
+    path = str(tmp_path / "inside")
+    sealed_segments(path)
+    write(path, f"{8:020d}.log", b"")
+    with pytest.raises(SegmentMisnamed, match="starts at offset 8, inside"):
+        reopen(path)

@@ -1,0 +1,83 @@
+"""A real server restarted over damaged partition files: it starts (one log line per repair,
+no traceback), serves what is intact, and its consumers neither skip nor stall.
+
+Damage planted while the server is stopped, as a crash or a careless hand leaves it: the
+newest batch cut from the open segment (never written back before a power loss) below an
+offset a consumer had stored; a sealed segment missing its last batch (offsets that are
+not stored any more); files in the partition directory that look like segments but are not
+named by a u64 offset."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+
+from lurcher.sdk import Client
+from tests.support.disk import partition_dirs, segments
+from tests.support.server import run_server_to_exit
+
+MESSAGE_BYTES = 64 + 5  # payloads "m-xyz"
+CUT_WARNING = "stored offset 14 is past the last stored message (9): lower it"
+
+
+def payloads(first: int, n: int) -> list[bytes]:
+    return [f"m-{i:03d}".encode() for i in range(first, first + n)]
+
+
+async def fill(address: str) -> None:
+    async with Client(address, username="iggy", password="iggy") as client:
+        await client.create_stream("s")
+        await client.create_topic("s", "t", 1)
+        for first in (0, 5, 10):  # segments of 10 messages: [0..9] sealed, [10..14] open
+            await client.send_messages("s", "t", payloads(first, 5), partitioning=0)
+        await client.store_consumer_offset(1, "s", "t", 14, 0)
+
+
+def plant_damage(partition) -> None:
+    sealed, open_log = segments(partition)
+    for log, keep in ((open_log, 0), (sealed, 5)):
+        with open(log, "r+b") as f:
+            f.truncate(keep * MESSAGE_BYTES)
+        with open(log.with_suffix(".index"), "r+b") as f:
+            f.truncate(keep * 16)
+    for stem in ("0000000000000000000\u00b2", "99999999999999999999"):
+        shutil.copy(sealed, partition / f"{stem}.log")
+
+
+async def test_restart_over_damaged_files_keeps_consumers_going(server_factory) -> None:
+    server = server_factory({"LURCHER_SYSTEM_SEGMENT_SIZE": f"{10 * MESSAGE_BYTES} B"})
+    await fill(server.tcp_address)
+    server.stop()
+    plant_damage(partition_dirs(server.data_dir)[0])
+    server.restart()
+    async with Client(server.tcp_address, username="iggy", password="iggy") as client:
+        info = await client.get_consumer_offset(1, "s", "t", 0)
+        assert (info.current_offset, info.stored_offset) == (9, 9)
+        await client.send_messages("s", "t", payloads(100, 3), partitioning=0)
+        polled = await client.poll_messages("s", "t", 0, "next", 10, consumer=1)
+        assert [(m.offset, m.payload) for m in polled.messages()] == [
+            (10, b"m-100"), (11, b"m-101"), (12, b"m-102")]
+        from_gap = await client.poll_messages("s", "t", 0, 6, 2)
+        assert [m.offset for m in from_gap.messages()] == [10, 11]
+        everything = await client.poll_messages("s", "t", 0, "first", 100)
+        assert [m.payload for m in everything.messages()] == payloads(0, 5) + payloads(100, 3)
+    log = server.log_tail()
+    assert "offsets 5 to 9 are not stored" in log and CUT_WARNING in log
+    assert "Traceback" not in log
+
+
+def test_a_renamed_segment_stops_the_start_with_one_line_and_is_kept(server_factory) -> None:
+    server = server_factory({"LURCHER_SYSTEM_SEGMENT_SIZE": f"{10 * MESSAGE_BYTES} B"})
+    asyncio.run(fill(server.tcp_address))
+    server.stop()
+    sealed, open_log = segments(partition_dirs(server.data_dir)[0])
+    renamed = open_log.with_name(f"{11:020d}.log")
+    open_log.rename(renamed)
+    kept = renamed.read_bytes()
+    done = run_server_to_exit(["--with-default-root-credentials"],
+                              {**server.env, "LURCHER_TCP_ADDRESS": "127.0.0.1:0"},
+                              cwd=server.data_dir)
+    assert done.returncode == 1
+    assert f"cannot start: {renamed} begins with message 10, not 11" in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr + done.stdout
+    assert renamed.read_bytes() == kept
