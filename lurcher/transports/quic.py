@@ -94,6 +94,8 @@ from lurcher.transports.connection import peer_address, settle_soon
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener
 from lurcher.core.wire.units import U64_MAX
 from lurcher.transports.net import split_address
+from lurcher.transports.quic_admission import (Admission, ConnectionIds, Refused,
+                                               new_connection_initial)
 from lurcher.transports.tls import ensure_certificate
 
 if TYPE_CHECKING:
@@ -211,6 +213,7 @@ class QuicClientProtocol(TunedQuicProtocol):
         self.opened = False
         self.paused = False
         self.replies_at_most = 0  # unacknowledged reply bytes, an upper bound (handed_over)
+        self.on_established: Callable[[], None] | None = None  # the endpoint's admission
 
     # -- events -------------------------------------------------------------------------
     def quic_event_received(self, event: QuicEvent) -> None:
@@ -220,6 +223,9 @@ class QuicClientProtocol(TunedQuicProtocol):
         elif isinstance(event, HandshakeCompleted):
             self.handshake_done()
             self.open_session()
+            if self.on_established is not None:
+                self.on_established()
+                self.on_established = None
         elif isinstance(event, ConnectionTerminated):
             self.tuning.stop()
             self.core.connection_lost()
@@ -391,7 +397,39 @@ class RoutingQuicServer(QuicServer):
     """aioquic's server endpoint; datagrams read together (``lurcher.core.udp_offload``)
     that carry a short-header packet for a known connection ID go to their connection as
     one run (``TunedQuicProtocol.datagrams_received``), found by the ID's bytes instead of a
-    parsed header. Every other datagram takes aioquic's ``datagram_received``, in order."""
+    parsed header. Every other datagram takes aioquic's ``datagram_received``, in order,
+    after ``Admission`` decided on a new connection's Initial (a Retry first, or dropped,
+    when many handshakes are under way; ``lurcher.transports.quic_admission``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._protocols = ConnectionIds()
+        self.admission = Admission()
+        create = self._create_protocol
+        self._create_protocol = lambda *args, **kw: self._handshaking(create(*args, **kw))
+
+    def _handshaking(self, protocol: Any) -> Any:
+        handshaking = self.admission.handshaking
+        handshaking.add(protocol)
+        protocol.on_established = lambda: handshaking.discard(protocol)
+        return protocol
+
+    def datagram_received(self, data: Any, addr: Any) -> None:
+        config = self._configuration
+        header = new_connection_initial(data, self._protocols, config.connection_id_length,
+                                        config.supported_versions)
+        if header is not None:
+            try:
+                self._retry = self.admission.retry_for(header)
+            except Refused:
+                return
+        super().datagram_received(data, addr)
+
+    def _connection_terminated(self, protocol: Any) -> None:
+        """aioquic's, without its walk over every connection's IDs (``ConnectionIds``)."""
+        self._protocols.forget(protocol)
+        self.admission.handshaking.discard(protocol)
+        protocol.on_established = None
 
     def datagrams_received(self, datagrams: list[Any], addr: Any) -> None:
         run: list[Any] = []

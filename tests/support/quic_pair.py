@@ -1,8 +1,10 @@
 """A client and a server aioquic connection joined in memory, each with its ``QuicTuning``
-(the run-time tuning of ``lurcher.core.quic``), for unit tests of the QUIC tuning."""
+(the run-time tuning of ``lurcher.core.quic``), for unit tests of the QUIC tuning; and a
+forged Initial packet (``forged_initial``) for the tests of a flood of them."""
 
 from __future__ import annotations
 
+import os
 import ssl
 from pathlib import Path
 from typing import Any
@@ -115,3 +117,12 @@ def receive_state(quic: QuicConnection) -> tuple:
             sorted(space.received_packets._received),
             space.ack_at, quic._spin_bit, quic._spin_highest_pn, quic._close_at,
             quic._state, quic.host_cid == quic._host_cids[0].cid, len(quic._network_paths))
+
+
+def forged_initial() -> bytes:
+    """A well-formed QUIC v1 Initial header with random connection IDs and random bytes for
+    a payload: 1,200 bytes, as a client's first datagram must be (what a flood sends)."""
+    header = (bytes([0xC3]) + (1).to_bytes(4, "big") + bytes([8]) + os.urandom(8)
+              + bytes([8]) + os.urandom(8) + b"\x00")
+    length = 1200 - len(header) - 2
+    return header + (0x4000 | length).to_bytes(2, "big") + os.urandom(length)

@@ -17,11 +17,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from aioquic import tls
+from aioquic.buffer import Buffer
 from aioquic.quic.packet import QuicErrorCode, QuicPacketType
 from aioquic.quic.packet_builder import QuicPacketBuilder
 
 from lurcher.core.connection.framing import REQUEST_HEADER
 from lurcher.core.quic import STREAM_WINDOW_BYTES, QuicSettings
+from lurcher.core.quic_frames import MAX_ACK_FRAME_RANGES
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.frames import FrameLimits
 from lurcher.transports.quic import (MAX_OPEN_ANSWERED_STREAMS, MAX_PENDING_REQUESTS,
@@ -525,3 +527,28 @@ async def test_small_replies_are_not_counted_one_by_one(
     server.pending[0].set_result(bytes(MAX_QUEUED_REPLY_BYTES))
     await turns()
     assert counts and counts[-1] >= MAX_QUEUED_REPLY_BYTES and server.protocol.paused
+
+
+def ack_frame(ranges: int, largest: int = 600) -> bytes:
+    """An ACK frame body of ``ranges`` one-packet ranges, a gap of one between each."""
+    body = Buffer(capacity=16 + 2 * ranges)
+    for value in (largest, 0, ranges - 1, 0, *([0, 0] * (ranges - 1))):
+        body.push_uint_var(value)
+    return body.data
+
+
+async def test_an_ack_frame_of_too_many_ranges_closes_the_connection(tmp_path: Path) -> None:
+    """aioquic parses ACK ranges in time quadratic in their number: a peer's frame of more
+    than MAX_ACK_FRAME_RANGES closes it before they are parsed; one of that many is taken."""
+    server = Server(tmp_path)
+    server.protocol.datagrams_received(
+        [raw_packet(server.client, 0x02, data=ack_frame(MAX_ACK_FRAME_RANGES))], CLIENT_ADDR)
+    await turns()
+    assert not server.protocol.closing()
+    server.protocol.datagrams_received(
+        [raw_packet(server.client, 0x02, data=ack_frame(MAX_ACK_FRAME_RANGES + 1))], CLIENT_ADDR)
+    await turns()
+    assert server.protocol.closing()
+    close = server.protocol._quic._close_event
+    assert close.error_code == QuicErrorCode.PROTOCOL_VIOLATION
+    assert close.reason_phrase == f"an ACK frame of {MAX_ACK_FRAME_RANGES + 1} ranges (at most 256)"
