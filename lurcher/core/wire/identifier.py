@@ -17,6 +17,7 @@ from lurcher.core.wire.errors import WireError
 
 NUMERIC = 1
 STRING = 2
+U32_DIGITS = 10  # a longer all-digit name is not a number (int() of 4,301 digits raises)
 
 
 @functools.lru_cache(maxsize=4096, typed=True)
@@ -46,8 +47,10 @@ class Identifier(msgspec.Struct, frozen=True):
         """int -> numeric; all-digit str that fits u32 -> numeric; other str -> name."""
         if isinstance(value, Identifier):
             return value
-        if isinstance(value, str) and value.isascii() and value.isdigit() and int(value) <= 0xFFFFFFFF:
-            return cls(int(value))
+        digits = (value.lstrip("0") or "0") if isinstance(value, str) else ""
+        if (digits and value.isascii() and value.isdigit() and len(digits) <= U32_DIGITS
+                and int(digits) <= 0xFFFFFFFF):
+            return cls(int(digits))
         return cls(value)
 
     def write(self, w: Writer) -> None:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -361,6 +361,8 @@ class HttpApi:
         except (UnicodeDecodeError, msgspec.DecodeError):
             refuse_invalid_utf8(raw)
             raise
+        except RecursionError:  # msgspec decodes nested values recursively
+            raise msgspec.DecodeError("JSON nested too deeply") from None
 
     async def execute(self, session: Any, req: Any) -> Any:
         """Run ``req``; the typed reply value (None for empty). Raises IggyError."""
@@ -400,6 +402,9 @@ class HttpApi:
             except BodyTooLarge as exc:
                 return JsonResponse(s.error_json(ErrorCode.INVALID_FORMAT, str(exc)),
                                     status_code=413)
+            except ClientDisconnect:  # the client left while sending its body: nobody to answer
+                log.debug("HTTP %s %s: client gone mid-request", request.method, request.url.path)
+                return Response(status_code=400)
             except Exception as exc:  # mapped as on every front end (core.connection)
                 status = failure_status(f"HTTP {request.method} {request.url.path}", exc)
                 if isinstance(exc, IggyError):

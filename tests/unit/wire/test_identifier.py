@@ -56,3 +56,13 @@ def test_ident_parses_and_keeps() -> None:
     given = Identifier("t")
     assert ident(given) == given
     assert ident(["x"]) == Identifier(["x"])  # unhashable: parsed as before, not kept
+
+
+def test_all_digit_strings_are_numbers_only_within_u32() -> None:
+    """Leading zeros do not count; a longer run of digits is a name (``int`` of one over
+    4,300 digits raises, which made a 500 of a long HTTP path)."""
+    assert Identifier.parse("00000000042") == Identifier(42)
+    assert Identifier.parse("0" * 5000 + "7") == Identifier(7)
+    assert Identifier.parse("4294967295") == Identifier(0xFFFFFFFF)
+    for name in ("4294967296", "9" * 5000, "", "4a"):
+        assert Identifier.parse(name) == Identifier(name)
