@@ -420,7 +420,7 @@ class RoutingQuicServer(QuicServer):
                                         config.supported_versions)
         if header is not None:
             try:
-                self._retry = self.admission.retry_for(header)
+                self._retry = self.admission.retry_for(header, addr, self._loop.time())
             except Refused:
                 return
         super().datagram_received(data, addr)

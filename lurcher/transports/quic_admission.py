@@ -14,8 +14,8 @@ still in their handshake:
 - from ``RETRY_ABOVE_HANDSHAKES`` on, a client without a token is sent a stateless Retry
   (RFC 9000 §8.1.2) and no connection is made: only a client that receives packets at its
   address comes back, with the token, and gets one. Forged and garbage Initials then cost a
-  small reply each and no memory. An Initial carrying a token always has it checked (its
-  client was sent a Retry earlier), whatever the count is now;
+  small reply each and no memory. Below it, a token this endpoint issued (its client was
+  sent a Retry earlier) is still taken as one, and any other is ignored;
 - at ``MAX_HANDSHAKES`` new Initials are dropped (counted in ``refused``); clients resend
   them, and get in as handshakes finish or time out.
 
@@ -80,14 +80,27 @@ class Admission:
         self.tokens = QuicRetryTokenHandler()
         self.refused = 0  # Initials dropped at MAX_HANDSHAKES
 
-    def retry_for(self, header: Any) -> QuicRetryTokenHandler | None:
+    def retry_for(self, header: Any, addr: Any, now: float) -> QuicRetryTokenHandler | None:
         """The Retry token handler aioquic should use for this new connection's Initial
-        (None: none, the connection is made at once). Raises Refused at MAX_HANDSHAKES."""
+        (None: none, the connection is made at once). Below ``RETRY_ABOVE_HANDSHAKES`` a
+        token this endpoint did not issue (a NEW_TOKEN of another server, say) counts as
+        absent (RFC 9000 §8.1.3), not as a reason to close. Raises Refused at
+        MAX_HANDSHAKES."""
         busy = len(self.handshaking)
         if busy >= MAX_HANDSHAKES:
             self.refused += 1
             raise Refused
-        return self.tokens if header.token or busy >= RETRY_ABOVE_HANDSHAKES else None
+        if busy >= RETRY_ABOVE_HANDSHAKES:
+            return self.tokens
+        return self.tokens if header.token and self._issued(header, addr, now) else None
+
+    def _issued(self, header: Any, addr: Any, now: float) -> bool:
+        try:
+            self.tokens.validate_token(address=addr, destination_cid=header.destination_cid,
+                                       token=header.token, now=now)
+        except ValueError:
+            return False
+        return True
 
 
 class Refused(Exception):

@@ -48,14 +48,19 @@ def test_connection_ids_keep_each_connections_own_ids() -> None:
 
 def test_admission_retries_above_the_first_mark_and_refuses_at_the_second() -> None:
     admission = Admission()
-    plain, with_token = SimpleNamespace(token=b""), SimpleNamespace(token=b"t")
-    assert admission.retry_for(plain) is None
-    assert admission.retry_for(with_token) is admission.tokens  # checked whatever the count
+    token = admission.tokens.create_token(address=ADDR, original_destination_connection_id=b"o",
+                                          retry_source_connection_id=b"r", now=1.0)
+    plain = SimpleNamespace(token=b"", destination_cid=b"d")
+    issued = SimpleNamespace(token=token, destination_cid=b"r")
+    foreign = SimpleNamespace(token=b"a NEW_TOKEN of another server", destination_cid=b"r")
+    assert admission.retry_for(plain, ADDR, 2.0) is None
+    assert admission.retry_for(issued, ADDR, 2.0) is admission.tokens  # its Retry was ours
+    assert admission.retry_for(foreign, ADDR, 2.0) is None  # ignored, not closed
     admission.handshaking.update(object() for _ in range(RETRY_ABOVE_HANDSHAKES))
-    assert admission.retry_for(plain) is admission.tokens
+    assert admission.retry_for(plain, ADDR, 2.0) is admission.tokens
     admission.handshaking.update(object() for _ in range(MAX_HANDSHAKES))
     with pytest.raises(Refused):
-        admission.retry_for(with_token)
+        admission.retry_for(issued, ADDR, 2.0)
     assert admission.refused == 1
 
 

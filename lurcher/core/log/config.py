@@ -33,7 +33,9 @@ class LogConfig(msgspec.Struct, frozen=True):
     of a partition kept in the page cache; older ones are written back and evicted
     (``cache_window``); 0 = leave the cache to the kernel. ``reserve_ahead``: the largest
     step of disk blocks reserved past a log's end for partitions writing big batches
-    (``segment``); 0 = never."""
+    (``segment``); 0 = never. ``cap_stored_offsets``: at open, lower consumer offsets stored
+    past the log's end (``Partition._cap_stored_offsets``); False for a replicated partition,
+    whose missing messages come back at the same offsets from its group."""
 
     segment_size_bytes: int = GIB
     enforce_fsync: bool = False
@@ -42,3 +44,4 @@ class LogConfig(msgspec.Struct, frozen=True):
     inline_write_max_bytes: int = INLINE_WRITE_MAX_BYTES
     page_cache_window: int = GIB
     reserve_ahead: int = RESERVE_AHEAD
+    cap_stored_offsets: bool = True

@@ -47,9 +47,9 @@ from lurcher.core.log.files import DescriptorCache, FileHandle
 from lurcher.core.log.inline import PROCESS_GATE
 from lurcher.core.log.io import FSYNC_THREAD, Done, IoBackend, PosixIo, is_no_space
 from lurcher.core.log.offsets import KINDS, ConsumerOffsets, OffsetKind
-from lurcher.core.log.recovery import RecoveryReport, SegmentMisnamed
+from lurcher.core.log.recovery import RecoveryReport, SegmentMisnamed, first_message_offset
 from lurcher.core.log.segment import (INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, Segment,
-                                      number_in_name)
+                                      number_in_name, segment_file_name)
 from lurcher.core.log.slice import EMPTY, ByteRange, PolledSlice
 from lurcher.core.wire.batch import INDEX_ENTRY_BYTES, MessageBatch
 from lurcher.core.wire.values.polling import PollingKind
@@ -65,16 +65,40 @@ log = logging.getLogger(__name__)
 PollKind = PollingKind
 
 
-def _segment_starts(path: str, io: IoBackend) -> list[int]:
-    """Start offsets of the segments in ``path`` (by their .log files); orphan indexes go."""
+def _segment_starts(path: str) -> list[int]:
+    """Start offsets of the segments in ``path`` (their .log files named by a u64)."""
+    stems = [n[:-len(LOG_SUFFIX)] for n in os.listdir(path) if n.endswith(LOG_SUFFIX)]
+    starts = [number_in_name(s) if len(s) == OFFSET_DIGITS else None for s in stems]
+    return sorted(start for start in starts if start is not None)
+
+
+def _refuse_misnamed(path: str, starts: list[int], io: IoBackend) -> None:
+    """Raise SegmentMisnamed when a segment's log begins with a whole message (checksum
+    verified) of another offset than its name: renamed or copied by hand. Reads only, before
+    anything is recovered, so a refused start changes no file (recovery would cut such a
+    segment to nothing, and a stray file after the open segment would make it count as
+    sealed)."""
+    for start in starts:
+        log_path = os.path.join(path, segment_file_name(start, LOG_SUFFIX))
+        fd = io.open(log_path, create=False)
+        try:
+            found = first_message_offset(io, fd, io.size(fd))
+        finally:
+            io.close(fd)
+        if found is not None and found != start:
+            raise SegmentMisnamed(f"{log_path} begins with message {found}, not {start}: "
+                                  f"renamed or copied by hand? Put the right file back or "
+                                  f"move it away")
+
+
+def _remove_orphan_indexes(path: str, io: IoBackend) -> None:
+    """Remove the .index files without their .log (a crash between creating a segment's
+    two files, or a deletion between removing them)."""
     names = os.listdir(path)
     logs = {n[:-len(LOG_SUFFIX)] for n in names if n.endswith(LOG_SUFFIX)}
     for n in names:
-        stem = n[:-len(INDEX_SUFFIX)]
-        if n.endswith(INDEX_SUFFIX) and stem not in logs:
+        if n.endswith(INDEX_SUFFIX) and n[:-len(INDEX_SUFFIX)] not in logs:
             io.remove(os.path.join(path, n))
-    starts = [number_in_name(s) if len(s) == OFFSET_DIGITS else None for s in logs]
-    return sorted(start for start in starts if start is not None)
 
 
 class Partition:
@@ -122,28 +146,34 @@ class Partition:
         files = DescriptorCache(io or PosixIo()) if files is None else files
         created = clock() if created_at_us is None else created_at_us
         part = cls(path, partition_id, config or LogConfig(), files, clock, created)
-        starts = _segment_starts(path, files.io) or [0]
+        starts = _segment_starts(path)
+        _refuse_misnamed(path, starts, files.io)
+        _remove_orphan_indexes(path, files.io)
+        starts = starts or [0]
         for start in starts:
             segment = Segment(path, start, files)
             part.recovery[start] = segment.load(sealed=start != starts[-1])
             part._add_segment(segment)
         part._report_recovery()
         part.offsets.load()
-        part._cap_stored_offsets()
+        if part.config.cap_stored_offsets:
+            part._cap_stored_offsets()
         part.synced_next_offset = part.next_offset
         part.cache_window = CacheWindow(part.config.page_cache_window, part._segments_getter())
         return part
 
     def _report_recovery(self) -> None:
         """Log what recovery cut or rebuilt, and offsets missing between two segments (a
-        sealed segment that lost its tail: reads skip them, ``read_offset``). Raises
-        SegmentMisnamed when a segment starts inside the one before (a file made by hand:
-        a segment only ever starts where the one before ends, and recovery never grows one)."""
+        sealed segment that lost its tail: reads skip them, ``read_offset``), and a segment
+        that starts inside the one before (a file made by hand: a segment only ever starts
+        where the one before ends, and recovery never grows one; reads from its start on
+        come from it, so the earlier segment's messages past that point are not served)."""
         for before, after in zip(self.segments, self.segments[1:]):
             if before.next_offset > after.start_offset:
-                raise SegmentMisnamed(f"{after.log_path} starts at offset {after.start_offset}, "
-                                      f"inside {before.log_path} (to {before.end_offset}): "
-                                      f"made by hand? Move it away")
+                log.error("%s starts at offset %d, inside %s (to %d): made by hand? Its "
+                          "messages hide those of the segment before; move it away",
+                          after.log_path, after.start_offset, before.log_path,
+                          before.end_offset)
         for start, report in self.recovery.items():
             if report.changed:
                 log.warning("%s: segment %d recovered: %d index entries dropped, %d rebuilt "
@@ -160,7 +190,10 @@ class Partition:
         """Lower each stored consumer offset past the last stored message to it (remove it
         when the partition never stored one): recovery cut the log below it, later sends
         reuse those offsets, and the consumer would skip them. A store never leaves an
-        offset there (INVALID_OFFSET), so only recovery does."""
+        offset there (INVALID_OFFSET), so only recovery does. Not for a replicated
+        partition (``LogConfig.cap_stored_offsets``): its group gives the cut messages back
+        at the same offsets, and an offset it stored before them (an op applied ahead of
+        the append it follows) is right."""
         last = self.next_offset - 1
         for kind in KINDS:
             for key, offset in self.offsets.items(kind).items():

@@ -32,8 +32,7 @@ import os
 from lurcher.core.log.files import DescriptorCache, FileHandle
 from lurcher.core.log.index import SegmentIndex
 from lurcher.core.log.io import Reserve
-from lurcher.core.log.recovery import (RecoveryReport, SegmentMisnamed, first_message_offset,
-                                       recover)
+from lurcher.core.log.recovery import RecoveryReport, recover
 from lurcher.core.wire.batch import INDEX_ENTRY_BYTES
 from lurcher.core.wire.buffer import Buffer
 
@@ -122,15 +121,8 @@ class Segment:
         """Read the index file and reconcile it with the log (see ``recovery``).
 
         ``sealed``: a later segment exists, so this one's last batch was finished before
-        it was created: whole records of the log are trusted even without index entries.
-        Raises SegmentMisnamed, before changing anything, when the log's first whole message
-        has another offset than the file's name says."""
+        it was created: whole records of the log are trusted even without index entries."""
         log, idx = self.log_file(), self.index_file()
-        found = first_message_offset(self.io, log.fd, self.io.size(log.fd))
-        if found is not None and found != self.start_offset:
-            raise SegmentMisnamed(f"{self.log_path} begins with message {found}, not "
-                                  f"{self.start_offset}: renamed or copied by hand? Put the "
-                                  f"right file back or move it away")
         raw = self.io.pread(idx.fd, self.io.size(idx.fd), 0)
         self.index = SegmentIndex.from_bytes(raw)
         report = recover(self.io, log.fd, idx.fd, self.index, self.start_offset,

@@ -111,6 +111,7 @@ class Shard:
             inline_write_max_bytes=system.partition.inline_write_max_bytes,
             page_cache_window=system.segment.page_cache_window,
             reserve_ahead=system.segment.reserve_ahead,
+            cap_stored_offsets=not config.typed.cluster.enabled,
         )
         self.group_commit = GroupCommit()
         self.files = DescriptorCache(self.io, system.segment.max_open_files)

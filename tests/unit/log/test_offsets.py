@@ -13,7 +13,7 @@ import pytest
 
 from log_helpers import batch
 
-from lurcher.core.log import PosixIo
+from lurcher.core.log import LogConfig, Partition, PosixIo
 from lurcher.core.log.offsets import ConsumerOffsets
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -56,6 +56,9 @@ def test_offsets_past_the_log_after_recovery_are_lowered_to_its_end(open_partiti
     offsets.store("consumers", 1, 35)
     offsets.store("groups", 2, 9)
     offsets.store("groups", 3, 4)
+    replicated = Partition.open(part_dir, 1, LogConfig(cap_stored_offsets=False))
+    assert replicated.get_offset("consumers", 1) == 35  # its group refills the log
+    replicated.close()
     again = open_partition()
     assert [again.get_offset(*who) for who in
             (("consumers", 1), ("groups", 2), ("groups", 3))] == [9, 9, 4]

@@ -313,10 +313,38 @@ def test_a_renamed_segment_is_refused_and_left_as_it_is(tmp_path):
     assert {name: read(path, name) for name in names} == files
 
 
-def test_a_segment_inside_the_one_before_is_refused(tmp_path):
-    """An empty segment file made at offset 8 would hide messages 8 to 11 of segment 6."""
+def test_a_stray_copy_after_a_torn_open_segment_is_refused_before_recovery(tmp_path):
+    """A copy of segment 6 named 20 would make segment 12 count as sealed, so its torn last
+    batch (2 of 3 messages, no index entry) would be kept for good: the start is refused
+    before any segment is recovered, and every file stays as it was."""
+    path = str(tmp_path / "stray")
+    sealed_segments(path)
+    p = Partition.open(path, 0, LogConfig(segment_size_bytes=4 * MESSAGE_BYTES),
+                       clock=ManualClock(200))
+    p.append(batch(3, tag=99))  # offsets 15 to 17, into segment 12
+    p.close()
+    last = f"{12:020d}"
+    write(path, last + ".log", read(path, last + ".log")[:5 * MESSAGE_BYTES])  # torn: 15, 16
+    write(path, last + ".index", read(path, last + ".index")[:3 * 16])
+    write(path, f"{20:020d}.log", read(path, f"{6:020d}.log"))
+    names = sorted(n for n in os.listdir(path) if n.endswith((".log", ".index")))
+    files = {name: read(path, name) for name in names}
+    with pytest.raises(SegmentMisnamed, match="begins with message 6, not 20"):
+        reopen(path)
+    assert sorted(n for n in os.listdir(path) if n.endswith((".log", ".index"))) == names
+    assert {name: read(path, name) for name in names} == files
+    os.unlink(os.path.join(path, f"{20:020d}.log"))
+    again = reopen(path)
+    assert again.next_offset == 15  # the torn batch goes
+    again.close()
+
+
+def test_a_segment_inside_the_one_before_is_logged(tmp_path, caplog):
+    """An empty segment file made at offset 8 hides messages 8 to 11 of segment 6: the
+    server says so (it changes nothing of either)."""
     path = str(tmp_path / "inside")
     sealed_segments(path)
     write(path, f"{8:020d}.log", b"")
-    with pytest.raises(SegmentMisnamed, match="starts at offset 8, inside"):
-        reopen(path)
+    reopen(path).close()
+    assert "starts at offset 8, inside" in caplog.text
+    assert len(read(path, f"{6:020d}.log")) == 6 * MESSAGE_BYTES
