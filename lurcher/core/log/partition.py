@@ -168,12 +168,6 @@ class Partition:
         that starts inside the one before (a file made by hand: a segment only ever starts
         where the one before ends, and recovery never grows one; reads from its start on
         come from it, so the earlier segment's messages past that point are not served)."""
-        for before, after in zip(self.segments, self.segments[1:]):
-            if before.next_offset > after.start_offset:
-                log.error("%s starts at offset %d, inside %s (to %d): made by hand? Its "
-                          "messages hide those of the segment before; move it away",
-                          after.log_path, after.start_offset, before.log_path,
-                          before.end_offset)
         for start, report in self.recovery.items():
             if report.changed:
                 log.warning("%s: segment %d recovered: %d index entries dropped, %d rebuilt "
@@ -181,7 +175,12 @@ class Partition:
                             report.index_entries_dropped, report.index_entries_added,
                             report.log_bytes_truncated)
         for before, after in zip(self.segments, self.segments[1:]):
-            if before.next_offset < after.start_offset:
+            if before.next_offset > after.start_offset:
+                log.error("%s starts at offset %d, inside %s (to %d): made by hand? Its "
+                          "messages hide those of the segment before; move it away",
+                          after.log_path, after.start_offset, before.log_path,
+                          before.end_offset)
+            elif before.next_offset < after.start_offset:
                 log.warning("%s: offsets %d to %d are not stored (segment %d ends before "
                             "segment %d starts)", self.path, before.next_offset,
                             after.start_offset - 1, before.start_offset, after.start_offset)
