@@ -58,6 +58,9 @@ class HttpTlsConfig(Section):
 class HttpConfig(Section):
     address: str = "127.0.0.1:8082"
     path: str = "/mcp"
+    # ours: read deadlines of a request's header and between pieces of its body (0: none)
+    header_timeout_s: float = 30.0
+    body_timeout_s: float = 30.0
     cors: CorsConfig = msgspec.field(default_factory=CorsConfig)
     tls: HttpTlsConfig = msgspec.field(default_factory=HttpTlsConfig)
 
@@ -131,6 +134,8 @@ def _check_http(c: McpConfig) -> str | None:
         return f"http.path must start with '/' and not be '/' alone, not {c.http.path!r}"
     if c.http.tls.enabled and not (c.http.tls.cert_file and c.http.tls.key_file):
         return "http.tls.enabled needs http.tls.cert_file and http.tls.key_file"
+    if min(c.http.header_timeout_s, c.http.body_timeout_s) < 0:
+        return "http.header_timeout_s and http.body_timeout_s must be 0 (none) or more"
     return None
 
 

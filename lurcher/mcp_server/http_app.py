@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
 from lurcher.transports import net
+from lurcher.transports.http.deadlines import ReadDeadlines, protocol_factory
 from lurcher.mcp_server.config import ConfigError, CorsConfig, HttpConfig
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -116,7 +117,9 @@ async def serve_http(server: Server, http: HttpConfig,
     sock = bind(http.address)
     tls = {"ssl_certfile": http.tls.cert_file, "ssl_keyfile": http.tls.key_file} \
         if http.tls.enabled else {}
-    config = uvicorn.Config(build_app(server, http), log_level="warning", lifespan="on", **tls)
+    deadlines = ReadDeadlines(http.header_timeout_s or None, http.body_timeout_s or None)
+    config = uvicorn.Config(build_app(server, http), log_level="warning", lifespan="on",
+                            http=protocol_factory(deadlines), **tls)
     server_ = _Uvicorn(config)
     loop = asyncio.get_running_loop()
     for sig in STOP_SIGNALS:

@@ -236,6 +236,8 @@ class Limits(Section):
     max_send_payload_bytes: Bytes
     max_unauthenticated_payload_bytes: Bytes
     max_poll_reply_bytes: Bytes
+    http_header_timeout: Micros
+    http_body_timeout: Micros
 
 
 class ServerConfig(Section):
@@ -252,6 +254,12 @@ class ServerConfig(Section):
     data_maintenance: DataMaintenance
     cluster: ClusterConfig
     limits: Limits
+
+
+def seconds(micros: int) -> float:
+    """A typed duration in seconds; "none" (U64_MAX) is 0, which means "off" wherever a
+    duration can be disabled."""
+    return 0.0 if micros == units.U64_MAX else micros / 1e6
 
 
 class SettingsError(ValueError):

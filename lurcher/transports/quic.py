@@ -90,9 +90,9 @@ from lurcher.core.quic_send import StreamParts
 from lurcher.core.shard.reply import error_frame, read_parts
 from lurcher.core.udp_offload import open_endpoint
 from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.runtime.settings import seconds
 from lurcher.transports.connection import peer_address, settle_soon
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener
-from lurcher.core.wire.units import U64_MAX
 from lurcher.transports.net import split_address
 from lurcher.transports.quic_admission import (Admission, ConnectionIds, Refused,
                                                new_connection_initial)
@@ -369,18 +369,13 @@ class QuicClientProtocol(TunedQuicProtocol):
             log.debug("QUIC disconnect: %s", exc)
 
 
-def _seconds(micros: int) -> float:
-    """A typed duration in seconds; "none" (U64_MAX) is 0, which disables it."""
-    return 0.0 if micros == U64_MAX else micros / 1e6
-
-
 def section_settings(section: Quic) -> QuicSettings:
     """The settings of the typed ``[quic]`` section (its bounds were checked at decode)."""
     return QuicSettings(initial_mtu=section.initial_mtu, send_window=section.send_window,
                         receive_window=section.receive_window,
-                        keep_alive_s=_seconds(section.keep_alive_interval),
+                        keep_alive_s=seconds(section.keep_alive_interval),
                         max_concurrent_bidi_streams=section.max_concurrent_bidi_streams,
-                        idle_timeout_s=_seconds(section.max_idle_timeout))
+                        idle_timeout_s=seconds(section.max_idle_timeout))
 
 
 def server_configuration(section: Quic,

@@ -2,7 +2,9 @@
 
 ``start_http`` binds the socket itself (so port 0 works and the bound address is known
 before serving), then runs uvicorn's startup and main loop as a task; uvicorn installs no
-signal handlers this way. ``HttpServer.close()`` stops it.
+signal handlers this way. ``HttpServer.close()`` stops it. Connections are served by
+uvicorn's h11 protocol with read deadlines (``http.deadlines``, the ``limits.http_*_timeout``
+keys).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
+from lurcher.runtime.settings import seconds
 from lurcher.transports.http.app import HttpApi, build_app
+from lurcher.transports.http.deadlines import ReadDeadlines, protocol_factory
 from lurcher.transports.http.console import Console
 from lurcher.transports.http.jwt import JwtManager
 from lurcher.transports.http.metrics import Metrics, observe_commands
@@ -74,8 +78,11 @@ async def start_http(shard: Any, section: Http, data_path: Path,
     if section.tls.enabled:
         paths = ensure_certificate(section.tls, data_path)
         tls = {"ssl_certfile": str(paths.cert_file), "ssl_keyfile": str(paths.key_file)}
+    limits = shard.config.typed.limits
+    deadlines = ReadDeadlines(seconds(limits.http_header_timeout) or None,
+                              seconds(limits.http_body_timeout) or None)
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
-                            http="h11", ws="none", loop="none", server_header=False,
+                            http=protocol_factory(deadlines), ws="none", loop="none", server_header=False,
                             proxy_headers=False, **tls)
     config.load()
     server = uvicorn.Server(config)

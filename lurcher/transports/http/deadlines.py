@@ -1,0 +1,117 @@
+"""Read deadlines of the HTTP listener: a request must arrive in bounded time.
+
+uvicorn's h11 protocol closes a connection only when it stays silent for ``keep_alive``
+seconds after a response; a connection that never sends a request, or sends its header
+or body a byte at a time, was held open forever (slowloris), each one a socket and a
+buffer. ``DeadlineH11Protocol`` adds two timers, following h11's view of the client:
+
+- header: from the connection's start (or the end of the previous response) the whole
+  request header must arrive within ``header_s``, however the bytes trickle in;
+- body: while the body is being received, each piece must follow the one before within
+  ``body_s`` (time the server itself stops reading, to hold back a body the application
+  has not taken yet, is not counted).
+
+A request late in either is answered ``408 Request Timeout`` (when any of it arrived) and
+the connection closed; a connection that sent nothing is closed. Once the request is
+complete no timer runs: the application's time is not the client's. ``None`` disables a
+timer. Invariant: at most one timer is armed per connection, and none once it is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from lurcher.transports.connection import peer_address
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain\r\n"
+                   b"connection: close\r\ncontent-length: 16\r\n\r\nrequest too slow")
+
+
+@dataclass(frozen=True)
+class ReadDeadlines:
+    """Seconds allowed for a request's header, and between pieces of its body."""
+
+    header_s: float | None
+    body_s: float | None
+
+
+def protocol_factory(deadlines: ReadDeadlines) -> Callable[..., DeadlineH11Protocol]:
+    """What ``uvicorn.Config(http=...)`` takes: builds the protocol with ``deadlines``."""
+    return functools.partial(DeadlineH11Protocol, deadlines=deadlines)
+
+
+class DeadlineH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with the header and body read deadlines."""
+
+    def __init__(self, *args: Any, deadlines: ReadDeadlines, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.deadlines = deadlines
+        self.read_timer: asyncio.TimerHandle | None = None
+        self.waiting_for: str | None = None  # "header", "body" or None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._follow_request()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._follow_request(arrived=True)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._follow_request()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _follow_request(self, arrived: bool = False) -> None:
+        """Arm the timer the client's h11 state calls for: the header deadline runs from
+        the start of a request, the body timer restarts with every piece that arrives."""
+        state = self.conn.their_state
+        if self.transport.is_closing():
+            self._disarm()
+        elif state is h11.IDLE:
+            if self.waiting_for != "header":
+                self._arm("header", self.deadlines.header_s)
+        elif state is h11.SEND_BODY:
+            if self.waiting_for != "body" or arrived:
+                self._arm("body", self.deadlines.body_s)
+        else:
+            self._disarm()
+
+    def _arm(self, phase: str, seconds: float | None) -> None:
+        self._disarm()
+        self.waiting_for = phase
+        if seconds is not None:
+            self.read_timer = self.loop.call_later(seconds, self._late, phase, seconds)
+
+    def _disarm(self) -> None:
+        self.waiting_for = None
+        if self.read_timer is not None:
+            self.read_timer.cancel()
+            self.read_timer = None
+
+    def _late(self, phase: str, seconds: float) -> None:
+        self.read_timer = None
+        if self.transport.is_closing():
+            return
+        if phase == "body" and self.flow.read_paused:
+            self._arm(phase, seconds)  # the server holds the body back, not the client
+            return
+        started = phase == "body" or bool(self.conn.trailing_data[0])
+        log.info("HTTP %s: request %s not received within %g s, connection closed",
+                 peer_address(self.client), phase, seconds)
+        if started:
+            self.transport.write(REQUEST_TIMEOUT)
+        self.waiting_for = None
+        self.transport.close()
