@@ -65,7 +65,15 @@ class Session:
     login_time_us: int = 0
     last_seen_us: int = 0
     closed: bool = False
+    # when this session was opened or last logged out (the login deadline runs from it)
+    logged_out_us: int = 0
 
     @property
     def authenticated(self) -> bool:
         return self.user_id is not None
+
+    def log_out(self, now_us: int) -> None:
+        """End the login (the connection stays, and must log in again in time)."""
+        self.user_id = None
+        self.token_name = None
+        self.logged_out_us = now_us

@@ -237,6 +237,7 @@ class Limits(Section):
     max_unauthenticated_payload_bytes: Bytes
     max_poll_reply_bytes: Bytes
     http_header_timeout: Micros
+    login_timeout: Micros
     http_body_timeout: Micros
 
 

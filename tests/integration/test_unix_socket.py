@@ -34,3 +34,16 @@ def test_unix_socket_serves_binary_frames(server_factory, tmp_path: Path) -> Non
         assert call(sock, raw.PING) == (0, b"")
     server.close()
     assert not Path(path).exists(), "the socket file goes away with the server"
+
+
+def test_unix_socket_connection_must_log_in_in_time(server_factory) -> None:
+    """``limits.login_timeout`` over the Unix socket: pinging does not keep a connection
+    that never logs in; the server closes it after the deadline (1 s here)."""
+    server = server_factory({"LURCHER_UNIX_ENABLED": "true",
+                             "LURCHER_LIMITS_LOGIN_TIMEOUT": "1 s"})
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(20)  # far past the deadline: reaching it means it never closed
+        sock.connect(server.endpoints["unix"])
+        assert call(sock, raw.PING) == (0, b"")
+        assert sock.recv(1) == b"", "closed by the server once the deadline passed"
+    assert "did not log in within 1 s: connection closed" in server.log_tail()

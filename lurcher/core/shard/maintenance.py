@@ -17,6 +17,11 @@ Heartbeat verifier (``heartbeat.enabled``, ``interval``): a session whose last P
 than 1.2 x interval is stale (only Ping refreshes it, as in 0.8): its connection is closed
 and it leaves its consumer groups.
 
+Login deadline (``limits.login_timeout``): a binary connection whose session is not logged
+in within the timeout of its opening (or of its last logout) is closed; a check runs four
+times per timeout (at most every 5 s), so the close comes between 1 and 1.25 x the timeout
+(at most 5 s beyond it). HTTP requests have no connection here and are not concerned.
+
 Every function takes ``now_us``; none reads a clock.
 """
 
@@ -35,6 +40,7 @@ log = logging.getLogger(__name__)
 
 SIZE_THRESHOLD_NUM, SIZE_THRESHOLD_DEN = 9, 10   # trim while size >= 90% of the maximum
 HEARTBEAT_GRACE_NUM, HEARTBEAT_GRACE_DEN = 6, 5  # stale after 1.2 x the interval
+LOGIN_CHECK_MIN_US, LOGIN_CHECK_MAX_US = 10_000, 5_000_000
 
 
 def _enabled_interval(enabled: bool, interval_us: int) -> int | None:
@@ -139,6 +145,35 @@ def verify_heartbeats(shard: Any, now_us: int) -> int:
         if connection is not None:
             connection.close()
     return len(stale)
+
+
+# -- login deadline -----------------------------------------------------------------------
+
+def login_check_us(shard: Any) -> int | None:
+    """Check four times per ``limits.login_timeout`` (at most every 5 s); None: no deadline."""
+    timeout = shard.config.typed.limits.login_timeout
+    if never(timeout):
+        return None
+    return max(LOGIN_CHECK_MIN_US, min(timeout // 4, LOGIN_CHECK_MAX_US))
+
+
+def late_logins(shard: Any, now_us: int, timeout_us: int) -> list[Any]:
+    """Sessions of a connection not logged in within ``timeout_us`` of opening or logout."""
+    limit = now_us - timeout_us
+    return [s for s in shard.sessions.values()
+            if s.user_id is None and s.logged_out_us < limit and s.client_id in shard.connections]
+
+
+@register("login_deadline", login_check_us)
+def close_late_logins(shard: Any, now_us: int) -> int:
+    """Close the connections that did not log in in time. Returns how many."""
+    timeout = shard.config.typed.limits.login_timeout
+    late = late_logins(shard, now_us, timeout)
+    for session in late:
+        log.info("client %d (%s) did not log in within %g s: connection closed",
+                 session.client_id, session.address, timeout / 1e6)
+        shard.connections[session.client_id].close()
+    return len(late)
 
 
 # -- consumer group revocations -----------------------------------------------------------

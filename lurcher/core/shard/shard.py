@@ -295,7 +295,8 @@ class Shard:
 
     # -- sessions -----------------------------------------------------------------
     def open_session(self, address: str, transport: int, connection: Any = None) -> Session:
-        session = Session(address, transport, last_seen_us=self.clock())
+        now = self.clock()
+        session = Session(address, transport, last_seen_us=now, logged_out_us=now)
         self.sessions[session.client_id] = session
         if connection is not None:
             self.connections[session.client_id] = connection
@@ -306,6 +307,8 @@ class Shard:
         """Register a session that arrived with a migrated connection."""
         session.closed = False
         session.last_seen_us = self.clock()
+        if not session.authenticated:
+            session.logged_out_us = session.last_seen_us
         self.sessions[session.client_id] = session
         self.connections[session.client_id] = connection
 

@@ -71,8 +71,7 @@ def end_user_sessions(shard: ShardFace, user_id: int, keep_client_id: int | None
             continue
         if token_name is not None and session.token_name != token_name:
             continue
-        session.user_id = None
-        session.token_name = None
+        session.log_out(shard.clock())
         ended += 1
         connection = shard.connections.get(client_id)
         if client_id != keep_client_id and connection is not None:
@@ -143,8 +142,7 @@ def login_user(shard: ShardFace, session: Session, req: LoginUser) -> Any:
 
 @handles("logout_user")
 def logout_user(shard: ShardFace, session: Session, req: LogoutUser) -> Any:
-    session.user_id = None
-    session.token_name = None
+    session.log_out(shard.clock())
     return None
 
 
