@@ -62,7 +62,8 @@ from aioquic.quic.configuration import SMALLEST_MAX_DATAGRAM_SIZE, QuicConfigura
 from aioquic.quic.congestion.base import K_INITIAL_WINDOW
 
 from lurcher.core.quic_crypto import lean_packet_protection
-from lurcher.core.quic_frames import MAX_DATAGRAM_BYTES, use_long_frames
+from lurcher.core.quic_frames import (FRAMES_PER_STREAM, MAX_DATAGRAM_BYTES, MAX_FRAMES_PER_PACKET,
+                                     use_long_frames)
 from lurcher.core.udp_offload import datagrams_per_send
 from lurcher.core.wire.units import parse_duration, parse_size
 
@@ -226,6 +227,8 @@ class QuicTuning:
         quic._loss._pacer = _NoPacing()
         quic._ack_delay = ACK_DELAY_S
         use_long_frames(quic)
+        quic.frames_per_packet = max(MAX_FRAMES_PER_PACKET,
+                                     FRAMES_PER_STREAM * settings.max_concurrent_bidi_streams)
         streams = quic._local_max_streams_bidi
         streams.value = streams.sent = settings.max_concurrent_bidi_streams
 

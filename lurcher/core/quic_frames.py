@@ -57,6 +57,14 @@ AIOQUIC_VERSION = "1.7.2"
 MAX_DATAGRAM_BYTES = 65_507  # 65,535 - 20 (IPv4 header) - 8 (UDP header)
 PEER_MAX_UDP_PAYLOAD_DEFAULT = 65_527  # RFC 9000 §18.2: when the peer announces none
 MAX_ACK_FRAME_RANGES = 256  # in one ACK frame of the peer (aioquic itself sends at most 64)
+# Frames in one packet of the peer. aioquic handles each frame in Python (a few µs): a 60 KB
+# datagram of one-byte frames held the event loop for about 90 ms. A sender puts a few
+# frames per stream it writes to in a packet (data, flow control, stop or reset), and a few
+# more: the bound is MAX_FRAMES_PER_PACKET, or FRAMES_PER_STREAM for each stream the peer
+# may open (``frames_per_packet``, set by ``QuicTuning``) if more, and FRAMES_PER_STREAM
+# for each stream that exists (those this end opened are not in that limit).
+MAX_FRAMES_PER_PACKET = 1_024
+FRAMES_PER_STREAM = 4
 
 
 class LongFrameQuicConnection(QuicConnection):
@@ -70,6 +78,14 @@ class LongFrameQuicConnection(QuicConnection):
     early_send: Callable[[list[bytearray]], None] | None = None
     early_bytes = 0
     peer_max_udp_payload = PEER_MAX_UDP_PAYLOAD_DEFAULT  # the peer's max_udp_payload_size
+    frames_per_packet = MAX_FRAMES_PER_PACKET  # allowed, besides FRAMES_PER_STREAM per stream
+    frames_left = MAX_FRAMES_PER_PACKET  # in the packet being handled (``bound_frames``)
+
+    def _payload_received(self, context: Any, plain: bytes,
+                          crypto_frame_required: bool = False) -> tuple[bool, bool]:
+        """aioquic's, with the count of the packet's frames started (``bound_frames``)."""
+        self.frames_left = self.frames_per_packet + FRAMES_PER_STREAM * len(self._streams)
+        return super()._payload_received(context, plain, crypto_frame_required)
 
     def _parse_transport_parameters(self, data: bytes, from_session_ticket: bool = False) -> None:
         """aioquic's, which checks the peer's ``max_udp_payload_size`` but does not keep
@@ -218,13 +234,16 @@ def held_frame(sender: Any, max_size: int, max_offset: int | None) -> QuicStream
 def use_long_frames(quic: QuicConnection) -> None:
     """Make ``quic`` (an aioquic connection, client or server) write long STREAM frames,
     built around the stream's data (``lurcher.core.quic_builder``); its peer's ACK frames
-    are bounded (``bound_ack_frames``)."""
+    (``bound_ack_frames``) and the frames in each of its peer's packets (``bound_frames``)
+    are bounded."""
     use_lean_builder()
     lean_recovery(quic)
     init_flow(quic)
     bound_ack_frames(quic)
     if type(quic) is QuicConnection:
         quic.__class__ = LongFrameQuicConnection
+    if isinstance(quic, LongFrameQuicConnection):
+        bound_frames(quic)
 
 
 def bound_ack_frames(quic: QuicConnection) -> None:
@@ -237,6 +256,29 @@ def bound_ack_frames(quic: QuicConnection) -> None:
     for frame_type in (QuicFrameType.ACK, QuicFrameType.ACK_ECN):
         handle, epochs = handlers[frame_type]
         handlers[frame_type] = (partial(_bounded_ack_frame, handle), epochs)
+
+
+def bound_frames(quic: LongFrameQuicConnection) -> None:
+    """Close the peer (PROTOCOL_VIOLATION) at the frame of one of its packets beyond
+    ``MAX_FRAMES_PER_PACKET`` (padding aside): every other handler of aioquic's table counts down
+    ``frames_left``, which ``_payload_received`` sets at each packet. (A payload that is one
+    STREAM frame is handled without the table: ``lurcher.core.quic_receive``.)"""
+    handlers = quic._QuicConnection__frame_handlers  # type: ignore[attr-defined]
+    if getattr(handlers[QuicFrameType.PING][0], "func", None) is _counted_frame:
+        return  # already counted (the connection was tuned twice)
+    for frame_type, (handle, epochs) in handlers.items():
+        if frame_type != QuicFrameType.PADDING:  # a run of padding is handled at once
+            handlers[frame_type] = (partial(_counted_frame, quic, handle), epochs)
+
+
+def _counted_frame(quic: LongFrameQuicConnection, handle: Callable, context: Any,
+                   frame_type: int, buf: Buffer) -> None:
+    quic.frames_left -= 1
+    if quic.frames_left < 0:
+        raise QuicConnectionError(error_code=QuicErrorCode.PROTOCOL_VIOLATION,
+                                  frame_type=frame_type,
+                                  reason_phrase="too many frames in one packet")
+    handle(context, frame_type, buf)
 
 
 def _bounded_ack_frame(handle: Callable, context: Any, frame_type: int, buf: Buffer) -> None:

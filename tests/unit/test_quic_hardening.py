@@ -12,18 +12,21 @@ no timers: the event loop is turned with ``asyncio.sleep(0)``.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from aioquic import tls
 from aioquic.buffer import Buffer
+from aioquic.quic.connection import QuicConnection
 from aioquic.quic.packet import QuicErrorCode, QuicPacketType
 from aioquic.quic.packet_builder import QuicPacketBuilder
 
 from lurcher.core.connection.framing import REQUEST_HEADER
 from lurcher.core.quic import STREAM_WINDOW_BYTES, QuicSettings
-from lurcher.core.quic_frames import MAX_ACK_FRAME_RANGES
+from lurcher.core.quic_frames import (MAX_ACK_FRAME_RANGES, MAX_FRAMES_PER_PACKET,
+                                     LongFrameQuicConnection)
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.frames import FrameLimits
 from lurcher.transports.quic import (MAX_OPEN_ANSWERED_STREAMS, MAX_PENDING_REQUESTS,
@@ -552,3 +555,34 @@ async def test_an_ack_frame_of_too_many_ranges_closes_the_connection(tmp_path: P
     close = server.protocol._quic._close_event
     assert close.error_code == QuicErrorCode.PROTOCOL_VIOLATION
     assert close.reason_phrase == f"an ACK frame of {MAX_ACK_FRAME_RANGES + 1} ranges (at most 256)"
+
+
+async def test_a_packet_of_too_many_frames_closes_the_connection(tmp_path: Path) -> None:
+    """aioquic handles each frame in Python: a packet of more than MAX_FRAMES_PER_PACKET
+    frames (one-byte PINGs here) closes the connection at the first frame beyond; a packet
+    of that many is taken, and so is the next one (the count is per packet)."""
+    server = Server(tmp_path)
+    pings = bytes([0x01]) * (MAX_FRAMES_PER_PACKET - 1)  # after raw_packet's own PING
+    for _ in range(2):
+        server.protocol.datagrams_received([raw_packet(server.client, 0x01, data=pings)],
+                                           CLIENT_ADDR)
+        await turns()
+        assert not server.protocol.closing()
+    server.protocol.datagrams_received(
+        [raw_packet(server.client, 0x01, data=pings + bytes([0x01]))], CLIENT_ADDR)
+    await turns()
+    assert server.protocol.closing()
+    close = server.protocol._quic._close_event
+    assert close.error_code == QuicErrorCode.PROTOCOL_VIOLATION
+    assert close.reason_phrase == "too many frames in one packet"
+
+
+def test_the_frame_count_wraps_the_pinned_payload_loop() -> None:
+    """``LongFrameQuicConnection._payload_received`` starts the count and calls aioquic's,
+    whose loop calls each handler of the (wrapped) table once per frame."""
+    ours = inspect.signature(LongFrameQuicConnection._payload_received)
+    theirs = inspect.signature(QuicConnection._payload_received)
+    assert list(ours.parameters) == list(theirs.parameters)
+    source = inspect.getsource(QuicConnection._payload_received)
+    assert "= self.__frame_handlers[frame_type]" in source
+    assert "frame_handler(context, frame_type, buf)" in source
