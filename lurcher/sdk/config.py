@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
+from lurcher.transports.net import split_address
+
 DEFAULT_ADDRESS = "127.0.0.1:8090"
 TRANSPORTS = ("tcp", "quic", "http", "ws")
 
@@ -41,9 +43,6 @@ class ClientConfig(msgspec.Struct, frozen=True, kw_only=True):
     def host_port(self) -> tuple[str, int]:
         """``address`` split into host and port; brackets around an IPv6 host are removed.
 
-        Raises ValueError for an address without a numeric port.
+        Raises ValueError for an address without a port from 0 to 65535.
         """
-        host, sep, port = self.address.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"address {self.address!r} has no port")
-        return host.strip("[]"), int(port)
+        return split_address(self.address)

@@ -128,7 +128,7 @@ def poll_range(client: SyncClient, stream: str, topic: str, partition_id: int, s
 
 
 def _consumer_id(name: str) -> int | str:
-    return int(name) if name.isdigit() else name
+    return Identifier.parse(name).value
 
 
 def store_progress(client: SyncClient, stream: str, topic: str, consumer: str, group: bool,

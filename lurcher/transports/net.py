@@ -12,13 +12,16 @@ from __future__ import annotations
 import socket
 
 LISTEN_BACKLOG = 1024
+MAX_PORT = 65_535
 
 
 def split_address(address: str) -> tuple[str, int]:
     """"host:port" (IPv6 as "[::1]:port") -> (host, port). Raises ValueError."""
     host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
+    if not host or not (port.isascii() and port.isdigit()):
         raise ValueError(f"address must be host:port, got {address!r}")
+    if len(port) > 5 or int(port) > MAX_PORT:
+        raise ValueError(f"port of {address!r} is above {MAX_PORT}")
     return host.strip("[]"), int(port)
 
 

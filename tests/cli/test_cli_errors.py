@@ -111,3 +111,62 @@ def test_permission_denied(lurcher: Cli, cli: Cli, server: LurcherServer) -> Non
     cli("--connection", conn, "stream", "list", check=0)
     r = cli("--connection", conn, "stream", "create", "nope")
     assert r.code == ExitCode.PERMISSION and "permission denied" in r.err
+
+
+def test_a_non_ascii_digit_is_a_name_not_an_id(lurcher: Cli) -> None:
+    """'١' (ARABIC-INDIC DIGIT ONE) passed str.isdigit and was taken as id 1: deleting the
+    stream named '١' deleted stream 1 instead (found by an audit)."""
+    for name in ("keep0", "keep1", "١"):  # ids 0, 1, 2
+        lurcher("stream", "create", name, check=0)
+    lurcher("stream", "delete", "١", check=0)
+    names = [s["name"] for s in lurcher("--json", "stream", "list", check=0).json()]
+    assert sorted(names) == ["keep0", "keep1"]
+    for odd in ("²", "9" * 5000, "4294967296"):  # names, as the server takes them
+        r = lurcher("stream", "get", odd)
+        assert r.code in (ExitCode.NOT_FOUND, ExitCode.USAGE), r
+        assert "Traceback" not in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_out_of_range_and_malformed_values_are_one_line_usage_errors(
+        lurcher: Cli, cli: Cli) -> None:
+    """Each of these ended in a traceback (struct.error, OverflowError, ValueError,
+    UnicodeEncodeError, FileNotFoundError, ssl.SSLError) with exit code 1."""
+    lurcher("stream", "create", "s1", check=0)
+    lurcher("topic", "create", "s1", "t1", "1", "none", check=0)
+    huge, nines = "99999999999", "9" * 400
+    for args in (("topic", "create", "s1", "t2", "4294967296"),
+                 ("partition", "create", "s1", "t1", "4294967296"),
+                 ("message", "poll", "s1", "t1", "0", "-c", huge),
+                 ("message", "send", "s1", "t1", "-p", huge, "x"),
+                 ("consumer-offset", "set", "1", "s1", "t1", huge, "0"),
+                 ("client", "get", huge),
+                 ("segment", "delete", "s1", "t1", "0", huge),
+                 ("user", "create", "u9", "password9", "-s", f"{huge}:r_str"),
+                 ("message", "poll", "s1", "t1", "0", "--offset", "18446744073709551616"),
+                 ("message", "poll", "s1", "t1", "0", "--timestamp", "9" * 23),
+                 ("topic", "create", "s1", "t3", "1", f"{nines}s"),
+                 ("topic", "create", "s1", "t3", "1", "none", "-m", "999999999999999EB"),
+                 ("pat", "create", "p1", f"{nines}s"),
+                 ("topic", "create", "s1", "t3", "1", "none", "-r", "256"),
+                 ("stream", "create", "x" * 300),
+                 ("stream", "create", "\udcff\udcfe"),
+                 ("--timeout", "-1", "ping"), ("--timeout", "nan", "ping")):
+        _assert_usage_error(lurcher(*args), args)
+    for address in ("127.0.0.1:abc", "127.0.0.1:99999"):
+        _assert_usage_error(cli("-a", address, "ping"), address)
+
+
+def _assert_usage_error(r, what) -> None:
+    """Exit 2, no traceback, the problem on the last line (argparse shows the usage above)."""
+    assert r.code == ExitCode.USAGE, (what, r)
+    assert "Traceback" not in r.err and "error: " in r.err.strip().splitlines()[-1], (what, r.err)
+
+
+def test_a_bad_tls_ca_file_is_named(cli: Cli, server: LurcherServer, tmp_path) -> None:
+    not_pem = tmp_path / "not.pem"
+    not_pem.write_text("hello\n")
+    for path, says in ((tmp_path / "missing.pem", "No such file"),
+                       (not_pem, "holds no usable certificate")):
+        r = cli("-a", server.tcp_address, "--tls", "--tls-ca-file", str(path), "ping")
+        assert r.code == ExitCode.INPUT, r
+        assert says in r.err and str(path) in r.err and "Traceback" not in r.err, r.err

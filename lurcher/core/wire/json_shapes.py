@@ -39,6 +39,7 @@ from lurcher.core.wire.values.permissions import (
     TopicPermissions,
 )
 
+U128_DIGITS = 39  # decimal digits of the largest u128
 NOT_LOGGED_IN = 0xFFFF_FFFF
 
 # -- scalars ----------------------------------------------------------------------------------
@@ -87,7 +88,7 @@ def message_id(value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 128:
         return value
     if isinstance(value, str):
-        if value.isdigit():
+        if value.isascii() and value.isdigit() and len(value) <= U128_DIGITS:
             return message_id(int(value))
         try:
             return uuid.UUID(value).int
@@ -95,7 +96,7 @@ def message_id(value: Any) -> int:
             pass
     if value is None:
         return 0
-    raise IggyError(ErrorCode.INVALID_FORMAT, f"invalid message id {value!r}")
+    raise IggyError(ErrorCode.INVALID_FORMAT, f"invalid message id {units.shown(value)}")
 
 
 COMPRESSION_NAMES = {1: "none", 2: "gzip"}

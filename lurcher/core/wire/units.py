@@ -12,6 +12,7 @@ field allows it.
 from __future__ import annotations
 
 import re
+from typing import Any
 from decimal import Decimal, InvalidOperation
 
 U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
@@ -31,11 +32,12 @@ DURATION_UNITS_S: dict[str, float] = {
     "d": 86400.0, "day": 86400.0, "days": 86400.0,
     "w": 604800.0, "week": 604800.0, "weeks": 604800.0,
 }
+MAX_DURATION_S = U64_MAX / US_PER_S  # a duration is held as u64 microseconds
 UNLIMITED_WORDS = frozenset({"unlimited", "never", "none", "infinite", "never_expire"})
 SERVER_DEFAULT_WORDS = frozenset({"default", "server_default"})
 
 _SIZE = re.compile(r"^\s*([0-9][0-9_]*(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
-_TERM = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zµ]*)", re.IGNORECASE)
+_TERM = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zµ]*)", re.IGNORECASE | re.ASCII)
 
 
 def parse_size(value: int | str) -> int:
@@ -51,9 +53,12 @@ def parse_size(value: int | str) -> int:
     if unit not in SIZE_UNITS:
         raise ValueError(f"not a size: {value!r} (examples: 1048576, \"512 KiB\", \"1 GB\")")
     try:
-        return int(Decimal(m.group(1).replace("_", "")) * SIZE_UNITS[unit])
+        size = int(Decimal(m.group(1).replace("_", "")) * SIZE_UNITS[unit])
     except InvalidOperation:
         raise ValueError(f"not a size: {value!r}") from None
+    if size > U64_MAX:
+        raise ValueError(f"size {value!r} is above the largest, {U64_MAX} bytes")
+    return size
 
 
 def parse_duration(text: str) -> float:
@@ -61,8 +66,8 @@ def parse_duration(text: str) -> float:
     s = text.strip()
     if not s:
         raise ValueError("empty duration")
-    if re.fullmatch(r"\d+(\.\d+)?", s):
-        return float(s)
+    if re.fullmatch(r"\d+(\.\d+)?", s, re.ASCII):
+        return _bounded_duration(float(s), text)
     total, pos = 0.0, 0
     while pos < len(s):
         m = _TERM.match(s, pos)
@@ -73,7 +78,14 @@ def parse_duration(text: str) -> float:
             raise ValueError(f"unknown duration unit {m.group(2)!r} in {text!r}")
         total += float(m.group(1)) * DURATION_UNITS_S[unit]
         pos = m.end()
-    return total
+    return _bounded_duration(total, text)
+
+
+def _bounded_duration(seconds: float, text: str) -> float:
+    """``seconds`` when its microseconds fit a u64. Raises ValueError."""
+    if not seconds <= MAX_DURATION_S:  # also inf (and nan)
+        raise ValueError(f"duration {shown(text)} is too long (at most {int(MAX_DURATION_S)} s)")
+    return seconds
 
 
 def parse_duration_us(value: int | str) -> int:
@@ -82,7 +94,7 @@ def parse_duration_us(value: int | str) -> int:
         return value
     if value.strip().lower() in UNLIMITED_WORDS:
         return U64_MAX
-    return round(parse_duration(value) * US_PER_S)
+    return min(U64_MAX, round(parse_duration(value) * US_PER_S))
 
 
 def limit_bytes(value: int | str | None) -> int:
@@ -97,3 +109,12 @@ def limit_us(value: int | str | None) -> int:
     if value is None or (isinstance(value, str) and value.strip().lower() in SERVER_DEFAULT_WORDS):
         return 0
     return parse_duration_us(value)
+
+
+def shown(value: Any, most: int = 40) -> str:
+    """``repr(value)`` cut to ``most`` characters (an int of over 4,300 digits has none:
+    Python refuses to make one, ValueError)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= most else text[:most] + "..."

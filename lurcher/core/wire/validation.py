@@ -26,7 +26,7 @@ from typing import Any
 
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
-from lurcher.core.wire.units import U64_MAX
+from lurcher.core.wire.units import U64_MAX, shown  # noqa: F401 (shown: re-exported)
 
 NAME_BYTES = (1, 255)
 USERNAME_BYTES = (3, 50)
@@ -63,15 +63,6 @@ def check_uint(value: Any, bits: int, what: str,
     """Raise IggyError(code) unless ``value`` is an int (not bool) in ``0..2**bits-1``."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << bits:
         raise IggyError(code, f"{what}: {shown(value)} is not a u{bits}")
-
-
-def shown(value: Any, most: int = 40) -> str:
-    """``repr(value)`` cut to ``most`` characters (an int of over 4,300 digits has none:
-    Python refuses to make one, ValueError)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
-        return f"an integer of {value.bit_length()} bits"
-    text = repr(value)
-    return text if len(text) <= most else text[:most] + "..."
 
 
 def check_compression(code: int) -> None:

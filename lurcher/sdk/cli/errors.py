@@ -16,6 +16,7 @@ from typing import Any
 
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.identifier import Identifier
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode, exit_code_for
 
 E = ErrorCode
@@ -80,7 +81,8 @@ def describe(error: IggyError, args: argparse.Namespace) -> CliError:
     if text is None:
         text = code.reason.lower() if code != E.ERROR else (error.detail or "command failed")
         if error.detail and code in (E.INVALID_HEADER_VALUE, E.INVALID_KEY_VALUE_LENGTH,
-                                     E.INVALID_MESSAGES_COUNT, E.INVALID_HEADER_KIND):
+                                     E.INVALID_MESSAGES_COUNT, E.INVALID_HEADER_KIND,
+                                     E.INVALID_TLS_CERTIFICATE_PATH, E.INVALID_TLS_CERTIFICATE):
             text = f"{text}: {error.detail}"
     return CliError(text, exit_code_for(code), code)
 
@@ -93,4 +95,4 @@ def not_found(code: ErrorCode, args: argparse.Namespace, what: str | None = None
 
 def id_or_name(value: str, by_id: ErrorCode, by_name: ErrorCode) -> ErrorCode:
     """``by_id`` for an all-digit identifier, ``by_name`` otherwise (as the server does)."""
-    return by_id if str(value).isdigit() else by_name
+    return by_id if Identifier.parse(str(value)).is_numeric else by_name

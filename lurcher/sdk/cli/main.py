@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import struct
 import sys
 from collections.abc import Sequence
 
@@ -62,6 +63,10 @@ def _execute(run: Run) -> int:
     except IggyError as e:
         print(describe(e, run.args).render(), file=sys.stderr)
         return describe(e, run.args).exit_code
+    except (ValueError, OverflowError, struct.error) as e:
+        # a value the argument checks let through, refused where it is used or encoded
+        print(f"error: invalid argument: {_one_line(str(e))}", file=sys.stderr)
+        return ExitCode.USAGE
     except (TimeoutError, asyncio.TimeoutError):
         print(f"error: timed out talking to {getattr(run.args, 'login_address', 'the server')}",
               file=sys.stderr)
@@ -70,6 +75,11 @@ def _execute(run: Run) -> int:
         print("interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
     return ExitCode.OK
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit] + "..."
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:

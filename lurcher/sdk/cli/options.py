@@ -27,6 +27,7 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.sdk.cli.contexts import Context, ContextStore
 from lurcher.sdk.cli.errors import describe
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode
+from lurcher.sdk.cli.values import seconds_value
 from lurcher.sdk.config import TRANSPORTS, ClientConfig
 from lurcher.sdk.connstring import parse
 
@@ -62,7 +63,8 @@ def add_global_options(parser: argparse.ArgumentParser, top: bool, shorts: bool 
     opt(None, "--tls", action="store_true", help="use TLS")
     opt(None, "--tls-ca-file", metavar="PATH", help="CA certificate file for TLS")
     opt(None, "--tls-domain", metavar="NAME", help="server name to verify with TLS")
-    opt(None, "--timeout", type=float, metavar="SECONDS", help="connect/request timeout")
+    opt(None, "--timeout", type=seconds_value, metavar="SECONDS",
+        help="connect/request timeout")
     opt("-o", "--output", choices=OUTPUTS, help="output format (default text)")
     opt(None, "--json", dest="output", action="store_const", const="json",
         help="same as --output json")

@@ -25,10 +25,12 @@ from lurcher.core.wire.values.permissions import (
     StreamPermissions,
     TopicPermissions,
 )
-from lurcher.core.wire.units import limit_bytes, limit_us
+from lurcher.core.wire.units import U64_MAX, limit_bytes, limit_us, shown
+from lurcher.core.wire.validation import U8_MAX, U32_MAX
 
 Bad = argparse.ArgumentTypeError
 US_PER_S = 1_000_000
+SECONDS_PER_DAY = 86_400
 
 
 def expiry_us(text: str) -> int:
@@ -36,7 +38,7 @@ def expiry_us(text: str) -> int:
     try:
         return limit_us(text)
     except ValueError as e:
-        raise Bad(f"invalid expiry {text!r}: {e}") from None
+        raise Bad(f"invalid expiry {shown(text)}: {e}") from None
 
 
 def size_bytes(text: str) -> int:
@@ -44,19 +46,22 @@ def size_bytes(text: str) -> int:
     try:
         return limit_bytes(text)
     except ValueError:
-        raise Bad(f"invalid size {text!r} (examples: 1000, 15GB, 512MiB, unlimited)") from None
+        raise Bad(f"invalid size {shown(text)} (examples: 1000, 15GB, 512MiB, unlimited)"
+                  ) from None
 
 
 def timestamp_us(text: str) -> int:
     """Microseconds since the epoch, or an ISO-8601 time (UTC unless it has an offset)."""
-    if text.isdigit():
-        return int(text)
+    if text.isascii() and text.isdigit():
+        return whole_number(text, 0, U64_MAX)
     try:
         stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise Bad(f"invalid timestamp {text!r}: microseconds or ISO-8601") from None
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=dt.timezone.utc)
+    if stamp.timestamp() < 0:
+        raise Bad(f"invalid timestamp {text!r}: before 1970")
     return round(stamp.timestamp() * US_PER_S)
 
 
@@ -65,7 +70,7 @@ def message_id(text: str) -> int:
     try:
         if text.lower().startswith("0x"):
             value = int(text, 16)
-        elif text.isdigit():
+        elif text.isascii() and text.isdigit() and len(text) <= 39:  # digits of a u128
             value = int(text)
         else:
             value = uuid.UUID(text).int
@@ -76,16 +81,43 @@ def message_id(text: str) -> int:
     return value
 
 
+def whole_number(text: str, lowest: int, highest: int) -> int:
+    """``text`` as an int from ``lowest`` to ``highest``, written in ASCII digits."""
+    digits = text.lstrip("0") or "0"
+    if (not (text.isascii() and text.isdigit()) or len(digits) > len(str(highest))
+            or not lowest <= int(digits) <= highest):
+        raise Bad(f"expected a number from {lowest} to {highest}, got {shown(text)}")
+    return int(digits)
+
+
 def positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise Bad(f"expected a positive number, got {text!r}")
-    return int(text)
+    """A count or id from 1 (u32)."""
+    return whole_number(text, 1, U32_MAX)
 
 
 def non_negative_int(text: str) -> int:
-    if not text.isdigit():
-        raise Bad(f"expected a number >= 0, got {text!r}")
-    return int(text)
+    """An id or count from 0 (u32)."""
+    return whole_number(text, 0, U32_MAX)
+
+
+def offset_value(text: str) -> int:
+    """A message offset (u64)."""
+    return whole_number(text, 0, U64_MAX)
+
+
+def u8_value(text: str) -> int:
+    return whole_number(text, 0, U8_MAX)
+
+
+def seconds_value(text: str) -> float:
+    """A timeout in seconds: a finite number above 0 (a day at most)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= SECONDS_PER_DAY:
+        raise Bad(f"expected seconds above 0 and at most {SECONDS_PER_DAY}, got {shown(text)}")
+    return value
 
 
 # -- headers -----------------------------------------------------------------------------
@@ -158,18 +190,14 @@ def global_permissions(text: str) -> GlobalPermissions:
 
 def _topic(part: str) -> tuple[int, TopicPermissions]:
     tid, _, perms = part.partition(":")
-    if not tid.isdigit():
-        raise Bad(f"invalid topic id {tid!r} in {part!r}")
     fields = TopicPermissions.__struct_fields__
-    return int(tid), TopicPermissions(**_flags(perms, _TOPIC_SHORT, fields, "topic"))
+    return whole_number(tid, 0, U32_MAX), TopicPermissions(**_flags(perms, _TOPIC_SHORT, fields, "topic"))
 
 
 def stream_permissions(text: str) -> tuple[int, StreamPermissions]:
     """``STREAM_ID[:perms][#TOPIC_ID:perms]...`` -> (stream id, StreamPermissions)."""
     head, *topic_parts = text.split("#")
     sid, _, perms = head.partition(":")
-    if not sid.isdigit():
-        raise Bad(f"invalid stream id {sid!r} in {text!r}")
     fields = tuple(f for f in StreamPermissions.__struct_fields__ if f != "topics")
     flags = _flags(perms, _STREAM_SHORT, fields, "stream")
-    return int(sid), StreamPermissions(**flags, topics=dict(_topic(p) for p in topic_parts))
+    return whole_number(sid, 0, U32_MAX), StreamPermissions(**flags, topics=dict(_topic(p) for p in topic_parts))

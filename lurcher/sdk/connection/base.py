@@ -14,19 +14,36 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Sequence
+import ssl
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
 Payload = Buffer | Sequence[Buffer]
+T = TypeVar("T")
 
 # Status codes meaning "the connection is gone" rather than "the command failed".
 CONNECTION_LOST_CODES = frozenset({
     ErrorCode.CONNECTION_CLOSED, ErrorCode.NOT_CONNECTED, ErrorCode.DISCONNECTED,
     ErrorCode.CANNOT_ESTABLISH_CONNECTION, ErrorCode.TCP_ERROR, ErrorCode.TASK_TIMEOUT,
 })
+
+
+def with_ca_file(load: Callable[[str], T], path: str) -> T:
+    """``load(path)`` for a TLS CA file. Raises IggyError INVALID_TLS_CERTIFICATE_PATH (the
+    file cannot be read) or INVALID_TLS_CERTIFICATE (it holds no usable certificate)."""
+    try:
+        return load(path)
+    except ssl.SSLError as e:
+        raise IggyError(ErrorCode.INVALID_TLS_CERTIFICATE,
+                        f"TLS CA file {path!r} holds no usable certificate ({e.reason or e})"
+                        ) from None
+    except OSError as e:
+        raise IggyError(ErrorCode.INVALID_TLS_CERTIFICATE_PATH,
+                        f"TLS CA file {path!r}: {e.strerror or e}") from None
 
 
 def is_connection_lost(error: BaseException) -> bool:

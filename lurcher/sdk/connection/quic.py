@@ -37,7 +37,7 @@ from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.frames import CODE_BYTES, FRAME_HEADER, FRAME_HEADER_BYTES
 from lurcher.sdk.config import ClientConfig
-from lurcher.sdk.connection.base import Connection
+from lurcher.sdk.connection.base import Connection, with_ca_file
 from lurcher.sdk.connection.websocket import size_option
 
 _EMPTY = memoryview(b"")
@@ -79,7 +79,7 @@ def client_configuration(config: ClientConfig, settings: QuicSettings) -> QuicCo
     quic = quic_configuration(settings, is_client=True,
                               server_name=config.tls_domain or DEFAULT_SERVER_NAME)
     if config.tls_ca_file:
-        quic.load_verify_locations(config.tls_ca_file)
+        with_ca_file(quic.load_verify_locations, config.tls_ca_file)
         quic.verify_mode = ssl.CERT_REQUIRED
     else:
         quic.verify_mode = ssl.CERT_NONE

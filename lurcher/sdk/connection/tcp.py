@@ -19,14 +19,16 @@ from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.frames import CODE_BYTES, FRAME_HEADER
 from lurcher.sdk.config import ClientConfig
-from lurcher.sdk.connection.base import Connection
+from lurcher.sdk.connection.base import Connection, with_ca_file
 from lurcher.sdk.connection.receiver import ResponseReceiver
 
 
 
 def tls_context(config: ClientConfig) -> ssl.SSLContext:
     """A client SSL context: system roots or ``tls_ca_file``; no checks when validation is off."""
-    ctx = ssl.create_default_context(cafile=config.tls_ca_file)
+    path = config.tls_ca_file
+    ctx = (with_ca_file(lambda p: ssl.create_default_context(cafile=p), path) if path
+           else ssl.create_default_context())
     if not config.tls_validate_certificate:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE

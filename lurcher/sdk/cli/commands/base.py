@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.identifier import Identifier
 from lurcher.sdk.cli.errors import id_or_name, not_found
 from lurcher.sdk.cli.options import add_global_options
 from lurcher.sdk.cli.runtime import Run
@@ -50,8 +51,9 @@ def topic_args(p: argparse.ArgumentParser) -> None:
 
 
 def ident(value: str) -> int | str:
-    """All-digit identifiers are numeric ids, as in Iggy."""
-    return int(value) if value.isdigit() else value
+    """Identifiers of ASCII digits within u32 are numeric ids, as in Iggy; anything else
+    is a name (``Identifier.parse``)."""
+    return Identifier.parse(value).value
 
 
 def found(value: T | None, run: Run, by_id: ErrorCode, by_name: ErrorCode, field: str,

@@ -17,7 +17,7 @@ from lurcher.sdk.cli.commands.base import Sub, found, group, ident, leaf, topic_
 from lurcher.sdk.cli.errors import not_found
 from lurcher.sdk.cli.runtime import Run
 from lurcher.sdk.client import Client
-from lurcher.sdk.cli.values import non_negative_int
+from lurcher.sdk.cli.values import non_negative_int, offset_value
 
 E = ErrorCode
 GROUP_COLUMNS = ("ID", "NAME", "PARTITIONS", "MEMBERS")
@@ -142,6 +142,6 @@ def register(sub: Sub) -> None:
     _offset_args(leaf(actions, "get", get_offset, "show a stored offset", aliases=("g",)))
     p = leaf(actions, "set", set_offset, "store an offset", aliases=("s",))
     _offset_args(p)
-    p.add_argument("offset", type=non_negative_int, help="offset to store")
+    p.add_argument("offset", type=offset_value, help="offset to store")
     _offset_args(leaf(actions, "delete", delete_offset, "delete a stored offset",
                       aliases=("d",)))

@@ -38,6 +38,7 @@ from lurcher.sdk.cli.values import (
     headers,
     message_id,
     non_negative_int,
+    offset_value,
     positive_int,
     timestamp_us,
 )
@@ -316,7 +317,7 @@ def _poll_parser(actions: Sub) -> None:
     p.add_argument("partition", nargs="?", type=non_negative_int,
                    help="partition id (default: chosen by the server)")
     how = p.add_mutually_exclusive_group()
-    how.add_argument("--offset", type=non_negative_int, metavar="N", help="from this offset")
+    how.add_argument("--offset", type=offset_value, metavar="N", help="from this offset")
     how.add_argument("--timestamp", type=timestamp_us, metavar="TIME",
                      help="from this time (microseconds or ISO-8601)")
     how.add_argument("-f", "--first", action="store_true", help="from the first message")

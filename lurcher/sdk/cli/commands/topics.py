@@ -22,7 +22,8 @@ from lurcher.sdk.cli.output import (
     human_time,
 )
 from lurcher.sdk.cli.runtime import Run
-from lurcher.sdk.cli.values import expiry_us, non_negative_int, positive_int, size_bytes
+from lurcher.sdk.cli.values import (expiry_us, non_negative_int, positive_int, size_bytes,
+                                    u8_value)
 
 E = ErrorCode
 TOPIC_COLUMNS = ("ID", "NAME", "CREATED", "PARTITIONS", "MESSAGES", "SIZE", "MAX SIZE",
@@ -132,7 +133,7 @@ def _topic_settings(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--max-topic-size", "--max-size", type=size_bytes,
                    default=SERVER_DEFAULT, metavar="SIZE",
                    help="server_default (default), unlimited, or a size such as 15GB")
-    p.add_argument("-r", "--replication-factor", type=non_negative_int, default=0,
+    p.add_argument("-r", "--replication-factor", type=u8_value, default=0,
                    metavar="N", help="replication factor (0 = server default)")
 
 

@@ -20,7 +20,8 @@ from lurcher.sdk.cli.commands.base import Sub, found, group, ident, leaf
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode
 from lurcher.sdk.cli.output import TRANSPORT_NAMES, USER_STATUS_NAMES, human_time, iso_time
 from lurcher.sdk.cli.runtime import Run
-from lurcher.sdk.cli.values import expiry_us, global_permissions, stream_permissions
+from lurcher.sdk.cli.values import (expiry_us, global_permissions, non_negative_int,
+                                    stream_permissions)
 
 E = ErrorCode
 USER_COLUMNS = ("ID", "USERNAME", "STATUS", "CREATED")
@@ -239,5 +240,5 @@ def register(sub: Sub) -> None:
     leaf(actions, "delete", delete_pat, "delete a token", aliases=("d",)).add_argument("name")
     actions = group(sub, "client", "connected clients", ("c",))
     leaf(actions, "get", get_client, "show one client", aliases=("g",)).add_argument(
-        "client_id", type=int, help="client id")
+        "client_id", type=non_negative_int, help="client id")
     leaf(actions, "list", list_clients, "list connected clients", aliases=("l",))
