@@ -17,6 +17,13 @@ import sys
 import threading
 
 from lurcher.bench.options import (
+    MAX_ACTORS,
+    MAX_BATCH_WIRE_BYTES,
+    MAX_MESSAGE_BATCHES,
+    MAX_PARTITIONS_PER_REQUEST,
+    MAX_PAYLOAD_BYTES,
+    MAX_TIME_S,
+    MESSAGE_OVERHEAD_BYTES,
     TARGETS,
     TRANSPORTS,
     BenchOptions,
@@ -44,9 +51,15 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:
+        """A usage error: one line on stderr (not argparse's usage block), exit status 2."""
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
 def build_parser(compare: bool) -> argparse.ArgumentParser:
     prog = "lurcher-bench compare" if compare else "lurcher-bench"
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog=prog, description="Iggy's benchmark workloads against lurcher"
         + (", Redis and NATS side by side" if compare else " or a peer"),
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=COMMANDS_HELP)
@@ -54,19 +67,28 @@ def build_parser(compare: bool) -> argparse.ArgumentParser:
     if not compare:
         p.add_argument("--target", choices=TARGETS, default="lurcher")
     a = p.add_argument
-    a("--producers", "-p", type=int, default=1, help="producers / producing consumers")
-    a("--consumers", "-c", type=int, default=1)
-    a("--streams", "-s", type=int, help="default: per workload (pinned: one per actor)")
-    a("--partitions", type=int, help="partitions per stream (balanced default 24)")
-    a("--message-size", "-m", type=int, default=1000, help="payload bytes per message")
-    a("--messages-per-batch", "-P", type=int, default=1000)
+    a("--producers", "-p", type=int, default=1,
+      help=f"producers / producing consumers (at most {MAX_ACTORS})")
+    a("--consumers", "-c", type=int, default=1, help=f"at most {MAX_ACTORS}")
+    a("--streams", "-s", type=int,
+      help=f"default: per workload (pinned: one per actor); at most {MAX_ACTORS}")
+    a("--partitions", type=int, help="partitions per stream (balanced default 24; at most "
+      f"{MAX_PARTITIONS_PER_REQUEST})")
+    a("--message-size", "-m", type=int, default=1000,
+      help=f"payload bytes per message (at most {MAX_PAYLOAD_BYTES})")
+    a("--messages-per-batch", "-P", type=int, default=1000,
+      help=f"messages x (size + {MESSAGE_OVERHEAD_BYTES} bytes of header and index) must be "
+           f"at most {MAX_BATCH_WIRE_BYTES} bytes, within the server's default 64 MiB "
+           "SendMessages limit")
     volume = p.add_mutually_exclusive_group()
     volume.add_argument("--message-batches", "-b", type=int,
-                        help="batches per actor (default 1000)")
-    volume.add_argument("--duration", "-d", type=_duration, help="run time, e.g. 10s")
-    a("--warmup", "-w", type=_duration, default=0.0, help="warm-up time, e.g. 2s")
+                        help=f"batches per actor (default 1000, at most {MAX_MESSAGE_BATCHES})")
+    volume.add_argument("--duration", "-d", type=_duration,
+                        help=f"run time, e.g. 10s (at most {MAX_TIME_S:.0f}s)")
+    a("--warmup", "-w", type=_duration, default=0.0,
+      help=f"warm-up time, e.g. 2s (at most {MAX_TIME_S:.0f}s)")
     a("--sampling-time", "-t", type=_duration, default=0.1,
-      help="time-series bucket and server sampling interval")
+      help=f"time-series bucket and server sampling interval (at most {MAX_TIME_S:.0f}s)")
     a("--transport", choices=TRANSPORTS, default="tcp", help="lurcher transport")
     a("--connection-option", action="append", default=[], metavar="KEY=VALUE",
       type=_key_value, help="an SDK option of the transport, as in a connection string "
@@ -158,6 +180,9 @@ def _execute(options: BenchOptions, compare: bool, targets: list[str] | None = N
     except (IggyError, OSError) as e:  # cannot reach or log in to --server-address
         print(f"lurcher-bench: {options.server_address or 'server'}: {e}", file=sys.stderr)
         return 1
+    except (ValueError, OverflowError) as e:  # last resort: an option no check above caught
+        print(f"lurcher-bench: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from lurcher.bench.cluster import node_address
 from lurcher.bench.drivers import Driver
-from lurcher.bench.options import BenchOptions
+from lurcher.bench.options import BenchOptions, connection_fields
 from lurcher.bench.workloads import TOPIC, Layout, group_name, stream_name
 from lurcher.core.wire.batch import MessageBatch
 from lurcher.sdk.client import Client
@@ -21,9 +21,11 @@ BENCH_PREFIX = "bench-stream-"
 
 
 def client(address: str, options: BenchOptions) -> Client:
+    """A client of ``address`` with the run's transport and ``--connection-option``s (no
+    heartbeat unless one is asked for)."""
+    fields = {"heartbeat_interval_s": None, **connection_fields(options)}
     return Client(address, username=options.username, password=options.password,
-                  transport=options.transport, heartbeat_interval_s=None,
-                  options=dict(options.connection_options))
+                  transport=options.transport, **fields)
 
 
 async def prepare(address: str, options: BenchOptions, layout: Layout) -> None:
