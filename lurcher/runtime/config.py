@@ -138,7 +138,7 @@ def apply_env(config: dict[str, Any], environ: Mapping[str, str]) -> dict[str, A
             node = node[key]
         value = _coerce(raw, node[path[-1]])
         try:
-            configcheck.check_value(".".join(path), value, node[path[-1]], f"{name}={raw!r} ({'.'.join(path)})")
+            configcheck.check_value(".".join(path), value, node[path[-1]], f"{name}={units.shown(raw)} ({'.'.join(path)})")
         except configcheck.ConfigKeyError as exc:
             raise ConfigError(str(exc)) from None
         node[path[-1]] = value

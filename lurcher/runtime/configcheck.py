@@ -80,11 +80,11 @@ def _check_section(override: Mapping[str, Any], defaults: Mapping[str, Any], ori
         if isinstance(default, Mapping) != isinstance(value, Mapping):
             what = (f"a section [{path}]" if isinstance(default, Mapping)
                     else EXPECTED.get(kind_of(path, default), "a value"))
-            raise ConfigKeyError(f"{path} = {value!r} in {origin}: expected {what}")
+            raise ConfigKeyError(f"{path} = {units.shown(value)} in {origin}: expected {what}")
         if isinstance(default, Mapping):
             _check_section(value, default, origin, path + ".", known)
         else:
-            check_value(path, value, default, f"{path} = {value!r} in {origin}")
+            check_value(path, value, default, f"{path} = {units.shown(value)} in {origin}")
 
 
 def kind_of(path: str, default: Any) -> str:

@@ -49,8 +49,11 @@ class Sharding(Section):
     heartbeat_timeout: Micros
 
 
+Positive = msgspec.Meta(ge=1)
+
+
 class Segment(Section):
-    size: Bytes
+    size: Annotated[Bytes, Positive]
     max_open_files: Annotated[int, msgspec.Meta(ge=2)]
     direct_io: bool
     page_cache_window: Bytes
@@ -156,7 +159,7 @@ class Metrics(Section):
 class Http(Section):
     enabled: bool
     address: str
-    max_request_size: Bytes
+    max_request_size: Annotated[Bytes, Positive]
     web_ui: bool
     cors: Cors
     jwt: Jwt
@@ -182,7 +185,7 @@ class Quic(Section):
 class WebSocket(Section):
     enabled: bool
     address: str
-    max_message_size: Bytes
+    max_message_size: Annotated[Bytes, Positive]
     tls: Tls
 
 
@@ -276,7 +279,51 @@ def decode(tables: dict[str, Any]) -> ServerConfig:
         raise SettingsError(_one_line(str(exc))) from None
     except ClusterConfigError as exc:
         raise SettingsError(str(exc)) from None
+    for rule in CROSS_CHECKS:
+        problem = rule(typed)
+        if problem:
+            raise SettingsError(problem)
     return typed
+
+
+# -- rules between keys, or on a value its type cannot express (one line each) ------------
+
+def _heartbeats(c: ServerConfig) -> str | None:
+    s = c.system.sharding
+    if not 0 < s.heartbeat_interval < units.U64_MAX:
+        return "system.sharding.heartbeat_interval must be above 0 and not none"
+    if s.heartbeat_interval >= s.heartbeat_timeout:
+        return ("system.sharding.heartbeat_timeout must be longer than heartbeat_interval "
+                "(a shard beats once per interval)")
+    return None
+
+
+def _metrics_endpoint(c: ServerConfig) -> str | None:
+    endpoint = c.http.metrics.endpoint
+    if not endpoint.startswith("/"):
+        return f"http.metrics.endpoint must be a path starting with '/', not {endpoint!r}"
+    return None
+
+
+def _argon2(c: ServerConfig) -> str | None:
+    a = c.auth
+    if a.argon2_parallelism > ARGON2_MAX_LANES:
+        return f"auth.argon2_parallelism must be at most {ARGON2_MAX_LANES}"
+    if a.argon2_memory_cost_kib < 8 * a.argon2_parallelism:
+        return ("auth.argon2_memory_cost_kib must be at least 8 x argon2_parallelism "
+                f"({8 * a.argon2_parallelism})")
+    return None
+
+
+def _log_file(c: ServerConfig) -> str | None:
+    if "\0" in c.system.logging.file:
+        return "system.logging.file must not contain a NUL character"
+    return None
+
+
+CROSS_CHECKS: tuple[Callable[[ServerConfig], str | None], ...] = (
+    _heartbeats, _metrics_endpoint, _argon2, _log_file)
+ARGON2_MAX_LANES = 0xFF_FFFF  # RFC 9106: parallelism is 1 to 2^24 - 1
 
 
 @functools.cache

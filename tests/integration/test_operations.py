@@ -79,6 +79,13 @@ BAD_FILES = [
     ('tcp = "on"\n', "tcp = 'on' in {file}: expected a section [tcp]"),
     ('[http.jwt]\nalgorithm = "RS256"\n',
      "http.jwt.algorithm = 'RS256' in {file}: only 'HS256' is supported"),
+    # found by an audit: each was a traceback (exit 1), some after the root user was made
+    ('[http.metrics]\nendpoint = "metrics"\n',
+     "http.metrics.endpoint must be a path starting with '/', not 'metrics'"),
+    ('[system.logging]\nfile = "a\\u0000b"\n',
+     "system.logging.file must not contain a NUL character"),
+    ('[heartbeat]\ninterval = "' + "9" * 400 + 's"\n',
+     "heartbeat.interval = '" + "9" * 39 + "... in {file}: expected a duration"),
 ]
 
 
@@ -104,6 +111,22 @@ BAD_ENV = [
      "LURCHER_SYSTEM_SHARDING_SHARDS='two' (system.sharding.shards): expected an integer"),
     ("LURCHER_HEARTBEAT_INTERVAL", "soon",
      "LURCHER_HEARTBEAT_INTERVAL='soon' (heartbeat.interval): expected a duration"),
+    # found by an audit: a traceback, a silently wrapped port, kill loops, a busy loop
+    ("LURCHER_HEARTBEAT_INTERVAL", "9" * 400,
+     "LURCHER_HEARTBEAT_INTERVAL='" + "9" * 39 + "... (heartbeat.interval): expected a duration"),
+    ("LURCHER_TCP_ADDRESS", "127.0.0.1:99999",
+     "LURCHER_TCP_ADDRESS='127.0.0.1:99999' (tcp.address): expected an address"),
+    ("LURCHER_AUTH_ARGON2_PARALLELISM", "16777216",
+     "auth.argon2_parallelism must be at most 16777215"),
+    ("LURCHER_AUTH_ARGON2_PARALLELISM", "4096",
+     "auth.argon2_memory_cost_kib must be at least 8 x argon2_parallelism (32768)"),
+    ("LURCHER_SYSTEM_SHARDING_HEARTBEAT_TIMEOUT", "1",
+     "system.sharding.heartbeat_timeout must be longer than heartbeat_interval"),
+    ("LURCHER_SYSTEM_SHARDING_HEARTBEAT_INTERVAL", "none",
+     "system.sharding.heartbeat_interval must be above 0 and not none"),
+    ("LURCHER_SYSTEM_SHARDING_HEARTBEAT_INTERVAL", "0",
+     "system.sharding.heartbeat_interval must be above 0 and not none"),
+    ("LURCHER_SYSTEM_SEGMENT_SIZE", "0", "system.segment.size: expected `int` >= 1"),
 ]
 
 
