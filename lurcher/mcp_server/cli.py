@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config)
         if args.transport:
-            config = msgspec.structs.replace(config, transport=args.transport)
+            config = msgspec.structs.replace(config, transport=args.transport).validate()
         asyncio.run(run(config))
     except (ConfigError, IggyError, OSError) as e:
         announce(f"cannot start: {e}")

@@ -23,6 +23,8 @@ from typing import Any
 
 import msgspec
 
+from lurcher.transports import net
+
 ENV_PREFIX = "LURCHER_MCP_"
 CONFIG_PATH_ENV = "LURCHER_MCP_CONFIG_PATH"
 MCP_TRANSPORTS = ("stdio", "http")
@@ -155,7 +157,20 @@ def _check_limits(c: McpConfig) -> str | None:
     return None
 
 
-_CHECKS = (_check_transport, _check_http, _check_credentials, _check_limits)
+def _check_addresses(c: McpConfig) -> str | None:
+    """http.address when serving over HTTP, iggy.address unless a connection string wins."""
+    checked = [("http.address", c.http.address)] if c.transport == "http" else []
+    if not c.iggy.connection_string:
+        checked.append(("iggy.address", c.iggy.address))
+    for key, address in checked:
+        try:
+            net.split_address(address)
+        except ValueError as e:
+            return f"{key}: {e}"
+    return None
+
+
+_CHECKS = (_check_transport, _check_http, _check_credentials, _check_limits, _check_addresses)
 
 
 # -- loading ----------------------------------------------------------------------------------
@@ -175,10 +190,10 @@ def load_config(path: str | Path | None = None,
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """The file as a dict. Raises ConfigError when missing or not TOML."""
+    """The file as a dict. Raises ConfigError when missing, not UTF-8 or not TOML."""
     try:
-        return tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"cannot read config file {path}: {e}") from None
 
 
@@ -202,16 +217,20 @@ def apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
             node = data
             for part in path[:-1]:
                 node = node.setdefault(part, {})
-            node[path[-1]] = env_value(environ[name], leaf)
+            node[path[-1]] = env_value(environ[name], leaf, name)
 
 
-def env_value(text: str, leaf: Any) -> Any:
+def env_value(text: str, leaf: Any, name: str) -> Any:
     """A variable's text as the leaf's type: lists are comma-separated (or a JSON array);
-    bools and ints are left as text for msgspec's lax conversion."""
+    bools and ints are left as text for msgspec's lax conversion. Raises ConfigError for a
+    list starting with ``[`` that is not JSON."""
     if getattr(leaf, "__origin__", None) is list:
         stripped = text.strip()
         if stripped.startswith("["):
-            return msgspec.json.decode(stripped)
+            try:
+                return msgspec.json.decode(stripped)
+            except msgspec.DecodeError as e:
+                raise ConfigError(f"{name} is not a JSON array: {e}") from None
         return [part.strip() for part in stripped.split(",") if part.strip()]
     return text
 

@@ -36,11 +36,21 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 class _Uvicorn(uvicorn.Server):
     """uvicorn without its signal capture (which re-raises the signal after shutdown, so the
-    process would die by SIGTERM instead of exiting 0); ``serve_http`` handles signals."""
+    process would die by SIGTERM instead of exiting 0); ``serve_http`` handles signals.
+    ``on_started`` runs once serving really started (TLS loaded, app started, listening)."""
+
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.on_started = on_started
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.on_started()
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -110,9 +120,9 @@ def endpoint_url(sock: socket.socket, http: HttpConfig) -> str:
 async def serve_http(server: Server, http: HttpConfig,
                      announce: Callable[[str], None] = lambda url: None) -> None:
     """Serve until SIGINT/SIGTERM (then return normally). ``announce`` gets the endpoint URL
-    once bound.
+    once serving started (not when TLS or the app fails to start).
 
-    Raises ConfigError or OSError when the address cannot be bound.
+    Raises ConfigError or OSError when the address cannot be bound or the TLS files loaded.
     """
     sock = bind(http.address)
     tls = {"ssl_certfile": http.tls.cert_file, "ssl_keyfile": http.tls.key_file} \
@@ -120,11 +130,10 @@ async def serve_http(server: Server, http: HttpConfig,
     deadlines = ReadDeadlines(http.header_timeout_s or None, http.body_timeout_s or None)
     config = uvicorn.Config(build_app(server, http), log_level="warning", lifespan="on",
                             http=protocol_factory(deadlines), **tls)
-    server_ = _Uvicorn(config)
+    server_ = _Uvicorn(config, lambda: announce(endpoint_url(sock, http)))
     loop = asyncio.get_running_loop()
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, setattr, server_, "should_exit", True)
-    announce(endpoint_url(sock, http))
     try:
         await server_.serve(sockets=[sock])
     finally:

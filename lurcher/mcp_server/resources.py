@@ -7,9 +7,11 @@ messages of a partition, as JSON documents under ``lurcher://`` URIs.
     lurcher://streams/{stream}/topics/{topic}/partitions/{p}/messages{?count}
                                                                    the newest count messages
 
-``{stream}`` and ``{topic}`` are ids or (percent-encoded) names. Reads go through the same
-permission gate (``read``) and size limits as the tools; the message resource never stores
-a consumer offset. ``ResourceError`` carries an MCP error code for the protocol answer.
+``{stream}`` and ``{topic}`` are ids or (percent-encoded) names of at most 255 UTF-8 bytes,
+``{p}`` and ``count`` ASCII digits (``{p}`` within u32); other values are refused as invalid
+parameters before anything is sent. Reads go through the same permission gate (``read``) and
+size limits as the tools; the message resource never stores a consumer offset.
+``ResourceError`` carries an MCP error code for the protocol answer.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import mcp_types as types
 
+from lurcher.core.wire.buffer import U32_MAX
+from lurcher.core.wire.identifier import Identifier
 from lurcher.mcp_server.render import fit, plain, render_polled
-from lurcher.mcp_server.tools.base import Context, consumer_of
+from lurcher.mcp_server.tools.base import Context, consumer_of, text_problem
 
 SCHEME = "lurcher"
 TREE_URI = f"{SCHEME}://streams"
@@ -34,7 +38,7 @@ _PATHS = [
     ("stream", re.compile(r"^/(?P<stream>[^/]+)$")),
     ("topic", re.compile(r"^/(?P<stream>[^/]+)/topics/(?P<topic>[^/]+)$")),
     ("messages", re.compile(
-        r"^/(?P<stream>[^/]+)/topics/(?P<topic>[^/]+)/partitions/(?P<partition>\d+)/messages$")),
+        r"^/(?P<stream>[^/]+)/topics/(?P<topic>[^/]+)/partitions/(?P<partition>[0-9]+)/messages$")),
 ]
 
 TEMPLATES = [
@@ -94,8 +98,29 @@ def _match(uri: str) -> tuple[str, dict[str, str], dict[str, list[str]]]:
         m = pattern.match(parts.path)
         if m:
             params = {k: unquote(v) for k, v in m.groupdict().items()}
+            _check_params(params)
             return kind, params, parse_qs(parts.query)
     raise ResourceError(RESOURCE_NOT_FOUND, f"unknown resource {uri!r}")
+
+
+def _check_params(params: dict[str, str]) -> None:
+    """Raises ResourceError (invalid params) for a name that cannot be sent, or a partition
+    id outside u32."""
+    for key in ("stream", "topic"):
+        problem = text_problem(params[key]) if key in params else None
+        if problem:
+            raise ResourceError(INVALID_PARAMS, f"{key}: {problem}")
+    partition = params.get("partition", "0")
+    if _u32(partition) is None:
+        raise ResourceError(INVALID_PARAMS,
+                            f"partition {partition[:40]!r} is outside 0..{U32_MAX}")
+
+
+def _u32(text: str) -> int | None:
+    """``text`` as an int when it is ASCII digits of a value within u32 (the rule of numeric
+    identifiers), else None."""
+    parsed = Identifier.parse(text)
+    return parsed.value if isinstance(parsed.value, int) else None
 
 
 async def _tree(ctx: Context, p: dict[str, str], q: dict[str, list[str]]) -> dict[str, Any]:
@@ -132,7 +157,7 @@ async def _messages(ctx: Context, p: dict[str, str], q: dict[str, list[str]]) ->
     requested = _count(q, ctx.limits.resource_messages)
     count = min(requested, ctx.limits.max_messages)
     polled = await ctx.client.poll_messages(
-        p["stream"], p["topic"], int(p["partition"]), "last", count, False,
+        p["stream"], p["topic"], _u32(p["partition"]), "last", count, False,
         consumer=consumer_of(ctx, None))
     return render_polled(polled, ctx.limits, requested)
 
@@ -141,10 +166,11 @@ def _count(q: dict[str, list[str]], default: int) -> int:
     values = q.get("count")
     if not values:
         return default
-    if not values[0].isdigit() or int(values[0]) < 1:
-        raise ResourceError(INVALID_PARAMS, f"count must be a positive integer, not "
-                                            f"{values[0]!r}")
-    return int(values[0])
+    count = _u32(values[0])
+    if not count:
+        raise ResourceError(INVALID_PARAMS, f"count must be an integer from 1 to {U32_MAX}, "
+                                            f"not {values[0][:40]!r}")
+    return count
 
 
 _READERS = {"tree": _tree, "stream": _stream, "topic": _topic, "messages": _messages}

@@ -9,21 +9,13 @@ import asyncio
 from urllib.parse import urlsplit
 
 from tests.mcp.conftest import mcp_env, mcp_session
-
-NEVER_S = 20.0  # far beyond the deadline: reaching it means the connection was never closed
+from tests.support.trickle import trickle
 
 
 async def _trickle(host: str, port: int, data: bytes) -> bytes:
-    """Send ``data`` a byte at a time, 0.25 s apart; what the server sent before closing."""
     reader, writer = await asyncio.open_connection(host, port)
     try:
-        for byte in data:
-            writer.write(bytes([byte]))
-            try:
-                return await asyncio.wait_for(reader.read(), 0.25)
-            except asyncio.TimeoutError:
-                continue
-        return await asyncio.wait_for(reader.read(), NEVER_S)
+        return await trickle(reader, writer, data)
     finally:
         writer.close()
 

@@ -1,10 +1,14 @@
 """A real MCP client session against lurcher-mcp and a real lurcher-server, over stdio and
 streamable HTTP: tools and resources listed, a stream and topic created, JSON messages sent
-and polled back decoded, resources read, a consumer offset stored and read."""
+and polled back decoded, resources read, a consumer offset stored and read; bad arguments
+(out of range, names too long, bad message ids) refused as invalid arguments."""
 
 from __future__ import annotations
 
 import base64
+
+import pytest
+from mcp.shared.exceptions import MCPError
 
 from tests.mcp.conftest import mcp_session
 
@@ -21,6 +25,43 @@ EXPECTED_TOOLS = {
     "delete_personal_access_token",
 }
 ORDERS = [{"order": i, "item": f"widget-{i}", "price": 9.5 + i} for i in range(5)]
+TOPIC = {"stream_id": "mcp", "topic_id": "t"}
+LONG_NAME = "é" * 200  # 200 characters (within the schema's 255), 400 bytes as UTF-8
+TOO_LONG = "9" * 400 + "s"
+# (tool, arguments, text the error must contain): all refused before anything is sent
+BAD_ARGUMENTS = [
+    ("get_stream", {"stream_id": -1}, ">= 0"),
+    ("get_stream", {"stream_id": 2**32}, "<= 4294967295"),
+    ("get_stream", {"stream_id": 10**30}, "<= 4294967295"),
+    ("send_messages", {**TOPIC, "partition_id": -1, "messages": [{"payload": "x"}]},
+     "partition_id"),
+    ("poll_messages", {**TOPIC, "partition_id": -1}, "partition_id"),
+    ("poll_messages", {**TOPIC, "offset": 2**64}, "offset"),
+    ("poll_messages", {**TOPIC, "strategy": "timestamp", "timestamp": 2**64}, "timestamp"),
+    ("poll_messages", {**TOPIC, "consumer": -1}, "consumer"),
+    ("poll_messages", {**TOPIC, "consumer": 2**40}, "consumer"),
+    ("store_consumer_offset", {**TOPIC, "partition_id": 0, "offset": 2**64}, "offset"),
+    ("get_client", {"client_id": 2**40}, "client_id"),
+    ("get_user", {"user_id": 2**33}, "user_id"),
+    ("create_topic", {"stream_id": "mcp", "name": "t", "message_expiry": 10**30},
+     "message_expiry"),
+    ("create_topic", {"stream_id": "mcp", "name": "t", "message_expiry": -5}, "message_expiry"),
+    ("create_topic", {"stream_id": "mcp", "name": "t", "message_expiry": TOO_LONG}, "too long"),
+    ("create_personal_access_token", {"name": "p", "expiry": -1}, "expiry"),
+    ("create_personal_access_token", {"name": "p", "expiry": TOO_LONG}, "too long"),
+    ("create_stream", {"name": LONG_NAME}, "at most 255 bytes"),
+    ("get_stream", {"stream_id": LONG_NAME}, "at most 255 bytes"),
+    ("create_user", {"username": "u", "password": LONG_NAME}, "at most 255 bytes"),
+    ("send_messages", {**TOPIC, "messages": [{"payload": "x", "id": "9" * 5000}]},
+     "outside 0..2^128-1"),
+    ("send_messages", {**TOPIC, "messages": [{"payload": "x", "id": "²"}]}, "neither"),
+    ("send_messages", {**TOPIC, "messages": [{"payload": "x", "id": "١"}]}, "neither"),
+]
+BAD_RESOURCES = [
+    ("lurcher://streams/mcp/topics/t/partitions/99999999999/messages", "outside 0..4294967295"),
+    ("lurcher://streams/mcp/topics/t/partitions/0/messages?count=%D9%A1", "count"),
+    ("lurcher://streams/" + "%C3%A9" * 200, "at most 255 bytes"),
+]
 
 
 async def test_session_end_to_end(mcp_target) -> None:
@@ -95,3 +136,22 @@ async def test_errors_are_tool_errors(mcp_target) -> None:
         message, data = await mcp.call_error("no_such_tool")
         assert data["kind"] == "unknown_tool"
         await mcp.call("ping")  # still serving
+
+
+async def test_out_of_range_and_unsendable_arguments_are_invalid(mcp_target) -> None:
+    """Numbers outside their wire type, names over 255 UTF-8 bytes, durations too long and
+    message ids that are not ASCII digits within u128 (or a UUID) are invalid arguments, and
+    such resource parameters invalid parameters; nothing reaches the wire encoder."""
+    async with mcp_session(*mcp_target()) as mcp:
+        await mcp.call("create_stream", name="mcp")
+        await mcp.call("create_topic", stream_id="mcp", name="t")
+        for tool, arguments, expected in BAD_ARGUMENTS:
+            message, data = await mcp.call_error(tool, **arguments)
+            assert data["kind"] == "invalid_arguments", (tool, arguments, message)
+            assert expected in message, (tool, message)
+        for uri, expected in BAD_RESOURCES:
+            with pytest.raises(MCPError) as caught:
+                await mcp.read(uri)
+            assert caught.value.code == -32602 and expected in caught.value.error.message, uri
+        polled = await mcp.call("poll_messages", **TOPIC, partition_id=0, strategy="first")
+        assert polled["count"] == 0  # the refused sends sent nothing

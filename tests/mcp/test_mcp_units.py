@@ -1,5 +1,5 @@
-"""lurcher-mcp pieces without sockets or processes: config loading, the gate, rendering and
-limits, tool schemas."""
+"""lurcher-mcp pieces without sockets or processes: config loading, start-up errors of the
+entry point, the gate, rendering and limits, tool schemas."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 
 from lurcher.core.wire.headers import HeaderKind, HeaderValue, encode_headers
 from lurcher.core.wire.responses.messages import Message, PolledMessages
+from lurcher.mcp_server import cli
 from lurcher.mcp_server.config import ConfigError, LimitsConfig, PermissionsConfig, load_config
 from lurcher.mcp_server.gate import Access, Gate, GateRefused
 from lurcher.mcp_server.render import dumps, fit, render_payload, render_polled
@@ -31,10 +32,43 @@ def test_config_file_then_env(tmp_path) -> None:
 @pytest.mark.parametrize("env", [{"LURCHER_MCP_TRANSPORT": "sse"},
                                  {"LURCHER_MCP_HTTP_PATH": "/"},
                                  {"LURCHER_MCP_LIMITS_MAX_MESSAGES": "0"},
-                                 {"LURCHER_MCP_PERMISSIONS_READ": "maybe"}])
+                                 {"LURCHER_MCP_PERMISSIONS_READ": "maybe"},
+                                 {"LURCHER_MCP_HTTP_CORS_ALLOWED_ORIGINS": "[1,2"},
+                                 {"LURCHER_MCP_IGGY_ADDRESS": "127.0.0.1:abc"},
+                                 {"LURCHER_MCP_HTTP_ADDRESS": "127.0.0.1:99999"}])
 def test_config_rejects(env) -> None:
     with pytest.raises(ConfigError):
         load_config(None, env)
+
+
+def _tls_without_cert(tmp_path) -> dict[str, str]:
+    (tmp_path / "key.pem").write_text("")
+    return {"LURCHER_MCP_HTTP_ADDRESS": "127.0.0.1:0", "LURCHER_MCP_HTTP_TLS_ENABLED": "true",
+            "LURCHER_MCP_HTTP_TLS_CERT_FILE": str(tmp_path / "missing.pem"),
+            "LURCHER_MCP_HTTP_TLS_KEY_FILE": str(tmp_path / "key.pem")}
+
+
+@pytest.mark.parametrize("case", ["cors", "utf8", "http_port", "iggy_port", "tls"])
+def test_startup_errors_are_one_line_and_exit_2(case, tmp_path, monkeypatch, capsys) -> None:
+    """Bad configuration (a broken JSON list, a config file that is not UTF-8, an address
+    with a bad port, a missing TLS certificate) ends lurcher-mcp with one "cannot start"
+    line and exit status 2: no traceback, and nothing announced as serving."""
+    (tmp_path / "bad.toml").write_bytes(b'transport = "http"\n\xff\xfe = 1\n')
+    env = {"cors": {"LURCHER_MCP_HTTP_CORS_ALLOWED_ORIGINS": "[1,2"},
+           "utf8": {"LURCHER_MCP_CONFIG_PATH": str(tmp_path / "bad.toml")},
+           "http_port": {"LURCHER_MCP_TRANSPORT": "stdio",
+                         "LURCHER_MCP_HTTP_ADDRESS": "127.0.0.1:99999"},
+           "iggy_port": {"LURCHER_MCP_IGGY_ADDRESS": "127.0.0.1:abc",
+                         **_tls_without_cert(tmp_path)},
+           "tls": _tls_without_cert(tmp_path)}[case]
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli.main(["--transport", "http"]) == cli.CONFIG_ERROR_EXIT
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lurcher-mcp: cannot start: "), lines
+    assert {"cors": "LURCHER_MCP_HTTP_CORS_ALLOWED_ORIGINS", "utf8": "bad.toml",
+            "http_port": "http.address", "iggy_port": "iggy.address",
+            "tls": "No such file"}[case] in lines[0]
 
 
 def test_gate() -> None:

@@ -18,12 +18,11 @@ import httpx
 import pytest
 
 from tests.support.server import LurcherServer
+from tests.support.trickle import NEVER_S, trickle
 from tests.transports.conftest import ALL_ON, CaFiles, _serve, tls_env
 
 TIMEOUT = {"LURCHER_LIMITS_HTTP_HEADER_TIMEOUT": "2 s",
            "LURCHER_LIMITS_HTTP_BODY_TIMEOUT": "2 s"}
-# far beyond either deadline: reaching it means the server never closed the connection
-NEVER_S = 20.0
 LOGIN = json.dumps({"username": "iggy", "password": "iggy"}).encode()
 
 
@@ -61,15 +60,8 @@ async def _send_then_wait(server, context, data: bytes) -> bytes:
 async def _trickled_header(server, context) -> bytes:
     reader, writer = await _open(server, context)
     header = b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200 + b"\r\n\r\n"
-    try:
-        for byte in header:  # 50 s at this pace: the deadline must cut it
-            writer.write(bytes([byte]))
-            await writer.drain()
-            try:
-                return await asyncio.wait_for(reader.read(), 0.25)
-            except asyncio.TimeoutError:
-                continue
-        return b"whole header sent"
+    try:  # 50 s at this pace: the deadline must cut it
+        return await trickle(reader, writer, header)
     finally:
         writer.close()
 
@@ -124,14 +116,7 @@ async def test_a_kept_alive_connection_gets_a_new_header_deadline(deadline_serve
         writer.write(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
         first = await asyncio.wait_for(reader.readuntil(b"pong"), NEVER_S)
         assert first.startswith(b"HTTP/1.1 200 ")
-        late = b""
-        for byte in b"GET /ping HTTP/1.1\r\nX-Slow: " + b"a" * 200:
-            writer.write(bytes([byte]))
-            try:
-                late = await asyncio.wait_for(reader.read(), 0.25)
-                break
-            except asyncio.TimeoutError:
-                continue
+        late = await trickle(reader, writer, b"GET /ping HTTP/1.1\r\nX-Slow: " + b"a" * 200)
         assert late.startswith(b"HTTP/1.1 408 "), late[:80]
     finally:
         writer.close()

@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from lurcher.core.wire import units
+from lurcher.core.wire.buffer import U128_DIGITS
 from lurcher.core.wire.units import U64_MAX
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -39,7 +40,6 @@ from lurcher.core.wire.values.permissions import (
     TopicPermissions,
 )
 
-U128_DIGITS = 39  # decimal digits of the largest u128
 NOT_LOGGED_IN = 0xFFFF_FFFF
 
 # -- scalars ----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import msgspec
 from lurcher.mcp_server.gate import Access
 from lurcher.mcp_server.render import plain
 from lurcher.mcp_server.tools.base import (
+    U64,
     Args,
     ConsumerName,
     Context,
@@ -58,8 +59,8 @@ class OffsetArgs(Args):
 class StoreOffsetArgs(Args):
     stream_id: StreamId
     topic_id: TopicId
-    offset: Annotated[int, msgspec.Meta(ge=0, description="The offset to store (the last "
-                                                          "message processed).")]
+    offset: Annotated[U64, msgspec.Meta(description="The offset to store (the last message "
+                                                    "processed).")]
     partition_id: OptionalPartition = None
     consumer: ConsumerName = None
     group: IsGroup = False

@@ -20,12 +20,14 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.buffer import U32_MAX
 from lurcher.core.wire.headers import HeaderKind, HeaderValue
 from lurcher.core.wire.values.partitioning import Partitioning
 from lurcher.core.wire.values.polling import PollingStrategy
 from lurcher.mcp_server.gate import Access
 from lurcher.mcp_server.render import render_polled
 from lurcher.mcp_server.tools.base import (
+    U64,
     Args,
     ArgumentError,
     ConsumerName,
@@ -58,7 +60,8 @@ class MessageArg(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         "How to turn payload into bytes; by default strings are text and other values JSON."
     ))] = None
     id: Annotated[int | str | None, msgspec.Meta(description=(
-        "Message id: an integer or a UUID string; left out, the server assigns one."))] = None
+        "Message id (u128): an integer, a string of ASCII digits or a UUID string; left "
+        "out, the server assigns one."))] = None
     headers: Annotated[dict[str, HeaderArg] | None, msgspec.Meta(description=(
         "User headers: {name: value} with string, boolean, integer or float values, or "
         "{name: {\"kind\": ..., \"value\": ...}} for a specific header kind."))] = None
@@ -90,13 +93,14 @@ class PollArgs(Args):
         "Where to start: \"offset\" (from offset), \"timestamp\" (first message at or after "
         "timestamp), \"first\", \"last\" (the newest count messages), \"next\" (after the "
         "consumer's stored offset)."))] = "offset"
-    offset: Annotated[int, msgspec.Meta(ge=0, description="Start offset for strategy "
-                                                          "\"offset\".")] = 0
-    timestamp: Annotated[Annotated[int, msgspec.Meta(ge=0)] | None, msgspec.Meta(description=(
+    offset: Annotated[U64, msgspec.Meta(description="Start offset for strategy "
+                                                    "\"offset\".")] = 0
+    timestamp: Annotated[U64 | None, msgspec.Meta(description=(
         "Microseconds since the Unix epoch, for strategy \"timestamp\" (default: now)."))
     ] = None
-    count: Annotated[Annotated[int, msgspec.Meta(ge=1)] | None, msgspec.Meta(description=(
-        "How many messages to return; capped by the server's configured limit."))] = None
+    count: Annotated[Annotated[int, msgspec.Meta(ge=1, le=U32_MAX)] | None, msgspec.Meta(
+        description="How many messages to return; capped by the server's configured limit."
+    )] = None
     auto_commit: Annotated[bool | None, msgspec.Meta(description=(
         "Store the consumer's offset after polling; default true for strategy \"next\", "
         "false otherwise."))] = None

@@ -12,7 +12,7 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.requests.system.get_snapshot_file import COMPRESSIONS, SNAPSHOT_TYPES
 from lurcher.mcp_server.gate import Access
 from lurcher.mcp_server.render import plain
-from lurcher.mcp_server.tools.base import Args, Context, ok, register
+from lurcher.mcp_server.tools.base import U32, Args, Context, ok, register
 
 _COMPRESSION_CODES = {name: code for code, name in COMPRESSIONS.items()}
 _SNAPSHOT_CODES = {name: code for code, name in SNAPSHOT_TYPES.items()}
@@ -24,8 +24,8 @@ class NoArgs(Args):
 
 
 class GetClientArgs(Args):
-    client_id: Annotated[int, msgspec.Meta(ge=0, description="Client (connection) id, as "
-                                                             "listed by get_clients.")]
+    client_id: Annotated[U32, msgspec.Meta(description="Client (connection) id, as listed "
+                                                       "by get_clients.")]
 
 
 SnapshotType = Literal["filesystem_overview", "process_list", "resource_usage", "test",

@@ -15,12 +15,13 @@ from lurcher.mcp_server.tools.base import (
     Expiry,
     Name,
     UserId,
+    WireText,
     expiry_us,
     ok,
     register,
 )
 
-Password = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
+Password = Annotated[WireText, msgspec.Meta(description="At most 255 bytes as UTF-8.")]
 PermissionsArg = Annotated[Permissions | None, msgspec.Meta(description=(
     "Permissions: {\"global\": {flag: bool}, \"streams\": {\"<stream id>\": {flag: bool, "
     "\"topics\": {\"<topic id>\": {flag: bool}}}}}; flags left out are false. Global flags: "
