@@ -26,6 +26,8 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 
+from lurcher.core.wire.identifier import Identifier
+from lurcher.core.wire.units import U64_MAX, shown
 from lurcher.spark.options import LurcherSparkError
 
 EARLIEST = "earliest"
@@ -34,6 +36,7 @@ _KAFKA_CODES = {-2: EARLIEST, -1: LATEST}
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 ONE_US = dt.timedelta(microseconds=1)
 
+U64_DIGITS = len(str(U64_MAX))
 Position = int | str  # an offset, EARLIEST or LATEST
 StreamOffset = dict[str, int]
 
@@ -44,9 +47,18 @@ def _position(option: str, value: object) -> Position:
     if isinstance(value, int) and not isinstance(value, bool):
         if value in _KAFKA_CODES:
             return _KAFKA_CODES[value]
-        if value >= 0:
+        if 0 <= value <= U64_MAX:
             return value
-    raise LurcherSparkError(f"lurcher option {option!r}: bad offset {value!r}")
+    raise LurcherSparkError(f"lurcher option {option!r}: bad offset {shown(value)}")
+
+
+def _integer_text(text: str) -> int | None:
+    """``text`` as an int when it is ASCII digits (with an optional leading '-') short
+    enough for a u64, else None."""
+    digits = text[1:] if text.startswith("-") else text
+    if digits.isascii() and digits.isdigit() and len(digits.lstrip("0")) <= U64_DIGITS:
+        return int(text)
+    return None
 
 
 def _partition_map(option: str, text: str) -> dict[int, object]:
@@ -56,11 +68,11 @@ def _partition_map(option: str, text: str) -> dict[int, object]:
         raise LurcherSparkError(f"lurcher option {option!r}: not JSON ({e})") from None
     if not isinstance(parsed, dict):
         raise LurcherSparkError(f"lurcher option {option!r}: expected a JSON object")
-    try:
-        return {int(k): v for k, v in parsed.items()}
-    except ValueError:
-        raise LurcherSparkError(
-            f"lurcher option {option!r}: keys must be partition ids") from None
+    keys = {key: Identifier.parse(key) for key in parsed}
+    if not all(k.is_numeric for k in keys.values()):
+        raise LurcherSparkError(f"lurcher option {option!r}: keys must be partition ids "
+                                "(ASCII digits within u32)")
+    return {keys[key].value: value for key, value in parsed.items()}
 
 
 def parse_offsets(option: str, text: str | None, default: str) -> dict[int, Position] | Position:
@@ -72,7 +84,8 @@ def parse_offsets(option: str, text: str | None, default: str) -> dict[int, Posi
         return default
     stripped = text.strip()
     if not stripped.startswith("{"):
-        return _position(option, int(stripped) if stripped.lstrip("-").isdigit() else stripped)
+        number = _integer_text(stripped)
+        return _position(option, stripped if number is None else number)
     return {p: _position(option, v) for p, v in _partition_map(option, stripped).items()}
 
 
@@ -89,19 +102,20 @@ def to_micros(option: str, value: object) -> int:
 
     Raises LurcherSparkError.
     """
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= U64_MAX:
         return value
     if isinstance(value, str):
         text = value.strip()
-        if text.isdigit():
-            return int(text)
+        number = _integer_text(text)
+        if number is not None and 0 <= number <= U64_MAX:
+            return number
         try:
             moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
             pass
         else:
             return datetime_micros(moment)
-    raise LurcherSparkError(f"lurcher option {option!r}: bad timestamp {value!r}")
+    raise LurcherSparkError(f"lurcher option {option!r}: bad timestamp {shown(value)}")
 
 
 def datetime_micros(moment: dt.datetime) -> int:

@@ -34,9 +34,13 @@ def test_offset_specs_like_kafka():
     assert parse_offsets("o", "latest", "earliest") == "latest"
     assert parse_offsets("o", '{"0": 5, "1": -2, "2": -1, "3": "latest"}', "x") == {
         0: 5, 1: "earliest", 2: "latest", 3: "latest"}
-    for bad in ('{"a": 1}', '{"0": -7}', "[1]", "soon", '{"0": 1.5}'):
+    for bad in ('{"a": 1}', '{"0": -7}', "[1]", "soon", '{"0": 1.5}',
+                # out of u64 or u32, or not ASCII digits: each read another offset or
+                # partition ('١٠' was 10, '{"1_0": 0}' partition 10), or was a ValueError
+                str(2**64), "9" * 5000, "١٠", '{"١": 5}', '{"1_0": 0}', '{"4294967296": 0}'):
         with pytest.raises(LurcherSparkError):
             parse_offsets("o", bad, "earliest")
+    assert parse_offsets("o", str(2**64 - 1), "earliest") == 2**64 - 1
 
 
 def test_timestamps_numbers_iso_and_per_partition():
@@ -44,8 +48,9 @@ def test_timestamps_numbers_iso_and_per_partition():
     assert parse_timestamps("t", "2023-11-14T22:13:20Z") == 1_700_000_000_000_000
     assert parse_timestamps("t", "2023-11-14T22:13:20") == 1_700_000_000_000_000
     assert parse_timestamps("t", '{"1": 5}') == {1: 5}
-    with pytest.raises(LurcherSparkError):
-        parse_timestamps("t", "yesterday")
+    for bad in ("yesterday", "9" * 5000, str(2**64), "١"):
+        with pytest.raises(LurcherSparkError):
+            parse_timestamps("t", bad)
 
 
 def test_split_range_covers_exactly():
