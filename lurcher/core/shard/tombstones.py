@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from lurcher.core.log.segment import number_in_name
 from lurcher.core.meta import events as ev
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -63,7 +64,7 @@ class Tombstone:
     def parse(cls, name: str) -> Tombstone | None:
         parts = name.split("-")
         if len(parts) < 2 or parts[1] not in KINDS or len(parts) != 2 + KINDS[parts[1]] \
-                or not all(p.isdigit() for p in parts[:1] + parts[2:]):
+                or any(number_in_name(p) is None for p in parts[:1] + parts[2:]):
             return None
         return cls(int(parts[0]), parts[1], tuple(int(p) for p in parts[2:]))
 
@@ -170,10 +171,11 @@ class Graveyard:
 
 
 def _numbered(path: Path) -> list[Path]:
-    """Sub-directories of ``path`` named by a decimal id (none when ``path`` is absent)."""
+    """Sub-directories of ``path`` named by a decimal id in ASCII digits (none when ``path``
+    is absent); a directory of any other name is not the server's and is left alone."""
     if not path.is_dir():
         return []
-    return [p for p in path.iterdir() if p.name.isdigit() and p.is_dir()]
+    return [p for p in path.iterdir() if number_in_name(p.name) is not None and p.is_dir()]
 
 
 def _remove_orphan(path: Path) -> None:

@@ -17,7 +17,8 @@ def test_name_round_trip(stone):
     assert Tombstone.parse(stone.name) == stone
 
 
-@pytest.mark.parametrize("name", ["x-stream-1", "1-stream", "1-topic-1", "1-volume-1", "1-stream-a"])
+@pytest.mark.parametrize("name", ["x-stream-1", "1-stream", "1-topic-1", "1-volume-1", "1-stream-a",
+                                  "1-stream-١", "١-stream-1"])
 def test_foreign_names_do_not_parse(name):
     assert Tombstone.parse(name) is None
 
@@ -63,3 +64,14 @@ def test_sweep_removes_only_unknown_directories(tmp_path):
     found = {p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("streams/*/topics/*/partitions/*")}
     assert found == {f"streams/0/topics/0/partitions/{p}" for p in range(3)}
     assert not entity_path(tmp_path, 4).exists() and not entity_path(tmp_path, 0, 1).exists()
+
+
+def test_sweep_leaves_directories_not_named_in_ascii_digits(tmp_path):
+    """'١٢٣' (Arabic-Indic digits) passed str.isdigit and int() read it as 123, a stream
+    the metadata does not know: the sweep removed a directory the server never made."""
+    store = populated(tmp_path)
+    foreign = [tmp_path / "streams" / "١٢٣", tmp_path / "streams" / "0" / "topics" / "٧"]
+    for path in foreign:
+        path.mkdir(parents=True)
+    Graveyard(tmp_path).sweep(store.state)
+    assert all(path.is_dir() for path in foreign)
