@@ -5,7 +5,9 @@ credentials and books the slot after it, or ``None`` when the wait would exceed 
 (the attempt is then refused at once, unchecked and unbooked, so a flood of parallel
 guesses can neither queue a key's slots far into the future nor keep a client waiting more
 than ``max_s``); ``failed``/``succeeded`` report the outcome. Keys are any hashables, e.g.
-``("connection", client_id)`` and ``("user", username)``.
+``("connection", client_id)`` and ``("user", username, host)``: a user's back-off is per
+host it is guessed from, so a peer guessing a password (it need not be logged in) cannot
+lock that user out for everyone, while one host's parallel connections stay serialised.
 
 Rules: the first ``free_attempts`` failures of a key cost nothing; after that each attempt
 is spaced by ``base_s * 2**(failures - free_attempts)``, at most ``max_s``. Attempts of one

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import struct
 import time
 
+import httpx
 import pytest
 
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.frames import encode_request
+from lurcher.core.wire.requests.users.login_user import LoginUser
 from lurcher.core.wire.values.permissions import (
     Permissions,
     StreamPermissions,
@@ -107,3 +111,55 @@ async def test_wrong_passwords_are_backed_off_per_user(
         assert isinstance(await bystander.get_streams(), list)  # still logged in
     finally:
         await bystander.close()
+
+
+LOGIN_CODE = 38
+GUESSING_S = 9.0  # 3 free failures, then 0.1 s doubling to the 5 s cap: about 6 s to fill
+
+
+def login_frame(username: str, password: str) -> bytes:
+    return encode_request(LOGIN_CODE, LoginUser(username, password).encode())
+
+
+async def _raw_login(host: str, port: int, password: str, source: str, tries: int) -> list[int]:
+    """``tries`` logins as iggy on one TCP connection from ``source``: their statuses."""
+    reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0))
+    statuses = []
+    try:
+        for _ in range(tries):
+            writer.write(login_frame("iggy", password))
+            status, length = struct.unpack("<II", await reader.readexactly(8))
+            await reader.readexactly(length)
+            statuses.append(status)
+    finally:
+        writer.close()
+    return statuses
+
+
+async def test_guesses_from_one_host_do_not_lock_the_user_out_of_another(
+        plain_server: LurcherServer) -> None:
+    """Found by an audit: two connections guessing root's password from one host (here
+    127.0.0.2) made every correct login, from anywhere, answer InvalidCredentials unchecked
+    while they kept on. The back-off of a username is now per client host."""
+    host, port = plain_server.tcp_address.rsplit(":", 1)
+    refused: list[int] = []
+
+    async def guesser() -> None:
+        deadline = time.monotonic() + GUESSING_S
+        while time.monotonic() < deadline:
+            refused.extend(await _raw_login(host, int(port), "wrong-password", "127.0.0.2", 3))
+
+    guessing = [asyncio.ensure_future(guesser()) for _ in range(2)]
+    # by then the two have pushed the username's next slot past login_backoff_max
+    await asyncio.sleep(GUESSING_S - 2.5)
+    answers = []
+    async with httpx.AsyncClient(base_url=f"http://{plain_server.endpoints['http']}") as http:
+        for _ in range(2):
+            answers += await _raw_login(host, int(port), "iggy", "127.0.0.1", 1)
+            r = await http.post("/users/login", json={"username": "iggy", "password": "iggy"})
+            answers.append(0 if r.status_code == 200 else r.json()["id"])
+            await asyncio.sleep(0.3)
+    await asyncio.gather(*guessing)
+    assert answers == [0] * 4
+    assert set(refused) == {ErrorCode.INVALID_CREDENTIALS}
+    assert "login refused unchecked" in plain_server.log_tail(200_000)  # the guesser was

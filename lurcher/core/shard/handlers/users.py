@@ -96,6 +96,11 @@ def start_session(shard: ShardFace, session: Session, user: Any,
     return IdentityInfo(user.id)
 
 
+def peer_host(address: str) -> str:
+    """The host part of a session's ``host:port`` address (IPv6 hosts included)."""
+    return address.rpartition(":")[0] or address
+
+
 async def wait_login_turn(shard: ShardFace, keys: list[Any], code: ErrorCode) -> None:
     """Sleep (this connection only) while earlier failures of ``keys`` ask for back-off.
     Raises IggyError(code) at once, without checking anything, when the wait would exceed
@@ -118,8 +123,9 @@ async def verify_login(shard: ShardFace, session: Session, username: str,
                        password: str) -> IdentityInfo:
     """Raises IggyError INVALID_CREDENTIALS or USER_INACTIVE (the latter only after the
     password matched, so an inactive account is not revealed to a guesser). Failures slow
-    later attempts of this connection and this username down (``auth.throttle``)."""
-    keys = [("connection", session.client_id), ("user", username)]
+    later attempts of this connection, and of this username from the same host, down
+    (``auth.throttle``): guesses from one host cannot lock a user out of every other host."""
+    keys = [("connection", session.client_id), ("user", username, peer_host(session.address))]
     await wait_login_turn(shard, keys, ErrorCode.INVALID_CREDENTIALS)
     state = shard.meta.state
     user_id = state.usernames.get(username)
