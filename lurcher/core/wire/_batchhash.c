@@ -16,6 +16,13 @@
  * first failing message of the first failing check, and how many messages have user
  * headers. Reads a header only once the slots are known to hold one.
  *
+ * header_blocks(blob, begins, ends, fixed, max_kind, max_field) -> None or (block, fault,
+ * is_key): the user-headers rules of headers.validate_headers over every block
+ * blob[begins[i]:ends[i]] (checked to lie in the blob), block by block; for the first block
+ * that breaks one, its index, the fault (HB_* below, header_blocks.py names them) and whether
+ * the field at fault is a key. fixed is a 256-entry int64 table: kind -> exact value length
+ * (0: any). Per block, the structure of every field first, then the kinds (the 0.8 order).
+ *
  * stamp(blob, index, base_offset, timestamp, randoms): what MessageBatch.stamp writes, in
  * place: offsets base.., the timestamp, ids for messages whose id is 0 (UUIDv4 bits over
  * randoms, 2 u64 per message) and then the checksums. Checks every slot lies in the blob
@@ -277,12 +284,85 @@ static PyObject *stamp(PyObject *self, PyObject *args) {
     return result;
 }
 
+enum { HB_OK, HB_KIND_ZERO, HB_TRUNCATED, HB_FIELD_LENGTH, HB_ODD_FIELDS, HB_UNKNOWN_KIND,
+       HB_FIXED_SIZE };
+#define TLV_HEAD_BYTES 5
+
+/* The structure of one block: every field's kind byte non-zero, its length 1..max_field and
+ * inside the block, an even number of fields. */
+static int block_structure(const unsigned char *p, int64_t at, int64_t end, uint32_t max_field) {
+    int64_t fields = 0;
+    while (at < end) {
+        if (p[at] == 0) return HB_KIND_ZERO;
+        if (at + TLV_HEAD_BYTES > end) return HB_TRUNCATED;
+        uint32_t length = u32_at((const char *)p + at + 1);
+        if (length < 1 || length > max_field) return HB_FIELD_LENGTH;
+        if (at + TLV_HEAD_BYTES + (int64_t)length > end) return HB_TRUNCATED;
+        at += TLV_HEAD_BYTES + length;
+        fields++;
+    }
+    return fields % 2 ? HB_ODD_FIELDS : HB_OK;
+}
+
+/* The kinds of a structurally sound block: none above max_kind, fixed sizes kept. */
+static int block_kinds(const unsigned char *p, int64_t at, int64_t end, const int64_t *fixed,
+                       int max_kind, int *is_key) {
+    for (int64_t field = 0; at < end; field++) {
+        int kind = p[at];
+        uint32_t length = u32_at((const char *)p + at + 1);
+        *is_key = field % 2 == 0;
+        if (kind > max_kind) return HB_UNKNOWN_KIND;
+        if (fixed[kind] && fixed[kind] != (int64_t)length) return HB_FIXED_SIZE;
+        at += TLV_HEAD_BYTES + length;
+    }
+    return HB_OK;
+}
+
+static PyObject *header_blocks(PyObject *self, PyObject *args) {
+    Py_buffer blob, begins, ends, fixed;
+    int max_kind;
+    unsigned int max_field;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*iI", &blob, &begins, &ends, &fixed, &max_kind,
+                          &max_field))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = begins.len / 8;
+    if (begins.len % 8 || ends.len != begins.len || fixed.len != 256 * 8 || max_kind > 255) {
+        PyErr_SetString(PyExc_ValueError,
+                        "begins and ends: 8-byte arrays of one length; fixed: 256 int64");
+    } else if (check_ranges(begins.buf, ends.buf, n, blob.len) == 0) {
+        const unsigned char *p = blob.buf;
+        const int64_t *b = begins.buf, *e = ends.buf;
+        int fault = HB_OK, is_key = 0;
+        Py_ssize_t i = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (; i < n && fault == HB_OK; i++) {
+            fault = block_structure(p, b[i], e[i], max_field);
+            if (fault == HB_OK) fault = block_kinds(p, b[i], e[i], fixed.buf, max_kind, &is_key);
+        }
+        Py_END_ALLOW_THREADS
+        if (fault == HB_OK) {
+            result = Py_None;
+            Py_INCREF(result);
+        } else {
+            result = Py_BuildValue("(nii)", i - 1, fault, is_key);
+        }
+    }
+    PyBuffer_Release(&blob);
+    PyBuffer_Release(&begins);
+    PyBuffer_Release(&ends);
+    PyBuffer_Release(&fixed);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"bind", bind, METH_O,
      "bind(path) -> the symbol bound: XXH3_64bits(_dispatch) in the xxhash extension at path"},
     {"xxh3_ranges", xxh3_ranges, METH_VARARGS, "xxh3_ranges(blob, starts, ends, out)"},
     {"scan", scan, METH_VARARGS, "scan(index, blob, max_payload, max_user_headers)"},
     {"stamp", stamp, METH_VARARGS, "stamp(blob, index, base_offset, timestamp, randoms)"},
+    {"header_blocks", header_blocks, METH_VARARGS,
+     "header_blocks(blob, begins, ends, fixed, max_kind, max_field) -> None or (block, fault, is_key)"},
     {NULL, NULL, 0, NULL},
 };
 
