@@ -67,6 +67,7 @@ class Session:
     closed: bool = False
     # when this session was opened or last logged out (the login deadline runs from it)
     logged_out_us: int = 0
+    logins_in_flight: int = 0  # login requests being checked (back-off, password hash)
 
     @property
     def authenticated(self) -> bool:

@@ -16,8 +16,8 @@ import msgspec
 from lurcher.core.wire.batch import HEADER_BYTES, INDEX_ENTRY_BYTES, MAX_PAYLOAD_BYTES
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.requests.topics.create_topic import MAX_PARTITIONS_PER_REQUEST
-from lurcher.sdk.connstring import ALLOWED_OPTIONS, check_address, parse_options
-from lurcher.transports.net import split_address
+from lurcher.sdk.connstring import ALLOWED_OPTIONS, check_address, parse_option
+from lurcher.core.wire.address import split_address
 
 # iggy-py: the official apache-iggy client against a lurcher server (pinned workloads);
 # lurcher-cluster: our SDK against 3 lurcher nodes on loopback, actors spread over them
@@ -172,11 +172,9 @@ def connection_fields(o: BenchOptions) -> dict:
             raise BenchOptionsError(f"--connection-option {key} is not an option of "
                                     f"the {o.transport} transport")
         try:
-            parsed = parse_options(f"{key}={value}", o.transport)
+            parse_option(key, value, o.transport, fields, extra)
         except IggyError as e:
             raise BenchOptionsError(f"--connection-option {key}={value}: {_reason(e)}") from None
-        extra.update(parsed.pop("options", {}))
-        fields.update(parsed)
     _check_quic(o.transport, extra)
     return {**fields, "options": extra}
 

@@ -129,7 +129,7 @@ async def serve_http(server: Server, http: HttpConfig,
         if http.tls.enabled else {}
     deadlines = ReadDeadlines(http.header_timeout_s or None, http.body_timeout_s or None)
     config = uvicorn.Config(build_app(server, http), log_level="warning", lifespan="on",
-                            http=protocol_factory(deadlines), **tls)
+                            http=protocol_factory(deadlines), ws="none", **tls)
     server_ = _Uvicorn(config, lambda: announce(endpoint_url(sock, http)))
     loop = asyncio.get_running_loop()
     for sig in STOP_SIGNALS:

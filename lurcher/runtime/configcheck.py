@@ -17,7 +17,7 @@ import difflib
 from typing import Any, Iterator, Mapping
 
 from lurcher.core.log.io import IO_MODES
-from lurcher.transports.net import split_address
+from lurcher.core.wire.address import split_address
 from lurcher.core.wire import units
 from lurcher.logsetup import FORMATS, LEVELS
 
@@ -107,6 +107,14 @@ def kind_of(path: str, default: Any) -> str:
     return "size" if as_size else "duration" if as_duration else "str"
 
 
+def _size_u64(value: Any) -> int:
+    """A size that fits the u64 it is kept in. Raises ValueError."""
+    size = units.parse_size(value)
+    if not 0 <= size <= units.U64_MAX:
+        raise ValueError(f"size {value!r} outside 0..{units.U64_MAX}")
+    return size
+
+
 def _parses(parse: Any, value: Any) -> bool:
     try:
         parse(value)
@@ -141,7 +149,7 @@ def _valid(kind: str, path: str, value: Any) -> bool:
     if kind == "address":
         return isinstance(value, str) and _parses(split_address, value)
     if kind in ("size", "duration"):
-        parse = units.parse_size if kind == "size" else units.parse_duration_us
+        parse = _size_u64 if kind == "size" else units.parse_duration_us
         return (isinstance(value, (int, str)) and not isinstance(value, bool)
                 and _parses(parse, value))
     return isinstance(value, str)

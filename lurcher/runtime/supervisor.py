@@ -26,7 +26,7 @@ from typing import Any
 from lurcher import datadir
 from lurcher.runtime.config import Config
 from lurcher.core.shard.bus import reserve_socket
-from lurcher.transports.net import split_address
+from lurcher.core.wire.address import split_address
 
 log = logging.getLogger("lurcher.supervisor")
 

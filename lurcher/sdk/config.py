@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-from lurcher.transports.net import split_address
+from lurcher.core.wire.address import split_address
 
 DEFAULT_ADDRESS = "127.0.0.1:8090"
 TRANSPORTS = ("tcp", "quic", "http", "ws")

@@ -129,19 +129,26 @@ def parse_options(query: str, transport: str) -> dict[str, Any]:
         key, eq, value = item.partition("=")
         if not eq or not key:
             raise _fail(f"option {item!r} must be key=value")
-        if key not in ALLOWED_OPTIONS[transport]:
-            raise _fail(f"unknown option {key!r} for {transport}")
-        if key not in _FIELDS:
-            extra[key] = value
-            continue
-        name, convert = _FIELDS[key]
-        try:
-            fields[name] = convert(value)
-        except ValueError as e:
-            raise _fail(f"option {key}: {e}") from None
+        parse_option(key, value, transport, fields, extra)
     if extra:
         fields["options"] = extra
     return fields
+
+
+def parse_option(key: str, value: str, transport: str, fields: dict[str, Any],
+                 extra: dict[str, str]) -> None:
+    """One option: into ``fields`` (ClientConfig keyword arguments) or ``extra`` (the
+    transport's own options, as text). Raises IggyError."""
+    if key not in ALLOWED_OPTIONS[transport]:
+        raise _fail(f"unknown option {key!r} for {transport}")
+    if key not in _FIELDS:
+        extra[key] = value
+        return
+    name, convert = _FIELDS[key]
+    try:
+        fields[name] = convert(value)
+    except ValueError as e:
+        raise _fail(f"option {key}: {e}") from None
 
 
 def parse(text: str) -> ClientConfig:

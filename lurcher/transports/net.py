@@ -2,7 +2,7 @@
 
 It lives with the transports, whose helper it is (``core`` keeps to the server's own parts).
 
-``split_address`` parses ``host:port`` (IPv6 hosts in brackets); ``listening_socket`` binds
+``split_address`` (``lurcher.core.wire.address``) parses ``host:port``; ``listening_socket`` binds
 and listens (port 0 picks a free port) and returns a non-blocking socket for an asyncio
 server or uvicorn.
 """
@@ -11,18 +11,9 @@ from __future__ import annotations
 
 import socket
 
+from lurcher.core.wire.address import split_address
+
 LISTEN_BACKLOG = 1024
-MAX_PORT = 65_535
-
-
-def split_address(address: str) -> tuple[str, int]:
-    """"host:port" (IPv6 as "[::1]:port") -> (host, port). Raises ValueError."""
-    host, _, port = address.rpartition(":")
-    if not host or not (port.isascii() and port.isdigit()):
-        raise ValueError(f"address must be host:port, got {address!r}")
-    if len(port) > 5 or int(port) > MAX_PORT:
-        raise ValueError(f"port of {address!r} is above {MAX_PORT}")
-    return host.strip("[]"), int(port)
 
 
 def listening_socket(address: str, backlog: int = LISTEN_BACKLOG) -> socket.socket:

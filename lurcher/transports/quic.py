@@ -93,7 +93,7 @@ from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.runtime.settings import seconds
 from lurcher.transports.connection import peer_address, settle_soon
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener
-from lurcher.transports.net import split_address
+from lurcher.core.wire.address import split_address
 from lurcher.transports.quic_admission import (Admission, ConnectionIds, Refused,
                                                new_connection_initial)
 from lurcher.transports.tls import ensure_certificate

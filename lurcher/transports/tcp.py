@@ -7,7 +7,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from lurcher.auth.session import TRANSPORT_TCP
-from lurcher.transports.net import split_address
+from lurcher.core.wire.address import split_address
 from lurcher.transports.connection import StreamConnection
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener, tls_context
 

@@ -32,7 +32,7 @@ from websockets.exceptions import ConnectionClosed
 from lurcher.auth.session import TRANSPORT_WEBSOCKET
 from lurcher.core.connection.server import CLOSE_REFUSED
 from lurcher.core.connection.server import ServerConnection as Connection
-from lurcher.transports.net import split_address
+from lurcher.core.wire.address import split_address
 from lurcher.core.shard.reply import read_parts
 from lurcher.transports.connection import peer_address, run_tracked
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener, tls_context

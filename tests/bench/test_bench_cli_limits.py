@@ -101,6 +101,8 @@ def test_connection_options_reach_the_client() -> None:
     assert config(heartbeat_interval="1s").heartbeat_interval_s == 1.0
     assert config(request_timeout="5s", nodelay="false").request_timeout_s == 5.0
     assert config(nodelay="false").nodelay is False
+    # a value is taken whole, '&' included (it is not a connection string's query)
+    assert config(tls_ca_file="/certs/R&D/ca.pem").tls_ca_file == "/certs/R&D/ca.pem"
 
 
 def test_an_option_error_no_check_caught_is_still_one_line(monkeypatch, capsys,

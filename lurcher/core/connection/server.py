@@ -153,6 +153,12 @@ class ServerConnection:
             self.closing = True
             self.io.close(reason)
 
+    def abort(self) -> None:
+        """Drop the connection now, unsent output included (a client that does not read
+        would hold a graceful close open forever)."""
+        self.closing = True
+        self.io.abort()
+
     # -- input ---------------------------------------------------------------------------
     def get_buffer(self) -> memoryview:
         return self.reader.get_buffer()

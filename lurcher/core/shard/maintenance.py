@@ -18,9 +18,12 @@ than 1.2 x interval is stale (only Ping refreshes it, as in 0.8): its connection
 and it leaves its consumer groups.
 
 Login deadline (``limits.login_timeout``): a binary connection whose session is not logged
-in within the timeout of its opening (or of its last logout) is closed; a check runs four
-times per timeout (at most every 5 s), so the close comes between 1 and 1.25 x the timeout
-(at most 5 s beyond it). HTTP requests have no connection here and are not concerned.
+in within the timeout of its opening (or of its last logout) is dropped (aborted: a client
+that does not read would hold a graceful close open); a check runs four times per timeout
+(at most every 5 s), so the drop comes between 1 and 1.25 x the timeout (at most 5 s beyond
+it). A login request being checked (``Session.logins_in_flight``: its back-off wait, the
+password hash) extends the deadline by ``auth.login_backoff_max`` and ``LOGIN_GRACE_US``,
+so a correct login sent in time is not cut. HTTP requests have no connection here.
 
 Every function takes ``now_us``; none reads a clock.
 """
@@ -41,6 +44,7 @@ log = logging.getLogger(__name__)
 SIZE_THRESHOLD_NUM, SIZE_THRESHOLD_DEN = 9, 10   # trim while size >= 90% of the maximum
 HEARTBEAT_GRACE_NUM, HEARTBEAT_GRACE_DEN = 6, 5  # stale after 1.2 x the interval
 LOGIN_CHECK_MIN_US, LOGIN_CHECK_MAX_US = 10_000, 5_000_000
+LOGIN_GRACE_US = 5_000_000  # a login being checked may also wait for a password hash
 
 
 def _enabled_interval(enabled: bool, interval_us: int) -> int | None:
@@ -158,21 +162,29 @@ def login_check_us(shard: Any) -> int | None:
 
 
 def late_logins(shard: Any, now_us: int, timeout_us: int) -> list[Any]:
-    """Sessions of a connection not logged in within ``timeout_us`` of opening or logout."""
-    limit = now_us - timeout_us
+    """Sessions of a connection not logged in within ``timeout_us`` of opening or logout
+    (with a login being checked: that plus the longest back-off and ``LOGIN_GRACE_US``)."""
+    grace = shard.config.typed.auth.login_backoff_max + LOGIN_GRACE_US
     return [s for s in shard.sessions.values()
-            if s.user_id is None and s.logged_out_us < limit and s.client_id in shard.connections]
+            if s.user_id is None and _open_connection(shard, s.client_id)
+            and now_us - s.logged_out_us > timeout_us + (grace if s.logins_in_flight else 0)]
+
+
+def _open_connection(shard: Any, client_id: int) -> bool:
+    connection = shard.connections.get(client_id)
+    return connection is not None and not connection.closing
 
 
 @register("login_deadline", login_check_us)
 def close_late_logins(shard: Any, now_us: int) -> int:
-    """Close the connections that did not log in in time. Returns how many."""
+    """Drop the connections that did not log in in time (at once: one that does not read
+    would hold a graceful close open). Returns how many."""
     timeout = shard.config.typed.limits.login_timeout
     late = late_logins(shard, now_us, timeout)
     for session in late:
-        log.info("client %d (%s) did not log in within %g s: connection closed",
+        log.info("client %d (%s) did not log in within %g s: connection dropped",
                  session.client_id, session.address, timeout / 1e6)
-        shard.connections[session.client_id].close()
+        shard.connections[session.client_id].abort()
     return len(late)
 
 

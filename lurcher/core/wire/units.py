@@ -53,12 +53,9 @@ def parse_size(value: int | str) -> int:
     if unit not in SIZE_UNITS:
         raise ValueError(f"not a size: {value!r} (examples: 1048576, \"512 KiB\", \"1 GB\")")
     try:
-        size = int(Decimal(m.group(1).replace("_", "")) * SIZE_UNITS[unit])
+        return int(Decimal(m.group(1).replace("_", "")) * SIZE_UNITS[unit])
     except InvalidOperation:
         raise ValueError(f"not a size: {value!r}") from None
-    if size > U64_MAX:
-        raise ValueError(f"size {value!r} is above the largest, {U64_MAX} bytes")
-    return size
 
 
 def parse_duration(text: str) -> float:

@@ -44,7 +44,10 @@ def expiry_us(text: str) -> int:
 def size_bytes(text: str) -> int:
     """``server_default`` -> 0, ``unlimited`` -> no limit, else ``15GB`` / ``512MiB`` / bytes."""
     try:
-        return limit_bytes(text)
+        size = limit_bytes(text)
+        if size > U64_MAX:
+            raise ValueError("above u64")
+        return size
     except ValueError:
         raise Bad(f"invalid size {shown(text)} (examples: 1000, 15GB, 512MiB, unlimited)"
                   ) from None

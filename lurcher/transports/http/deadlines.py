@@ -74,6 +74,10 @@ class DeadlineH11Protocol(H11Protocol):
         self._disarm()
         super().connection_lost(exc)
 
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        self._disarm()  # the connection is the WebSocket protocol's from here on
+        super().handle_websocket_upgrade(event)
+
     def _follow_request(self, arrived: bool = False) -> None:
         """Arm the timer the client's h11 state calls for: the header deadline runs from
         the start of a request, the body timer restarts with every piece that arrives."""

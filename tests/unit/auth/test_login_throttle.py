@@ -4,6 +4,7 @@ the maximum, attempts of one key serialised, no wait above the maximum, reset by
 from __future__ import annotations
 
 from lurcher.auth.throttle import BackoffConfig, LoginThrottle
+from lurcher.core.shard.handlers.users import peer_host
 
 CONFIG = BackoffConfig(free_attempts=2, base_s=1.0, max_s=4.0, reset_s=100.0, max_keys=3)
 USER = ("user", "alice")
@@ -65,3 +66,14 @@ def test_failures_under_random_names_do_not_push_out_a_throttled_user() -> None:
     assert USER in t.entries and len(t.entries) == 3
     wait = t.reserve([USER], 1.0)
     assert wait is None or wait > 0.0  # still spaced (or refused outright), not reset
+
+
+def test_back_off_hosts_are_ipv4_hosts_or_ipv6_networks() -> None:
+    """A login's back-off is per username and host; an IPv6 client usually holds a whole
+    /64, so a key per address gave one attacker 2^64 fresh back-offs (found by a review),
+    and an IPv4-mapped address is the IPv4 host it maps."""
+    assert peer_host("127.0.0.1:5000") == "127.0.0.1"
+    assert peer_host("::ffff:10.0.0.1:80") == "10.0.0.1"
+    assert peer_host("2001:db8::1:443") == peer_host("2001:db8::ffff:9:443") == "2001:db8::/64"
+    assert peer_host("2001:db8:0:1::1:443") == "2001:db8:0:1::/64"
+    assert peer_host("unknown") == "unknown"

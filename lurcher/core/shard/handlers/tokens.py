@@ -31,6 +31,7 @@ from lurcher.core.shard.handlers.users import (
     end_user_sessions,
     login_failed,
     start_session,
+    counts_as_login,
     wait_login_turn,
 )
 from lurcher.core.wire.error_codes import ErrorCode
@@ -86,14 +87,19 @@ def delete_personal_access_token(shard: ShardFace, session: Session,
 
 
 @handles("login_with_personal_access_token")
-async def login_with_personal_access_token(shard: ShardFace, session: Session,
-                                           req: LoginWithPersonalAccessToken) -> Any:
+def login_with_personal_access_token(shard: ShardFace, session: Session,
+                                     req: LoginWithPersonalAccessToken) -> Any:
+    return verify_token_login(shard, session, req.token)
+
+
+@counts_as_login
+async def verify_token_login(shard: ShardFace, session: Session, token_text: str) -> Any:
     """Raises IggyError INVALID_PERSONAL_ACCESS_TOKEN (unknown), PERSONAL_ACCESS_TOKEN_EXPIRED,
     USER_INACTIVE. Unknown tokens slow this connection's later attempts down."""
     keys = [("connection", session.client_id)]
     await wait_login_turn(shard, keys, ErrorCode.INVALID_PERSONAL_ACCESS_TOKEN)
     state = shard.meta.state
-    digest = tokens.token_digest(req.token)
+    digest = tokens.token_digest(token_text)
     token = state.token_hashes.get(digest)
     if token is None or not tokens.digests_equal(token.token_hash, digest):
         raise login_failed(shard, keys, ErrorCode.INVALID_PERSONAL_ACCESS_TOKEN,

@@ -16,8 +16,11 @@ always change its own password, proving the current one, as everyone must).
 from __future__ import annotations
 
 import asyncio
+import functools
+import ipaddress
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from lurcher.auth.root import ROOT_USER_ID
@@ -97,8 +100,19 @@ def start_session(shard: ShardFace, session: Session, user: Any,
 
 
 def peer_host(address: str) -> str:
-    """The host part of a session's ``host:port`` address (IPv6 hosts included)."""
-    return address.rpartition(":")[0] or address
+    """Who a login comes from, for its back-off: the IPv4 host of a ``host:port`` address
+    (IPv4-mapped IPv6 included), or the /64 network of an IPv6 one (a client usually holds
+    all of a /64, so a key per address would give it 2^64 fresh back-offs)."""
+    host = (address.rpartition(":")[0] or address).strip("[]")
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.version == 4:
+        return str(ip)
+    return str(ipaddress.ip_network(f"{ip}/64", strict=False))
 
 
 async def wait_login_turn(shard: ShardFace, keys: list[Any], code: ErrorCode) -> None:
@@ -119,6 +133,20 @@ def login_failed(shard: ShardFace, keys: list[Any], code: ErrorCode, detail: str
     return IggyError(code, detail)
 
 
+def counts_as_login(check: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """``check(shard, session, ...)`` is a login being checked while it runs
+    (``Session.logins_in_flight``: the login deadline waits for it)."""
+    @functools.wraps(check)
+    async def counted(shard: ShardFace, session: Session, *args: Any) -> Any:
+        session.logins_in_flight += 1
+        try:
+            return await check(shard, session, *args)
+        finally:
+            session.logins_in_flight -= 1
+    return counted
+
+
+@counts_as_login
 async def verify_login(shard: ShardFace, session: Session, username: str,
                        password: str) -> IdentityInfo:
     """Raises IggyError INVALID_CREDENTIALS or USER_INACTIVE (the latter only after the
