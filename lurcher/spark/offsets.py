@@ -27,7 +27,7 @@ import json
 from collections.abc import Mapping
 
 from lurcher.core.wire.identifier import Identifier
-from lurcher.core.wire.units import U64_MAX, shown
+from lurcher.core.wire.units import U64_MAX, decimal, shown
 from lurcher.spark.options import LurcherSparkError
 
 EARLIEST = "earliest"
@@ -36,7 +36,6 @@ _KAFKA_CODES = {-2: EARLIEST, -1: LATEST}
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 ONE_US = dt.timedelta(microseconds=1)
 
-U64_DIGITS = len(str(U64_MAX))
 Position = int | str  # an offset, EARLIEST or LATEST
 StreamOffset = dict[str, int]
 
@@ -55,10 +54,9 @@ def _position(option: str, value: object) -> Position:
 def _integer_text(text: str) -> int | None:
     """``text`` as an int when it is ASCII digits (with an optional leading '-') short
     enough for a u64, else None."""
-    digits = text[1:] if text.startswith("-") else text
-    if digits.isascii() and digits.isdigit() and len(digits.lstrip("0")) <= U64_DIGITS:
-        return int(text)
-    return None
+    negative = text.startswith("-")
+    value = decimal(text[1:] if negative else text, U64_MAX)
+    return -value if negative and value is not None else value
 
 
 def _partition_map(option: str, text: str) -> dict[int, object]:

@@ -2,6 +2,9 @@
 
 import pytest
 
+from lurcher.core.wire import units
+from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.json_shapes import _id_map
 from lurcher.core.wire.units import (
     U64_MAX, limit_bytes, limit_us, parse_duration, parse_duration_us, parse_size,
 )
@@ -41,3 +44,19 @@ def test_microseconds_and_limits():
     assert parse_duration_us("never") == U64_MAX
     assert limit_us(None) == limit_us("default") == limit_bytes("server_default") == 0
     assert limit_bytes("unlimited") == U64_MAX and limit_us("1h") == 3_600_000_000
+
+
+def test_decimal_is_ascii_digits_within_a_bound() -> None:
+    """The one reading of a client's (or a file name's) number: ASCII digits only ('١' and
+    '²' pass str.isdigit), leading zeros allowed, no int() of thousands of digits."""
+    assert units.decimal("42", 2**32 - 1) == 42 and units.decimal("0" * 5000 + "7", 9) == 7
+    assert units.decimal("4294967295", 2**32 - 1) == 2**32 - 1
+    for text in ("4294967296", "9" * 5000, "١", "²", "", "-1", "+1", " 1", "1_0"):
+        assert units.decimal(text, 2**32 - 1) is None, text
+
+
+def test_json_id_maps_take_ascii_ids_within_u32() -> None:
+    assert _id_map({"1": "a", "007": "b"}, "streams") == {1: "a", 7: "b"}
+    for keys in ({"١": 1}, {"9" * 5000: 1}, {"4294967296": 1}):
+        with pytest.raises(IggyError):
+            _id_map(keys, "streams")

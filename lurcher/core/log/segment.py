@@ -35,6 +35,7 @@ from lurcher.core.log.io import Reserve
 from lurcher.core.log.recovery import RecoveryReport, recover
 from lurcher.core.wire.batch import INDEX_ENTRY_BYTES
 from lurcher.core.wire.buffer import Buffer
+from lurcher.core.wire.units import U64_MAX, decimal
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -52,10 +53,7 @@ def segment_file_name(start_offset: int, suffix: str) -> str:
 def number_in_name(stem: str) -> int | None:
     """The u64 a segment or stored-offset file is named by (ASCII decimal digits), else None
     (``str.isdigit`` also accepts other digits, which ``int`` then refuses or reads)."""
-    if not (stem.isascii() and stem.isdigit()):
-        return None
-    value = int(stem)
-    return value if value < 1 << 64 else None
+    return decimal(stem, U64_MAX)
 
 
 METADATA_SLACK = 16 * 1024

@@ -23,7 +23,6 @@ assert (U8.size, U16.size, U32.size, U64.size, F32.size) == (1, 2, 4, 8, 4)
 
 U32_MAX = 0xFFFF_FFFF
 U128_MAX = (1 << 128) - 1
-U128_DIGITS = len(str(U128_MAX))  # 39 decimal digits
 
 Buffer = bytes | bytearray | memoryview
 

@@ -11,13 +11,13 @@ import functools
 
 import msgspec
 
-from lurcher.core.wire.buffer import U32, Reader, Writer
+from lurcher.core.wire.buffer import U32, U32_MAX, Reader, Writer
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import WireError
+from lurcher.core.wire.units import decimal
 
 NUMERIC = 1
 STRING = 2
-U32_DIGITS = 10  # a longer all-digit name is not a number (int() of 4,301 digits raises)
 
 
 @functools.lru_cache(maxsize=4096, typed=True)
@@ -47,11 +47,8 @@ class Identifier(msgspec.Struct, frozen=True):
         """int -> numeric; all-digit str that fits u32 -> numeric; other str -> name."""
         if isinstance(value, Identifier):
             return value
-        digits = (value.lstrip("0") or "0") if isinstance(value, str) else ""
-        if (digits and value.isascii() and value.isdigit() and len(digits) <= U32_DIGITS
-                and int(digits) <= 0xFFFFFFFF):
-            return cls(int(digits))
-        return cls(value)
+        number = decimal(value, U32_MAX) if isinstance(value, str) else value
+        return cls(value if number is None else number)
 
     def write(self, w: Writer) -> None:
         w.raw(wire_form(self.value))

@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from lurcher.core.wire import units
-from lurcher.core.wire.buffer import U128_DIGITS
+from lurcher.core.wire.buffer import U32_MAX, U128_MAX
 from lurcher.core.wire.units import U64_MAX
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -88,8 +88,9 @@ def message_id(value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 128:
         return value
     if isinstance(value, str):
-        if value.isascii() and value.isdigit() and len(value) <= U128_DIGITS:
-            return message_id(int(value))
+        number = units.decimal(value, U128_MAX)
+        if number is not None:
+            return number
         try:
             return uuid.UUID(value).int
         except ValueError:
@@ -145,9 +146,10 @@ def _bools(cls: type, data: Any, what: str) -> dict[str, bool]:
 def _id_map(data: Any, what: str) -> dict[int, Any]:
     if data is None:
         return {}
-    if not isinstance(data, dict) or not all(str(k).isdigit() for k in data):
+    ids = {k: units.decimal(str(k), U32_MAX) for k in data} if isinstance(data, dict) else {}
+    if not isinstance(data, dict) or None in ids.values():
         raise IggyError(ErrorCode.INVALID_FORMAT, f"{what}: expected an object keyed by ids")
-    return {int(k): v for k, v in data.items()}
+    return {ids[k]: v for k, v in data.items()}
 
 
 def permissions_from_json(data: Any) -> Permissions | None:

@@ -115,3 +115,17 @@ def shown(value: Any, most: int = 40) -> str:
         return f"an integer of {value.bit_length()} bits"
     text = repr(value)
     return text if len(text) <= most else text[:most] + "..."
+
+
+def decimal(text: str, highest: int) -> int | None:
+    """``text`` as an int when it is ASCII decimal digits (leading zeros allowed) worth at
+    most ``highest``, else None. ``str.isdigit`` also accepts other digits ('١', '²'), which
+    ``int`` then reads or refuses, and ``int`` refuses over 4,300 digits: every text a
+    client or a file name gives as a number goes through here."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(highest)):
+        return None
+    value = int(digits)
+    return value if value <= highest else None

@@ -25,12 +25,12 @@ from typing import Annotated, Any, Protocol, Union, get_args, get_origin
 import msgspec
 import mcp_types as types
 
-from lurcher.core.wire.buffer import U32_MAX, U128_DIGITS, U128_MAX
+from lurcher.core.wire.buffer import U32_MAX, U128_MAX
 from lurcher.core.wire.values.consumer import Consumer
 from lurcher.mcp_server.config import LimitsConfig
 from lurcher.mcp_server.gate import Access
 from lurcher.sdk import Client
-from lurcher.core.wire.units import U64_MAX, limit_bytes, limit_us, shown
+from lurcher.core.wire.units import U64_MAX, decimal, limit_bytes, limit_us, shown
 
 NAME_MAX_BYTES = 255  # names, string ids and passwords have a u8 length on the wire
 _MAX_INT = "max_int"  # msgspec.Meta ``extra`` keys checked by Args.__post_init__
@@ -240,7 +240,7 @@ def _message_id_text(text: str) -> int | uuid.UUID:
     if not (text.isascii() and text.isdigit()):
         raise ArgumentError(f"message id {shown(text)} is neither an integer (ASCII digits) "
                             "nor a UUID")
-    digits = text.lstrip("0") or "0"
-    if len(digits) > U128_DIGITS:  # int() of over 4,300 digits raises
-        raise ArgumentError(f"message id {shown(digits)} is outside 0..2^128-1")
-    return int(digits)
+    number = decimal(text, U128_MAX)
+    if number is None:
+        raise ArgumentError(f"message id {shown(text.lstrip('0'))} is outside 0..2^128-1")
+    return number

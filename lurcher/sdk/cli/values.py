@@ -25,7 +25,7 @@ from lurcher.core.wire.values.permissions import (
     StreamPermissions,
     TopicPermissions,
 )
-from lurcher.core.wire.units import U64_MAX, limit_bytes, limit_us, shown
+from lurcher.core.wire.units import U64_MAX, decimal, limit_bytes, limit_us, shown
 from lurcher.core.wire.validation import U8_MAX, U32_MAX
 
 Bad = argparse.ArgumentTypeError
@@ -86,11 +86,10 @@ def message_id(text: str) -> int:
 
 def whole_number(text: str, lowest: int, highest: int) -> int:
     """``text`` as an int from ``lowest`` to ``highest``, written in ASCII digits."""
-    digits = text.lstrip("0") or "0"
-    if (not (text.isascii() and text.isdigit()) or len(digits) > len(str(highest))
-            or not lowest <= int(digits) <= highest):
+    value = decimal(text, highest)
+    if value is None or value < lowest:
         raise Bad(f"expected a number from {lowest} to {highest}, got {shown(text)}")
-    return int(digits)
+    return value
 
 
 def positive_int(text: str) -> int:
