@@ -148,7 +148,7 @@ class ServerConnection:
         self.close(CLOSE_DISCONNECTED)
 
     def close(self, reason: str = CLOSE_DISCONNECTED) -> None:
-        """Close once what was written is sent (also the stale-session check's call)."""
+        """Close once what was written is sent."""
         if not self.closing:
             self.closing = True
             self.io.close(reason)

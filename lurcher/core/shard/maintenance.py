@@ -14,8 +14,9 @@ lowest offset a consumer or group stored on that partition (the 0.8 barrier: unc
 messages are kept). Expiry 0 or U64_MAX means never; max size 0 or U64_MAX means unlimited.
 
 Heartbeat verifier (``heartbeat.enabled``, ``interval``): a session whose last Ping is older
-than 1.2 x interval is stale (only Ping refreshes it, as in 0.8): its connection is closed
-and it leaves its consumer groups.
+than 1.2 x interval is stale (only Ping refreshes it, as in 0.8): it leaves its consumer
+groups and its connection is dropped (aborted: a stale client that does not read would hold a
+graceful close open, and the connection with it, forever).
 
 Login deadline (``limits.login_timeout``): a binary connection whose session is not logged
 in within the timeout of its opening (or of its last logout) is dropped (aborted: a client
@@ -139,7 +140,7 @@ def stale_sessions(shard: Any, now_us: int, interval_us: int) -> list[Any]:
 
 @register("heartbeat_verifier", heartbeat_interval_us)
 def verify_heartbeats(shard: Any, now_us: int) -> int:
-    """Disconnect stale sessions (they leave their groups). Returns how many."""
+    """Drop the connections of stale sessions (they leave their groups). Returns how many."""
     stale = stale_sessions(shard, now_us, shard.config.typed.heartbeat.interval)
     for session in stale:
         log.warning("stale client %d (%s): no heartbeat since %d µs, disconnecting",
@@ -147,7 +148,7 @@ def verify_heartbeats(shard: Any, now_us: int) -> int:
         connection = shard.connections.get(session.client_id)
         shard.close_session(session)
         if connection is not None:
-            connection.close()
+            connection.abort()
     return len(stale)
 
 
