@@ -56,6 +56,11 @@ BAD_ARGUMENTS = [
      "outside 0..2^128-1"),
     ("send_messages", {**TOPIC, "messages": [{"payload": "x", "id": "²"}]}, "neither"),
     ("send_messages", {**TOPIC, "messages": [{"payload": "x", "id": "١"}]}, "neither"),
+    ("update_permissions", {"user_id": 0, "permissions": {"streams": {"99999999999": {}}}},
+     "<= 4294967295"),
+    ("update_permissions", {"user_id": 0, "permissions": {"streams": {"-1": {}}}}, ">= 0"),
+    ("create_user", {"username": "u", "password": "p", "permissions": {"streams": {
+        "1": {"topics": {"4294967296": {}}}}}}, "<= 4294967295"),
 ]
 BAD_RESOURCES = [
     ("lurcher://streams/mcp/topics/t/partitions/99999999999/messages", "outside 0..4294967295"),

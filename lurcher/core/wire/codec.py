@@ -3,16 +3,20 @@
 Subclasses implement ``write(w)`` and the classmethod ``read(r)``; ``encode`` and
 ``decode`` wrap them. ``Request`` subclasses declare their command ``CODE`` and are
 registered in ``REQUEST_TYPES`` so the command table and the dispatcher can find them.
+``U32``: an int field (or dict key) that msgspec decoding (JSON, MCP arguments) bounds to the
+wire's u32, so a decoded value always encodes.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Self
+from typing import Annotated, ClassVar, Self
 
 import msgspec
 
-from lurcher.core.wire.buffer import Buffer, Reader, Writer
+from lurcher.core.wire.buffer import U32_MAX, Buffer, Reader, Writer
 from lurcher.core.wire.errors import WireError
+
+U32 = Annotated[int, msgspec.Meta(ge=0, le=U32_MAX)]
 
 
 class WireStruct(msgspec.Struct, frozen=True):

@@ -25,7 +25,8 @@ from typing import Annotated, Any, Protocol, Union, get_args, get_origin
 import msgspec
 import mcp_types as types
 
-from lurcher.core.wire.buffer import U32_MAX, U128_MAX
+from lurcher.core.wire.buffer import U128_MAX
+from lurcher.core.wire.codec import U32
 from lurcher.core.wire.values.consumer import Consumer
 from lurcher.mcp_server.config import LimitsConfig
 from lurcher.mcp_server.gate import Access
@@ -119,7 +120,6 @@ def ok(action: str, **details: Any) -> dict[str, Any]:
 
 # -- argument types -----------------------------------------------------------------------------
 
-U32 = Annotated[int, msgspec.Meta(ge=0, le=U32_MAX)]
 U64 = Annotated[int, msgspec.Meta(ge=0, extra_json_schema={"maximum": U64_MAX},
                                   extra={_MAX_INT: U64_MAX})]
 WireText = Annotated[str, msgspec.Meta(min_length=1, max_length=NAME_MAX_BYTES,

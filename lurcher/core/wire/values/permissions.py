@@ -3,7 +3,8 @@
 Layout: 10 global flag bytes, ``has_streams u8``; each stream is ``stream_id u32``, 6 flag
 bytes, ``has_topics u8``, its topics, ``has_next_stream u8``; each topic is ``topic_id u32``,
 4 flag bytes, ``has_next_topic u8``. Streams and topics are dicts keyed by id; the encoder
-writes them in ascending id order, so value -> bytes -> value is exact. Decoding follows the
+writes them in ascending id order, so value -> bytes -> value is exact; decoded from JSON, an
+id outside u32 is a validation error. Decoding follows the
 0.8 server: any non-zero flag byte is true, a repeated id keeps the last entry.
 """
 
@@ -14,7 +15,7 @@ from typing import Self
 import msgspec
 
 from lurcher.core.wire.buffer import Reader, Writer
-from lurcher.core.wire.codec import WireStruct
+from lurcher.core.wire.codec import U32, WireStruct
 
 
 def _read_flags(r: Reader, n: int, what: str) -> list[bool]:
@@ -66,7 +67,7 @@ class StreamPermissions(WireStruct, frozen=True):
     read_topics: bool = False
     poll_messages: bool = False
     send_messages: bool = False
-    topics: dict[int, TopicPermissions] = {}
+    topics: dict[U32, TopicPermissions] = {}
 
     def write(self, w: Writer) -> None:
         _write_flags(w, (self.manage_stream, self.read_stream, self.manage_topics,
@@ -81,7 +82,7 @@ class StreamPermissions(WireStruct, frozen=True):
 
 class Permissions(WireStruct, frozen=True):
     global_: GlobalPermissions = msgspec.field(default_factory=GlobalPermissions, name="global")
-    streams: dict[int, StreamPermissions] = {}
+    streams: dict[U32, StreamPermissions] = {}
 
     @classmethod
     def root(cls) -> "Permissions":
