@@ -58,6 +58,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from lurcher.core.wire.buffer import U32_MAX
 from lurcher.core.wire.values.partitioning import Partitioning
 from lurcher.sdk.messages import build_batch, encode_header_block
 from lurcher.sdk.sync import SyncClient
@@ -196,11 +197,18 @@ def _group_codes(batch: pa.RecordBatch,
     if "partition" in batch.schema.names:
         column = batch.column("partition")
         valid = ~np.asarray(column.is_null())
-        values = column.to_numpy(zero_copy_only=False)
-        if valid.any() and (values[valid] < 0).any():
-            raise LurcherSparkError("lurcher write: negative value in column 'partition'")
-        codes[valid] = values[valid].astype(np.int64)
+        values = _partition_ids(column.fill_null(0).to_numpy(zero_copy_only=False))
+        codes[valid] = values[valid]
     return codes, keys
+
+
+def _partition_ids(values: np.ndarray) -> np.ndarray:
+    """``values`` as int64 partition ids. Raises LurcherSparkError for one outside u32 (a
+    larger one would read as a key's group code, ``KEYED_BASE``)."""
+    if len(values) and (values.min() < 0 or values.max() > U32_MAX):
+        raise LurcherSparkError(
+            f"lurcher write: value in column 'partition' outside 0..{U32_MAX}")
+    return values.astype(np.int64)
 
 
 def _partitioning(code: int, keys: list[bytes]) -> Partitioning:

@@ -1,0 +1,53 @@
+"""The data source's reading and writing logic against a real lurcher server, without a
+Spark session: ``plan_batch``/``read_split`` on the read side, ``send_record_batch`` on
+the write side, with Arrow batches built here as Spark would hand them over."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+
+from lurcher.sdk.sync import SyncClient
+from lurcher.spark.filters import RowBounds
+from lurcher.spark.options import LurcherSparkError, SourceOptions, source_options
+from lurcher.spark.plan import plan_batch, read_split
+from lurcher.spark.writer import send_record_batch
+from tests.spark.conftest import connection
+from tests.support.server import LurcherServer
+
+STREAM = "spark-server"
+
+
+@pytest.fixture(scope="module")
+def client(module_server: LurcherServer) -> Iterator[SyncClient]:
+    with SyncClient.from_connection_string(connection(module_server)) as sdk:
+        sdk.create_stream(STREAM)
+        yield sdk
+
+
+def options(server: LurcherServer, topic: str, **extra: str) -> SourceOptions:
+    return source_options({"connection": connection(server), "stream": STREAM,
+                           "topic": topic, **extra})
+
+
+def read_rows(opts: SourceOptions) -> list[dict]:
+    """Every row a batch read with ``opts`` returns, split after split."""
+    return [row for split in plan_batch(opts, RowBounds())
+            for batch in read_split(opts, RowBounds(), split) for row in batch.to_pylist()]
+
+
+def test_partition_past_u32_is_refused_not_sent_by_key(module_server, client):
+    """A ``partition`` of 2**32 was taken for the first key's group code (sent where that
+    key hashes) or, without a key column, an IndexError."""
+    client.create_topic(STREAM, "wide-partition", partitions_count=2)
+    opts = options(module_server, "wide-partition")
+    keyed = pa.record_batch({"payload": [b"keyed", b"wide"], "key": [b"k", b"k"],
+                             "partition": pa.array([None, 1 << 32], pa.int64())})
+    alone = pa.record_batch({"payload": [b"wide"],
+                             "partition": pa.array([1 << 32], pa.int64())})
+    for batch in (keyed, alone):
+        with pytest.raises(LurcherSparkError, match="'partition'"):
+            send_record_batch(client, opts, batch)
+    assert read_rows(opts) == []
