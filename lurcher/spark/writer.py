@@ -58,7 +58,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from lurcher.core.wire.buffer import U32_MAX
+from lurcher.core.wire.buffer import U32_MAX, U128_MAX
+from lurcher.core.wire.units import shown
 from lurcher.core.wire.values.partitioning import Partitioning
 from lurcher.sdk.messages import build_batch, encode_header_block
 from lurcher.sdk.sync import SyncClient
@@ -152,13 +153,18 @@ def _binary_list(column: pa.Array) -> list[bytes | None]:
 
 
 def _id_value(value: object) -> int:
+    """A row's id (0 for null). Raises ValueError for one outside u128."""
     if value is None:
         return 0
     if isinstance(value, bytes):
-        return int.from_bytes(value, "big")
-    if isinstance(value, str):
-        return uuid.UUID(value).int
-    return int(value)  # type: ignore[call-overload]
+        number = int.from_bytes(value, "big")
+    elif isinstance(value, str):
+        number = uuid.UUID(value).int
+    else:
+        number = int(value)  # type: ignore[call-overload]
+    if not 0 <= number <= U128_MAX:
+        raise ValueError(f"{shown(value)} is not a 128-bit unsigned id")
+    return number
 
 
 def _ids(batch: pa.RecordBatch, derived: list[int] | None) -> list[int] | None:

@@ -51,3 +51,16 @@ def test_partition_past_u32_is_refused_not_sent_by_key(module_server, client):
         with pytest.raises(LurcherSparkError, match="'partition'"):
             send_record_batch(client, opts, batch)
     assert read_rows(opts) == []
+
+
+@pytest.mark.parametrize("column", [pa.array([-1], pa.int64()),
+                                    pa.array([b"\x01" * 17], pa.binary())])
+def test_id_outside_u128_is_a_clear_error(module_server, client, column):
+    """A negative ``id`` or one of more than 16 bytes was an OverflowError from the batch
+    builder (a traceback, not the data source's error naming the column)."""
+    topic = f"bad-id-{column.type}"
+    client.create_topic(STREAM, topic, partitions_count=1)
+    opts = options(module_server, topic)
+    with pytest.raises(LurcherSparkError, match="'id'"):
+        send_record_batch(client, opts, pa.record_batch({"payload": [b"x"], "id": column}))
+    assert read_rows(opts) == []
