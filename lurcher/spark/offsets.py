@@ -96,7 +96,8 @@ def position_for(spec: dict[int, Position] | Position, partition_id: int,
 
 
 def to_micros(option: str, value: object) -> int:
-    """Microseconds since the epoch of a number or an ISO-8601 text (UTC if naive).
+    """Microseconds since the epoch of a number or an ISO-8601 text (UTC if naive), not
+    before the epoch (a poll by timestamp takes a u64).
 
     Raises LurcherSparkError.
     """
@@ -112,7 +113,9 @@ def to_micros(option: str, value: object) -> int:
         except ValueError:
             pass
         else:
-            return datetime_micros(moment)
+            micros = datetime_micros(moment)
+            if micros >= 0:
+                return micros
     raise LurcherSparkError(f"lurcher option {option!r}: bad timestamp {shown(value)}")
 
 
