@@ -4,11 +4,13 @@ the write side, with Arrow batches built here as Spark would hand them over."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
 
+from lurcher.core.wire.headers import HeaderKind, HeaderValue, encode_headers
 from lurcher.sdk.sync import SyncClient
 from lurcher.spark.filters import RowBounds
 from lurcher.spark.options import LurcherSparkError, SourceOptions, source_options
@@ -64,3 +66,24 @@ def test_id_outside_u128_is_a_clear_error(module_server, client, column):
     with pytest.raises(LurcherSparkError, match="'id'"):
         send_record_batch(client, opts, pa.record_batch({"payload": [b"x"], "id": column}))
     assert read_rows(opts) == []
+
+
+def test_header_keys_of_every_kind_read_as_distinct_text(module_server, client):
+    """A string key that is not UTF-8 failed the read with a UnicodeDecodeError; a numeric
+    key 5 and a string key "5" both read as "5" (two equal map keys), a raw key b"k" as
+    "b'k'" (a Python repr)."""
+    client.create_topic(STREAM, "header-keys", partitions_count=1)
+    headers = {HeaderValue(HeaderKind.STRING, b"\xff\xfe"): HeaderValue.of(HeaderKind.RAW, b"a"),
+               "5": HeaderValue.of(HeaderKind.STRING, "b"),
+               HeaderValue.of(HeaderKind.INT32, 5): HeaderValue.of(HeaderKind.INT32, -1),
+               HeaderValue.of(HeaderKind.RAW, b"k\x00"): HeaderValue.of(HeaderKind.BOOL, True),
+               HeaderValue.of(HeaderKind.BOOL, False): HeaderValue.of(HeaderKind.FLOAT64, 0.5),
+               HeaderValue.of(HeaderKind.UINT128, 1 << 100): HeaderValue.of(HeaderKind.RAW, b"\xff")}
+    client.send_messages(STREAM, "header-keys", [b"\xff\xfe payload"], 0,
+                         headers=[encode_headers(headers)])
+    [row] = read_rows(options(module_server, "header-keys"))
+    assert dict(row["headers"]) == {
+        "string://4=": b"a", "5": b"b", "int32:5": b"\xff\xff\xff\xff", "raw:awA=": b"\x01",
+        "bool:false": struct.pack("<d", 0.5),
+        f"uint128:{1 << 100}": b"\xff"}
+    assert row["payload"] == b"\xff\xfe payload"
