@@ -39,7 +39,8 @@ a group) and the MCP tools show how far the job has read. They trail by one micr
 (Spark commits a batch's progress to the source when it plans the next batch). Display
 only: Spark's checkpoint stays the source of truth and a restart never reads them.
 
-Write options: ``stream``, ``topic``, ``sendMessages`` (messages per batch, default 1,000);
+Write options: ``stream``, ``topic``, ``sendMessages`` (messages per batch, default 1,000;
+a batch also stays within 16 MiB unless one message is larger);
 ``exactlyOnce`` (writeStream only, default true). Columns are described in
 ``lurcher.spark.writer``. Row schema: ``lurcher.spark.arrow``. Failures are
 ``LurcherSparkError`` naming the Iggy error where there is one.

@@ -11,8 +11,8 @@ Columns (other columns are ignored):
               null or absent: the server assigns one
 
 Rows without partition and key go balanced. Each Spark task connects once and sends its
-rows in batches of at most ``sendMessages`` messages (``MessageBatch`` via the SDK's
-``build_batch``), one batch per target (partition id, key or balanced), keeping the order
+rows in batches of at most ``sendMessages`` messages and ``SEND_BYTES`` (16 MiB; a larger
+message goes alone) (``MessageBatch`` via the SDK's ``build_batch``), one batch per target (partition id, key or balanced), keeping the order
 of rows within a target.
 
 Delivery of ``df.write`` (batch) is at-least-once: a retried task or job sends its rows
@@ -58,6 +58,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from lurcher.core.wire.batch import HEADER_BYTES, INDEX_ENTRY_BYTES
 from lurcher.core.wire.buffer import U32_MAX, U128_MAX
 from lurcher.core.wire.units import shown
 from lurcher.core.wire.values.partitioning import Partitioning
@@ -80,6 +81,9 @@ _ACCEPTED = {
     "id": (BinaryType, StringType, *_INTEGERS),
 }
 BALANCED = -1
+# Most bytes of messages in one SendMessages request (a single larger message goes alone):
+# well below the server's limits.max_send_payload_bytes (default 64 MiB).
+SEND_BYTES = 16 << 20
 KEYED_BASE = 1 << 32  # group codes: partition id < 2**32 <= KEYED_BASE + key index
 
 
@@ -270,13 +274,36 @@ def send_record_batch(client: SyncClient, options: SourceOptions, batch: pa.Reco
         raise LurcherSparkError("lurcher write: column 'payload' has a null value")
     derived, spread = placement.take(batch.num_rows) if placement else (None, None)
     ids, headers = _ids(batch, derived), _headers(batch)
+    sizes = _message_sizes(payloads, headers)
     for partitioning, rows in groups(batch, spread):
-        for begin in range(0, len(rows), options.send_messages):
-            chunk = rows[begin:begin + options.send_messages].tolist()
+        for begin, end in chunks(sizes[rows], options.send_messages, SEND_BYTES):
+            chunk = rows[begin:end].tolist()
             messages = build_batch(_pick(payloads, chunk), _pick(ids, chunk),
                                    _pick(headers, chunk))
             client.send_messages(options.stream, options.topic, messages, partitioning)
     return batch.num_rows
+
+
+def _message_sizes(payloads: list[bytes], headers: list[bytes] | None) -> np.ndarray:
+    """Each row's bytes in a SendMessages request (header, index entry, payload, headers)."""
+    sizes = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
+    if headers is not None:
+        sizes += np.fromiter(map(len, headers), dtype=np.int64, count=len(headers))
+    return sizes + HEADER_BYTES + INDEX_ENTRY_BYTES
+
+
+def chunks(sizes: np.ndarray, max_count: int, max_bytes: int) -> list[tuple[int, int]]:
+    """Consecutive ``[begin, end)`` over rows of ``sizes`` bytes: at most ``max_count`` rows
+    and ``max_bytes`` bytes each, but always at least one row."""
+    total = np.concatenate(([0], np.cumsum(sizes)))
+    pieces = []
+    begin = 0
+    while begin < len(sizes):
+        fits = int(np.searchsorted(total, total[begin] + max_bytes, side="right")) - 1
+        end = min(max(fits, begin + 1), begin + max_count)
+        pieces.append((begin, end))
+        begin = end
+    return pieces
 
 
 @dataclasses.dataclass

@@ -87,3 +87,18 @@ def test_header_keys_of_every_kind_read_as_distinct_text(module_server, client):
         "bool:false": struct.pack("<d", 0.5),
         f"uint128:{1 << 100}": b"\xff"}
     assert row["payload"] == b"\xff\xfe payload"
+
+
+def test_rows_past_the_servers_request_limit_are_sent_in_smaller_batches(module_server,
+                                                                         client):
+    """``sendMessages`` (default 1,000) rows of 200 kB are 200 MB, past the server's
+    64 MiB SendMessages limit: the server closed the connection and nothing was written."""
+    client.create_topic(STREAM, "large-rows", partitions_count=1)
+    opts = options(module_server, "large-rows")
+    payloads = [bytes([i % 251]) * 200_000 for i in range(350)]  # 70 MB
+    batch = pa.record_batch({"payload": payloads,
+                             "partition": pa.array([0] * len(payloads), pa.int32())})
+    assert send_record_batch(client, opts, batch) == len(payloads)
+    rows = read_rows(opts)
+    assert [r["offset"] for r in rows] == list(range(len(payloads)))
+    assert [r["payload"] for r in rows] == payloads

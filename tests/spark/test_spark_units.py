@@ -203,3 +203,13 @@ def test_placement_spreads_unplaced_rows_and_keeps_explicit_targets():
     found = {tuple(rows.tolist()) for _, rows in groups(batch, spread)}
     assert found == {tuple(rows) for rows in expected.values()}
     assert len(ids) == 6 and len(set(ids)) == 6
+
+
+def test_send_chunks_bounded_by_count_and_bytes():
+    from lurcher.spark.writer import chunks
+
+    sizes = np.array([10, 10, 10, 50, 10, 10], dtype=np.int64)
+    assert chunks(sizes, 100, 30) == [(0, 3), (3, 4), (4, 6)]
+    assert chunks(sizes, 2, 1000) == [(0, 2), (2, 4), (4, 6)]
+    assert chunks(sizes, 100, 5) == [(i, i + 1) for i in range(6)]
+    assert chunks(sizes[:0], 10, 10) == []
