@@ -12,6 +12,7 @@ Every parse failure raises ``LurcherSparkError`` naming the option.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -49,6 +50,13 @@ def _positive(value: str) -> int:
     return number
 
 
+def _seconds(value: str) -> float:
+    seconds = float(value)
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"expected a positive number of seconds, got {value!r}")
+    return seconds
+
+
 # option (lower case) -> (ClientConfig field, converter)
 _CONNECTION_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "address": ("address", _text),
@@ -61,8 +69,8 @@ _CONNECTION_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "tls_domain": ("tls_domain", _text),
     "tls_ca_file": ("tls_ca_file", _text),
     "tls_validate_certificate": ("tls_validate_certificate", _bool),
-    "connect_timeout_s": ("connect_timeout_s", float),
-    "request_timeout_s": ("request_timeout_s", float),
+    "connect_timeout_s": ("connect_timeout_s", _seconds),
+    "request_timeout_s": ("request_timeout_s", _seconds),
 }
 
 

@@ -96,6 +96,13 @@ def test_options_connection_string_and_overrides():
         source_options({"topic": "t"})
     with pytest.raises(LurcherSparkError, match="pollMessages|pollmessages"):
         source_options({"stream": "s", "topic": "t", "pollMessages": "0"})
+    # NaN reached the SDK's connect (a ValueError converting it), as did inf and negatives
+    for bad in ("nan", "inf", "-1", "0", "1e999", "soon"):
+        for name in ("connect_timeout_s", "request_timeout_s"):
+            with pytest.raises(LurcherSparkError, match=name):
+                source_options({"stream": "s", "topic": "t", name: bad})
+    assert source_options({"stream": "s", "topic": "t",
+                           "connect_timeout_s": "2.5"}).config.connect_timeout_s == 2.5
 
 
 def _polled(messages: list[Message], partition_id: int = 2) -> PolledMessages:
