@@ -18,7 +18,9 @@ from typing import Any
 
 import msgspec
 
+from lurcher.core.wire.buffer import U32_MAX
 from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.units import decimal, shown
 from lurcher.sdk.config import ClientConfig
 from lurcher.sdk.connstring import parse as parse_connection_string
 
@@ -27,6 +29,7 @@ class LurcherSparkError(RuntimeError):
     """A lurcher data source failure (bad option, Iggy error during a read or write)."""
 
 
+I64_MAX = (1 << 63) - 1
 DEFAULT_POLL_MESSAGES = 5_000
 DEFAULT_MAX_MESSAGES_PER_PARTITION = 1_000_000
 DEFAULT_SEND_MESSAGES = 1_000
@@ -44,9 +47,10 @@ def _bool(value: str) -> bool:
 
 
 def _positive(value: str) -> int:
-    number = int(value)
-    if number <= 0:
-        raise ValueError(f"expected a positive number, got {value!r}")
+    """A count: ASCII digits, 1 up to a Java long (Spark's ReadMaxRows holds one)."""
+    number = decimal(value.strip(), I64_MAX)
+    if not number:
+        raise ValueError(f"expected a positive number up to {I64_MAX}, got {shown(value)}")
     return number
 
 
@@ -129,10 +133,10 @@ class SourceOptions(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _partitions(value: str) -> tuple[int, ...]:
-    ids = tuple(sorted({int(p) for p in value.replace(" ", "").split(",") if p}))
-    if not ids or min(ids) < 0:
-        raise ValueError(f"expected a comma-separated list of partition ids, got {value!r}")
-    return ids
+    ids = {decimal(p, U32_MAX) for p in value.replace(" ", "").split(",") if p}
+    if not ids or None in ids:
+        raise ValueError(f"expected a comma-separated list of partition ids, got {shown(value)}")
+    return tuple(sorted(ids))
 
 
 # option (lower case) -> (SourceOptions field, converter)

@@ -96,6 +96,16 @@ def test_options_connection_string_and_overrides():
         source_options({"topic": "t"})
     with pytest.raises(LurcherSparkError, match="pollMessages|pollmessages"):
         source_options({"stream": "s", "topic": "t", "pollMessages": "0"})
+    # int() read other digits ('١٠' as 10, '٢' as partition 2) and '1_0'; a count past a
+    # Java long failed in Spark's JVM (maxMessagesPerTrigger is its ReadMaxRows)
+    for name, bad in (("maxMessagesPerPartition", "١٠"), ("pollMessages", "1_0"),
+                      ("maxMessagesPerTrigger", str(1 << 63)), ("sendMessages", "+5"),
+                      ("partitions", "0,٢"), ("partitions", "4294967296"),
+                      ("partitions", "1_0")):
+        with pytest.raises(LurcherSparkError, match=name.lower()):
+            source_options({"stream": "s", "topic": "t", name: bad})
+    assert source_options({"stream": "s", "topic": "t", "partitions": " 2, 0,,2",
+                           "maxMessagesPerTrigger": " 007"}).partitions == (0, 2)
     # NaN reached the SDK's connect (a ValueError converting it), as did inf and negatives
     for bad in ("nan", "inf", "-1", "0", "1e999", "soon"):
         for name in ("connect_timeout_s", "request_timeout_s"):
