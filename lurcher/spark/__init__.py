@@ -32,7 +32,8 @@ the per-DataFrame options ``partitions``, ``startingOffsets``/``endingOffsets`` 
 ``startingTimestamp``/``endingTimestamp``.
 
 Streaming read options: ``commitConsumer`` (a consumer name or id) or
-``commitConsumerGroup`` (a group name, created when missing): after each micro-batch the
+``commitConsumerGroup`` (a group name, created when missing; all digits
+name the group of that id when there is one): after each micro-batch the
 last offset read per partition is stored as that consumer's offsets, so ``lurcher
 consumer-offset get <consumer> <stream> <topic> <partition>`` (``-k consumer-group`` for
 a group) and the MCP tools show how far the job has read. They trail by one micro-batch

@@ -131,15 +131,26 @@ def _consumer_id(name: str) -> int | str:
     return Identifier.parse(name).value
 
 
+def _group_id(client: SyncClient, stream: str, topic: str, group: str) -> int:
+    """The id of consumer group ``group``: the group with that id when ``group`` is all
+    digits and one exists (Iggy reads such a name as an id), else the group of that name,
+    created when missing. Raises IggyError."""
+    wanted = Identifier.parse(group)
+    headers = client.get_consumer_groups(stream, topic)
+    by_id = [g.id for g in headers if wanted.is_numeric and g.id == wanted.value]
+    by_name = [g.id for g in headers if g.name == group]
+    if by_id or by_name:
+        return (by_id or by_name)[0]
+    return client.create_consumer_group(stream, topic, group).header.id
+
+
 def store_progress(client: SyncClient, stream: str, topic: str, consumer: str, group: bool,
                    ends: dict[int, int]) -> None:
     """Stores ``end - 1`` (the last offset read) of every partition with ``end > 0`` as the
     offset of consumer ``consumer`` (a name or id), or of consumer group ``consumer`` when
-    ``group`` (created when missing, joined by this client). Raises IggyError."""
-    who = _consumer_id(consumer)
+    ``group`` (``_group_id``: created when missing; joined by this client). Raises IggyError."""
+    who = _group_id(client, stream, topic, consumer) if group else _consumer_id(consumer)
     if group:
-        if client.get_consumer_group(stream, topic, who) is None:
-            client.create_consumer_group(stream, topic, consumer)
         client.join_consumer_group(stream, topic, who)
     for partition_id, end in sorted(ends.items()):
         if end > 0:

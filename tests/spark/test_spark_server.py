@@ -15,6 +15,7 @@ from lurcher.sdk.sync import SyncClient
 from lurcher.spark.filters import RowBounds
 from lurcher.spark.options import LurcherSparkError, SourceOptions, source_options
 from lurcher.spark.plan import plan_batch, read_split
+from lurcher.spark.reader import LurcherStreamReader
 from lurcher.spark.writer import send_record_batch
 from tests.spark.conftest import connection
 from tests.support.server import LurcherServer
@@ -102,3 +103,20 @@ def test_rows_past_the_servers_request_limit_are_sent_in_smaller_batches(module_
     rows = read_rows(opts)
     assert [r["offset"] for r in rows] == list(range(len(payloads)))
     assert [r["payload"] for r in rows] == payloads
+
+
+def test_commit_consumer_group_with_a_numeric_name(module_server, client):
+    """``commitConsumerGroup="5"`` created a group named "5" and then joined group id 5
+    (ConsumerGroupIdNotFound), and every later commit failed creating it again
+    (ConsumerGroupNameAlreadyExists): the streaming query stopped at its first batch."""
+    client.create_topic(STREAM, "numeric-group", partitions_count=1)
+    client.send_messages(STREAM, "numeric-group", [b"m"] * 5, 0)
+    reader = LurcherStreamReader(options(module_server, "numeric-group",
+                                         commitConsumerGroup="5"))
+    reader.commit({"0": 3})
+    reader.commit({"0": 5})
+    [group] = client.get_consumer_groups(STREAM, "numeric-group")
+    assert group.name == "5"
+    client.join_consumer_group(STREAM, "numeric-group", group.id)  # to read its offsets
+    stored = client.get_consumer_offset(group.id, STREAM, "numeric-group", 0, group=True)
+    assert stored.stored_offset == 4
