@@ -22,7 +22,14 @@ import msgspec
 
 from lurcher.core.wire.buffer import U64_MAX
 from lurcher.core.wire.errors import IggyError
-from lurcher.core.wire.headers import HeaderKind, HeaderValue, decode_headers
+from lurcher.core.wire.headers import (
+    HeaderKind,
+    HeaderValue,
+    decode_headers,
+    field_text,
+    key_text,
+    kind_name,
+)
 from lurcher.core.wire.responses.clients import Transport
 from lurcher.core.wire.responses.messages import Message, PolledMessages
 from lurcher.mcp_server.config import LimitsConfig
@@ -118,32 +125,25 @@ def _json_container(text: str) -> Any:
 
 
 def header_text(field: HeaderValue) -> Any:
-    """A header key or value as JSON: raw bytes as base64, numbers and strings as is."""
+    """A header value as JSON: numbers and strings as is, raw bytes as base64."""
     value = field.to_python()
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    return value
-
-
-def kind_name(kind: int) -> str:
-    try:
-        return HeaderKind(kind).name.lower()
-    except ValueError:
-        return f"kind_{kind}"
+    return field_text(field) if isinstance(value, bytes) else value
 
 
 def render_headers(block: bytes) -> dict[str, Any]:
-    """User headers as ``{key: {"kind": ..., "value": ...}}``; a non-string key is written
-    ``"<kind>:<value>"``. A block that does not decode yields ``{"_undecodable": base64}``."""
+    """User headers as ``{key: {"kind": ..., "value": ...}}`` (``headers.key_text``: a
+    non-string key is written ``"<kind>:<value>"``); a string value that is not UTF-8 is
+    base64 with ``"encoding": "base64"``. A block that does not decode yields
+    ``{"_undecodable": base64}``."""
     try:
         headers = decode_headers(block)
     except IggyError:
         return {"_undecodable": base64.b64encode(block).decode()}
     out: dict[str, Any] = {}
     for key, value in headers.items():
-        name = key.to_python() if key.kind == HeaderKind.STRING else (
-            f"{kind_name(key.kind)}:{header_text(key)}")
-        out[str(name)] = {"kind": kind_name(value.kind), "value": header_text(value)}
+        out[key_text(key)] = {"kind": kind_name(value.kind), "value": header_text(value)}
+        if value.kind == HeaderKind.STRING and isinstance(value.to_python(), bytes):
+            out[key_text(key)]["encoding"] = "base64"
     return out
 
 

@@ -6,7 +6,7 @@ Schema (``SCHEMA``), one row per message:
     timestamp timestamp, origin_timestamp timestamp   (microsecond precision, UTC)
     id binary      the 128-bit message id as 16 big-endian bytes (UUID byte order)
     headers map<string, binary>   user headers: key as text (a string key as itself,
-                                  others "<kind>:<value>", ``header_key_text``), value as
+                                  others "<kind>:<value>", ``headers.key_text``), value as
                                   its raw bytes (little-endian for numbers)
     payload binary
 
@@ -22,8 +22,6 @@ pyarrow.compute either: its ``take`` imports pandas too (about 0.5 s a fresh wor
 
 from __future__ import annotations
 
-import base64
-import contextlib
 from typing import Any
 
 import numpy as np
@@ -40,7 +38,7 @@ from pyspark.sql.types import (
 )
 
 from lurcher.core.wire.batch import HEADER_BYTES
-from lurcher.core.wire.headers import HeaderKind, HeaderValue, decode_headers
+from lurcher.core.wire.headers import decode_headers, key_text
 from lurcher.spark.options import LurcherSparkError
 from lurcher.spark.polled import PolledView
 
@@ -140,28 +138,8 @@ def _ids(view: PolledView) -> pa.Array:
     return _binary(offsets, words.view(np.uint8).reshape(-1))
 
 
-def header_key_text(key: HeaderValue) -> str:
-    """A user-header key as the ``headers`` column's map key: a string key as itself; any
-    other (or a string key that is not UTF-8) as ``"<kind>:<value>"``, the kind's name in
-    lower case and the value as a number, ``true``/``false``, or base64 of its bytes (raw,
-    undecodable string), as the MCP tools name them."""
-    if key.kind == HeaderKind.STRING:
-        with contextlib.suppress(UnicodeDecodeError):
-            return key.value.decode()
-        value: object = key.value
-    else:
-        value = key.to_python()
-    if isinstance(value, bytes):
-        text = base64.b64encode(value).decode()
-    elif isinstance(value, bool):
-        text = "true" if value else "false"
-    else:
-        text = str(value)
-    return f"{HeaderKind(key.kind).name.lower()}:{text}"
-
-
 def _header_pairs(block: memoryview) -> list[tuple[str, bytes]]:
-    return [(header_key_text(k), v.value) for k, v in decode_headers(block).items()]
+    return [(key_text(k), v.value) for k, v in decode_headers(block).items()]
 
 
 def _headers(view: PolledView, payload_lengths: np.ndarray,

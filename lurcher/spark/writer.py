@@ -12,8 +12,8 @@ Columns (other columns are ignored):
 
 Rows without partition and key go balanced. Each Spark task connects once and sends its
 rows in batches of at most ``sendMessages`` messages and ``SEND_BYTES`` (16 MiB; a larger
-message goes alone) (``MessageBatch`` via the SDK's ``build_batch``), one batch per target (partition id, key or balanced), keeping the order
-of rows within a target.
+message goes alone) (``MessageBatch`` via the SDK's ``build_batch``), one batch per target
+(partition id, key or balanced), keeping the order of rows within a target.
 
 Delivery of ``df.write`` (batch) is at-least-once: a retried task or job sends its rows
 again, and only rows with an ``id`` are then dropped by the server's deduplication.

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import Cli
+from lurcher.core.wire.headers import HeaderKind, HeaderValue, encode_headers
+from lurcher.sdk.sync import SyncClient
+from tests.cli.conftest import Cli, root_connection
 
 FOLLOW_WAIT_S = 15.0
 
@@ -76,6 +78,19 @@ def test_send_headers_ids_and_key(lurcher: Cli, topic) -> None:
     keyed = [payloads(poll_json(lurcher, str(p), "--first", "-c", "100")).count("k")
              for p in range(3)]
     assert sorted(keyed) == [0, 0, 3]  # one key, one partition
+
+
+def test_poll_shows_string_headers_that_are_not_utf8(lurcher: Cli, server, topic) -> None:
+    """A string header that is not UTF-8 (sent by another client; the server stores it as
+    sent) failed every poll that met it with a decode error: it is shown as its bytes."""
+    with SyncClient.from_connection_string(root_connection(server)) as sdk:
+        sdk.send_messages("orders", "eu", [b"m"], 1, headers=[encode_headers(
+            {HeaderValue(HeaderKind.STRING, b"\xff"): HeaderValue(HeaderKind.STRING, b"\xfe")})])
+    [got] = poll_json(lurcher, "1", "--first", "-c", "10")
+    assert got["headers"] == {"ff": "fe"}
+    text = lurcher("message", "poll", "orders", "eu", "1", "--first", "--show-headers",
+                   check=0).out
+    assert "{ff=fe}" in text
 
 
 def test_poll_strategies(lurcher: Cli, topic) -> None:

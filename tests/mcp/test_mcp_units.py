@@ -112,6 +112,21 @@ def test_headers_rendered() -> None:
                        "uint32:7": {"kind": "raw", "value": "AP8="}}
 
 
+def test_headers_not_utf8_or_of_every_key_kind_are_rendered() -> None:
+    """A string key or value that is not UTF-8 (the server stores what a client sent) was
+    an internal error of every poll that met it; keys of different kinds never meet."""
+    block = encode_headers({HeaderValue(HeaderKind.STRING, b"\xff"): HeaderValue(
+                                HeaderKind.STRING, b"\xfe\x00"),
+                            "5": HeaderValue.of(HeaderKind.BOOL, True),
+                            HeaderValue.of(HeaderKind.INT32, 5): HeaderValue.string("x"),
+                            HeaderValue.of(HeaderKind.BOOL, False): HeaderValue.string("y")})
+    headers = render_polled(_polled(1, b"p", block), LimitsConfig(), 1)["messages"][0]["headers"]
+    assert headers == {"string:/w==": {"kind": "string", "value": "/gA=", "encoding": "base64"},
+                       "5": {"kind": "bool", "value": True},
+                       "int32:5": {"kind": "string", "value": "x"},
+                       "bool:false": {"kind": "string", "value": "y"}}
+
+
 def test_fit_cuts_lists() -> None:
     value = {"count": 1000, "items": [{"n": i} for i in range(1000)]}
     cut = fit(value, 500)

@@ -1,7 +1,8 @@
 """The user-headers block of a message: a sequence of key/value pairs, each pair two TLVs
 ``kind u8, length u32, bytes`` (key first, then value).
 
-``HeaderValue(kind, value)`` is one typed field (keys are typed fields too).
+``HeaderValue(kind, value)`` is one typed field (keys are typed fields too); ``key_text``
+and ``field_text`` name them as text for maps keyed by text and JSON.
 ``encode_headers`` writes a mapping; ``decode_headers`` parses and validates a block into
 a dict (a repeated key keeps the last value). ``validate_headers`` checks a block with the
 0.8 rules and their status codes:
@@ -16,6 +17,7 @@ a dict (a repeated key keeps the last value). ``validate_headers`` checks a bloc
 
 from __future__ import annotations
 
+import base64
 import enum
 import struct
 from collections.abc import Mapping
@@ -82,15 +84,47 @@ class HeaderValue(msgspec.Struct, frozen=True):
         return cls(HeaderKind.STRING, text.encode())
 
     def to_python(self) -> Any:
-        """The value as a Python object (bytes for RAW, str for STRING, numbers otherwise)."""
+        """The value as a Python object: bytes for RAW, str for STRING (its bytes when they
+        are not UTF-8: the server stores what a client sent), numbers otherwise."""
         kind = HeaderKind(self.kind)
         if kind == HeaderKind.RAW:
             return self.value
         if kind == HeaderKind.STRING:
-            return self.value.decode()
+            try:
+                return self.value.decode()
+            except UnicodeDecodeError:
+                return self.value
         if kind in (HeaderKind.INT128, HeaderKind.UINT128):
             return int.from_bytes(self.value, "little", signed=kind == HeaderKind.INT128)
         return struct.unpack(_FORMATS[kind], self.value)[0]
+
+
+def kind_name(kind: int) -> str:
+    """``"string"``, ``"uint32"``...; ``"kind_<n>"`` for a code outside HeaderKind."""
+    try:
+        return HeaderKind(kind).name.lower()
+    except ValueError:
+        return f"kind_{kind}"
+
+
+def field_text(field: HeaderValue) -> str:
+    """A field's value as text: a number, ``true``/``false``, a string as itself, bytes
+    (RAW, or a STRING that is not UTF-8) as base64."""
+    value = field.to_python()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def key_text(key: HeaderValue) -> str:
+    """A header key as one text for maps keyed by text (Spark's ``headers`` column, the MCP
+    tools): a UTF-8 string key as itself, any other ``"<kind>:<field_text>"``, so keys of
+    different kinds never meet."""
+    if key.kind == HeaderKind.STRING and isinstance(text := key.to_python(), str):
+        return text
+    return f"{kind_name(key.kind)}:{field_text(key)}"
 
 
 def _pack(kind: HeaderKind, v: Any) -> bytes:
