@@ -25,7 +25,9 @@ caps a micro-batch (Spark's ``ReadMaxRows``, PySpark >= 4.2). Partitions added t
 topic later are read from their first offset. A partition whose end falls below the
 checkpoint's offset (topic purged, partition created again: offsets restart at 0) fails the
 query with ``failOnDataLoss`` (default), as Kafka's source does; without it reading goes on
-from the new end (messages stored before that are skipped). ``commitConsumer`` /
+from the new end (messages stored before that are skipped). A purge refilled past the
+checkpoint's offset before the next micro-batch is not seen (the offsets alone cannot show
+it); the README says to stop such queries before a purge. ``commitConsumer`` /
 ``commitConsumerGroup`` also store each committed micro-batch's end in lurcher as
 consumer offsets (display only: the checkpoint stays the source of truth, and a restart
 never reads them).
