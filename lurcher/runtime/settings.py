@@ -242,6 +242,7 @@ class Limits(Section):
     http_header_timeout: Micros
     login_timeout: Micros
     http_body_timeout: Micros
+    http_body_min_rate: Bytes
 
 
 class ServerConfig(Section):

@@ -1,5 +1,6 @@
 """The HTTP listener's read deadlines (``limits.http_header_timeout``,
-``limits.http_body_timeout``), over plain HTTP and HTTPS, on a real server.
+``limits.http_body_timeout``, ``limits.http_body_min_rate``), over plain HTTP and HTTPS,
+on a real server.
 
 A connection that sends nothing, a header or a body trickled in too slowly (slowloris)
 were held open forever; now each is closed (408 when part of a request came), while a
@@ -22,7 +23,8 @@ from tests.support.trickle import NEVER_S, trickle
 from tests.transports.conftest import ALL_ON, CaFiles, _serve, tls_env
 
 TIMEOUT = {"LURCHER_LIMITS_HTTP_HEADER_TIMEOUT": "2 s",
-           "LURCHER_LIMITS_HTTP_BODY_TIMEOUT": "2 s"}
+           "LURCHER_LIMITS_HTTP_BODY_TIMEOUT": "2 s",
+           "LURCHER_LIMITS_HTTP_BODY_MIN_RATE": "1 B"}
 LOGIN = json.dumps({"username": "iggy", "password": "iggy"}).encode()
 
 
@@ -120,3 +122,18 @@ async def test_a_kept_alive_connection_gets_a_new_header_deadline(deadline_serve
         assert late.startswith(b"HTTP/1.1 408 "), late[:80]
     finally:
         writer.close()
+
+
+async def test_a_body_dripped_inside_the_gap_is_cut_by_its_rate(deadline_server) -> None:
+    """A byte every 1.8 s never leaves the 2 s body timer run out, and was held for as
+    long as the body's length said; at least 1 byte a second after 2 s of grace, it is due
+    about 3 s in, long before its 8 bytes (14 s at that pace) are all sent."""
+    server, context = deadline_server
+    reader, writer = await _open(server, context)
+    try:
+        writer.write(_post(8))
+        answer = await trickle(reader, writer, b'{"a": 1}', pace_s=1.8)
+    finally:
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:80]
+    assert "request body slower than 1 bytes/s" in server.log_tail()

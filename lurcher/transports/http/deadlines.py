@@ -9,7 +9,12 @@ buffer. ``DeadlineH11Protocol`` adds two timers, following h11's view of the cli
   request header must arrive within ``header_s``, however the bytes trickle in;
 - body: while the body is being received, each piece must follow the one before within
   ``body_s`` (time the server itself stops reading, to hold back a body the application
-  has not taken yet, is not counted).
+  has not taken yet, is not counted);
+- body rate: the body as a whole must come at ``body_min_rate`` bytes a second or more,
+  after a grace of ``body_s``: by ``body_s + received / body_min_rate`` seconds from its
+  start. Without it a client dripping a byte just inside ``body_s`` held a connection
+  and its body buffer for hours; with it a body takes at most ``body_s`` plus its size
+  over the rate. Time the server holds the body back moves that due time on.
 
 A request late in either is answered ``408 Request Timeout`` (when any of it arrived) and
 the connection closed; a connection that sent nothing is closed. Once the request is
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -38,10 +44,12 @@ REQUEST_TIMEOUT = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain\r\
 
 @dataclass(frozen=True)
 class ReadDeadlines:
-    """Seconds allowed for a request's header, and between pieces of its body."""
+    """Seconds allowed for a request's header and between pieces of its body; the least
+    average rate of a body in bytes a second (after ``body_s`` of grace)."""
 
     header_s: float | None
     body_s: float | None
+    body_min_rate: float | None = None
 
 
 def protocol_factory(deadlines: ReadDeadlines) -> Callable[..., DeadlineH11Protocol]:
@@ -57,13 +65,17 @@ class DeadlineH11Protocol(H11Protocol):
         self.deadlines = deadlines
         self.read_timer: asyncio.TimerHandle | None = None
         self.waiting_for: str | None = None  # "header", "body" or None
+        self.body_due = math.inf  # loop time by which the body received so far was due
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._follow_request()
 
     def data_received(self, data: bytes) -> None:
+        receiving = self.waiting_for == "body"
         super().data_received(data)
+        if receiving and self.deadlines.body_min_rate:
+            self.body_due += len(data) / self.deadlines.body_min_rate
         self._follow_request(arrived=True)
 
     def on_response_complete(self) -> None:
@@ -88,16 +100,25 @@ class DeadlineH11Protocol(H11Protocol):
             if self.waiting_for != "header":
                 self._arm("header", self.deadlines.header_s)
         elif state is h11.SEND_BODY:
-            if self.waiting_for != "body" or arrived:
+            if self.waiting_for != "body":
+                self._start_body()
+            elif arrived:
                 self._arm("body", self.deadlines.body_s)
         else:
             self._disarm()
+
+    def _start_body(self) -> None:
+        """The body begins: its rate is due from now, after the grace of ``body_s``."""
+        grace, rate = self.deadlines.body_s, self.deadlines.body_min_rate
+        self.body_due = self.loop.time() + grace if grace and rate else math.inf
+        self._arm("body", grace)
 
     def _arm(self, phase: str, seconds: float | None) -> None:
         self._disarm()
         self.waiting_for = phase
         if seconds is not None:
-            self.read_timer = self.loop.call_later(seconds, self._late, phase, seconds)
+            wait = seconds if phase != "body" else min(seconds, self.body_due - self.loop.time())
+            self.read_timer = self.loop.call_later(max(wait, 0.0), self._late, phase, wait)
 
     def _disarm(self) -> None:
         self.waiting_for = None
@@ -105,17 +126,28 @@ class DeadlineH11Protocol(H11Protocol):
             self.read_timer.cancel()
             self.read_timer = None
 
-    def _late(self, phase: str, seconds: float) -> None:
+    def _late(self, phase: str, waited: float) -> None:
         self.read_timer = None
+        seconds = self.deadlines.body_s if phase == "body" else self.deadlines.header_s
+        assert seconds is not None
         if self.transport.is_closing():
             return
         if phase == "body" and self.flow.read_paused:
-            self._arm(phase, seconds)  # the server holds the body back, not the client
+            # the server holds the body back, not the client
+            self.body_due = max(self.body_due, self.loop.time() + seconds)
+            self._arm(phase, seconds)
             return
         started = phase == "body" or bool(self.conn.trailing_data[0])
-        log.info("HTTP %s: request %s not received within %g s, connection closed",
-                 peer_address(self.client), phase, seconds)
+        log.info("HTTP %s: request %s, connection closed", peer_address(self.client),
+                 self._lateness(phase, seconds, waited))
         if started:
             self.transport.write(REQUEST_TIMEOUT)
         self.waiting_for = None
         self.transport.close()
+
+    def _lateness(self, phase: str, seconds: float, waited: float) -> str:
+        """What the late request failed: a deadline or gap of ``seconds``, or (when the
+        timer ran for less) the body's least rate."""
+        if waited < seconds:
+            return f"body slower than {self.deadlines.body_min_rate:g} bytes/s"
+        return f"{phase} not received within {seconds:g} s"

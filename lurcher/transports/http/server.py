@@ -4,7 +4,7 @@
 before serving), then runs uvicorn's startup and main loop as a task; uvicorn installs no
 signal handlers this way. ``HttpServer.close()`` stops it. Connections are served by
 uvicorn's h11 protocol with read deadlines (``http.deadlines``, the ``limits.http_*_timeout``
-keys).
+and ``limits.http_body_min_rate`` keys).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
+from lurcher.core.wire.units import U64_MAX
 from lurcher.runtime.settings import seconds
 from lurcher.transports.http.app import HttpApi, build_app
 from lurcher.transports.http.deadlines import ReadDeadlines, protocol_factory
@@ -60,6 +61,12 @@ class HttpServer:
             await self.server.shutdown(sockets=[self.sock])
 
 
+def body_rate(bytes_per_s: int) -> float | None:
+    """``limits.http_body_min_rate`` as ``ReadDeadlines`` takes it: 0 or "none" is no
+    minimum."""
+    return float(bytes_per_s) if 0 < bytes_per_s < U64_MAX else None
+
+
 async def listen(shard: Any, section: Http, context: ListenContext) -> HttpServer:
     """The front end's entry (``transports.frontend``). Raises OSError, TlsConfigError."""
     return await start_http(shard, section, context.data_path)
@@ -80,7 +87,8 @@ async def start_http(shard: Any, section: Http, data_path: Path,
         tls = {"ssl_certfile": str(paths.cert_file), "ssl_keyfile": str(paths.key_file)}
     limits = shard.config.typed.limits
     deadlines = ReadDeadlines(seconds(limits.http_header_timeout) or None,
-                              seconds(limits.http_body_timeout) or None)
+                              seconds(limits.http_body_timeout) or None,
+                              body_rate(limits.http_body_min_rate))
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
                             http=protocol_factory(deadlines), ws="none", loop="none", server_header=False,
                             proxy_headers=False, **tls)
