@@ -258,3 +258,28 @@ async def test_quic_raw_client_and_reset(plain_server: LurcherServer) -> None:
         assert await quic_request(proto, PING) == (0, b"")
     async with quic_connect(host, int(port), configuration=quic_config()) as proto:
         assert await quic_request(proto, PING) == (0, b"")
+
+
+async def test_http_integer_parameters_are_ascii_digits(plain_server: LurcherServer) -> None:
+    """Query and path integers went through ``int``, which reads other digits and
+    spellings: ``partition_id=٠`` (Arabic-Indic zero), '０' (full width), ' 0', '+0', '-0'
+    and '0_0' polled partition 0 (found by an adversarial probe). Iggy's u32 fields refuse
+    them; now they are 400 INVALID_FORMAT, and plain '0' still polls."""
+    async with httpx.AsyncClient(base_url=http_base(plain_server)) as http:
+        auth = bearer(await login(http))
+        await http.post("/streams", json={"name": "digits"}, headers=auth)
+        r = await http.post("/streams/digits/topics", headers=auth,
+                            json={"name": "t", "partitions_count": 1})
+        assert r.status_code == 200, r.text
+        poll = "/streams/digits/topics/t/messages"
+        assert (await http.get(poll, params={"partition_id": "0"}, headers=auth)).status_code == 200
+        for odd in ("٠", "０", " 0", "+0", "-0", "0_0", "٣" * 30):
+            for params in ({"partition_id": odd}, {"partition_id": "0", "count": "1" + odd}):
+                r = await http.get(poll, params=params, headers=auth)
+                assert_invalid_format(r)
+        assert_invalid_format(await http.get("/clients/١", headers=auth))
+
+
+def assert_invalid_format(r: httpx.Response) -> None:
+    assert r.status_code == 400 and r.json()["id"] == ErrorCode.INVALID_FORMAT, (
+        r.request.url, r.text)

@@ -95,6 +95,8 @@ from lurcher.core.wire.values.partitioning import Partitioning
 from lurcher.core.wire.values.polling import PollingKind, PollingStrategy
 from lurcher.transports.http import bodies as b
 from lurcher.core.wire import json_shapes as s
+from lurcher.core.wire import units
+from lurcher.core.wire.units import U64_MAX
 from lurcher.transports.http.jwt import JwtManager, Token
 
 if TYPE_CHECKING:
@@ -146,16 +148,18 @@ class Call:
         return self.ident("stream_id"), self.ident("topic_id")
 
     def int_param(self, name: str, default: int | None = None, *, path: bool = False) -> Any:
-        """An integer path/query parameter. Raises IggyError INVALID_FORMAT."""
+        """An integer path/query parameter: ASCII digits only (``units.decimal``; ``int``
+        also read '١', '１', ' 1', '1_0' and '-1'). Raises IggyError INVALID_FORMAT."""
         raw = self.path.get(name) if path else self.query.get(name)
         if raw is None or raw == "":
             if default is None and path:
                 raise IggyError(ErrorCode.INVALID_FORMAT, f"missing {name}")
             return default
-        try:
-            return int(raw)
-        except ValueError:
-            raise IggyError(ErrorCode.INVALID_FORMAT, f"{name}: not an integer: {raw!r}") from None
+        number = units.decimal(raw, U64_MAX)  # then check_encodable: the field's own range
+        if number is None:
+            raise IggyError(ErrorCode.INVALID_FORMAT,
+                            f"{name}: not an integer: {units.shown(raw)}")
+        return number
 
 
 # -- request builders (route -> typed request) --------------------------------------------------
