@@ -149,6 +149,7 @@ class Jwt(Section):
     not_before: Micros
     encoding_secret: str
     decoding_secret: str
+    max_refreshes_per_user: Annotated[int, msgspec.Meta(ge=0)]
 
 
 class Metrics(Section):

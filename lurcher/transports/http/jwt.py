@@ -7,7 +7,11 @@ as a string), ``iat``, ``nbf``, ``exp`` (seconds). Settings come from ``[http.jw
 ids are appended to ``<system.path>/state/tokens`` as ``jti expiry_s`` lines; entries past
 their expiry are dropped when the file is loaded (and the file rewritten) and as later ids
 are revoked (the file rewritten once most of its lines expired), so neither grows with
-repeated login/logout.
+repeated login/logout. A refresh revokes the token it replaces, and needs no password, so
+one client could refresh hundreds of times a second and fill memory and that file with
+ids for a whole token lifetime; ``[http.jwt] max_refreshes_per_user`` caps the ids a user's
+refreshes keep revoked at once (line ``jti expiry_s user_id``): beyond it a refresh is
+refused (401) until some expire, and the user logs in again.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 import secrets
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -24,6 +29,8 @@ import jwt as pyjwt
 
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire import units
+from lurcher.core.wire.buffer import U32_MAX
 from lurcher.core.wire.units import US_PER_S
 
 if TYPE_CHECKING:
@@ -77,24 +84,42 @@ class RevokedTokens:
     Ids are added in about expiry order (every token lives as long), so expired ones are
     dropped from the oldest on as new ones are added; the file is rewritten once it holds
     more dropped lines than live ones. Both stay bounded by the tokens revoked within one
-    token lifetime."""
+    token lifetime. Ids a refresh revoked are counted per user (``refreshes_of``)."""
 
     def __init__(self, path: Path, now_s: int) -> None:
         self.path = path
         self.revoked: dict[str, int] = {}
+        self.refreshed_by: dict[str, int] = {}  # jti -> user, for ids a refresh revoked
+        self.refreshes: Counter[int] = Counter()  # user -> live ids of its refreshes
         self.lines_dropped = 0  # lines of the file whose id expired since it was written
         if path.exists():
             for line in path.read_text().splitlines():
-                jti, _, exp = line.partition(" ")
-                if exp.isdigit() and int(exp) > now_s:
-                    self.revoked[jti] = int(exp)
+                self._load(line.split(" "), now_s)
             self._rewrite()
+
+    def _load(self, fields: list[str], now_s: int) -> None:
+        """One line of the file: ``jti expiry_s`` or ``jti expiry_s user_id``."""
+        exp = units.decimal(fields[1], units.U64_MAX) if len(fields) in (2, 3) else None
+        if exp is None or exp <= now_s:
+            return
+        self.revoked[fields[0]] = exp
+        user = units.decimal(fields[2], U32_MAX) if len(fields) == 3 else None
+        if user is not None:
+            self._count(fields[0], user)
+
+    def _count(self, jti: str, user_id: int) -> None:
+        self.refreshed_by[jti] = user_id
+        self.refreshes[user_id] += 1
+
+    def _line(self, jti: str, expiry_s: int) -> str:
+        user = self.refreshed_by.get(jti)
+        return f"{jti} {expiry_s}\n" if user is None else f"{jti} {expiry_s} {user}\n"
 
     def __contains__(self, jti: str) -> bool:
         return jti in self.revoked
 
     def _rewrite(self) -> None:
-        _write_private(self.path, "".join(f"{j} {e}\n" for j, e in self.revoked.items()))
+        _write_private(self.path, "".join(self._line(j, e) for j, e in self.revoked.items()))
         self.lines_dropped = 0
 
     def _drop_expired(self, now_s: int) -> None:
@@ -105,17 +130,32 @@ class RevokedTokens:
                 break
             del self.revoked[jti]
             self.lines_dropped += 1
+            user = self.refreshed_by.pop(jti, None)
+            if user is not None:
+                self.refreshes[user] -= 1
+                if not self.refreshes[user]:
+                    del self.refreshes[user]
         if self.lines_dropped > len(self.revoked):
             self._rewrite()
 
-    def revoke(self, jti: str, expiry_s: int, now_s: int) -> None:
+    def revoke(self, jti: str, expiry_s: int, now_s: int,
+               refreshed_by: int | None = None) -> None:
+        """Revoke ``jti`` until ``expiry_s``; ``refreshed_by``: the user whose refresh
+        replaced it."""
         if jti in self.revoked:
             return
         self._drop_expired(now_s)
         self.revoked[jti] = expiry_s
+        if refreshed_by is not None:
+            self._count(jti, refreshed_by)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a") as out:
-            out.write(f"{jti} {expiry_s}\n")
+            out.write(self._line(jti, expiry_s))
+
+    def refreshes_of(self, user_id: int, now_s: int) -> int:
+        """How many unexpired ids ``user_id``'s refreshes revoked."""
+        self._drop_expired(now_s)
+        return self.refreshes[user_id]
 
 
 class JwtManager:
@@ -133,6 +173,7 @@ class JwtManager:
         self.leeway_s = section.clock_skew // US_PER_S
         self.not_before_s = section.not_before // US_PER_S
         self.revoked = RevokedTokens(state_path / "tokens", int(clock_s()))
+        self.max_refreshes = section.max_refreshes_per_user
 
     def issue(self, user_id: int) -> Token:
         now = int(self.clock_s())
@@ -165,7 +206,14 @@ class JwtManager:
         self.revoked.revoke(token.jti, token.expiry_s, int(self.clock_s()))
 
     def refresh(self, token: str) -> Token:
-        """A new token for the same user; the old one is revoked. Raises IggyError."""
+        """A new token for the same user; the old one is revoked. Raises IggyError
+        (UNAUTHENTICATED also when the user's refreshes hold ``max_refreshes`` ids)."""
         old = self.verify(token)
-        self.revoke(old)
+        now_s = int(self.clock_s())
+        refreshes = self.revoked.refreshes_of(old.user_id, now_s)
+        if self.max_refreshes and refreshes >= self.max_refreshes:
+            raise IggyError(ErrorCode.UNAUTHENTICATED,
+                            f"user {old.user_id} refreshed {self.max_refreshes} tokens within "
+                            "a token lifetime")
+        self.revoked.revoke(old.jti, old.expiry_s, now_s, refreshed_by=old.user_id)
         return self.issue(old.user_id)

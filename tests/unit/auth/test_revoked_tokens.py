@@ -27,3 +27,14 @@ def test_an_unexpired_id_stays_revoked_after_a_restart(tmp_path):
     revoked.revoke("new", 2 * LIFETIME_S, now_s=LIFETIME_S + 1)
     reloaded = RevokedTokens(path, now_s=LIFETIME_S + 2)
     assert "new" in reloaded and "old" not in reloaded
+
+
+def test_refreshes_are_counted_per_user_until_they_expire(tmp_path):
+    path = tmp_path / "tokens"
+    revoked = RevokedTokens(path, now_s=0)
+    revoked.revoke("logout", LIFETIME_S, now_s=0)
+    for i in range(3):
+        revoked.revoke(f"r{i}", LIFETIME_S + i, now_s=i, refreshed_by=7)
+    assert revoked.refreshes_of(7, now_s=3) == 3 and revoked.refreshes_of(8, now_s=3) == 0
+    assert RevokedTokens(path, now_s=LIFETIME_S).refreshes_of(7, now_s=LIFETIME_S) == 2
+    assert revoked.refreshes_of(7, now_s=LIFETIME_S + 5) == 0

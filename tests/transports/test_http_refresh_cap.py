@@ -1,0 +1,63 @@
+"""Token refreshes per user are capped (``[http.jwt] max_refreshes_per_user``), on a real
+server over HTTP.
+
+A refresh needs only a valid token, no password, and revokes the token it replaces, whose
+id is kept (in memory and in ``state/tokens``) for a whole token lifetime: one client
+refreshing in a loop (about 500 a second) grew both without bound for an hour (found by an
+adversarial probe). Now a user whose refreshes keep the cap's worth of ids revoked is
+answered 401 until they expire; other users are not touched, and the restarted server
+still counts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.support.server import LurcherServer
+from tests.transports.conftest import ALL_ON, _serve
+
+CAP = 5
+
+
+@pytest.fixture(scope="module")
+def capped_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LurcherServer]:
+    env = {**ALL_ON, "LURCHER_HTTP_JWT_MAX_REFRESHES_PER_USER": str(CAP)}
+    yield from _serve(tmp_path_factory.mktemp("refresh"), env)
+
+
+def _token(http: httpx.Client, username: str, password: str) -> str:
+    r = http.post("/users/login", json={"username": username, "password": password})
+    assert r.status_code == 200, r.text
+    return r.json()["access_token"]["token"]
+
+
+def _refresh(http: httpx.Client, token: str) -> httpx.Response:
+    return http.post("/users/refresh-token", json={"token": token})
+
+
+def _refresh_up_to_the_cap(http: httpx.Client, token: str) -> str:
+    for _ in range(CAP):
+        r = _refresh(http, token)
+        assert r.status_code == 200, r.text
+        token = r.json()["access_token"]["token"]
+    return token
+
+
+def test_refreshes_beyond_the_cap_are_refused(capped_server: LurcherServer) -> None:
+    with httpx.Client(base_url=f"http://{capped_server.endpoints['http']}") as http:
+        root = _token(http, "iggy", "iggy")
+        r = http.post("/users", json={"username": "refresher", "password": "refresher-pw"},
+                      headers={"Authorization": f"Bearer {root}"})
+        assert r.status_code == 200, r.text
+        token = _refresh_up_to_the_cap(http, _token(http, "refresher", "refresher-pw"))
+        assert _refresh(http, token).status_code == 401
+        own = http.get(f"/users/{r.json()['id']}", headers={"Authorization": f"Bearer {token}"})
+        assert own.status_code == 200, own.text  # the last token still serves
+        assert _refresh(http, root).status_code == 200  # another user's refresh
+    capped_server.restart()
+    with httpx.Client(base_url=f"http://{capped_server.endpoints['http']}") as http:
+        assert _refresh(http, token).status_code == 401
+    assert "Traceback" not in capped_server.log_tail()
