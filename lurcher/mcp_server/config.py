@@ -15,6 +15,7 @@ is ours. Invariant: a loaded config has been validated (``ConfigError`` otherwis
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -60,9 +61,11 @@ class HttpTlsConfig(Section):
 class HttpConfig(Section):
     address: str = "127.0.0.1:8082"
     path: str = "/mcp"
-    # ours: read deadlines of a request's header and between pieces of its body (0: none)
+    # ours: read deadlines of a request's header and between pieces of its body, and the
+    # least average rate of a body in bytes a second after body_timeout_s (0: none)
     header_timeout_s: float = 30.0
     body_timeout_s: float = 30.0
+    body_min_rate: float = 1024.0
     cors: CorsConfig = msgspec.field(default_factory=CorsConfig)
     tls: HttpTlsConfig = msgspec.field(default_factory=HttpTlsConfig)
 
@@ -136,8 +139,10 @@ def _check_http(c: McpConfig) -> str | None:
         return f"http.path must start with '/' and not be '/' alone, not {c.http.path!r}"
     if c.http.tls.enabled and not (c.http.tls.cert_file and c.http.tls.key_file):
         return "http.tls.enabled needs http.tls.cert_file and http.tls.key_file"
-    if min(c.http.header_timeout_s, c.http.body_timeout_s) < 0:
-        return "http.header_timeout_s and http.body_timeout_s must be 0 (none) or more"
+    for key in ("header_timeout_s", "body_timeout_s", "body_min_rate"):
+        value = getattr(c.http, key)
+        if not 0 <= value < math.inf:
+            return f"http.{key} must be 0 (none) or a finite number above it, not {value}"
     return None
 
 

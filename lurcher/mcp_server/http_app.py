@@ -127,7 +127,8 @@ async def serve_http(server: Server, http: HttpConfig,
     sock = bind(http.address)
     tls = {"ssl_certfile": http.tls.cert_file, "ssl_keyfile": http.tls.key_file} \
         if http.tls.enabled else {}
-    deadlines = ReadDeadlines(http.header_timeout_s or None, http.body_timeout_s or None)
+    deadlines = ReadDeadlines(http.header_timeout_s or None, http.body_timeout_s or None,
+                              http.body_min_rate or None)
     config = uvicorn.Config(build_app(server, http), log_level="warning", lifespan="on",
                             http=protocol_factory(deadlines), ws="none", **tls)
     server_ = _Uvicorn(config, lambda: announce(endpoint_url(sock, http)))

@@ -35,7 +35,11 @@ def test_config_file_then_env(tmp_path) -> None:
                                  {"LURCHER_MCP_PERMISSIONS_READ": "maybe"},
                                  {"LURCHER_MCP_HTTP_CORS_ALLOWED_ORIGINS": "[1,2"},
                                  {"LURCHER_MCP_IGGY_ADDRESS": "127.0.0.1:abc"},
-                                 {"LURCHER_MCP_HTTP_ADDRESS": "127.0.0.1:99999"}])
+                                 {"LURCHER_MCP_HTTP_ADDRESS": "127.0.0.1:99999"},
+                                 {"LURCHER_MCP_HTTP_HEADER_TIMEOUT_S": "nan"},
+                                 {"LURCHER_MCP_HTTP_BODY_TIMEOUT_S": "inf"},
+                                 {"LURCHER_MCP_HTTP_BODY_MIN_RATE": "-1"},
+                                 {"LURCHER_MCP_HTTP_BODY_MIN_RATE": "nan"}])
 def test_config_rejects(env) -> None:
     with pytest.raises(ConfigError):
         load_config(None, env)
