@@ -19,9 +19,10 @@ ending exclusive; defaults earliest/latest for batch, latest for streaming);
 ``startingTimestamp`` / ``endingTimestamp`` (µs since epoch or ISO-8601, or JSON per
 partition); ``maxMessagesPerPartition`` (largest Spark split, default 1,000,000);
 ``maxMessagesPerTrigger`` (streaming); ``pollMessages`` (messages per poll, default 5,000);
-``failOnDataLoss`` (default true: messages deleted by retention inside a range, or a
-streaming partition whose offsets restarted after a purge, fail the read instead of being
-skipped); ``filterPushdown`` (default false: Spark evaluates
+``failOnDataLoss`` (default true: messages deleted by retention inside a range, a
+streaming partition whose offsets restarted after a purge, or planned offsets that hold
+other messages after a purge and refill, fail the read instead of being skipped or mixed
+in); ``filterPushdown`` (default false: Spark evaluates
 every filter). Filter pushdown (filters on partition, offset and timestamp narrow the
 read) is refused on PySpark 4.1-4.3, where Spark reuses one scan's pushed-down reader for
 other scans of the same DataFrame and so would return wrong rows (see

@@ -111,6 +111,15 @@ def offset_at_timestamp(client: SyncClient, stream: str, topic: str, partition_i
     return end if found is None else min(found, end)
 
 
+def checksum_at(client: SyncClient, stream: str, topic: str, partition_id: int,
+                offset: int) -> int | None:
+    """The stored checksum of the message at ``offset`` (None when it is not stored): what
+    a read planned now expects there, since a purge restarts offsets at 0 and new
+    messages take old offsets. Raises IggyError."""
+    polled = client.poll_messages(stream, topic, partition_id, PollingStrategy.offset(offset), 1)
+    return next((m.checksum for m in polled.messages() if m.offset == offset), None)
+
+
 def poll_range(client: SyncClient, stream: str, topic: str, partition_id: int, start: int,
                end: int, count: int) -> Iterator[PolledView]:
     """Polls of ``[start, end)``: each non-empty, at most ``count`` messages, none at or past

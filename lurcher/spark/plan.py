@@ -10,7 +10,9 @@ lurcher and yields Arrow record batches.
 Invariants: splits of one partition are disjoint and ordered; ``read_split`` yields only
 offsets in ``[start, end)``, each once, ascending. With ``failOnDataLoss`` (default) a
 range whose messages are no longer stored (retention) fails the task instead of
-silently skipping them.
+silently skipping them, and so does a range whose last message is not the one planned
+(``RangeSplit.last_checksum``: the topic was purged and refilled in between, so the
+offsets hold other messages).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from lurcher.sdk.sync import SyncClient
 from lurcher.spark.arrow import record_batch
 from lurcher.spark.client import (
     TopicLayout,
+    checksum_at,
     connected,
     describe_topic,
     first_offset,
@@ -57,6 +60,16 @@ class RangeSplit(InputPartition):
     partition_id: int
     start: int
     end: int
+    last_checksum: int | None = None  # of the message at end - 1 when planned
+
+
+def fingerprinted(client: SyncClient, layout: TopicLayout, partition_id: int,
+                  ranges: list[tuple[int, int]]) -> list[RangeSplit]:
+    """Splits of ``ranges`` of one partition, each with the checksum of its last message
+    now (one poll of one message per split). Raises IggyError."""
+    return [RangeSplit(layout.stream, layout.topic, partition_id, start, end,
+                       checksum_at(client, layout.stream, layout.topic, partition_id, end - 1))
+            for start, end in ranges]
 
 
 def selected_partitions(options: SourceOptions, layout: TopicLayout,
@@ -135,8 +148,8 @@ def plan_batch(options: SourceOptions, bounds: RowBounds) -> list[RangeSplit]:
         splits = []
         for partition_id in selected_partitions(options, layout, bounds):
             start, end = resolver.bounded(partition_id, bounds)
-            splits += [RangeSplit(layout.stream, layout.topic, partition_id, s, e)
-                       for s, e in split_range(start, end, options.max_messages_per_partition)]
+            splits += fingerprinted(client, layout, partition_id, split_range(
+                start, end, options.max_messages_per_partition))
         return splits
 
 
@@ -157,11 +170,64 @@ def end_offsets(options: SourceOptions) -> tuple[TopicLayout, dict[str, int]]:
         return layout, {str(p): layout.ends[p] for p in selected_partitions(options, layout)}
 
 
+Seen = dict[int, tuple[int, int | None]]  # partition -> (planned end, checksum at end - 1)
+
+
+def plan_stream(options: SourceOptions, ranges: dict[int, tuple[int, int]],
+                seen: Seen) -> list[RangeSplit]:
+    """Splits of a micro-batch's ``ranges`` (partition -> ``[start, end)``, non-empty).
+    ``seen`` holds what this query's previous micro-batch planned: where one ended at this
+    one's start, its last message must still be there (else the topic was purged and
+    refilled past the checkpoint, and the new messages below ``start`` would be skipped);
+    it is updated with this batch. Raises LurcherSparkError (with ``failOnDataLoss``)."""
+    with connected(options.config, _describe(options)) as client:
+        layout = describe_topic(client, options.stream, options.topic)
+        splits = []
+        for partition_id, (start, end) in sorted(ranges.items()):
+            _check_continued(client, options, layout, partition_id, start, seen)
+            new = fingerprinted(client, layout, partition_id,
+                                split_range(start, end, options.max_messages_per_partition))
+            seen[partition_id] = (end, new[-1].last_checksum)
+            splits += new
+        return splits
+
+
+def _check_continued(client: SyncClient, options: SourceOptions, layout: TopicLayout,
+                     partition_id: int, start: int, seen: Seen) -> None:
+    planned_end, checksum = seen.get(partition_id, (None, None))
+    if planned_end != start or checksum is None or not options.fail_on_data_loss:
+        return
+    now = checksum_at(client, layout.stream, layout.topic, partition_id, start - 1)
+    if now is not None and now != checksum:
+        raise LurcherSparkError(
+            f"lurcher read of stream {layout.stream!r}, topic {layout.topic!r}, partition "
+            f"{partition_id}: the message at offset {start - 1} is not the one the previous "
+            f"micro-batch read (the topic was purged and refilled past the checkpoint?), so "
+            f"messages below offset {start} may have been missed; set failOnDataLoss=false "
+            f"to continue")
+
+
 def _lost(split: RangeSplit, expected: int, found: int) -> LurcherSparkError:
     return LurcherSparkError(
         f"lurcher read of stream {split.stream!r}, topic {split.topic!r}, partition "
         f"{split.partition_id}: offsets {expected}..{found - 1} are no longer stored "
         f"(deleted by retention?); set failOnDataLoss=false to skip them")
+
+
+def _replaced(split: RangeSplit) -> LurcherSparkError:
+    return LurcherSparkError(
+        f"lurcher read of stream {split.stream!r}, topic {split.topic!r}, partition "
+        f"{split.partition_id}: the message at offset {split.end - 1} is not the one there "
+        f"when the read was planned (the topic was purged and refilled?), so offsets "
+        f"{split.start}..{split.end - 1} may hold other messages; plan the read again, or "
+        f"set failOnDataLoss=false to read what is there")
+
+
+def _last_checksum(view: PolledView, end: int) -> int | None:
+    """The checksum of the message at ``end - 1`` if ``view`` holds it."""
+    if view.count and int(view.offsets[-1]) == end - 1:
+        return int(view.checksums()[-1])
+    return None
 
 
 def _filtered(view: PolledView, bounds: RowBounds) -> PolledView:
@@ -185,6 +251,9 @@ def read_split(options: SourceOptions, bounds: RowBounds,
             if first > expected and options.fail_on_data_loss:
                 raise _lost(split, expected, first)
             expected = int(view.offsets[-1]) + 1
+            if (split.last_checksum is not None and options.fail_on_data_loss
+                    and _last_checksum(view, split.end) not in (None, split.last_checksum)):
+                raise _replaced(split)
             view = _filtered(view, bounds)
             if view.count:
                 yield record_batch(view, split.stream, split.topic)

@@ -17,6 +17,7 @@ import struct
 import numpy as np
 
 from lurcher.core.wire.batch import (
+    CHECKSUM_AT,
     HEADER_BYTES,
     ID_AT,
     ORIGIN_TIMESTAMP_AT,
@@ -81,6 +82,9 @@ class PolledView:
 
     def origin_timestamps(self) -> np.ndarray:
         return read_u64_at(self.data, self.starts, ORIGIN_TIMESTAMP_AT)
+
+    def checksums(self) -> np.ndarray:
+        return read_u64_at(self.data, self.starts, CHECKSUM_AT)
 
     def ids(self) -> tuple[np.ndarray, np.ndarray]:
         """(low, high) u64 halves of every message id."""

@@ -26,8 +26,9 @@ topic later are read from their first offset. A partition whose end falls below 
 checkpoint's offset (topic purged, partition created again: offsets restart at 0) fails the
 query with ``failOnDataLoss`` (default), as Kafka's source does; without it reading goes on
 from the new end (messages stored before that are skipped). A purge refilled past the
-checkpoint's offset before the next micro-batch is not seen (the offsets alone cannot show
-it); the README says to stop such queries before a purge. ``commitConsumer`` /
+checkpoint's offset is seen from the checksum of the message before a micro-batch's start
+(``plan.plan_stream``), but only against a micro-batch this run planned: not across a
+driver restart. ``commitConsumer`` /
 ``commitConsumerGroup`` also store each committed micro-batch's end in lurcher as
 consumer offsets (display only: the checkpoint stays the source of truth, and a restart
 never reads them).
@@ -42,9 +43,17 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 
 from lurcher.spark.client import connected, store_progress
 from lurcher.spark.filters import RowBounds, push
-from lurcher.spark.offsets import StreamOffset, cap_offsets, split_range, went_back
+from lurcher.spark.offsets import StreamOffset, cap_offsets, went_back
 from lurcher.spark.options import LurcherSparkError, SourceOptions
-from lurcher.spark.plan import RangeSplit, end_offsets, plan_batch, read_split, start_offsets
+from lurcher.spark.plan import (
+    RangeSplit,
+    Seen,
+    end_offsets,
+    plan_batch,
+    plan_stream,
+    read_split,
+    start_offsets,
+)
 
 try:  # PySpark >= 4.2: admission control
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
@@ -107,6 +116,7 @@ class LurcherPushdownReader(LurcherBatchReader):
 class LurcherStreamReader(DataSourceStreamReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
+        self.seen: Seen = {}  # what this run's previous micro-batch planned (plan_stream)
 
     def initialOffset(self) -> StreamOffset:
         return start_offsets(self.options)[1]
@@ -146,16 +156,11 @@ class LurcherStreamReader(DataSourceStreamReader):
         return end_offsets(self.options)[1]
 
     def partitions(self, start: StreamOffset, end: StreamOffset) -> Sequence[InputPartition]:
-        layout = None
-        splits: list[InputPartition] = []
-        for key, stop in sorted(end.items(), key=lambda kv: int(kv[0])):
-            begin = start.get(key, 0)
-            if stop <= begin:
-                continue
-            layout = layout or end_offsets(self.options)[0]
-            splits += [RangeSplit(layout.stream, layout.topic, int(key), s, e) for s, e in
-                       split_range(begin, stop, self.options.max_messages_per_partition)]
-        return splits
+        """Raises LurcherSparkError (``plan_stream``: the topic purged and refilled past the
+        previous micro-batch of this run, with ``failOnDataLoss``)."""
+        ranges = {int(key): (start.get(key, 0), stop) for key, stop in end.items()
+                  if stop > start.get(key, 0)}
+        return plan_stream(self.options, ranges, self.seen) if ranges else []
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.options, RowBounds(), partition)

@@ -120,3 +120,45 @@ def test_commit_consumer_group_with_a_numeric_name(module_server, client):
     client.join_consumer_group(STREAM, "numeric-group", group.id)  # to read its offsets
     stored = client.get_consumer_offset(group.id, STREAM, "numeric-group", 0, group=True)
     assert stored.stored_offset == 4
+
+
+def _refill_after_purge(client: SyncClient, topic: str, count: int) -> None:
+    client.purge_topic(STREAM, topic)
+    client.send_messages(STREAM, topic, [b"new %d" % i for i in range(count)], 0)
+
+
+def test_a_batch_planned_before_a_purge_and_refill_fails(module_server, client):
+    """A read planned at offsets 0..99, then the topic purged and refilled with 100 other
+    messages before the split is read: the split returned the new messages as if they
+    were the planned ones."""
+    client.create_topic(STREAM, "purged-batch", partitions_count=1)
+    client.send_messages(STREAM, "purged-batch", [b"old %d" % i for i in range(100)], 0)
+    opts = options(module_server, "purged-batch")
+    [split] = plan_batch(opts, RowBounds())
+    _refill_after_purge(client, "purged-batch", 120)
+    with pytest.raises(LurcherSparkError, match="not the one there when the read was planned"):
+        list(read_split(opts, RowBounds(), split))
+    lenient = options(module_server, "purged-batch", failOnDataLoss="false")
+    rows = [r for b in read_split(lenient, RowBounds(), split) for r in b.to_pylist()]
+    assert [r["payload"] for r in rows] == [b"new %d" % i for i in range(100)]
+    assert len(read_rows(opts)) == 120  # planned again: the new messages
+
+
+def test_a_stream_purged_and_refilled_past_its_offset_fails(module_server, client):
+    """A micro-batch read offsets 0..99; the topic was purged and refilled with 150 other
+    messages before the next one: the next micro-batch read 100..149 and the new
+    messages 0..99 were skipped silently."""
+    client.create_topic(STREAM, "purged-stream", partitions_count=1)
+    client.send_messages(STREAM, "purged-stream", [b"old %d" % i for i in range(100)], 0)
+    reader = LurcherStreamReader(options(module_server, "purged-stream",
+                                         startingOffsets="earliest"))
+    start = reader.initialOffset()
+    end = reader.latestOffset(start)
+    assert [(s.start, s.end) for s in reader.partitions(start, end)] == [(0, 100)]
+    client.send_messages(STREAM, "purged-stream", [b"old 100"], 0)
+    more = reader.latestOffset(end)
+    assert [(s.start, s.end) for s in reader.partitions(end, more)] == [(100, 101)]
+    _refill_after_purge(client, "purged-stream", 150)
+    latest = reader.latestOffset(more)
+    with pytest.raises(LurcherSparkError, match="not the one the previous micro-batch read"):
+        reader.partitions(more, latest)
