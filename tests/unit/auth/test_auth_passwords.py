@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import threading
+import time
+
 from lurcher.auth.passwords import Passwords
 from lurcher.runtime.config import Config
 
@@ -36,3 +41,27 @@ def test_from_config_reads_auth_section() -> None:
                               "argon2_parallelism": 1}})
     p = Passwords.from_config(config)
     assert "m=64,t=1,p=1" in p.hash("x")
+
+
+async def test_off_loop_runs_at_most_one_hash_per_cpu_on_its_own_threads() -> None:
+    """A login flood ran a hash per request on asyncio's default executor (up to CPUs + 4
+    at once, beside the loop, and ahead of the partition removals and snapshots queued
+    there): hashes now run on the hasher's threads, no more at once than CPUs."""
+    p = cheap()
+    running, most, names, lock = 0, 0, set(), threading.Lock()
+
+    def work(password: str) -> bool:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+            names.add(threading.current_thread().name)
+        time.sleep(0.02)  # long enough for every free thread to start one
+        with lock:
+            running -= 1
+        return p.verify(None, password)
+
+    results = await asyncio.gather(*(p.off_loop(work, "x") for _ in range(24)))
+    assert results == [False] * 24
+    assert most == (os.cpu_count() or 1)
+    assert all(name.startswith("argon2") for name in names)

@@ -158,7 +158,7 @@ async def verify_login(shard: ShardFace, session: Session, username: str,
     state = shard.meta.state
     user_id = state.usernames.get(username)
     stored = state.users[user_id].password_hash if user_id is not None else None
-    ok = await asyncio.to_thread(shard.passwords.verify, stored, password)
+    ok = await shard.passwords.off_loop(shard.passwords.verify, stored, password)
     user = state.users.get(user_id) if ok else None
     if user is None or user.password_hash != stored:
         raise login_failed(shard, keys, ErrorCode.INVALID_CREDENTIALS,
@@ -200,7 +200,7 @@ def get_users(shard: ShardFace, session: Session, req: GetUsers) -> Any:
 async def _create_user(shard: ShardFace, session: Session, req: CreateUser) -> UserDetails:
     state = shard.meta.state
     require_unused_username(state, req.username)
-    password_hash = await asyncio.to_thread(shard.passwords.hash, req.password)
+    password_hash = await shard.passwords.off_loop(shard.passwords.hash, req.password)
     require_unused_username(state, req.username)
     user_id = state.user_ids.peek()
     shard.meta.record(ev.UserCreated(user_id, req.username, password_hash, req.status,
@@ -251,8 +251,8 @@ async def _change_password(shard: ShardFace, session: Session, req: ChangePasswo
     state = shard.meta.state
     user = state.user(req.user_id)
     stored = user.password_hash
-    new_hash = await asyncio.to_thread(_rehash, shard.passwords, stored,
-                                       req.current_password, req.new_password)
+    new_hash = await shard.passwords.off_loop(_rehash, shard.passwords, stored,
+                                              req.current_password, req.new_password)
     if new_hash is None:
         raise IggyError(ErrorCode.INVALID_CREDENTIALS, "current password does not match")
     if state.users.get(user.id) is not user or user.password_hash != stored:
