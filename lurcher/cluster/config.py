@@ -10,7 +10,9 @@ node must have been caught up in a group whose view-0 primary it is before it st
 change that makes it primary again, 0 never), ``commit_timeout_ms``, after which
 a change or send the group could not commit (no quorum) fails instead of waiting, and
 ``checkpoint_every_ops`` (every group, metadata and partitions, checkpoints every so many ops
-and keeps as many below the checkpoint), ``replication_factor``, the replicas of each partition of a topic created without one
+and keeps as many below the checkpoint), ``handshake_timeout_ms`` and
+``max_handshaking_links`` (the bounds on connections to the replication port that have not
+authenticated yet: their deadline, and how many may be at once), ``replication_factor``, the replicas of each partition of a topic created without one
 (Iggy 0.8 has no such key: it stores 1), at most the number of nodes. ``[cluster.tls]``
 (Iggy 0.8 has none): ``enabled``, ``cert_file``, ``key_file``, ``ca_file``: node links run
 over mutual TLS, each node's certificate chaining to ``ca_file`` (relative paths under
@@ -80,6 +82,8 @@ class ClusterConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     rebalance_after_ticks: int = 200  # a caught-up preferred primary takes its group back
     checkpoint_every_ops: int = 64  # every group's checkpoint interval, 0: none
     replication_factor: int = 3  # replicas of a partition of a topic created without one
+    handshake_timeout_ms: int = 5000  # an accepted link not authenticated by then is dropped
+    max_handshaking_links: int = 64  # accepted links not yet authenticated; more are dropped
     node: Nodes | None = None
     tls: ClusterTls = ClusterTls()
 
@@ -115,6 +119,7 @@ def decode_cluster(table: dict[str, Any]) -> ClusterConfig:
         raise ClusterConfigError("[cluster] enabled without a secret: set cluster.secret")
     names = [config.node.current.name, *(o.name for o in config.node.others)]
     _check_tls(config.tls)
+    _check_minimums(config)
     if config.checkpoint_every_ops < 0:
         raise ClusterConfigError("cluster.checkpoint_every_ops must be >= 0")
     if config.rebalance_after_ticks < 0:
@@ -130,6 +135,17 @@ def decode_cluster(table: dict[str, Any]) -> ClusterConfig:
         if other.ports.replication is None:
             raise ClusterConfigError(f"cluster.node.others {other.name!r}: no ports.replication")
     return config
+
+
+_MINIMUMS = {"handshake_timeout_ms": 1, "max_handshaking_links": 1}
+"""The least value of each integer key with a lower bound (checked when enabled)."""
+
+
+def _check_minimums(config: ClusterConfig) -> None:
+    for key, least in _MINIMUMS.items():
+        value = getattr(config, key)
+        if value < least:
+            raise ClusterConfigError(f"cluster.{key} must be >= {least}, got {value}")
 
 
 def _check_tls(tls: ClusterTls) -> None:

@@ -141,7 +141,9 @@ class ClusterNode:
         self.groups: dict[int, _Group] = {}
         self.links = Links(config.name, config.secret.encode(), self.index,
                            {i: config.peer_address(i) for i in range(self.n) if i != self.index},
-                           self._deliver, MAX_FRAME_BYTES, tls)
+                           self._deliver, MAX_FRAME_BYTES, tls,
+                           handshake_timeout_s=config.handshake_timeout_ms / 1000,
+                           max_handshaking=config.max_handshaking_links)
         self.ticker: asyncio.Task | None = None
         self.on_executed: Callable[[int, int, bytes], None] | None = None
         self.on_forward: Callable[[int, Message], None] | None = None

@@ -8,13 +8,18 @@ connection runs a ``PeerLink`` (handshake with the cluster secret, then frames).
 Sending is best effort, as the replication core expects of a network: a message for a node
 whose link is down, or whose socket already holds ``MAX_QUEUED_BYTES`` unsent, is dropped
 (the core retransmits). A dialer reconnects after ``RECONNECT_S``. A refused handshake is
-logged once per connection with its one-line reason and the socket closed; so is a
-connection whose handshake is not done within ``HANDSHAKE_TIMEOUT_S``. An unauthenticated
-peer therefore holds at most ``link.MAX_HANDSHAKE_BYTES`` per connection, for at most that
-long.
+logged once per connection with its one-line reason and the connection dropped (aborted: a
+peer that never reads cannot hold it with unsent bytes); so is a connection whose handshake
+is not done within ``handshake_timeout_s`` of its start (``cluster.handshake_timeout_ms``),
+however its bytes trickle in. At most ``max_handshaking`` accepted connections
+(``cluster.max_handshaking_links``; with TLS, counting those still in their TLS handshake)
+may be unauthenticated at once: more are dropped as they arrive, before any byte is written
+or read (logged once until the count falls below the cap again). An unauthenticated peer
+therefore holds at most ``max_handshaking`` descriptors and ``link.MAX_HANDSHAKE_BYTES``
+each, each for at most ``handshake_timeout_s``.
 
 With TLS (``[cluster.tls]``: the pair of contexts of ``tls.mutual_contexts``) every
-connection first completes a mutual TLS handshake, within ``HANDSHAKE_TIMEOUT_S``, and the
+connection first completes a mutual TLS handshake, within ``handshake_timeout_s``, and the
 ``PeerLink`` handshake runs inside it. A peer without TLS, or whose certificate does not
 chain to the cluster's CA, fails it: logged with one line and the socket closed. The
 listener then accepts sockets itself (``sock_accept``) and hands each to
@@ -38,29 +43,39 @@ from lurcher.core.replication.messages import Message
 log = logging.getLogger(__name__)
 
 RECONNECT_S = 0.2
-HANDSHAKE_TIMEOUT_S = 5.0  # a connection not authenticated by then is closed
+HANDSHAKE_TIMEOUT_S = 5.0  # default: a connection not authenticated by then is dropped
+MAX_HANDSHAKING = 64  # default: accepted connections not yet authenticated, at most
 MAX_QUEUED_BYTES = 32 * 1024 * 1024
 Deliver = Callable[[int, int, Message], None]  # (peer, group, message)
 TlsPair = tuple[ssl.SSLContext, ssl.SSLContext]  # (accepting, dialing)
 
 
 class _LinkProtocol(asyncio.Protocol):
-    def __init__(self, links: "Links", dialed: int | None) -> None:
-        self.links, self.dialed = links, dialed
+    def __init__(self, links: "Links", dialed: int | None, admitted: bool = False) -> None:
+        """``dialed``: the node this end dialed, None for an accepted connection;
+        ``admitted``: an accepted connection already counted against the cap (TLS)."""
+        self.links, self.dialed, self.admitted = links, dialed, admitted
         self.link = links.new_link()
         self.transport: asyncio.Transport | None = None
+        self.overdue: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        if self.dialed is None and not (self.admitted or self.links.admit()):
+            self.transport.abort()
+            return
         self.links.open.add(self)
+        if self.dialed is None:
+            self.links.handshaking.add(self)
         self.transport.write(self.link.hello())
-        self.overdue = asyncio.get_running_loop().call_later(HANDSHAKE_TIMEOUT_S,
+        self.overdue = asyncio.get_running_loop().call_later(self.links.handshake_timeout_s,
                                                              self._handshake_overdue)
 
     def _handshake_overdue(self) -> None:
         if not self.link.established and not self.transport.is_closing():
-            log.warning("cluster link refused: no handshake within %gs", HANDSHAKE_TIMEOUT_S)
-            self.transport.close()
+            log.warning("cluster link refused: no handshake within %gs",
+                        self.links.handshake_timeout_s)
+            self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
         for event in self.link.receive_data(data):
@@ -70,23 +85,26 @@ class _LinkProtocol(asyncio.Protocol):
                 self._established(event.peer)
             elif isinstance(event, Refused):
                 log.warning("cluster link refused: %s", event.reason)
-                self.transport.close()
+                self.transport.abort()
         proof = self.link.take_output()
         if proof and not self.transport.is_closing():
             self.transport.write(proof)
 
     def _established(self, peer: int) -> None:
+        self.links.handshaking.discard(self)
         if self.dialed is not None and peer != self.dialed:
             log.warning("cluster link to node %d answered as node %d", self.dialed, peer)
-            self.transport.close()
+            self.transport.abort()
             return
         if self.dialed is not None:
             self.links.outgoing[peer] = self
             log.info("cluster link to node %d up", peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.overdue.cancel()
+        if self.overdue is not None:
+            self.overdue.cancel()
         self.links.open.discard(self)
+        self.links.handshaking.discard(self)
         if self.dialed is not None and self.links.outgoing.get(self.dialed) is self:
             del self.links.outgoing[self.dialed]
             log.info("cluster link to node %d down", self.dialed)
@@ -95,10 +113,13 @@ class _LinkProtocol(asyncio.Protocol):
 class Links:
     def __init__(self, cluster: str, secret: bytes, index: int,
                  addresses: dict[int, tuple[str, int]], deliver: Deliver,
-                 max_frame_bytes: int, tls: TlsPair | None = None) -> None:
+                 max_frame_bytes: int, tls: TlsPair | None = None,
+                 handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
+                 max_handshaking: int = MAX_HANDSHAKING) -> None:
         """``max_frame_bytes``: the largest frame an authenticated peer may send (the
         node derives it from its memory bounds, ``host.MAX_FRAME_BYTES``); ``tls``: the
-        contexts of mutual TLS, None for plain TCP."""
+        contexts of mutual TLS, None for plain TCP; ``handshake_timeout_s`` and
+        ``max_handshaking``: the bounds on unauthenticated connections (module doc)."""
         self.cluster, self.secret, self.index = cluster, secret, index
         self.max_frame_bytes = max_frame_bytes
         self.addresses, self.deliver = addresses, deliver
@@ -108,7 +129,22 @@ class Links:
         self.listener: socket.socket | None = None  # with TLS: accepted by ``_accept_tls``
         self.tasks: list[asyncio.Task] = []  # the dialers and, with TLS, the accept loop
         self.handshakes: set[asyncio.Task] = set()  # TLS handshakes of accepted sockets
+        self.handshaking: set[_LinkProtocol] = set()  # accepted, not yet authenticated
+        self.handshake_timeout_s, self.max_handshaking = handshake_timeout_s, max_handshaking
+        self.at_cap = False  # the cap was hit and logged; not logged again until below it
         self.tls = tls
+
+    def admit(self) -> bool:
+        """Whether one more accepted connection may start its handshake (module doc)."""
+        if len(self.handshaking) + len(self.handshakes) < self.max_handshaking:
+            self.at_cap = False
+            return True
+        if not self.at_cap:
+            self.at_cap = True
+            log.warning("cluster link refused: %d connections already handshaking "
+                        "(cluster.max_handshaking_links); dropping more until they finish",
+                        self.max_handshaking)
+        return False
 
     def new_link(self) -> PeerLink:
         return PeerLink(self.cluster, self.secret, self.index, os.urandom(16),
@@ -141,6 +177,9 @@ class Links:
                 log.warning("cluster link not accepted: %s", exc)
                 await asyncio.sleep(RECONNECT_S)
                 continue
+            if not self.admit():
+                sock.close()
+                continue
             task = asyncio.create_task(self._tls_handshake(loop, sock))
             self.handshakes.add(task)
             task.add_done_callback(self.handshakes.discard)
@@ -148,8 +187,8 @@ class Links:
     async def _tls_handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
         try:
             await loop.connect_accepted_socket(
-                lambda: _LinkProtocol(self, None), sock, ssl=self.tls[0],
-                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
+                lambda: _LinkProtocol(self, None, admitted=True), sock, ssl=self.tls[0],
+                ssl_handshake_timeout=self.handshake_timeout_s)
         except (OSError, EOFError) as exc:  # the socket is closed
             log.warning("cluster link refused: TLS handshake failed: %s", _one_line(exc))
 
@@ -157,7 +196,7 @@ class Links:
         loop = asyncio.get_running_loop()
         host, port = self.addresses[peer]
         tls = {} if self.tls is None else {"ssl": self.tls[1],
-                                           "ssl_handshake_timeout": HANDSHAKE_TIMEOUT_S}
+                                           "ssl_handshake_timeout": self.handshake_timeout_s}
         while True:
             try:
                 transport, _ = await loop.create_connection(

@@ -1,15 +1,21 @@
 """A node's replication port against an unauthenticated peer: bytes that are not a
 handshake (garbage, or a well-formed hello followed by a flood) are refused, the
 connection is closed after at most a few KiB, and the node keeps serving its clients with
-its memory unchanged; a connection that never completes its handshake is closed."""
+its memory unchanged; a connection that never completes its handshake is dropped, and at
+most ``cluster.max_handshaking_links`` may be handshaking at once (more are dropped before
+the node says hello)."""
 
 from __future__ import annotations
 
 import re
 import socket
 import struct
+import time
+from contextlib import ExitStack
 from pathlib import Path
 
+from lurcher.cluster.config import ClusterConfig
+from lurcher.core.replication.link import HELLO_FIXED
 from tests.support.cluster import observer, running_cluster
 
 FLOOD = 32 * 1024 * 1024  # what an attacker tries to push through one connection
@@ -44,6 +50,87 @@ def flood(port: int, first: bytes) -> int:
 def replication_port(root: Path) -> int:
     text = (root / "node-0.toml").read_text()
     return int(re.search(r"replication_port = (\d+)", text).group(1))
+
+
+HELLO_BYTES = HELLO_FIXED.size + len("test-cluster")  # the node's hello to every peer
+
+
+def hello_or_dropped(port: int) -> socket.socket | None:
+    """A connection to ``port`` once the node's hello arrived on it, or None when the node
+    dropped it without a hello (bounded by ``LIVENESS_S``)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=LIVENESS_S)
+    got = b""
+    try:
+        while len(got) < HELLO_BYTES and (chunk := sock.recv(HELLO_BYTES - len(got))):
+            got += chunk
+    except ConnectionResetError:
+        pass
+    if len(got) == HELLO_BYTES:
+        return sock
+    sock.close()
+    assert got == b"", f"a partial hello: {got!r}"
+    return None
+
+
+def still_open(sock: socket.socket) -> bool:
+    """No close from the node (bytes waiting, or none yet): the connection is still held."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return True
+    except ConnectionResetError:
+        return False
+    finally:
+        sock.settimeout(LIVENESS_S)
+
+
+def closed_within(sock: socket.socket, bound_s: float) -> bool:
+    deadline = time.monotonic() + bound_s
+    while still_open(sock):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+async def test_connections_beyond_the_handshaking_cap_are_dropped(tmp_path: Path) -> None:
+    cap = ClusterConfig().max_handshaking_links  # the default, with its 5 s deadline
+    with running_cluster(tmp_path, 1) as [node], ExitStack() as stack:
+        port = replication_port(tmp_path)
+        held = [hello_or_dropped(port) for _ in range(cap)]
+        assert all(held), "a connection under the cap was dropped"
+        for sock in held:
+            stack.enter_context(sock)
+        assert [hello_or_dropped(port) for _ in range(8)] == [None] * 8
+        assert all(still_open(sock) for sock in held), "the cap dropped the earlier ones"
+        held.pop().close()  # a slot frees once the node sees the close
+        deadline = time.monotonic() + LIVENESS_S
+        while (sock := hello_or_dropped(port)) is None:
+            assert time.monotonic() < deadline, "no slot freed by a closed connection"
+        stack.enter_context(sock)
+        client = await observer(node)
+        await client.create_stream("still-serving")
+        await client.close()
+        assert "cluster.max_handshaking_links" in node.output_path.read_text()
+
+
+async def test_a_trickled_handshake_is_dropped_at_the_configured_deadline(tmp_path: Path) -> None:
+    with running_cluster(tmp_path, 1, "handshake_timeout_ms = 300\n") as [node]:
+        sock = hello_or_dropped(replication_port(tmp_path))
+        assert sock is not None
+        with sock:
+            hello = struct.pack("<4sBB16sB", b"LRCL", 1, 5, bytes(16), 12) + b"test-cluster"
+            try:
+                for byte in hello[:-1]:  # one byte every 50 ms, never the whole hello
+                    if not still_open(sock):
+                        break
+                    sock.sendall(bytes([byte]))
+                    time.sleep(0.05)
+            except (ConnectionResetError, BrokenPipeError):
+                pass
+            assert closed_within(sock, LIVENESS_S), "the trickle was never cut off"
+        assert "no handshake within 0.3s" in node.output_path.read_text()
 
 
 async def test_pre_handshake_floods_are_cut_off_and_the_node_keeps_serving(tmp_path: Path) -> None:

@@ -39,6 +39,8 @@ def test_tls_is_off_by_default_and_complete_when_on() -> None:
     ({"node": None}, "without [cluster.node.current]"),
     ({"replicas": 3}, "unknown field `replicas`"),
     ({"tick_ms": "fast"}, "Expected `int`"),
+    ({"handshake_timeout_ms": 0}, "cluster.handshake_timeout_ms must be >= 1, got 0"),
+    ({"max_handshaking_links": -1}, "cluster.max_handshaking_links must be >= 1, got -1"),
     ({"tls": {"enabled": True, "cert_file": "n.crt"}},
      "[cluster.tls] enabled without cluster.tls.key_file, cluster.tls.ca_file"),
     ({"tls": {"enabled": True, "cert_file": "n.crt", "key_file": "n.key", "ca_file": ""}},
