@@ -55,7 +55,7 @@ class _LinkProtocol(asyncio.Protocol):
         """``dialed``: the node this end dialed, None for an accepted connection;
         ``admitted``: an accepted connection already counted against the cap (TLS)."""
         self.links, self.dialed, self.admitted = links, dialed, admitted
-        self.link = links.new_link()
+        self.link = links.new_link(dialer=dialed is not None)
         self.transport: asyncio.Transport | None = None
         self.overdue: asyncio.TimerHandle | None = None
 
@@ -146,8 +146,8 @@ class Links:
                         self.max_handshaking)
         return False
 
-    def new_link(self) -> PeerLink:
-        return PeerLink(self.cluster, self.secret, self.index, os.urandom(16),
+    def new_link(self, dialer: bool) -> PeerLink:
+        return PeerLink(self.cluster, self.secret, self.index, os.urandom(16), dialer=dialer,
                         max_frame_bytes=self.max_frame_bytes)
 
     async def start(self, host: str, port: int) -> None:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import re
 import socket
-import struct
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
 from lurcher.cluster.config import ClusterConfig
-from lurcher.core.replication.link import HELLO_FIXED
+from lurcher.core.replication.link import FRAME_HEADER, HELLO_FIXED, MAGIC, VERSION
 from tests.support.cluster import observer, running_cluster
 
 FLOOD = 32 * 1024 * 1024  # what an attacker tries to push through one connection
@@ -47,24 +46,35 @@ def flood(port: int, first: bytes) -> int:
     return sent
 
 
-def replication_port(root: Path) -> int:
-    text = (root / "node-0.toml").read_text()
+def replication_port(root: Path, node: int = 0) -> int:
+    text = (root / f"node-{node}.toml").read_text()
     return int(re.search(r"replication_port = (\d+)", text).group(1))
 
 
 HELLO_BYTES = HELLO_FIXED.size + len("test-cluster")  # the node's hello to every peer
 
 
+def hello_as(index: int, nonce: bytes = bytes(16)) -> bytes:
+    """A hello claiming to be node ``index``: anyone can write one, no secret in it."""
+    return HELLO_FIXED.pack(MAGIC, VERSION, index, nonce, 12) + b"test-cluster"
+
+
+def receive(sock: socket.socket, count: int) -> bytes:
+    """Up to ``count`` bytes, fewer when the node closes first."""
+    got = b""
+    try:
+        while len(got) < count and (chunk := sock.recv(count - len(got))):
+            got += chunk
+    except ConnectionResetError:
+        pass
+    return got
+
+
 def hello_or_dropped(port: int) -> socket.socket | None:
     """A connection to ``port`` once the node's hello arrived on it, or None when the node
     dropped it without a hello (bounded by ``LIVENESS_S``)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=LIVENESS_S)
-    got = b""
-    try:
-        while len(got) < HELLO_BYTES and (chunk := sock.recv(HELLO_BYTES - len(got))):
-            got += chunk
-    except ConnectionResetError:
-        pass
+    got = receive(sock, HELLO_BYTES)
     if len(got) == HELLO_BYTES:
         return sock
     sock.close()
@@ -120,9 +130,8 @@ async def test_a_trickled_handshake_is_dropped_at_the_configured_deadline(tmp_pa
         sock = hello_or_dropped(replication_port(tmp_path))
         assert sock is not None
         with sock:
-            hello = struct.pack("<4sBB16sB", b"LRCL", 1, 5, bytes(16), 12) + b"test-cluster"
             try:
-                for byte in hello[:-1]:  # one byte every 50 ms, never the whole hello
+                for byte in hello_as(5)[:-1]:  # one byte every 50 ms, never the whole hello
                     if not still_open(sock):
                         break
                     sock.sendall(bytes([byte]))
@@ -139,8 +148,7 @@ async def test_pre_handshake_floods_are_cut_off_and_the_node_keeps_serving(tmp_p
         await client.ping()
         port, before = replication_port(tmp_path), rss_kib(node.pid)
         idle = socket.create_connection(("127.0.0.1", port), timeout=LIVENESS_S)
-        hello = struct.pack("<4sBB16sB", b"LRCL", 1, 5, bytes(16), 12) + b"test-cluster"
-        for first in (b"GET / HTTP/1.1\r\n\r\n", hello) * 3:
+        for first in (b"GET / HTTP/1.1\r\n\r\n", hello_as(5)) * 3:
             assert flood(port, first) < FLOOD, "the node kept reading a flood"
         await client.ping()
         await client.create_stream("still-serving")
@@ -152,3 +160,23 @@ async def test_pre_handshake_floods_are_cut_off_and_the_node_keeps_serving(tmp_p
             while idle.recv(65536):
                 pass
         assert "no handshake within" in node.output_path.read_text()
+
+
+async def test_a_node_cannot_be_made_to_prove_another_nodes_identity(tmp_path: Path) -> None:
+    """Without the secret: dial node 0 and node 1, give node 1 the nonce node 0 sent, pass
+    node 1's proof to node 0 claiming to be node 1, then send node 0 a frame. Node 0 must
+    refuse the proof, not read the frame as node 1's."""
+    with running_cluster(tmp_path, 2) as [node0, _]:
+        with socket.create_connection(("127.0.0.1", replication_port(tmp_path, 0)),
+                                      timeout=LIVENESS_S) as to0, \
+             socket.create_connection(("127.0.0.1", replication_port(tmp_path, 1)),
+                                      timeout=LIVENESS_S) as to1:
+            nonce0 = receive(to0, HELLO_BYTES)[6:6 + 16]
+            to1.sendall(hello_as(0, nonce0))
+            proof1 = receive(to1, HELLO_BYTES + 32)[HELLO_BYTES:]
+            assert len(proof1) == 32
+            to0.sendall(hello_as(1) + proof1 + FRAME_HEADER.pack(6, 0) + b"\xff\x00")
+            assert closed_within(to0, LIVENESS_S)
+        log = node0.output_path.read_text()
+        assert "from node 1" not in log, "node 0 read the frame as node 1's"
+        assert "node 1 failed authentication" in log

@@ -8,14 +8,19 @@ Handshake, symmetric (both ends send the same two messages):
 
 1. ``HELLO``: magic ``LRCL``, version u8, node index u8, nonce (16 bytes), cluster name
    (u8 length + UTF-8).
-2. on the peer's hello: ``PROOF`` = HMAC-SHA256(secret, "lurcher-cluster" || peer nonce ||
-   own index || cluster name), 32 bytes.
+2. on the peer's hello: ``PROOF`` = HMAC-SHA256(secret, "lurcher-cluster" || role ||
+   peer nonce || own index || peer index || cluster name), 32 bytes; role is ``D`` from the
+   end that dialed the connection, ``A`` from the end that accepted it.
 
 A link is established once the peer's proof verifies against the nonce this end sent; a
 wrong magic, version, cluster name or proof, or a peer claiming this end's own index, is
 ``Refused`` with a one-line reason, and the link yields nothing more (the adapter closes the
 socket and logs the reason). Replaying a recorded handshake fails: the proof covers the
-receiver's fresh nonce.
+receiver's fresh nonce. Relaying fails too: a proof is sent before the peer's is checked,
+so a node proves its identity over any nonce to anyone who connects; but that proof is an
+acceptor's (the relayer dialed it), made for the index the relayer claimed, while the
+node the relayer also dialed expects a dialer's proof made for itself. Before version 2 a
+proof named neither role nor verifier, and a relayer without the secret passed as any node.
 
 Then each frame is ``u32 length`` (of what follows) ``u32 group`` and one replication
 message (``core.replication.codec``). A frame longer than ``max_frame_bytes`` or one that does
@@ -37,7 +42,7 @@ from lurcher.core.replication.codec import ReplicationWireError, decode, encode_
 from lurcher.core.replication.messages import Message
 
 MAGIC = b"LRCL"
-VERSION = 1
+VERSION = 2  # 2: proofs bind the role and the verifier
 NONCE_BYTES = 16
 PROOF_BYTES = 32
 HELLO_FIXED = struct.Struct("<4sBB16sB")
@@ -66,21 +71,26 @@ class Refused:
 Event = Established | Received | Refused
 
 
-def _proof(secret: bytes, nonce: bytes, prover: int, cluster: bytes) -> bytes:
-    return hmac.new(secret, _DOMAIN + nonce + bytes([prover]) + cluster, hashlib.sha256).digest()
+def _proof(secret: bytes, nonce: bytes, prover: int, verifier: int, by_dialer: bool,
+           cluster: bytes) -> bytes:
+    """The proof ``prover`` gives ``verifier`` over the nonce ``verifier`` sent."""
+    role = b"D" if by_dialer else b"A"
+    message = _DOMAIN + role + nonce + bytes([prover, verifier]) + cluster
+    return hmac.new(secret, message, hashlib.sha256).digest()
 
 
 class PeerLink:
-    """The state of one link; ``index`` is this node, ``nonce`` fresh per connection."""
+    """The state of one link; ``index`` is this node, ``nonce`` fresh per connection,
+    ``dialer`` whether this end dialed the connection (False: accepted it)."""
 
-    def __init__(self, cluster: str, secret: bytes, index: int, nonce: bytes,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(self, cluster: str, secret: bytes, index: int, nonce: bytes, *,
+                 dialer: bool, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if len(nonce) != NONCE_BYTES:
             raise ValueError(f"nonce must be {NONCE_BYTES} bytes")
         self.cluster = cluster.encode()
         if not 0 < len(self.cluster) < 256:
             raise ValueError("cluster name must be 1..255 bytes")
-        self.secret, self.index, self.nonce = secret, index, nonce
+        self.secret, self.index, self.nonce, self.dialer = secret, index, nonce, dialer
         self.max_frame_bytes = max_frame_bytes
         self.peer: int | None = None
         self.established = False
@@ -181,7 +191,8 @@ class PeerLink:
         if peer == self.index:
             return self._refuse(f"peer claims this node's own index {peer}")
         self.peer = peer
-        self.outgoing.append(_proof(self.secret, nonce, self.index, self.cluster))
+        self.outgoing.append(_proof(self.secret, nonce, self.index, peer, self.dialer,
+                                    self.cluster))
         return self._next_event()
 
     def _read_proof(self) -> Event | None:
@@ -190,7 +201,8 @@ class PeerLink:
             return None
         proof = bytes(self.view[self.pos:self.pos + PROOF_BYTES])
         self.pos += PROOF_BYTES
-        expected = _proof(self.secret, self.nonce, self.peer, self.cluster)
+        expected = _proof(self.secret, self.nonce, self.peer, self.index, not self.dialer,
+                          self.cluster)
         if not hmac.compare_digest(proof, expected):
             return self._refuse(f"node {self.peer} failed authentication (wrong cluster secret)")
         self.established = True

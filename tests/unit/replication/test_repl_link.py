@@ -6,13 +6,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lurcher.core.replication.link import (
-    FRAME_HEADER, Established, PeerLink, Received, Refused,
+    FRAME_HEADER, HELLO_FIXED, MAGIC, VERSION, Established, PeerLink, Received, Refused,
 )
 from lurcher.core.replication.messages import Commit, Prepare, Entry, Request
 
 
 def pair(secret_a: bytes = b"s3cret", secret_b: bytes = b"s3cret", cluster_b: str = "c1"):
-    return (PeerLink("c1", secret_a, 0, b"a" * 16), PeerLink(cluster_b, secret_b, 1, b"b" * 16))
+    return (PeerLink("c1", secret_a, 0, b"a" * 16, dialer=True),
+            PeerLink(cluster_b, secret_b, 1, b"b" * 16, dialer=False))
 
 
 def handshake(a: PeerLink, b: PeerLink) -> tuple[list, list]:
@@ -48,10 +49,10 @@ def test_a_replayed_proof_does_not_authenticate() -> None:
     a, b = pair()
     handshake(a, b)
     recorded_hello, recorded_proof = a.hello(), None
-    b2 = PeerLink("c1", b"s3cret", 1, b"c" * 16)  # a fresh nonce on the victim's side
+    b2 = PeerLink("c1", b"s3cret", 1, b"c" * 16, dialer=False)  # a fresh nonce, the victim
     b2.receive_data(recorded_hello)
-    a_old = PeerLink("c1", b"s3cret", 0, b"a" * 16)
-    a_old.receive_data(PeerLink("c1", b"s3cret", 1, b"b" * 16).hello())
+    a_old = PeerLink("c1", b"s3cret", 0, b"a" * 16, dialer=True)
+    a_old.receive_data(PeerLink("c1", b"s3cret", 1, b"b" * 16, dialer=False).hello())
     recorded_proof = a_old.take_output()  # a proof made for another nonce
     [refused] = b2.receive_data(recorded_proof)
     assert isinstance(refused, Refused)
@@ -63,8 +64,8 @@ def test_bytes_split_anywhere_give_the_same_events() -> None:
     msgs = [Commit(1, i, 0) for i in range(5)]
     stream = b"".join(a.send(0, m) for m in msgs)
     for cut in range(1, len(stream)):
-        c = PeerLink("c1", b"s3cret", 1, b"b" * 16)
-        handshake(PeerLink("c1", b"s3cret", 0, b"a" * 16), c)
+        c = PeerLink("c1", b"s3cret", 1, b"b" * 16, dialer=False)
+        handshake(PeerLink("c1", b"s3cret", 0, b"a" * 16, dialer=True), c)
         events = c.receive_data(stream[:cut]) + c.receive_data(stream[cut:])
         assert events == [Received(0, m) for m in msgs]
 
@@ -82,8 +83,8 @@ def test_oversized_and_undecodable_frames_are_refused() -> None:
 
 
 def test_a_peer_claiming_our_index_is_refused() -> None:
-    a = PeerLink("c1", b"k", 0, b"a" * 16)
-    [refused] = a.receive_data(PeerLink("c1", b"k", 0, b"z" * 16).hello())
+    a = PeerLink("c1", b"k", 0, b"a" * 16, dialer=True)
+    [refused] = a.receive_data(PeerLink("c1", b"k", 0, b"z" * 16, dialer=True).hello())
     assert isinstance(refused, Refused) and "own index" in refused.reason
 
 
@@ -96,3 +97,25 @@ def test_arbitrary_bytes_give_events_or_a_refusal_never_an_exception(data: bytes
         handshake(a, b)
     events = b.receive_data(data)
     assert all(isinstance(e, (Established, Received, Refused)) for e in events)
+
+
+def hello_as(index: int, nonce: bytes) -> bytes:
+    """A hello anyone can write: no secret in it."""
+    return HELLO_FIXED.pack(MAGIC, VERSION, index, nonce, 2) + b"c1"
+
+
+def test_a_node_is_no_oracle_for_another_nodes_proof() -> None:
+    """Someone without the secret dials nodes 0 and 1, hands node 1 the nonce node 0 sent
+    and passes node 1's proof on to node 0 as its own: node 0 must not take it for node 1.
+    Nor when node 1 dialed it (it holds node 2's address): that proof was made for node 2.
+    Each proof says which end of a connection made it (dialer, acceptor), and for whom."""
+    node0 = PeerLink("c1", b"s3cret", 0, b"a" * 16, dialer=False)
+    node1 = PeerLink("c1", b"s3cret", 1, b"b" * 16, dialer=False)
+    node1.receive_data(hello_as(2, node0.hello()[6:22]))
+    events = node0.receive_data(hello_as(1, bytes(16)) + node1.take_output())
+    assert [type(e) for e in events] == [Refused] and not node0.established
+    node0 = PeerLink("c1", b"s3cret", 0, b"c" * 16, dialer=False)
+    node1 = PeerLink("c1", b"s3cret", 1, b"d" * 16, dialer=True)
+    node1.receive_data(hello_as(2, node0.hello()[6:22]))
+    events = node0.receive_data(hello_as(1, bytes(16)) + node1.take_output())
+    assert [type(e) for e in events] == [Refused] and not node0.established
