@@ -20,8 +20,9 @@ over mutual TLS, each node's certificate chaining to ``ca_file`` (relative paths
 
 Nodes are numbered by their names in sorted order, so every node derives the same index for
 each member from the same list of names. ``decode_cluster`` refuses unknown keys, missing
-required keys, duplicate names, a missing secret and TLS enabled without its three files
-with one line naming the problem.
+required keys, duplicate names, a missing secret, TLS enabled without its three files and,
+when enabled, any value out of its range (``_RANGES``, ports, the name's length, a heartbeat
+not below the view timeout) with one line naming the problem.
 """
 
 from __future__ import annotations
@@ -119,14 +120,8 @@ def decode_cluster(table: dict[str, Any]) -> ClusterConfig:
         raise ClusterConfigError("[cluster] enabled without a secret: set cluster.secret")
     names = [config.node.current.name, *(o.name for o in config.node.others)]
     _check_tls(config.tls)
-    _check_minimums(config)
-    if config.checkpoint_every_ops < 0:
-        raise ClusterConfigError("cluster.checkpoint_every_ops must be >= 0")
-    if config.rebalance_after_ticks < 0:
-        raise ClusterConfigError("cluster.rebalance_after_ticks must be >= 0")
-    if not 1 <= config.replication_factor <= 255:
-        raise ClusterConfigError(f"cluster.replication_factor must be 1..255, got "
-                                 f"{config.replication_factor}")
+    _check_values(config)
+    _check_ports(config.node)
     if len(names) > MAX_NODES:
         raise ClusterConfigError(f"[cluster]: at most {MAX_NODES} nodes, got {len(names)}")
     if len(set(names)) != len(names):
@@ -137,15 +132,44 @@ def decode_cluster(table: dict[str, Any]) -> ClusterConfig:
     return config
 
 
-_MINIMUMS = {"handshake_timeout_ms": 1, "max_handshaking_links": 1}
-"""The least value of each integer key with a lower bound (checked when enabled)."""
+_RANGES = {
+    "tick_ms": (1, 60_000), "heartbeat_ticks": (1, 1_000_000),
+    "view_timeout_ticks": (1, 1_000_000), "view_change_timeout_ticks": (1, 1_000_000),
+    "retransmit_ticks": (1, 1_000_000), "commit_timeout_ms": (1, 86_400_000),
+    "rebalance_after_ticks": (0, 1_000_000), "checkpoint_every_ops": (0, 1 << 32),
+    "replication_factor": (1, 255), "handshake_timeout_ms": (1, 3_600_000),
+    "max_handshaking_links": (1, 65_536),
+}
+"""The bounds (inclusive) of each integer key, checked when the cluster is enabled: below
+them a tick loop spins or divides by zero, a timeout fires at once; above, a sleep overflows."""
+PORTS = (1, 65_535)
 
 
-def _check_minimums(config: ClusterConfig) -> None:
-    for key, least in _MINIMUMS.items():
-        value = getattr(config, key)
-        if value < least:
-            raise ClusterConfigError(f"cluster.{key} must be >= {least}, got {value}")
+def _within(key: str, value: int, bounds: tuple[int, int]) -> None:
+    least, most = bounds
+    if not least <= value <= most:
+        raise ClusterConfigError(f"{key} must be {least}..{most}, got {value}")
+
+
+def _check_values(config: ClusterConfig) -> None:
+    for key, bounds in _RANGES.items():
+        _within(f"cluster.{key}", getattr(config, key), bounds)
+    if config.heartbeat_ticks >= config.view_timeout_ticks:  # backups would never hear one
+        raise ClusterConfigError(
+            f"cluster.heartbeat_ticks ({config.heartbeat_ticks}) must be below "
+            f"cluster.view_timeout_ticks ({config.view_timeout_ticks})")
+    name_bytes = len(config.name.encode())
+    if not 0 < name_bytes < 256:  # it travels in every link's hello (u8 length)
+        raise ClusterConfigError(f"cluster.name must be 1..255 bytes of UTF-8, got {name_bytes}")
+
+
+def _check_ports(nodes: Nodes) -> None:
+    _within("cluster.node.current.replication_port", nodes.current.replication_port, PORTS)
+    for other in nodes.others:
+        for key in Ports.__struct_fields__:
+            port = getattr(other.ports, key)
+            if port is not None:
+                _within(f"cluster.node.others {other.name!r}: ports.{key}", port, PORTS)
 
 
 def _check_tls(tls: ClusterTls) -> None:

@@ -67,6 +67,9 @@ def test_a_sigterm_the_moment_the_server_is_ready_stops_it_cleanly(server_factor
         srv.stop()
 
 
+CLUSTER = ('[cluster]\nenabled = true\nsecret = "s"\n{}\n'
+           '[cluster.node.current]\nname = "a"\nip = "127.0.0.1"\nreplication_port = 0\n')
+"""A one-node cluster's section with one more key; port 0 is refused after the others."""
 BAD_FILES = [
     ('[tcp]\nadress = "127.0.0.1:0"\n', "unknown key tcp.adress in {file}; did you mean tcp.address?"),
     ('[tcpp]\nenabled = true\n', "unknown key tcpp in {file}; did you mean tcp?"),
@@ -86,6 +89,12 @@ BAD_FILES = [
      "system.logging.file must not contain a NUL character"),
     ('[heartbeat]\ninterval = "' + "9" * 400 + 's"\n',
      "heartbeat.interval = '" + "9" * 39 + "... in {file}: expected a duration"),
+    # found by an audit: an enabled cluster ran with these, its tick loop dead (a division
+    # by zero) or spinning, or every link failing on a traceback
+    (CLUSTER.format("retransmit_ticks = 0"), "cluster.retransmit_ticks must be 1..1000000, got 0"),
+    (CLUSTER.format("tick_ms = -1"), "cluster.tick_ms must be 1..60000, got -1"),
+    (CLUSTER.format('name = "' + "x" * 300 + '"'),
+     "cluster.name must be 1..255 bytes of UTF-8, got 300"),
 ]
 
 
