@@ -18,6 +18,11 @@ or read (logged once until the count falls below the cap again). An unauthentica
 therefore holds at most ``max_handshaking`` descriptors and ``link.MAX_HANDSHAKE_BYTES``
 each, each for at most ``handshake_timeout_s``.
 
+An accepted link authenticated as a node index that is not another member is refused; one
+authenticated as a member replaces (aborts) that member's older accepted link, if any. So a
+node holds at most one accepted link per member, whether the member crashed without closing
+its link or a peer with the secret opens more.
+
 With TLS (``[cluster.tls]``: the pair of contexts of ``tls.mutual_contexts``) every
 connection first completes a mutual TLS handshake, within ``handshake_timeout_s``, and the
 ``PeerLink`` handshake runs inside it. A peer without TLS, or whose certificate does not
@@ -92,11 +97,12 @@ class _LinkProtocol(asyncio.Protocol):
 
     def _established(self, peer: int) -> None:
         self.links.handshaking.discard(self)
-        if self.dialed is not None and peer != self.dialed:
+        if self.dialed is None:
+            self.links.accepted_from(peer, self)
+        elif peer != self.dialed:
             log.warning("cluster link to node %d answered as node %d", self.dialed, peer)
             self.transport.abort()
-            return
-        if self.dialed is not None:
+        else:
             self.links.outgoing[peer] = self
             log.info("cluster link to node %d up", peer)
 
@@ -105,6 +111,8 @@ class _LinkProtocol(asyncio.Protocol):
             self.overdue.cancel()
         self.links.open.discard(self)
         self.links.handshaking.discard(self)
+        if self.dialed is None and self.links.incoming.get(self.link.peer) is self:
+            del self.links.incoming[self.link.peer]
         if self.dialed is not None and self.links.outgoing.get(self.dialed) is self:
             del self.links.outgoing[self.dialed]
             log.info("cluster link to node %d down", self.dialed)
@@ -124,6 +132,7 @@ class Links:
         self.max_frame_bytes = max_frame_bytes
         self.addresses, self.deliver = addresses, deliver
         self.outgoing: dict[int, _LinkProtocol] = {}
+        self.incoming: dict[int, _LinkProtocol] = {}  # the authenticated accepted links
         self.open: set[_LinkProtocol] = set()
         self.server: asyncio.base_events.Server | None = None
         self.listener: socket.socket | None = None  # with TLS: accepted by ``_accept_tls``
@@ -149,6 +158,19 @@ class Links:
     def new_link(self, dialer: bool) -> PeerLink:
         return PeerLink(self.cluster, self.secret, self.index, os.urandom(16), dialer=dialer,
                         max_frame_bytes=self.max_frame_bytes)
+
+    def accepted_from(self, peer: int, protocol: _LinkProtocol) -> None:
+        """An accepted link authenticated as ``peer``: refused unless ``peer`` is another
+        member; it replaces an older link from ``peer`` (which is dead from the peer's side:
+        a node dials one link at a time)."""
+        if peer not in self.addresses:
+            log.warning("cluster link refused: node %d is not a member of the cluster", peer)
+            protocol.transport.abort()
+            return
+        older = self.incoming.get(peer)
+        self.incoming[peer] = protocol
+        if older is not None:
+            older.transport.abort()
 
     async def start(self, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()

@@ -14,7 +14,9 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from lurcher.cluster.config import ClusterConfig
-from lurcher.core.replication.link import FRAME_HEADER, HELLO_FIXED, MAGIC, VERSION
+from lurcher.core.replication.link import (
+    FRAME_HEADER, HELLO_FIXED, MAGIC, VERSION, Established, PeerLink,
+)
 from tests.support.cluster import observer, running_cluster
 
 FLOOD = 32 * 1024 * 1024  # what an attacker tries to push through one connection
@@ -180,3 +182,33 @@ async def test_a_node_cannot_be_made_to_prove_another_nodes_identity(tmp_path: P
         log = node0.output_path.read_text()
         assert "from node 1" not in log, "node 0 read the frame as node 1's"
         assert "node 1 failed authentication" in log
+
+
+def authenticated_as(port: int, index: int) -> socket.socket:
+    """A connection to ``port`` that proved, with the cluster's secret, to be node ``index``
+    (the dialing end of a link, as a node would)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=LIVENESS_S)
+    link = PeerLink("test-cluster", b"s3cret", index, bytes(range(16)), dialer=True)
+    sock.sendall(link.hello())
+    while not link.established:
+        events = link.receive_data(receive(sock, 1) or b"")
+        sock.sendall(link.take_output())
+        assert link.failed is False and (events == [] or events == [Established(0)])
+    return sock
+
+
+async def test_a_node_keeps_one_link_from_each_member_and_none_from_strangers(
+        tmp_path: Path) -> None:
+    """With the secret, a peer could open any number of links claiming any index: each a
+    descriptor held for ever (as is the link of a member that crashed without a close).
+    The newest link from a member replaces the older; an index outside the cluster is
+    refused."""
+    with running_cluster(tmp_path, 2) as [node0, node1]:
+        node1.kill()  # its index is ours to claim
+        port = replication_port(tmp_path, 0)
+        with authenticated_as(port, 1) as first, authenticated_as(port, 1) as second:
+            assert closed_within(first, LIVENESS_S), "the older link from node 1 was kept"
+            assert still_open(second)
+        with authenticated_as(port, 7) as stranger:
+            assert closed_within(stranger, LIVENESS_S), "a link from node 7 was kept"
+        assert "node 7 is not a member" in node0.output_path.read_text()
