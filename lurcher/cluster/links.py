@@ -13,10 +13,12 @@ peer that never reads cannot hold it with unsent bytes); so is a connection whos
 is not done within ``handshake_timeout_s`` of its start (``cluster.handshake_timeout_ms``),
 however its bytes trickle in. At most ``max_handshaking`` accepted connections
 (``cluster.max_handshaking_links``; with TLS, counting those still in their TLS handshake)
-may be unauthenticated at once: more are dropped as they arrive, before any byte is written
-or read (logged once until the count falls below the cap again). An unauthenticated peer
-therefore holds at most ``max_handshaking`` descriptors and ``link.MAX_HANDSHAKE_BYTES``
-each, each for at most ``handshake_timeout_s``.
+may be unauthenticated at once from the hosts of the other members' ``ip``, and as many
+from every other host together: more are dropped as they arrive, before any byte is written
+or read (logged once until the count falls below the cap again). Strangers filling their
+share cannot keep the members from connecting. An unauthenticated peer therefore holds at
+most ``2 * max_handshaking`` descriptors and ``link.MAX_HANDSHAKE_BYTES`` each, each for at
+most ``handshake_timeout_s``.
 
 An accepted link authenticated as a node index that is not another member is refused; one
 authenticated as a member replaces (aborts) that member's older accepted link, if any. So a
@@ -44,6 +46,7 @@ from collections.abc import Callable
 from lurcher.core.replication.codec import encode_parts
 from lurcher.core.replication.link import Established, PeerLink, Received, Refused
 from lurcher.core.replication.messages import Message
+from lurcher.core.wire.address import peer_host
 
 log = logging.getLogger(__name__)
 
@@ -63,15 +66,18 @@ class _LinkProtocol(asyncio.Protocol):
         self.link = links.new_link(dialer=dialed is not None)
         self.transport: asyncio.Transport | None = None
         self.overdue: asyncio.TimerHandle | None = None
+        self.pool: set | None = None  # accepted: the handshaking pool it counts in, until done
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        if self.dialed is None and not (self.admitted or self.links.admit()):
-            self.transport.abort()
-            return
-        self.links.open.add(self)
         if self.dialed is None:
-            self.links.handshaking.add(self)
+            pool = self.links.pool_of(transport.get_extra_info("peername"))
+            if not (self.admitted or self.links.admit(pool)):
+                self.transport.abort()
+                return
+            self.pool = pool
+            pool.add(self)
+        self.links.open.add(self)
         self.transport.write(self.link.hello())
         self.overdue = asyncio.get_running_loop().call_later(self.links.handshake_timeout_s,
                                                              self._handshake_overdue)
@@ -95,8 +101,13 @@ class _LinkProtocol(asyncio.Protocol):
         if proof and not self.transport.is_closing():
             self.transport.write(proof)
 
+    def _handshake_done(self) -> None:
+        if self.pool is not None:
+            self.pool.discard(self)
+            self.pool = None
+
     def _established(self, peer: int) -> None:
-        self.links.handshaking.discard(self)
+        self._handshake_done()
         if self.dialed is None:
             self.links.accepted_from(peer, self)
         elif peer != self.dialed:
@@ -110,7 +121,7 @@ class _LinkProtocol(asyncio.Protocol):
         if self.overdue is not None:
             self.overdue.cancel()
         self.links.open.discard(self)
-        self.links.handshaking.discard(self)
+        self._handshake_done()
         if self.dialed is None and self.links.incoming.get(self.link.peer) is self:
             del self.links.incoming[self.link.peer]
         if self.dialed is not None and self.links.outgoing.get(self.dialed) is self:
@@ -138,21 +149,31 @@ class Links:
         self.listener: socket.socket | None = None  # with TLS: accepted by ``_accept_tls``
         self.tasks: list[asyncio.Task] = []  # the dialers and, with TLS, the accept loop
         self.handshakes: set[asyncio.Task] = set()  # TLS handshakes of accepted sockets
-        self.handshaking: set[_LinkProtocol] = set()  # accepted, not yet authenticated
+        # accepted, not yet authenticated (links and TLS handshakes): from the members'
+        # hosts, from any other; the hosts that were capped and logged, until below the cap
+        self.members_pool: set = set()
+        self.strangers_pool: set = set()
+        self.member_hosts = {peer_host(f"[{ip}]:0") for ip, _ in addresses.values()}
+        self.at_cap: set[int] = set()
         self.handshake_timeout_s, self.max_handshaking = handshake_timeout_s, max_handshaking
-        self.at_cap = False  # the cap was hit and logged; not logged again until below it
         self.tls = tls
 
-    def admit(self) -> bool:
-        """Whether one more accepted connection may start its handshake (module doc)."""
-        if len(self.handshaking) + len(self.handshakes) < self.max_handshaking:
-            self.at_cap = False
+    def pool_of(self, address: tuple | None) -> set:
+        """The handshaking pool of a connection from ``address`` (module doc)."""
+        member = address is not None and peer_host(f"[{address[0]}]:0") in self.member_hosts
+        return self.members_pool if member else self.strangers_pool
+
+    def admit(self, pool: set) -> bool:
+        """Whether one more accepted connection may start its handshake in ``pool``."""
+        if len(pool) < self.max_handshaking:
+            self.at_cap.discard(id(pool))
             return True
-        if not self.at_cap:
-            self.at_cap = True
-            log.warning("cluster link refused: %d connections already handshaking "
+        if id(pool) not in self.at_cap:
+            self.at_cap.add(id(pool))
+            who = "members' hosts" if pool is self.members_pool else "other hosts"
+            log.warning("cluster link refused: %d connections from %s already handshaking "
                         "(cluster.max_handshaking_links); dropping more until they finish",
-                        self.max_handshaking)
+                        self.max_handshaking, who)
         return False
 
     def new_link(self, dialer: bool) -> PeerLink:
@@ -194,17 +215,20 @@ class Links:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                sock, _ = await loop.sock_accept(self.listener)
+                sock, address = await loop.sock_accept(self.listener)
             except OSError as exc:  # out of file descriptors, ...
                 log.warning("cluster link not accepted: %s", exc)
                 await asyncio.sleep(RECONNECT_S)
                 continue
-            if not self.admit():
+            pool = self.pool_of(address)
+            if not self.admit(pool):
                 sock.close()
                 continue
             task = asyncio.create_task(self._tls_handshake(loop, sock))
             self.handshakes.add(task)
+            pool.add(task)
             task.add_done_callback(self.handshakes.discard)
+            task.add_done_callback(pool.discard)
 
     async def _tls_handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
         try:

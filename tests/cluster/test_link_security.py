@@ -72,10 +72,11 @@ def receive(sock: socket.socket, count: int) -> bytes:
     return got
 
 
-def hello_or_dropped(port: int) -> socket.socket | None:
-    """A connection to ``port`` once the node's hello arrived on it, or None when the node
-    dropped it without a hello (bounded by ``LIVENESS_S``)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=LIVENESS_S)
+def hello_or_dropped(port: int, source: str = "127.0.0.1") -> socket.socket | None:
+    """A connection to ``port`` from ``source`` once the node's hello arrived on it, or None
+    when the node dropped it without a hello (bounded by ``LIVENESS_S``)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=LIVENESS_S,
+                                    source_address=(source, 0))
     got = receive(sock, HELLO_BYTES)
     if len(got) == HELLO_BYTES:
         return sock
@@ -125,6 +126,21 @@ async def test_connections_beyond_the_handshaking_cap_are_dropped(tmp_path: Path
         await client.create_stream("still-serving")
         await client.close()
         assert "cluster.max_handshaking_links" in node.output_path.read_text()
+
+
+async def test_strangers_at_the_cap_do_not_lock_the_members_out(tmp_path: Path) -> None:
+    """Connections from a host that is no member's (127.0.0.2; the nodes are 127.0.0.1)
+    fill the cap; a connection from a member's host still gets its handshake."""
+    with running_cluster(tmp_path, 2, "max_handshaking_links = 4\n"), ExitStack() as stack:
+        port = replication_port(tmp_path)
+        strangers = [hello_or_dropped(port, "127.0.0.2") for _ in range(4)]
+        assert all(strangers)
+        for sock in strangers:
+            stack.enter_context(sock)
+        assert hello_or_dropped(port, "127.0.0.2") is None
+        member = hello_or_dropped(port)
+        assert member is not None, "a member's host was locked out by strangers"
+        stack.enter_context(member)
 
 
 async def test_a_trickled_handshake_is_dropped_at_the_configured_deadline(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ the maximum, attempts of one key serialised, no wait above the maximum, reset by
 from __future__ import annotations
 
 from lurcher.auth.throttle import BackoffConfig, LoginThrottle
-from lurcher.core.shard.handlers.users import peer_host
+from lurcher.core.wire.address import peer_host
 
 CONFIG = BackoffConfig(free_attempts=2, base_s=1.0, max_s=4.0, reset_s=100.0, max_keys=3)
 USER = ("user", "alice")

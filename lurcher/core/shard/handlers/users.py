@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import ipaddress
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -28,6 +27,7 @@ from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
 from lurcher.auth.session import Session
 from lurcher.core.shard.face import ShardFace
+from lurcher.core.wire.address import peer_host
 from lurcher.core.wire.requests.users.change_password import ChangePassword
 from lurcher.core.wire.requests.users.create_user import CreateUser
 from lurcher.core.wire.requests.users.delete_user import DeleteUser
@@ -97,22 +97,6 @@ def start_session(shard: ShardFace, session: Session, user: Any,
     session.token_name = token_name
     session.login_time_us = shard.clock()
     return IdentityInfo(user.id)
-
-
-def peer_host(address: str) -> str:
-    """Who a login comes from, for its back-off: the IPv4 host of a ``host:port`` address
-    (IPv4-mapped IPv6 included), or the /64 network of an IPv6 one (a client usually holds
-    all of a /64, so a key per address would give it 2^64 fresh back-offs)."""
-    host = (address.rpartition(":")[0] or address).strip("[]")
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return host
-    if ip.version == 6 and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if ip.version == 4:
-        return str(ip)
-    return str(ipaddress.ip_network(f"{ip}/64", strict=False))
 
 
 async def wait_login_turn(shard: ShardFace, keys: list[Any], code: ErrorCode) -> None:
