@@ -23,7 +23,8 @@ most ``handshake_timeout_s``.
 An accepted link authenticated as a node index that is not another member is refused; one
 authenticated as a member replaces (aborts) that member's older accepted link, if any. So a
 node holds at most one accepted link per member, whether the member crashed without closing
-its link or a peer with the secret opens more.
+its link or a peer with the secret opens more. A link dropped for any of these reasons hands on nothing
+more, not even the frames that came in the same read as its proof.
 
 With TLS (``[cluster.tls]``: the pair of contexts of ``tls.mutual_contexts``) every
 connection first completes a mutual TLS handshake, within ``handshake_timeout_s``, and the
@@ -90,6 +91,8 @@ class _LinkProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         for event in self.link.receive_data(data):
+            if self.transport.is_closing():  # refused on an earlier event: nothing more
+                return
             if isinstance(event, Received):
                 self.links.deliver(self.link.peer, event.group, event.message)
             elif isinstance(event, Established):

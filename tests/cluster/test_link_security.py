@@ -7,6 +7,7 @@ the node says hello)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import socket
 import time
@@ -14,10 +15,13 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from lurcher.cluster.config import ClusterConfig
+from lurcher.cluster.links import Links
 from lurcher.core.replication.link import (
     FRAME_HEADER, HELLO_FIXED, MAGIC, VERSION, Established, PeerLink,
 )
+from lurcher.core.replication.messages import Commit
 from tests.support.cluster import observer, running_cluster
+from tests.support.server import free_ports
 
 FLOOD = 32 * 1024 * 1024  # what an attacker tries to push through one connection
 LIVENESS_S = 10.0  # a bound on waiting for the close, not a performance figure
@@ -200,16 +204,19 @@ async def test_a_node_cannot_be_made_to_prove_another_nodes_identity(tmp_path: P
         assert "node 1 failed authentication" in log
 
 
-def authenticated_as(port: int, index: int) -> socket.socket:
+def authenticated_as(port: int, index: int, then: object = None) -> socket.socket:
     """A connection to ``port`` that proved, with the cluster's secret, to be node ``index``
-    (the dialing end of a link, as a node would)."""
+    (the dialing end of a link, as a node would); ``then``: a message sent as a frame in
+    the same write as the proof."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=LIVENESS_S)
     link = PeerLink("test-cluster", b"s3cret", index, bytes(range(16)), dialer=True)
     sock.sendall(link.hello())
+    proof = b""  # the node sends its proof without waiting for ours
     while not link.established:
         events = link.receive_data(receive(sock, 1) or b"")
-        sock.sendall(link.take_output())
+        proof += link.take_output()
         assert link.failed is False and (events == [] or events == [Established(0)])
+    sock.sendall(proof + (link.send(0, then) if then is not None else b""))
     return sock
 
 
@@ -228,3 +235,19 @@ async def test_a_node_keeps_one_link_from_each_member_and_none_from_strangers(
         with authenticated_as(port, 7) as stranger:
             assert closed_within(stranger, LIVENESS_S), "a link from node 7 was kept"
         assert "node 7 is not a member" in node0.output_path.read_text()
+
+
+async def test_nothing_is_delivered_from_a_refused_link(tmp_path: Path) -> None:
+    """A link refused once authenticated (here: as node 7, no member) must not hand on
+    the frames that came in the same read as its proof."""
+    delivered: list = []
+    links = Links("test-cluster", b"s3cret", 0, {1: ("127.0.0.1", free_ports(1)[0])},
+                  lambda *message: delivered.append(message), 1 << 20)
+    await links.start("127.0.0.1", 0)
+    try:
+        stranger = await asyncio.to_thread(authenticated_as, links.port, 7, Commit(0, 1, 0))
+        with stranger:
+            assert await asyncio.to_thread(closed_within, stranger, LIVENESS_S)
+    finally:
+        await links.close()
+    assert delivered == [], delivered
