@@ -8,7 +8,8 @@ connection runs a ``PeerLink`` (handshake with the cluster secret, then frames).
 Sending is best effort, as the replication core expects of a network: a message for a node
 whose link is down, or whose socket already holds ``MAX_QUEUED_BYTES`` unsent, is dropped
 (the core retransmits). A dialer reconnects after ``RECONNECT_S``. A refused handshake is
-logged once per connection with its one-line reason and the connection dropped (aborted: a
+logged with its one-line reason (at most one line of each kind a second, with a count of
+those not logged: ``RefusalLog``) and the connection dropped (aborted: a
 peer that never reads cannot hold it with unsent bytes); so is a connection whose handshake
 is not done within ``handshake_timeout_s`` of its start (``cluster.handshake_timeout_ms``),
 however its bytes trickle in. At most ``max_handshaking`` accepted connections
@@ -55,8 +56,28 @@ RECONNECT_S = 0.2
 HANDSHAKE_TIMEOUT_S = 5.0  # default: a connection not authenticated by then is dropped
 MAX_HANDSHAKING = 64  # default: accepted connections not yet authenticated, at most
 MAX_QUEUED_BYTES = 32 * 1024 * 1024
+REFUSAL_LOG_S = 1.0  # at most one line per kind of refusal in this time (``RefusalLog``)
 Deliver = Callable[[int, int, Message], None]  # (peer, group, message)
 TlsPair = tuple[ssl.SSLContext, ssl.SSLContext]  # (accepting, dialing)
+
+
+class RefusalLog:
+    """Warnings about refused links, at most one line of each kind (``template``) per
+    ``REFUSAL_LOG_S``; the refusals in between are counted into the next line of that kind.
+    A flood of bad connections thus costs the log a line a second, not a line each."""
+
+    def __init__(self) -> None:
+        self.quiet_until: dict[str, float] = {}
+        self.skipped: dict[str, int] = {}
+
+    def warn(self, now: float, template: str, *args: object) -> None:
+        if now < self.quiet_until.get(template, float("-inf")):
+            self.skipped[template] = self.skipped.get(template, 0) + 1
+            return
+        self.quiet_until[template] = now + REFUSAL_LOG_S
+        skipped = self.skipped.pop(template, 0)
+        more = f" ({skipped} more since the last such line)" if skipped else ""
+        log.warning(template + "%s", *args, more)
 
 
 class _LinkProtocol(asyncio.Protocol):
@@ -85,8 +106,8 @@ class _LinkProtocol(asyncio.Protocol):
 
     def _handshake_overdue(self) -> None:
         if not self.link.established and not self.transport.is_closing():
-            log.warning("cluster link refused: no handshake within %gs",
-                        self.links.handshake_timeout_s)
+            self.links.refused("cluster link refused: no handshake within %gs",
+                               self.links.handshake_timeout_s)
             self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
@@ -98,7 +119,7 @@ class _LinkProtocol(asyncio.Protocol):
             elif isinstance(event, Established):
                 self._established(event.peer)
             elif isinstance(event, Refused):
-                log.warning("cluster link refused: %s", event.reason)
+                self.links.refused("cluster link refused: %s", event.reason)
                 self.transport.abort()
         proof = self.link.take_output()
         if proof and not self.transport.is_closing():
@@ -114,7 +135,7 @@ class _LinkProtocol(asyncio.Protocol):
         if self.dialed is None:
             self.links.accepted_from(peer, self)
         elif peer != self.dialed:
-            log.warning("cluster link to node %d answered as node %d", self.dialed, peer)
+            self.links.refused("cluster link to node %d answered as node %d", self.dialed, peer)
             self.transport.abort()
         else:
             self.links.outgoing[peer] = self
@@ -160,6 +181,11 @@ class Links:
         self.at_cap: set[int] = set()
         self.handshake_timeout_s, self.max_handshaking = handshake_timeout_s, max_handshaking
         self.tls = tls
+        self.refusals = RefusalLog()
+
+    def refused(self, template: str, *args: object) -> None:
+        """Log a refused link (``RefusalLog``)."""
+        self.refusals.warn(asyncio.get_running_loop().time(), template, *args)
 
     def pool_of(self, address: tuple | None) -> set:
         """The handshaking pool of a connection from ``address`` (module doc)."""
@@ -188,7 +214,7 @@ class Links:
         member; it replaces an older link from ``peer`` (which is dead from the peer's side:
         a node dials one link at a time)."""
         if peer not in self.addresses:
-            log.warning("cluster link refused: node %d is not a member of the cluster", peer)
+            self.refused("cluster link refused: node %d is not a member of the cluster", peer)
             protocol.transport.abort()
             return
         older = self.incoming.get(peer)
@@ -220,7 +246,7 @@ class Links:
             try:
                 sock, address = await loop.sock_accept(self.listener)
             except OSError as exc:  # out of file descriptors, ...
-                log.warning("cluster link not accepted: %s", exc)
+                self.refused("cluster link not accepted: %s", exc)
                 await asyncio.sleep(RECONNECT_S)
                 continue
             pool = self.pool_of(address)
@@ -239,7 +265,7 @@ class Links:
                 lambda: _LinkProtocol(self, None, admitted=True), sock, ssl=self.tls[0],
                 ssl_handshake_timeout=self.handshake_timeout_s)
         except (OSError, EOFError) as exc:  # the socket is closed
-            log.warning("cluster link refused: TLS handshake failed: %s", _one_line(exc))
+            self.refused("cluster link refused: TLS handshake failed: %s", _one_line(exc))
 
     async def _dial(self, peer: int) -> None:
         loop = asyncio.get_running_loop()
@@ -253,8 +279,8 @@ class Links:
                 while not transport.is_closing():
                     await asyncio.sleep(RECONNECT_S)
             except ssl.SSLError as exc:
-                log.warning("cluster link to node %d refused: TLS handshake failed: %s",
-                            peer, _one_line(exc))
+                self.refused("cluster link to node %d refused: TLS handshake failed: %s",
+                             peer, _one_line(exc))
             except OSError:
                 pass
             await asyncio.sleep(RECONNECT_S)

@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from lurcher.cluster.config import ClusterConfig
-from lurcher.cluster.links import Links
+from lurcher.cluster.links import REFUSAL_LOG_S, Links
 from lurcher.core.replication.link import (
     FRAME_HEADER, HELLO_FIXED, MAGIC, VERSION, Established, PeerLink,
 )
@@ -251,3 +251,19 @@ async def test_nothing_is_delivered_from_a_refused_link(tmp_path: Path) -> None:
     finally:
         await links.close()
     assert delivered == [], delivered
+
+
+async def test_a_flood_of_refused_connections_does_not_log_a_line_each(tmp_path: Path) -> None:
+    """Each connection refused before its handshake logged a warning: a loop of bad
+    connections grew the log as fast as it could connect."""
+    with running_cluster(tmp_path, 1) as [node]:
+        port = replication_port(tmp_path)
+        for i in range(FLOODED := 200):
+            if i == FLOODED - 1:
+                time.sleep(REFUSAL_LOG_S)  # the last one is logged, with the count
+            with socket.create_connection(("127.0.0.1", port), timeout=LIVENESS_S) as sock:
+                sock.sendall(b"GET / HTTP/1.1\r\n\r\n" + bytes(64))
+                receive(sock, 1 << 20)  # the node's hello, then its close
+        lines = node.output_path.read_text().count("cluster link refused: not a lurcher")
+        assert 2 <= lines < FLOODED // 2, f"{lines} lines for {FLOODED} refusals"
+        assert "more since the last such line" in node.output_path.read_text()
