@@ -84,6 +84,23 @@ def selected_partitions(options: SourceOptions, layout: TopicLayout,
     return [p for p in wanted if bounds.allows_partition(p)]
 
 
+def check_named_partitions(options: SourceOptions, layout: TopicLayout) -> None:
+    """Raises LurcherSparkError when a per-partition offsets or timestamps map names a
+    partition the topic does not have (it was ignored: a typo read from the default)."""
+    specs = {"startingOffsets": parse_offsets("startingOffsets", options.starting_offsets,
+                                              LATEST),
+             "endingOffsets": parse_offsets("endingOffsets", options.ending_offsets, LATEST),
+             "startingTimestamp": parse_timestamps("startingTimestamp",
+                                                   options.starting_timestamp),
+             "endingTimestamp": parse_timestamps("endingTimestamp", options.ending_timestamp)}
+    for option, spec in specs.items():
+        unknown = sorted(set(spec) - set(layout.ends)) if isinstance(spec, dict) else []
+        if unknown:
+            raise LurcherSparkError(
+                f"lurcher option {option!r} names partitions {unknown} that topic "
+                f"{layout.topic!r} does not have (it has {len(layout.ends)})")
+
+
 class _Resolver:
     """Positions and timestamps of one topic resolved to offsets (one client)."""
 
@@ -144,6 +161,7 @@ def plan_batch(options: SourceOptions, bounds: RowBounds) -> list[RangeSplit]:
     """Splits of a batch read. Raises LurcherSparkError (bad option, Iggy error)."""
     with connected(options.config, _describe(options)) as client:
         layout = describe_topic(client, options.stream, options.topic)
+        check_named_partitions(options, layout)
         resolver = _Resolver(client, options, layout)
         splits = []
         for partition_id in selected_partitions(options, layout, bounds):
@@ -158,6 +176,7 @@ def start_offsets(options: SourceOptions) -> tuple[TopicLayout, dict[str, int]]:
     (startingOffsets default ``latest``). Raises LurcherSparkError."""
     with connected(options.config, _describe(options)) as client:
         layout = describe_topic(client, options.stream, options.topic)
+        check_named_partitions(options, layout)
         resolver = _Resolver(client, options, layout)
         return layout, {str(p): resolver.start(p, LATEST)
                         for p in selected_partitions(options, layout)}

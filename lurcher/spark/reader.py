@@ -93,6 +93,18 @@ def batch_reader(options: SourceOptions) -> "LurcherBatchReader":
     return LurcherPushdownReader(options)
 
 
+def stream_reader(options: SourceOptions) -> "LurcherStreamReader":
+    """The streaming reader. Raises LurcherSparkError for a batch-only option (a streaming
+    read runs until it is stopped; an end given to it was ignored)."""
+    for option, value in (("endingOffsets", options.ending_offsets),
+                          ("endingTimestamp", options.ending_timestamp)):
+        if value is not None and value.strip():
+            raise LurcherSparkError(
+                f"lurcher option {option!r} is for batch reads (spark.read): a streaming "
+                "read runs until the query is stopped")
+    return LurcherStreamReader(options)
+
+
 class LurcherBatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options

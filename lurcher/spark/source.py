@@ -19,7 +19,7 @@ from pyspark.sql.types import StructType
 from lurcher.spark import writer as writers
 from lurcher.spark.arrow import SCHEMA
 from lurcher.spark.options import LurcherSparkError, source_options
-from lurcher.spark.reader import LurcherStreamReader, batch_reader
+from lurcher.spark.reader import batch_reader, stream_reader
 
 FORMAT = "lurcher"
 
@@ -39,7 +39,8 @@ class LurcherDataSource(DataSource):
         return batch_reader(source_options(self.options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return LurcherStreamReader(source_options(self.options))
+        """Raises LurcherSparkError for bad options (``reader.stream_reader``)."""
+        return stream_reader(source_options(self.options))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """Raises LurcherSparkError for overwrite mode, bad columns, a missing stream/topic."""

@@ -15,7 +15,7 @@ from lurcher.sdk.sync import SyncClient
 from lurcher.spark.filters import RowBounds
 from lurcher.spark.options import LurcherSparkError, SourceOptions, source_options
 from lurcher.spark.plan import plan_batch, read_split
-from lurcher.spark.reader import LurcherStreamReader
+from lurcher.spark.reader import LurcherStreamReader, stream_reader
 from lurcher.spark.writer import send_record_batch
 from tests.spark.conftest import connection
 from tests.support.server import LurcherServer
@@ -162,3 +162,31 @@ def test_a_stream_purged_and_refilled_past_its_offset_fails(module_server, clien
     latest = reader.latestOffset(more)
     with pytest.raises(LurcherSparkError, match="not the one the previous micro-batch read"):
         reader.partitions(more, latest)
+
+
+@pytest.mark.parametrize("option, value", [
+    ("startingOffsets", '{"0": "earliest", "7": 3}'),
+    ("endingOffsets", '{"9": "latest"}'),
+    ("startingTimestamp", '{"1": 0}'),
+    ("endingTimestamp", '{"0": 5, "2": 9}'),
+])
+def test_offsets_for_partitions_the_topic_lacks_are_refused(module_server, client, option,
+                                                            value):
+    """A per-partition map naming a partition the topic does not have was ignored (the
+    read then started or ended at the default there, silently)."""
+    if "named-partitions" not in {t.name for t in client.get_topics(STREAM)}:
+        client.create_topic(STREAM, "named-partitions", partitions_count=1)
+    opts = options(module_server, "named-partitions", **{option: value})
+    with pytest.raises(LurcherSparkError, match=f"'{option}' names partitions"):
+        plan_batch(opts, RowBounds())
+    if option.startswith("starting"):
+        with pytest.raises(LurcherSparkError, match=f"'{option}' names partitions"):
+            LurcherStreamReader(opts).initialOffset()
+
+
+@pytest.mark.parametrize("option", ["endingOffsets", "endingTimestamp"])
+def test_a_streaming_read_refuses_an_end(module_server, option):
+    """A streaming read ignored endingOffsets / endingTimestamp and ran on past them."""
+    with pytest.raises(LurcherSparkError, match=f"'{option}' is for batch reads"):
+        stream_reader(options(module_server, "any", **{option: "latest" if "Off" in option
+                                                        else "2030-01-01"}))
