@@ -6,7 +6,8 @@ Columns (other columns are ignored):
     partition integer: send to this partition id (wins over key)
     key       binary or string: messages-key partitioning (the server hashes it)
     headers   map<string, binary|string|...>: user headers (keys as string headers; binary
-              values as raw headers, strings as string headers, numbers/booleans typed)
+              values as raw headers, strings as string headers, numbers/booleans typed;
+              an entry whose value is null is left out: a header cannot be empty)
     id        binary (16 bytes, big-endian / UUID order), string (a UUID) or integer;
               null or absent: the server assigns one
 
