@@ -16,7 +16,9 @@ without any encoding, when this node is it):
 
 Every failure to finish by the deadline is TaskTimeout (12001), the code the metadata group
 uses for "no quorum": 0.8's clients do not reconnect on it and the caller may retry.
-Invariant: at most ``MAX_CALLS`` calls wait for answers on a node; more are refused at once.
+Invariants: at most ``MAX_CALLS`` calls wait for answers on a node, and at most as many
+calls from other nodes run on it; more are refused at once (TaskTimeout). An answer that does
+not decode fails its call (Error) and leaves the link up.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class Forwarder:
         self.node, self.handlers, self.encode_result = node, handlers, encode_result
         self.timeout_s, self.anywhere = timeout_s, anywhere
         self.waiting: dict[int, asyncio.Future] = {}
+        self.answering: set[asyncio.Task] = set()  # calls from other nodes running here
         self.ids = itertools.count(1)
         node.on_forward = self._on_message
 
@@ -151,9 +154,22 @@ class Forwarder:
         if isinstance(message, Reply):
             future = self.waiting.get(message.request)
             if future is not None and not future.done():
-                future.set_result(_answer_decoder.decode(message.result))
+                _settle(future, peer, message.result)
         elif isinstance(message, Request):
-            asyncio.ensure_future(self._answer(peer, message))
+            self._start_answer(peer, message)
+
+    def _start_answer(self, peer: int, request: Request) -> None:
+        """Run a call from ``peer``, or refuse it at once when ``MAX_CALLS`` already run."""
+        if len(self.answering) >= MAX_CALLS:
+            self._reply(peer, request, Answer(int(ErrorCode.TASK_TIMEOUT)))
+            return
+        task = asyncio.ensure_future(self._answer(peer, request))
+        self.answering.add(task)
+        task.add_done_callback(self.answering.discard)
+
+    def _reply(self, peer: int, request: Request, answer: Answer) -> None:
+        self.node.links.send(peer, FORWARD_GROUP, Reply(0, request.client, request.request,
+                                                        msgspec.msgpack.encode(answer)))
 
     async def _answer(self, peer: int, request: Request) -> None:
         try:
@@ -167,8 +183,21 @@ class Forwarder:
             answer = Answer(exc.status)
         except asyncio.TimeoutError:
             answer = Answer(int(ErrorCode.TASK_TIMEOUT))
+        except (msgspec.DecodeError, msgspec.ValidationError, KeyError):
+            log.warning("forwarded call from node %d does not decode or names no handler",
+                        peer)
+            answer = Answer(int(ErrorCode.INVALID_COMMAND))
         except Exception:  # a bug: answer it rather than leave the caller waiting
             log.exception("forwarded %r failed", bytes(request.body[:32]))
             answer = Answer(int(ErrorCode.ERROR))
-        self.node.links.send(peer, FORWARD_GROUP, Reply(0, request.client, request.request,
-                                                        msgspec.msgpack.encode(answer)))
+        self._reply(peer, request, answer)
+
+
+def _settle(future: asyncio.Future, peer: int, result: bytes) -> None:
+    """Complete a waiting call with ``peer``'s answer, or fail it when that does not decode
+    (which would otherwise raise in the link's receive path and drop the link)."""
+    try:
+        future.set_result(_answer_decoder.decode(result))
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        future.set_exception(IggyError(ErrorCode.ERROR, f"undecodable answer from node "
+                                                        f"{peer}: {exc}"))
