@@ -85,7 +85,7 @@ class _LinkProtocol(asyncio.Protocol):
         """``dialed``: the node this end dialed, None for an accepted connection;
         ``admitted``: an accepted connection already counted against the cap (TLS)."""
         self.links, self.dialed, self.admitted = links, dialed, admitted
-        self.link = links.new_link(dialer=dialed is not None)
+        self.link = links.new_link(dialed)
         self.transport: asyncio.Transport | None = None
         self.overdue: asyncio.TimerHandle | None = None
         self.pool: set | None = None  # accepted: the handshaking pool it counts in, until done
@@ -205,8 +205,10 @@ class Links:
                         self.max_handshaking, who)
         return False
 
-    def new_link(self, dialer: bool) -> PeerLink:
-        return PeerLink(self.cluster, self.secret, self.index, os.urandom(16), dialer=dialer,
+    def new_link(self, dialed: int | None) -> PeerLink:
+        """A link's handshake state: to ``dialed``, or accepted (None)."""
+        return PeerLink(self.cluster, self.secret, self.index, os.urandom(16),
+                        dialer=dialed is not None, expect=dialed,
                         max_frame_bytes=self.max_frame_bytes)
 
     def accepted_from(self, peer: int, protocol: _LinkProtocol) -> None:

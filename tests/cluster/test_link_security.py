@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lurcher.cluster.config import ClusterConfig
 from lurcher.cluster.links import REFUSAL_LOG_S, Links
+from lurcher.core.replication.codec import encode_parts
 from lurcher.core.replication.link import (
     FRAME_HEADER, HELLO_FIXED, MAGIC, VERSION, Established, PeerLink,
 )
@@ -267,3 +268,45 @@ async def test_a_flood_of_refused_connections_does_not_log_a_line_each(tmp_path:
         lines = node.output_path.read_text().count("cluster link refused: not a lurcher")
         assert 2 <= lines < FLOODED // 2, f"{lines} lines for {FLOODED} refusals"
         assert "more since the last such line" in node.output_path.read_text()
+
+
+async def test_a_dialer_proves_nothing_to_a_node_it_did_not_dial(tmp_path: Path) -> None:
+    """Someone holding a member's address (node 2's, here) is dialed by node 1 as node 2.
+    If it answers with a hello claiming node 0's index and node 0's nonce, node 1 must not
+    send the dialer's proof made for node 0: node 0 would take it, relayed, for node 1's."""
+    delivered: list = []
+    ports = free_ports(2)
+    with socket.create_server(("127.0.0.1", 0)) as impostor:
+        impostor.settimeout(LIVENESS_S)
+        node0 = Links("test-cluster", b"s3cret", 0, {1: ("127.0.0.1", ports[1])},
+                      lambda *message: delivered.append(message), 1 << 20)
+        node1 = Links("test-cluster", b"s3cret", 1,
+                      {0: ("127.0.0.1", ports[0]),
+                       2: ("127.0.0.1", impostor.getsockname()[1])},
+                      lambda *message: None, 1 << 20)
+        await node0.start("127.0.0.1", ports[0])
+        await node1.start("127.0.0.1", ports[1])
+
+        def relay() -> bytes:
+            dialed, _ = impostor.accept()  # node 1 dialing "node 2"
+            with dialed, socket.create_connection(("127.0.0.1", ports[0]),
+                                                  timeout=LIVENESS_S) as to0:
+                dialed.settimeout(LIVENESS_S)
+                receive(dialed, HELLO_BYTES)  # node 1's hello
+                nonce0 = receive(to0, HELLO_BYTES)[6:6 + 16]
+                dialed.sendall(hello_as(0, nonce0))
+                proof1 = receive(dialed, 32)
+                if len(proof1) == 32:  # relayed as node 1's, then a frame "from node 1"
+                    body = b"".join(encode_parts(Commit(0, 1, 0)))
+                    to0.sendall(hello_as(1) + proof1 + FRAME_HEADER.pack(len(body) + 4, 0)
+                                + body)
+                    time.sleep(0.5)  # only on the broken path: let node 0 read it
+                return proof1
+
+        try:
+            proof1 = await asyncio.to_thread(relay)
+        finally:
+            await node1.close()
+            await node0.close()
+    assert delivered == [], "node 0 took the relayed proof for node 1's"
+    assert proof1 == b"", "node 1 proved itself to node 0 on a link it dialed to node 2"

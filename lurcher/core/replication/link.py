@@ -19,7 +19,9 @@ socket and logs the reason). Replaying a recorded handshake fails: the proof cov
 receiver's fresh nonce. Relaying fails too: a proof is sent before the peer's is checked,
 so a node proves its identity over any nonce to anyone who connects; but that proof is an
 acceptor's (the relayer dialed it), made for the index the relayer claimed, while the
-node the relayer also dialed expects a dialer's proof made for itself. Before version 2 a
+node the relayer also dialed expects a dialer's proof made for itself. A dialer gives its
+proof only to the node it dialed (``expect``): whoever holds a member's address gets a
+dialer's proof made for that member, never one another node would take. Before version 2 a
 proof named neither role nor verifier, and a relayer without the secret passed as any node.
 
 Then each frame is ``u32 length`` (of what follows) ``u32 group`` and one replication
@@ -81,16 +83,19 @@ def _proof(secret: bytes, nonce: bytes, prover: int, verifier: int, by_dialer: b
 
 class PeerLink:
     """The state of one link; ``index`` is this node, ``nonce`` fresh per connection,
-    ``dialer`` whether this end dialed the connection (False: accepted it)."""
+    ``dialer`` whether this end dialed the connection (False: accepted it), ``expect``
+    the node a dialer dialed: a hello naming another is refused before any proof is sent."""
 
     def __init__(self, cluster: str, secret: bytes, index: int, nonce: bytes, *,
-                 dialer: bool, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+                 dialer: bool, expect: int | None = None,
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if len(nonce) != NONCE_BYTES:
             raise ValueError(f"nonce must be {NONCE_BYTES} bytes")
         self.cluster = cluster.encode()
         if not 0 < len(self.cluster) < 256:
             raise ValueError("cluster name must be 1..255 bytes")
         self.secret, self.index, self.nonce, self.dialer = secret, index, nonce, dialer
+        self.expect = expect
         self.max_frame_bytes = max_frame_bytes
         self.peer: int | None = None
         self.established = False
@@ -190,6 +195,8 @@ class PeerLink:
                                 f"not {self.cluster.decode()!r}")
         if peer == self.index:
             return self._refuse(f"peer claims this node's own index {peer}")
+        if self.expect is not None and peer != self.expect:
+            return self._refuse(f"the link to node {self.expect} answered as node {peer}")
         self.peer = peer
         self.outgoing.append(_proof(self.secret, nonce, self.index, peer, self.dialer,
                                     self.cluster))

@@ -119,3 +119,13 @@ def test_a_node_is_no_oracle_for_another_nodes_proof() -> None:
     node1.receive_data(hello_as(2, node0.hello()[6:22]))
     events = node0.receive_data(hello_as(1, bytes(16)) + node1.take_output())
     assert [type(e) for e in events] == [Refused] and not node0.established
+
+
+def test_a_dialer_sends_no_proof_to_a_hello_from_another_node_than_it_dialed() -> None:
+    """Node 1 dialed node 2's address; whoever answers there claiming node 0 (with node 0's
+    nonce) gets no proof: a dialer's proof for node 0 is what node 0 accepts from node 1."""
+    node0 = PeerLink("c1", b"s3cret", 0, b"e" * 16, dialer=False)
+    node1 = PeerLink("c1", b"s3cret", 1, b"f" * 16, dialer=True, expect=2)
+    [refused] = node1.receive_data(hello_as(0, node0.hello()[6:22]))
+    assert isinstance(refused, Refused) and "answered as node 0" in refused.reason
+    assert node1.take_output() == b""
