@@ -5,8 +5,9 @@ Schema (``SCHEMA``), one row per message:
     stream string, topic string, partition int, offset long,
     timestamp timestamp, origin_timestamp timestamp   (microsecond precision, UTC)
     id binary      the 128-bit message id as 16 big-endian bytes (UUID byte order)
-    headers map<string, binary>   user headers: key as text (a string key as itself,
-                                  others "<kind>:<value>", ``headers.key_text``), value as
+    headers map<string, binary>   user headers: key as text (a string key as itself
+                                  unless it begins "<kind>:", others and those
+                                  "<kind>:<value>", ``headers.key_text``), value as
                                   its raw bytes (little-endian for numbers)
     payload binary
 

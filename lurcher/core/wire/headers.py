@@ -121,10 +121,17 @@ def field_text(field: HeaderValue) -> str:
 def key_text(key: HeaderValue) -> str:
     """A header key as one text for maps keyed by text (Spark's ``headers`` column, the MCP
     tools): a UTF-8 string key as itself, any other ``"<kind>:<field_text>"``, so keys of
-    different kinds never meet."""
+    different kinds never meet. A string key that itself begins ``"<a kind's name>:"``
+    (``"uint32:5"``) is ``"string:"`` and itself, else it would read as that kind's key; a
+    string that is not UTF-8 is ``"string:"`` and base64 (which has no ``:``)."""
     if key.kind == HeaderKind.STRING and isinstance(text := key.to_python(), str):
-        return text
+        prefix, colon, _ = text.partition(":")
+        if not (colon and (prefix in _KIND_NAMES or prefix.startswith("kind_"))):
+            return text
     return f"{kind_name(key.kind)}:{field_text(key)}"
+
+
+_KIND_NAMES = frozenset(kind.name.lower() for kind in HeaderKind)
 
 
 def _pack(kind: HeaderKind, v: Any) -> bytes:

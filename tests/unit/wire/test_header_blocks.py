@@ -113,3 +113,20 @@ def test_a_batch_of_one_byte_fields_is_checked_by_the_helper() -> None:
     with pytest.raises(IggyError) as info:  # the last value: a bool of 2 bytes
         vectorised(blocks[:-1] + [block[:-6] + struct.pack("<BI", 3, 2) + b"vv"])
     assert info.value.code == ErrorCode.INVALID_HEADER_VALUE and "message 639" in str(info.value)
+
+
+def test_key_text_never_names_two_keys_alike() -> None:
+    """A string key spelled like another kind's name ("uint32:5") must not share its text
+    with that key (uint32 5): two equal keys in one Spark map row fail the read, and the MCP
+    tools' JSON object kept one of them."""
+    from lurcher.core.wire.headers import HeaderKind, HeaderValue, key_text
+    keys = [HeaderValue.of(HeaderKind.UINT32, 5), HeaderValue.string("uint32:5"),
+            HeaderValue.string("5"), HeaderValue.of(HeaderKind.BOOL, True),
+            HeaderValue.string("bool:true"), HeaderValue(HeaderKind.STRING, b"\xff"),
+            HeaderValue.string("string:/w=="), HeaderValue.string("string:string:/w=="),
+            HeaderValue.string("kind_99:eA=="),
+            HeaderValue.of(HeaderKind.RAW, b"k"), HeaderValue.string("raw:aw==")]
+    texts = [key_text(k) for k in keys]
+    assert len(set(texts)) == len(keys), texts
+    assert key_text(HeaderValue.string("plain")) == "plain"
+    assert key_text(HeaderValue.string("a:b")) == "a:b"  # not a kind's name: as itself
