@@ -17,7 +17,7 @@ without any encoding, when this node is it):
 Every failure to finish by the deadline is TaskTimeout (12001), the code the metadata group
 uses for "no quorum": 0.8's clients do not reconnect on it and the caller may retry.
 Invariants: at most ``MAX_CALLS`` calls wait for answers on a node, and at most as many
-calls from other nodes run on it; more are refused at once (TaskTimeout). An answer that does
+calls from each other node run on it; more are refused at once (TaskTimeout). An answer that does
 not decode fails its call (Error) and leaves the link up.
 """
 
@@ -76,7 +76,7 @@ class Forwarder:
         self.node, self.handlers, self.encode_result = node, handlers, encode_result
         self.timeout_s, self.anywhere = timeout_s, anywhere
         self.waiting: dict[int, asyncio.Future] = {}
-        self.answering: set[asyncio.Task] = set()  # calls from other nodes running here
+        self.answering: dict[int, set[asyncio.Task]] = {}  # per node: its calls running here
         self.ids = itertools.count(1)
         node.on_forward = self._on_message
 
@@ -159,13 +159,15 @@ class Forwarder:
             self._start_answer(peer, message)
 
     def _start_answer(self, peer: int, request: Request) -> None:
-        """Run a call from ``peer``, or refuse it at once when ``MAX_CALLS`` already run."""
-        if len(self.answering) >= MAX_CALLS:
+        """Run a call from ``peer``, or refuse it at once when ``MAX_CALLS`` of ``peer``'s
+        already run (each other node has its own share)."""
+        running = self.answering.setdefault(peer, set())
+        if len(running) >= MAX_CALLS:
             self._reply(peer, request, Answer(int(ErrorCode.TASK_TIMEOUT)))
             return
         task = asyncio.ensure_future(self._answer(peer, request))
-        self.answering.add(task)
-        task.add_done_callback(self.answering.discard)
+        running.add(task)
+        task.add_done_callback(running.discard)
 
     def _reply(self, peer: int, request: Request, answer: Answer) -> None:
         self.node.links.send(peer, FORWARD_GROUP, Reply(0, request.client, request.request,
@@ -174,23 +176,30 @@ class Forwarder:
     async def _answer(self, peer: int, request: Request) -> None:
         try:
             call = _call_decoder.decode(request.body)
-            result = await asyncio.wait_for(self._run(call.kind, call.group, call.body),
-                                            self.timeout_s)
-            answer = Answer(0, self.encode_result(result))
-        except NotPrimary:
-            answer = Answer(-1)
-        except IggyError as exc:
-            answer = Answer(exc.status)
-        except asyncio.TimeoutError:
-            answer = Answer(int(ErrorCode.TASK_TIMEOUT))
-        except (msgspec.DecodeError, msgspec.ValidationError, KeyError):
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            call = None
+        if call is None or call.kind not in self.handlers:
             log.warning("forwarded call from node %d does not decode or names no handler",
                         peer)
             answer = Answer(int(ErrorCode.INVALID_COMMAND))
+        else:
+            answer = await self._answer_call(call, request)
+        self._reply(peer, request, answer)
+
+    async def _answer_call(self, call: Call, request: Request) -> Answer:
+        try:
+            result = await asyncio.wait_for(self._run(call.kind, call.group, call.body),
+                                            self.timeout_s)
+            return Answer(0, self.encode_result(result))
+        except NotPrimary:
+            return Answer(-1)
+        except IggyError as exc:
+            return Answer(exc.status)
+        except asyncio.TimeoutError:
+            return Answer(int(ErrorCode.TASK_TIMEOUT))
         except Exception:  # a bug: answer it rather than leave the caller waiting
             log.exception("forwarded %r failed", bytes(request.body[:32]))
-            answer = Answer(int(ErrorCode.ERROR))
-        self._reply(peer, request, answer)
+            return Answer(int(ErrorCode.ERROR))
 
 
 def _settle(future: asyncio.Future, peer: int, result: bytes) -> None:

@@ -67,13 +67,28 @@ async def test_calls_from_other_nodes_are_bounded(monkeypatch) -> None:
     body = msgspec.msgpack.encode(Call("append", 0, memoryview(b"x")))
     for i in range(5):
         node.on_forward(1, Request(i, i, body))
+    node.on_forward(2, Request(9, 9, body))  # another node has its own share
     await asyncio.sleep(0)
-    assert len(forwarder.answering) == 3
+    assert [len(forwarder.answering[peer]) for peer in (1, 2)] == [3, 1]
     assert [a.status for a in _answers(node)] == [ErrorCode.TASK_TIMEOUT] * 2
     release.set()
     await asyncio.sleep(0.05)
-    assert [a.status for a in _answers(node)][2:] == [0, 0, 0]
-    assert not forwarder.answering
+    assert [a.status for a in _answers(node)][2:] == [0, 0, 0, 0]
+    assert not any(forwarder.answering.values())
+
+
+async def test_a_handler_failing_is_an_error_not_an_unknown_call(caplog) -> None:
+    """A KeyError raised inside a handler is a bug to log with its traceback and answer
+    Error, not "does not decode or names no handler"."""
+    async def broken(group: int, body: bytes) -> bytes:
+        return {}[group]
+
+    node = _Node()
+    Forwarder(node, {"append": broken}, bytes, timeout_s=5.0)
+    node.on_forward(1, Request(1, 1, msgspec.msgpack.encode(Call("append", 4, memoryview(b"")))))
+    await asyncio.sleep(0.05)
+    assert [a.status for a in _answers(node)] == [ErrorCode.ERROR]
+    assert "forwarded" in caplog.text and "KeyError" in caplog.text
 
 
 async def test_an_undecodable_call_is_answered_invalid_command() -> None:
