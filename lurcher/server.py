@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     raise_open_files_limit()
     return_large_buffers_to_the_kernel()
     log.info("data directory %s (pid %d)", data_path, os.getpid())
-    shards = shards_count(config)
+    shards = config.shards_count()
     try:
         if shards > 1:
             from lurcher.runtime.supervisor import supervise
@@ -254,12 +254,6 @@ def file_umask(config: Config) -> int:
     if not 0 <= mask <= 0o777:
         raise ConfigError(f"system.umask: {text!r} outside 000..777")
     return mask
-
-
-def shards_count(config: Config) -> int:
-    """``system.sharding.shards``; 0 means one per CPU core."""
-    wanted = config.typed.system.sharding.shards
-    return wanted if wanted > 0 else (os.cpu_count() or 1)
 
 
 def run_shard(config: Config, default_root: bool, shard_id: int = 0, shards: int = 1,

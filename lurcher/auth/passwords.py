@@ -3,10 +3,11 @@
 ``verify`` never raises for a wrong password and takes the same time whether or not the
 user exists (callers pass ``None`` to hash against a dummy), so a login flood learns
 nothing from timing. Hashing is CPU-heavy: callers on an event loop run it with
-``off_loop``, on this object's own threads, one per CPU. So a flood of logins neither
-takes the event loop's executor (partition removal, snapshots and cluster metadata writes
-queue there) nor runs more hashes at once than there are CPUs to compete with the loop
-(asyncio's default executor ran up to CPUs + 4).
+``off_loop``, on this object's own threads: ``workers``, one per CPU divided among the
+shard processes (at least one each). So a flood of logins neither takes the event loop's
+executor (partition removal, snapshots and cluster metadata writes queue there) nor runs
+more hashes at once than there are CPUs to compete with the loops (asyncio's default
+executor ran up to CPUs + 4 per process).
 """
 
 from __future__ import annotations
@@ -26,18 +27,22 @@ T = TypeVar("T")
 
 
 class Passwords:
-    def __init__(self, time_cost: int, memory_cost_kib: int, parallelism: int) -> None:
+    def __init__(self, time_cost: int, memory_cost_kib: int, parallelism: int,
+                 workers: int | None = None) -> None:
+        """``workers``: hashing threads (default: one per CPU)."""
         self._hasher = PasswordHasher(time_cost=time_cost, memory_cost=memory_cost_kib,
                                       parallelism=parallelism)
         self._dummy = self._hasher.hash("lurcher-dummy-password")
-        self._workers = ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
+        self._workers = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1,
                                            thread_name_prefix="argon2")
 
     @classmethod
     def from_config(cls, config: Config) -> "Passwords":
-        """From ``[auth]``'s ``argon2_*`` keys."""
+        """From ``[auth]``'s ``argon2_*`` keys; the CPUs shared among the shard processes."""
         auth = config.typed.auth
-        return cls(auth.argon2_time_cost, auth.argon2_memory_cost_kib, auth.argon2_parallelism)
+        workers = max(1, (os.cpu_count() or 1) // config.shards_count())
+        return cls(auth.argon2_time_cost, auth.argon2_memory_cost_kib, auth.argon2_parallelism,
+                   workers)
 
     async def off_loop(self, work: Callable[..., T], *args: Any) -> T:
         """``work(*args)`` (``hash``, ``verify`` or a function of them) on a hashing thread."""

@@ -181,3 +181,8 @@ class Config:
     def merged(self, override: Mapping[str, Any]) -> "Config":
         """A new Config with ``override`` (nested tables) merged over this one."""
         return Config(merge(self.data, override))
+
+    def shards_count(self) -> int:
+        """``system.sharding.shards``; 0 means one per CPU core."""
+        wanted = self.typed.system.sharding.shards
+        return wanted if wanted > 0 else (os.cpu_count() or 1)

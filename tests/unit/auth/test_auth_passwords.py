@@ -65,3 +65,12 @@ async def test_off_loop_runs_at_most_one_hash_per_cpu_on_its_own_threads() -> No
     assert results == [False] * 24
     assert most == (os.cpu_count() or 1)
     assert all(name.startswith("argon2") for name in names)
+
+
+def test_hashing_threads_are_shared_among_shard_processes() -> None:
+    """With one shard process per CPU, one hashing thread per CPU in each ran CPUs² hashes
+    at once across the machine: the CPUs are divided among the shards (at least one)."""
+    cpus = os.cpu_count() or 1
+    for shards, expected in ((1, cpus), (2, max(1, cpus // 2)), (0, 1), (cpus * 4, 1)):
+        config = Config({"system": {"sharding": {"shards": shards}}})
+        assert Passwords.from_config(config)._workers._max_workers == expected
