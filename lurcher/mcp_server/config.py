@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from lurcher.transports import net
+from lurcher.core.wire.address import split_address
 
 ENV_PREFIX = "LURCHER_MCP_"
 CONFIG_PATH_ENV = "LURCHER_MCP_CONFIG_PATH"
@@ -169,7 +169,7 @@ def _check_addresses(c: McpConfig) -> str | None:
         checked.append(("iggy.address", c.iggy.address))
     for key, address in checked:
         try:
-            net.split_address(address)
+            split_address(address)
         except ValueError as e:
             return f"{key}: {e}"
     return None

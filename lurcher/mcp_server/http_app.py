@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
+from lurcher.core.wire import address as addresses
 from lurcher.transports import net
 from lurcher.transports.http.deadlines import ReadDeadlines, protocol_factory
 from lurcher.mcp_server.config import ConfigError, CorsConfig, HttpConfig
@@ -56,7 +57,7 @@ class _Uvicorn(uvicorn.Server):
 def split_address(address: str) -> tuple[str, int]:
     """``host:port`` (IPv6 hosts in brackets). Raises ConfigError."""
     try:
-        return net.split_address(address)
+        return addresses.split_address(address)
     except ValueError:
         raise ConfigError(f"http.address {address!r} is not host:port") from None
 

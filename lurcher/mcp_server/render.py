@@ -141,9 +141,10 @@ def render_headers(block: bytes) -> dict[str, Any]:
         return {"_undecodable": base64.b64encode(block).decode()}
     out: dict[str, Any] = {}
     for key, value in headers.items():
-        out[key_text(key)] = {"kind": kind_name(value.kind), "value": header_text(value)}
+        shown = {"kind": kind_name(value.kind), "value": header_text(value)}
         if value.kind == HeaderKind.STRING and isinstance(value.to_python(), bytes):
-            out[key_text(key)]["encoding"] = "base64"
+            shown["encoding"] = "base64"
+        out[key_text(key)] = shown
     return out
 
 

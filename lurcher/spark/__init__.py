@@ -18,7 +18,8 @@ Read options: ``stream``, ``topic`` (required); ``partitions`` ("0,2"; default a
 ending exclusive; defaults earliest/latest for batch, latest for streaming);
 ``startingTimestamp`` / ``endingTimestamp`` (µs since epoch or ISO-8601, or JSON per
 partition); a JSON map naming a partition the topic lacks is refused, and so are the two
-ending options on a streaming read; ``maxMessagesPerPartition`` (largest Spark split, default 1,000,000);
+ending options on a streaming read; ``maxMessagesPerPartition`` (largest Spark split,
+default 1,000,000);
 ``maxMessagesPerTrigger`` (streaming); ``pollMessages`` (messages per poll, default 5,000);
 ``failOnDataLoss`` (default true: messages deleted by retention inside a range, a
 streaming partition whose offsets restarted after a purge, or planned offsets that hold

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ipaddress
 
+from lurcher.core.wire.units import decimal
+
 MAX_PORT = 65_535
 
 
@@ -18,9 +20,10 @@ def split_address(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     if not host or not (port.isascii() and port.isdigit()):
         raise ValueError(f"address must be host:port, got {address!r}")
-    if len(port) > 5 or int(port) > MAX_PORT:
+    number = decimal(port, MAX_PORT)
+    if number is None:
         raise ValueError(f"port of {address!r} is above {MAX_PORT}")
-    return host.strip("[]"), int(port)
+    return host.strip("[]"), number
 
 
 def peer_host(address: str) -> str:
