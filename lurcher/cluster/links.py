@@ -28,8 +28,9 @@ its link or a peer with the secret opens more. A link dropped for any of these r
 more, not even the frames that came in the same read as its proof.
 
 With TLS (``[cluster.tls]``: the pair of contexts of ``tls.mutual_contexts``) every
-connection first completes a mutual TLS handshake, within ``handshake_timeout_s``, and the
-``PeerLink`` handshake runs inside it. A peer without TLS, or whose certificate does not
+connection first completes a mutual TLS handshake and the ``PeerLink`` handshake then runs
+inside it; both together must be done within ``handshake_timeout_s`` of the accept (or of
+the dial). A peer without TLS, or whose certificate does not
 chain to the cluster's CA, fails it: logged with one line and the socket closed. The
 listener then accepts sockets itself (``sock_accept``) and hands each to
 ``connect_accepted_socket``, whose handshake failure is raised here: a listener created with
@@ -81,10 +82,14 @@ class RefusalLog:
 
 
 class _LinkProtocol(asyncio.Protocol):
-    def __init__(self, links: "Links", dialed: int | None, admitted: bool = False) -> None:
+    def __init__(self, links: "Links", dialed: int | None, admitted: bool = False,
+                 started: float | None = None) -> None:
         """``dialed``: the node this end dialed, None for an accepted connection;
-        ``admitted``: an accepted connection already counted against the cap (TLS)."""
+        ``admitted``: an accepted connection already counted against the cap (TLS);
+        ``started``: the loop time its handshake deadline counts from (with TLS, when the
+        socket was accepted or dialed), None for when the connection is made."""
         self.links, self.dialed, self.admitted = links, dialed, admitted
+        self.started = started
         self.link = links.new_link(dialed)
         self.transport: asyncio.Transport | None = None
         self.overdue: asyncio.TimerHandle | None = None
@@ -101,8 +106,10 @@ class _LinkProtocol(asyncio.Protocol):
             pool.add(self)
         self.links.open.add(self)
         self.transport.write(self.link.hello())
-        self.overdue = asyncio.get_running_loop().call_later(self.links.handshake_timeout_s,
-                                                             self._handshake_overdue)
+        loop = asyncio.get_running_loop()
+        started = loop.time() if self.started is None else self.started
+        self.overdue = loop.call_at(started + self.links.handshake_timeout_s,
+                                    self._handshake_overdue)
 
     def _handshake_overdue(self) -> None:
         if not self.link.established and not self.transport.is_closing():
@@ -255,16 +262,18 @@ class Links:
             if not self.admit(pool):
                 sock.close()
                 continue
-            task = asyncio.create_task(self._tls_handshake(loop, sock))
+            task = asyncio.create_task(self._tls_handshake(loop, sock, loop.time()))
             self.handshakes.add(task)
             pool.add(task)
             task.add_done_callback(self.handshakes.discard)
             task.add_done_callback(pool.discard)
 
-    async def _tls_handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+    async def _tls_handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
+                             started: float) -> None:
         try:
             await loop.connect_accepted_socket(
-                lambda: _LinkProtocol(self, None, admitted=True), sock, ssl=self.tls[0],
+                lambda: _LinkProtocol(self, None, admitted=True, started=started), sock,
+                ssl=self.tls[0],
                 ssl_handshake_timeout=self.handshake_timeout_s)
         except (OSError, EOFError) as exc:  # the socket is closed
             self.refused("cluster link refused: TLS handshake failed: %s", _one_line(exc))
@@ -275,9 +284,10 @@ class Links:
         tls = {} if self.tls is None else {"ssl": self.tls[1],
                                            "ssl_handshake_timeout": self.handshake_timeout_s}
         while True:
+            started = loop.time()
             try:
                 transport, _ = await loop.create_connection(
-                    lambda: _LinkProtocol(self, peer), host, port, **tls)
+                    lambda: _LinkProtocol(self, peer, started=started), host, port, **tls)
                 while not transport.is_closing():
                     await asyncio.sleep(RECONNECT_S)
             except ssl.SSLError as exc:

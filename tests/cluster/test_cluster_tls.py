@@ -15,6 +15,8 @@ import asyncio
 import logging
 import re
 import socket
+import ssl
+import time
 from pathlib import Path
 
 import pytest
@@ -192,3 +194,39 @@ async def test_an_accepting_node_refuses_a_dialer_certificate_of_another_ca(
     finally:
         await intruder.close()
         await node.close()
+
+
+def tls_then_silence(port: int, dialing, tls_after_s: float) -> float:
+    """Connect, start TLS only after ``tls_after_s``, then send nothing: the seconds from the
+    connect until the node closed the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
+        connected = time.monotonic()
+        time.sleep(tls_after_s)
+        with dialing.wrap_socket(raw) as tls_sock:
+            try:
+                while tls_sock.recv(65536):  # the node's hello, then its close
+                    pass
+            except (ssl.SSLError, ConnectionResetError):
+                pass
+        return time.monotonic() - connected
+
+
+async def test_the_tls_and_link_handshakes_share_one_deadline(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A peer that spends most of ``handshake_timeout_ms`` in the TLS handshake (it has a
+    certificate of the cluster's CA) does not get the whole time again for the link's own
+    handshake: the node drops it once the time since the accept is up."""
+    caplog.set_level(logging.WARNING, logger="lurcher.cluster.links")
+    [member] = node_tls(tmp_path, 1)
+    accepting, dialing = tls.mutual_contexts(member, tmp_path)
+    timeout_s, tls_after_s = 2.0, 1.5
+    node = Links("c", b"s", 0, {}, lambda *m: None, 1 << 20, (accepting, dialing),
+                 handshake_timeout_s=timeout_s)
+    await node.start("127.0.0.1", 0)
+    try:
+        held = await asyncio.to_thread(tls_then_silence, node.port, dialing, tls_after_s)
+    finally:
+        await node.close()
+    assert "no handshake within 2s" in caplog.text
+    # the deadline, counted from the accept; from the TLS handshake's end it is 3.5 s
+    assert timeout_s - 0.1 < held < timeout_s + tls_after_s - 0.5, held
