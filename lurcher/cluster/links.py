@@ -64,21 +64,39 @@ TlsPair = tuple[ssl.SSLContext, ssl.SSLContext]  # (accepting, dialing)
 
 class RefusalLog:
     """Warnings about refused links, at most one line of each kind (``template``) per
-    ``REFUSAL_LOG_S``; the refusals in between are counted into the next line of that kind.
-    A flood of bad connections thus costs the log a line a second, not a line each."""
+    ``REFUSAL_LOG_S``; the refusals in between are counted into the next line of that kind,
+    or, when no other comes, into a line ``flush`` writes once the time is up (the last
+    one's words). A flood of bad connections thus costs the log a line a second, not a line
+    each, and its size is never lost. Sans-IO: the caller passes ``now`` and schedules
+    ``flush`` at the time ``warn`` and ``flush`` return."""
 
     def __init__(self) -> None:
         self.quiet_until: dict[str, float] = {}
-        self.skipped: dict[str, int] = {}
+        self.skipped: dict[str, tuple[int, tuple]] = {}  # count, the last one's args
 
-    def warn(self, now: float, template: str, *args: object) -> None:
-        if now < self.quiet_until.get(template, float("-inf")):
-            self.skipped[template] = self.skipped.get(template, 0) + 1
-            return
+    def warn(self, now: float, template: str, *args: object) -> float | None:
+        """Log or count one refusal; when counted, the time its ``flush`` is due."""
+        until = self.quiet_until.get(template, float("-inf"))
+        if now < until:
+            count, _ = self.skipped.get(template, (0, ()))
+            self.skipped[template] = (count + 1, args)
+            return until
+        self._write(now, template, args, self.skipped.pop(template, (0, ()))[0])
+        return None
+
+    def flush(self, now: float) -> float | None:
+        """Write the counted refusals of each kind whose quiet time is over; the time the
+        next flush is due, None when nothing is counted."""
+        for template, until in list(self.quiet_until.items()):
+            if template in self.skipped and now >= until:
+                count, args = self.skipped.pop(template)
+                self._write(now, template, args, count - 1)
+        return min((self.quiet_until[t] for t in self.skipped), default=None)
+
+    def _write(self, now: float, template: str, args: tuple, more: int) -> None:
         self.quiet_until[template] = now + REFUSAL_LOG_S
-        skipped = self.skipped.pop(template, 0)
-        more = f" ({skipped} more since the last such line)" if skipped else ""
-        log.warning(template + "%s", *args, more)
+        log.warning(template + "%s", *args,
+                    f" ({more} more since the last such line)" if more else "")
 
 
 class _LinkProtocol(asyncio.Protocol):
@@ -189,10 +207,20 @@ class Links:
         self.handshake_timeout_s, self.max_handshaking = handshake_timeout_s, max_handshaking
         self.tls = tls
         self.refusals = RefusalLog()
+        self.flushing: asyncio.TimerHandle | None = None  # the next ``RefusalLog.flush``
 
     def refused(self, template: str, *args: object) -> None:
         """Log a refused link (``RefusalLog``)."""
-        self.refusals.warn(asyncio.get_running_loop().time(), template, *args)
+        loop = asyncio.get_running_loop()
+        self._flush_at(self.refusals.warn(loop.time(), template, *args))
+
+    def _flush_at(self, due: float | None) -> None:
+        if due is not None and self.flushing is None:
+            self.flushing = asyncio.get_running_loop().call_at(due, self._flush_refusals)
+
+    def _flush_refusals(self) -> None:
+        self.flushing = None
+        self._flush_at(self.refusals.flush(asyncio.get_running_loop().time()))
 
     def pool_of(self, address: tuple | None) -> set:
         """The handshaking pool of a connection from ``address`` (module doc)."""
@@ -309,6 +337,9 @@ class Links:
         return True
 
     async def close(self) -> None:
+        if self.flushing is not None:
+            self.flushing.cancel()
+            self.refusals.flush(float("inf"))
         for task in [*self.tasks, *self.handshakes]:
             task.cancel()
         for protocol in list(self.open):
