@@ -14,8 +14,8 @@ peer that never reads cannot hold it with unsent bytes); so is a connection whos
 is not done within ``handshake_timeout_s`` of its start (``cluster.handshake_timeout_ms``),
 however its bytes trickle in. At most ``max_handshaking`` accepted connections
 (``cluster.max_handshaking_links``; with TLS, counting those still in their TLS handshake)
-may be unauthenticated at once from the hosts of the other members' ``ip``, and as many
-from every other host together: more are dropped as they arrive, before any byte is written
+may be unauthenticated at once from the hosts of the other members' ``ip`` (a host name
+looked up once, at start), and as many from every other host together: more are dropped as they arrive, before any byte is written
 or read (logged once until the count falls below the cap again). Strangers filling their
 share cannot keep the members from connecting. An unauthenticated peer therefore holds at
 most ``2 * max_handshaking`` descriptors and ``link.MAX_HANDSHAKE_BYTES`` each, each for at
@@ -40,6 +40,7 @@ listener then accepts sockets itself (``sock_accept``) and hands each to
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import os
 import socket
@@ -262,6 +263,7 @@ class Links:
     async def start(self, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
         self.tasks = []
+        await self._resolve_member_hosts()
         if self.tls is None:
             self.server = await loop.create_server(lambda: _LinkProtocol(self, None),
                                                    host, port)
@@ -271,6 +273,22 @@ class Links:
             self.listener.setblocking(False)
             self.tasks.append(asyncio.create_task(self._accept_tls()))
         self.tasks += [asyncio.create_task(self._dial(peer)) for peer in self.addresses]
+
+    async def _resolve_member_hosts(self) -> None:
+        """Add the addresses of members whose ``ip`` is a host name to ``member_hosts``
+        (looked up once, here: a connection comes from an address, never a name). A name
+        that does not resolve is logged; connections from it count among the strangers."""
+        loop = asyncio.get_running_loop()
+        for ip, _ in self.addresses.values():
+            if _is_address(ip):
+                continue  # already in ``member_hosts``
+            try:
+                found = await loop.getaddrinfo(ip, None, type=socket.SOCK_STREAM)
+            except OSError as exc:
+                log.warning("cluster member host %r does not resolve (%s): its connections "
+                            "count in the strangers' handshaking pool", ip, exc)
+                continue
+            self.member_hosts |= {peer_host(f"[{info[4][0]}]:0") for info in found}
 
     @property
     def port(self) -> int:
@@ -350,6 +368,14 @@ class Links:
         if self.listener is not None:
             await asyncio.sleep(0)  # the cancelled accept loop lets go of the socket
             self.listener.close()
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
 
 
 def _one_line(exc: BaseException) -> str:
