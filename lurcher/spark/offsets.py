@@ -15,9 +15,13 @@ Unix epoch, or an ISO-8601 date-time (UTC when it names no zone); a single value
 partition or a JSON object per partition. Resolving one to an offset needs the server (see
 ``lurcher.spark.client.offset_at_timestamp``).
 
-Streaming offsets (what Spark checkpoints) are ``{"<partition id>": next offset to read}``.
-They only move forward while a partition keeps its offsets; ``went_back`` finds the
-partitions whose end fell below the checkpoint (offsets restarted at 0).
+Streaming offsets (what Spark checkpoints) are ``{"<partition id>": next offset to read}``
+and, under ``CHECKSUMS``, ``{"<partition id>": checksum of the message before that
+offset}`` where one was stored (``stream_offset``; checkpoints written before it have no
+checksums, and are read as before). Positions only move forward while a partition keeps
+its offsets; ``went_back`` finds the partitions whose end fell below the checkpoint
+(offsets restarted at 0), and a checksum that no longer matches finds a purge refilled past
+it.
 """
 
 from __future__ import annotations
@@ -37,7 +41,24 @@ EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 ONE_US = dt.timedelta(microseconds=1)
 
 Position = int | str  # an offset, EARLIEST or LATEST
-StreamOffset = dict[str, int]
+StreamOffset = dict[str, int]  # partition id -> next offset to read (the positions)
+CHECKSUMS = "checksums"  # a checkpointed offset's key for its checksums (module doc)
+
+
+def stream_offset(positions: Mapping[str, int], checksums: Mapping[str, int]) -> dict:
+    """The offset Spark checkpoints: ``positions`` and, when any, their ``checksums``."""
+    return {**positions, CHECKSUMS: dict(checksums)} if checksums else dict(positions)
+
+
+def offset_positions(offset: Mapping[str, object]) -> StreamOffset:
+    """The positions of a checkpointed offset (its partition ids as keys)."""
+    return {p: v for p, v in offset.items() if p != CHECKSUMS}  # type: ignore[misc]
+
+
+def offset_checksums(offset: Mapping[str, object]) -> dict[str, int]:
+    """The checksums of a checkpointed offset ({} for a checkpoint written before them)."""
+    found = offset.get(CHECKSUMS)
+    return dict(found) if isinstance(found, dict) else {}
 
 
 def _position(option: str, value: object) -> Position:

@@ -4,15 +4,18 @@
 the stream and topic names the rows carry. ``plan_batch`` resolves the options
 (starting/ending offsets and timestamps) and the pushed-down ``RowBounds`` into splits of
 at most ``maxMessagesPerPartition`` messages; ``start_offsets`` gives a streaming query
-its initial offsets. ``read_split`` runs on executors: it polls its range straight from
-lurcher and yields Arrow record batches.
+its initial offset, ``checksums_before`` the checksums an offset carries and
+``plan_stream`` a micro-batch's splits. ``read_split`` runs on executors: it polls its
+range straight from lurcher and yields Arrow record batches.
 
 Invariants: splits of one partition are disjoint and ordered; ``read_split`` yields only
 offsets in ``[start, end)``, each once, ascending. With ``failOnDataLoss`` (default) a
 range whose messages are no longer stored (retention) fails the task instead of
 silently skipping them, and so does a range whose last message is not the one planned
 (``RangeSplit.last_checksum``: the topic was purged and refilled in between, so the
-offsets hold other messages).
+offsets hold other messages), and a micro-batch whose start offset's message before it is
+not the one the checkpoint saw (purged and refilled past the checkpoint, whether the query
+ran or was stopped meanwhile).
 """
 
 from __future__ import annotations
@@ -41,10 +44,13 @@ from lurcher.spark.offsets import (
     EARLIEST,
     LATEST,
     Position,
+    offset_checksums,
+    offset_positions,
     parse_offsets,
     parse_timestamps,
     position_for,
     split_range,
+    stream_offset,
     timestamp_for,
 )
 from lurcher.spark.options import LurcherSparkError, SourceOptions
@@ -64,12 +70,14 @@ class RangeSplit(InputPartition):
 
 
 def fingerprinted(client: SyncClient, layout: TopicLayout, partition_id: int,
-                  ranges: list[tuple[int, int]]) -> list[RangeSplit]:
+                  ranges: list[tuple[int, int]], last: int | None = None) -> list[RangeSplit]:
     """Splits of ``ranges`` of one partition, each with the checksum of its last message
-    now (one poll of one message per split). Raises IggyError."""
+    now (one poll of one message per split), or ``last`` for the last split when known.
+    Raises IggyError."""
     return [RangeSplit(layout.stream, layout.topic, partition_id, start, end,
+                       last if last is not None and i == len(ranges) - 1 else
                        checksum_at(client, layout.stream, layout.topic, partition_id, end - 1))
-            for start, end in ranges]
+            for i, (start, end) in enumerate(ranges)]
 
 
 def selected_partitions(options: SourceOptions, layout: TopicLayout,
@@ -153,13 +161,13 @@ class _Resolver:
         return start, end
 
 
-def _describe(options: SourceOptions) -> str:
+def read_description(options: SourceOptions) -> str:
     return f"read of stream {options.stream!r}, topic {options.topic!r}"
 
 
 def plan_batch(options: SourceOptions, bounds: RowBounds) -> list[RangeSplit]:
     """Splits of a batch read. Raises LurcherSparkError (bad option, Iggy error)."""
-    with connected(options.config, _describe(options)) as client:
+    with connected(options.config, read_description(options)) as client:
         layout = describe_topic(client, options.stream, options.topic)
         check_named_partitions(options, layout)
         resolver = _Resolver(client, options, layout)
@@ -171,59 +179,85 @@ def plan_batch(options: SourceOptions, bounds: RowBounds) -> list[RangeSplit]:
         return splits
 
 
-def start_offsets(options: SourceOptions) -> tuple[TopicLayout, dict[str, int]]:
-    """(layout, {"<partition id>": first offset to read}) for a new streaming query
-    (startingOffsets default ``latest``). Raises LurcherSparkError."""
-    with connected(options.config, _describe(options)) as client:
+def start_offsets(options: SourceOptions) -> tuple[TopicLayout, dict]:
+    """(layout, the first offset of a new streaming query: ``stream_offset`` of every
+    selected partition's start, startingOffsets default ``latest``). Raises
+    LurcherSparkError."""
+    with connected(options.config, read_description(options)) as client:
         layout = describe_topic(client, options.stream, options.topic)
         check_named_partitions(options, layout)
         resolver = _Resolver(client, options, layout)
-        return layout, {str(p): resolver.start(p, LATEST)
-                        for p in selected_partitions(options, layout)}
+        positions = {str(p): resolver.start(p, LATEST)
+                     for p in selected_partitions(options, layout)}
+        return layout, stream_offset(positions, checksums_before(client, options, positions))
 
 
 def end_offsets(options: SourceOptions) -> tuple[TopicLayout, dict[str, int]]:
     """(layout, {"<partition id>": end offset}) of every selected partition now."""
-    with connected(options.config, _describe(options)) as client:
-        layout = describe_topic(client, options.stream, options.topic)
-        return layout, {str(p): layout.ends[p] for p in selected_partitions(options, layout)}
+    with connected(options.config, read_description(options)) as client:
+        return ends_now(client, options)
 
 
-Seen = dict[int, tuple[int, int | None]]  # partition -> (planned end, checksum at end - 1)
+def ends_now(client: SyncClient, options: SourceOptions) -> tuple[TopicLayout, dict[str, int]]:
+    """``end_offsets`` over an open client."""
+    layout = describe_topic(client, options.stream, options.topic)
+    return layout, {str(p): layout.ends[p] for p in selected_partitions(options, layout)}
+
+
+def checksums_before(client: SyncClient, options: SourceOptions,
+                     positions: dict[str, int], earlier: dict | None = None) -> dict[str, int]:
+    """The checksum of the message before each of ``positions`` (what a checkpointed
+    offset carries, ``offsets.stream_offset``): ``earlier``'s (a checkpointed offset) where
+    its position is the same, else read from the server (one poll each). None at offset 0
+    or where that message is no longer stored, and none at all without ``failOnDataLoss``
+    (nothing would compare them). Raises IggyError."""
+    if not options.fail_on_data_loss:
+        return {}
+    before = offset_positions(earlier or {})
+    known = offset_checksums(earlier or {})
+    found = {}
+    for key, offset in positions.items():
+        if key in known and before.get(key) == offset:
+            found[key] = known[key]
+        elif offset > 0:
+            checksum = checksum_at(client, options.stream, options.topic, int(key), offset - 1)
+            if checksum is not None:
+                found[key] = checksum
+    return found
 
 
 def plan_stream(options: SourceOptions, ranges: dict[int, tuple[int, int]],
-                seen: Seen) -> list[RangeSplit]:
+                at_start: dict[str, int], at_end: dict[str, int]) -> list[RangeSplit]:
     """Splits of a micro-batch's ``ranges`` (partition -> ``[start, end)``, non-empty).
-    ``seen`` holds what this query's previous micro-batch planned: where one ended at this
-    one's start, its last message must still be there (else the topic was purged and
-    refilled past the checkpoint, and the new messages below ``start`` would be skipped);
-    it is updated with this batch. Raises LurcherSparkError (with ``failOnDataLoss``)."""
-    with connected(options.config, _describe(options)) as client:
+    ``at_start`` and ``at_end``: the checksums its start and end offsets carry
+    (``checksums_before``). Where the message before ``start`` is no longer the one the
+    checkpoint saw, the topic was purged and refilled past it, and the new messages below
+    ``start`` would be skipped: refused with ``failOnDataLoss``. A partition's last split
+    takes its checksum from ``at_end``. Raises LurcherSparkError."""
+    with connected(options.config, read_description(options)) as client:
         layout = describe_topic(client, options.stream, options.topic)
         splits = []
         for partition_id, (start, end) in sorted(ranges.items()):
-            _check_continued(client, options, layout, partition_id, start, seen)
-            new = fingerprinted(client, layout, partition_id,
-                                split_range(start, end, options.max_messages_per_partition))
-            seen[partition_id] = (end, new[-1].last_checksum)
-            splits += new
+            _check_continued(client, options, layout, partition_id, start,
+                             at_start.get(str(partition_id)))
+            splits += fingerprinted(client, layout, partition_id,
+                                    split_range(start, end, options.max_messages_per_partition),
+                                    at_end.get(str(partition_id)))
         return splits
 
 
 def _check_continued(client: SyncClient, options: SourceOptions, layout: TopicLayout,
-                     partition_id: int, start: int, seen: Seen) -> None:
-    planned_end, checksum = seen.get(partition_id, (None, None))
-    if planned_end != start or checksum is None or not options.fail_on_data_loss:
+                     partition_id: int, start: int, checksum: int | None) -> None:
+    if checksum is None or start == 0 or not options.fail_on_data_loss:
         return
     now = checksum_at(client, layout.stream, layout.topic, partition_id, start - 1)
     if now is not None and now != checksum:
         raise LurcherSparkError(
             f"lurcher read of stream {layout.stream!r}, topic {layout.topic!r}, partition "
-            f"{partition_id}: the message at offset {start - 1} is not the one the previous "
-            f"micro-batch read (the topic was purged and refilled past the checkpoint?), so "
-            f"messages below offset {start} may have been missed; set failOnDataLoss=false "
-            f"to continue")
+            f"{partition_id}: the message at offset {start - 1} is not the one there when "
+            f"the checkpointed offset {start} was taken (the topic was purged and refilled "
+            f"past it?), so messages below offset {start} may have been missed; set "
+            f"failOnDataLoss=false to continue")
 
 
 def _lost(split: RangeSplit, expected: int, found: int) -> LurcherSparkError:

@@ -17,21 +17,22 @@ false and asking for it is refused with a ``LurcherSparkError``; Spark evaluates
 filter over complete reads, and narrow reads are asked for with the per-DataFrame
 options (``partitions``, ``startingOffsets``/``endingOffsets``, timestamps).
 
-Streaming: offsets are ``{"<partition id>": next offset to read}``, checkpointed by
-Spark. A micro-batch reads ``[start, end)`` per partition, planned deterministically from
-the two offsets alone, so a batch replayed after a restart reads the same messages: with
-an idempotent sink (file sinks) every message lands exactly once. ``maxMessagesPerTrigger``
-caps a micro-batch (Spark's ``ReadMaxRows``, PySpark >= 4.2). Partitions added to the
-topic later are read from their first offset. A partition whose end falls below the
-checkpoint's offset (topic purged, partition created again: offsets restart at 0) fails the
-query with ``failOnDataLoss`` (default), as Kafka's source does; without it reading goes on
-from the new end (messages stored before that are skipped). A purge refilled past the
-checkpoint's offset is seen from the checksum of the message before a micro-batch's start
-(``plan.plan_stream``), but only against a micro-batch this run planned: not across a
-driver restart. ``commitConsumer`` /
-``commitConsumerGroup`` also store each committed micro-batch's end in lurcher as
-consumer offsets (display only: the checkpoint stays the source of truth, and a restart
-never reads them).
+Streaming: offsets are ``{"<partition id>": next offset to read}`` and the checksums of
+the messages before them (``offsets.stream_offset``), checkpointed by Spark. A micro-batch
+reads ``[start, end)`` per partition, planned deterministically from the two offsets
+alone, so a batch replayed after a restart reads the same messages: with an idempotent
+sink (file sinks) every message lands exactly once. ``maxMessagesPerTrigger`` caps a
+micro-batch (Spark's ``ReadMaxRows``, PySpark >= 4.2). Partitions added to the topic later
+are read from their first offset. A partition whose end falls below the checkpoint's
+offset (topic purged, partition created again: offsets restart at 0) fails the query with
+``failOnDataLoss`` (default), as Kafka's source does; without it reading goes on from the
+new end (messages stored before that are skipped). A purge refilled past the checkpoint's
+offset is seen from the checksum of the message before a micro-batch's start, which the
+checkpointed offset carries (``plan.plan_stream``), also across a restart of the query
+(not for a checkpoint written before offsets carried checksums). ``commitConsumer`` /
+``commitConsumerGroup`` also store each committed micro-batch's end in lurcher as consumer
+offsets (display only: the checkpoint stays the source of truth, and a restart never reads
+them).
 """
 
 from __future__ import annotations
@@ -43,14 +44,23 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 
 from lurcher.spark.client import connected, store_progress
 from lurcher.spark.filters import RowBounds, push
-from lurcher.spark.offsets import StreamOffset, cap_offsets, went_back
+from lurcher.spark.offsets import (
+    StreamOffset,
+    cap_offsets,
+    offset_checksums,
+    offset_positions,
+    stream_offset,
+    went_back,
+)
 from lurcher.spark.options import LurcherSparkError, SourceOptions
 from lurcher.spark.plan import (
     RangeSplit,
-    Seen,
+    checksums_before,
     end_offsets,
+    ends_now,
     plan_batch,
     plan_stream,
+    read_description,
     read_split,
     start_offsets,
 )
@@ -128,27 +138,30 @@ class LurcherPushdownReader(LurcherBatchReader):
 class LurcherStreamReader(DataSourceStreamReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self.seen: Seen = {}  # what this run's previous micro-batch planned (plan_stream)
 
-    def initialOffset(self) -> StreamOffset:
+    def initialOffset(self) -> dict:
         return start_offsets(self.options)[1]
 
     def getDefaultReadLimit(self) -> "ReadLimit":
         limit = self.options.max_messages_per_trigger
         return ReadMaxRows(limit) if limit is not None else ReadAllAvailable()
 
-    def latestOffset(self, start: StreamOffset | None = None,
-                     limit: "ReadLimit | None" = None) -> StreamOffset:
-        """Every partition's end, or less when ``limit`` caps the micro-batch."""
-        latest = end_offsets(self.options)[1]
-        if start is None:
-            return latest
-        begin = self._rebased({p: start.get(p, 0) for p in latest}, latest)
-        if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
-            end = cap_offsets(begin, latest, limit.max_rows)
-        else:
-            end = {p: max(latest[p], begin[p]) for p in latest}
-        return {**start, **end}
+    def latestOffset(self, start: dict | None = None,
+                     limit: "ReadLimit | None" = None) -> dict:
+        """Every partition's end, or less when ``limit`` caps the micro-batch, with the
+        checksum of the message before each (``plan.checksums_before``)."""
+        with connected(self.options.config, read_description(self.options)) as client:
+            latest = ends_now(client, self.options)[1]
+            if start is None:
+                return stream_offset(latest, checksums_before(client, self.options, latest))
+            positions = offset_positions(start)
+            begin = self._rebased({p: positions.get(p, 0) for p in latest}, latest)
+            if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
+                end = cap_offsets(begin, latest, limit.max_rows)
+            else:
+                end = {p: max(latest[p], begin[p]) for p in latest}
+            ends = {**positions, **end}
+            return stream_offset(ends, checksums_before(client, self.options, ends, start))
 
     def _rebased(self, begin: StreamOffset, latest: StreamOffset) -> StreamOffset:
         """``begin``, where a partition's offsets restarted (``went_back``), moved down to
@@ -167,17 +180,20 @@ class LurcherStreamReader(DataSourceStreamReader):
     def reportLatestOffset(self) -> StreamOffset:
         return end_offsets(self.options)[1]
 
-    def partitions(self, start: StreamOffset, end: StreamOffset) -> Sequence[InputPartition]:
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         """Raises LurcherSparkError (``plan_stream``: the topic purged and refilled past the
-        previous micro-batch of this run, with ``failOnDataLoss``)."""
-        ranges = {int(key): (start.get(key, 0), stop) for key, stop in end.items()
-                  if stop > start.get(key, 0)}
-        return plan_stream(self.options, ranges, self.seen) if ranges else []
+        start offset, with ``failOnDataLoss``)."""
+        first = offset_positions(start)
+        ranges = {int(key): (first.get(key, 0), stop)
+                  for key, stop in offset_positions(end).items() if stop > first.get(key, 0)}
+        if not ranges:
+            return []
+        return plan_stream(self.options, ranges, offset_checksums(start), offset_checksums(end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.options, RowBounds(), partition)
 
-    def commit(self, end: StreamOffset) -> None:
+    def commit(self, end: dict) -> None:
         """Progress lives in Spark's checkpoint. With ``commitConsumer`` (or
         ``commitConsumerGroup``) it is also stored in lurcher as that consumer's (group's)
         offsets, the last offset read per partition, for other tools to see; nothing reads
@@ -186,7 +202,7 @@ class LurcherStreamReader(DataSourceStreamReader):
         consumer = self.options.commit_consumer or self.options.commit_consumer_group
         if consumer is None:
             return
-        ends = {int(p): offset for p, offset in end.items()}
+        ends = {int(p): offset for p, offset in offset_positions(end).items()}
         with connected(self.options.config, f"commit of progress to consumer {consumer!r}, "
                                             f"stream {self.options.stream!r}") as client:
             store_progress(client, self.options.stream, self.options.topic, consumer,

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lurcher.sdk.sync import SyncClient
+from lurcher.spark.offsets import offset_positions
 from tests.spark.lurcher_data import payload
 from tests.support.server import LurcherServer
 
@@ -83,7 +84,7 @@ def _batch_end(checkpoint: Path, batch: int) -> dict[int, int]:
     if batch < 0:
         return {}
     last = (checkpoint / "offsets" / str(batch)).read_text().strip().splitlines()[-1]
-    return {int(p): end for p, end in json.loads(last).items()}
+    return {int(p): end for p, end in offset_positions(json.loads(last)).items()}
 
 
 def expected_commits(checkpoint: Path) -> dict[int, int | None]:

@@ -160,7 +160,8 @@ def test_a_stream_purged_and_refilled_past_its_offset_fails(module_server, clien
     assert [(s.start, s.end) for s in reader.partitions(end, more)] == [(100, 101)]
     _refill_after_purge(client, "purged-stream", 150)
     latest = reader.latestOffset(more)
-    with pytest.raises(LurcherSparkError, match="not the one the previous micro-batch read"):
+    with pytest.raises(LurcherSparkError,
+                       match="not the one there when the checkpointed offset 101 was taken"):
         reader.partitions(more, latest)
 
 

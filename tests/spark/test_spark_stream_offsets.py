@@ -4,13 +4,14 @@ micro-batch loop calls them, with checkpointed offsets passed back in."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
 
 from lurcher.sdk.sync import SyncClient
-from lurcher.spark.offsets import went_back
+from lurcher.spark.offsets import offset_positions, went_back
 from lurcher.spark.options import LurcherSparkError, source_options
 from lurcher.spark.reader import LurcherStreamReader
 from tests.spark.conftest import connection
@@ -56,7 +57,7 @@ def test_purged_topic_fails_the_query_instead_of_skipping_new_messages(module_se
     _send(admin, "purged", [b"old-%d" % i for i in range(5)])
     reader = _reader(module_server, "purged")
     checkpoint = reader.latestOffset({"0": 0}, None)
-    assert checkpoint == {"0": 5}
+    assert offset_positions(checkpoint) == {"0": 5}
     admin.purge_topic("offsets", "purged")
     _send(admin, "purged", [b"new-%d" % i for i in range(3)])  # offsets 0..2 again
     with pytest.raises(LurcherSparkError, match="partition 0 from 5 to 3"):
@@ -77,3 +78,44 @@ def test_purged_topic_without_fail_on_data_loss_reads_on_from_the_new_end(module
     end = reader.latestOffset(rebased, None)
     assert end == {"0": 8}
     assert _rows(reader, rebased, end) == [(i, b"new-%d" % i) for i in range(2, 8)]
+
+
+def _restarted(server, topic: str, checkpoint: dict) -> tuple[LurcherStreamReader, dict]:
+    """A new reader (the query started again) and ``checkpoint`` as Spark gives it back:
+    through JSON."""
+    return _reader(server, topic), json.loads(json.dumps(checkpoint))
+
+
+def test_a_purge_refilled_while_the_query_was_stopped_fails_it(module_server, admin):
+    """Offsets 0..99 read and checkpointed, the query stopped; the topic purged and
+    refilled with 150 other messages; the query started again read 100..149 and skipped
+    the new 0..99 silently (the check needed the stopped run's memory)."""
+    _new_topic(admin, "purged-stopped")
+    _send(admin, "purged-stopped", [b"old-%d" % i for i in range(100)])
+    first = _reader(module_server, "purged-stopped")
+    checkpoint = first.latestOffset({"0": 0}, None)
+    assert len(_rows(first, {"0": 0}, checkpoint)) == 100
+    admin.purge_topic("offsets", "purged-stopped")
+    _send(admin, "purged-stopped", [b"new-%d" % i for i in range(150)])
+    again, start = _restarted(module_server, "purged-stopped", checkpoint)
+    end = again.latestOffset(start, None)
+    assert offset_positions(end) == {"0": 150}
+    with pytest.raises(LurcherSparkError,
+                       match="offset 99 is not the one there when the checkpointed offset 100"):
+        again.partitions(start, end)
+
+
+def test_a_restarted_query_goes_on_from_its_checkpoint(module_server, admin):
+    """No purge: the restarted query reads on from the checkpoint, with or without the
+    checksums (a checkpoint written before offsets carried them)."""
+    _new_topic(admin, "restarted")
+    _send(admin, "restarted", [b"m-%d" % i for i in range(10)])
+    first = _reader(module_server, "restarted")
+    checkpoint = first.latestOffset({"0": 0}, None)
+    assert set(checkpoint) == {"0", "checksums"}
+    assert len(_rows(first, {"0": 0}, checkpoint)) == 10
+    _send(admin, "restarted", [b"m-%d" % i for i in range(10, 15)])
+    for start in (checkpoint, offset_positions(checkpoint)):
+        again, start = _restarted(module_server, "restarted", start)
+        end = again.latestOffset(start, None)
+        assert _rows(again, start, end) == [(i, b"m-%d" % i) for i in range(10, 15)]
