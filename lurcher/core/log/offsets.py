@@ -82,7 +82,12 @@ class ConsumerOffsets:
         return os.path.join(self._dir(kind), str(int(key)))
 
     def load(self) -> None:
-        """Create the directories and read every stored offset (malformed files are skipped)."""
+        """Create the directories and read every stored offset. Files not named by a u64
+        are not the server's (a ``.tmp`` left by a crash among them) and are ignored; a
+        numbered file of another length than 8 bytes (cut short or grown by damage, or
+        empty after a power loss) is skipped with a warning naming it: that consumer or
+        group has no stored offset (it polls "next" from the first message again).
+        Raises OSError."""
         for kind in KINDS:
             path = self._dir(kind)
             os.makedirs(path, exist_ok=True)
@@ -90,18 +95,25 @@ class ConsumerOffsets:
             values.clear()
             for name in os.listdir(path):
                 key = number_in_name(name)
-                if key is not None:
-                    value = self._read(os.path.join(path, name))
-                    if value is not None:
-                        values[key] = value
+                if key is None:
+                    continue
+                file = os.path.join(path, name)
+                raw = self._read(file)
+                if len(raw) == _U64.size:
+                    values[key] = _U64.unpack(raw)[0]
+                else:
+                    log.warning("stored offset file %s holds %s bytes, not %d: ignored (%s %d "
+                                "has no stored offset)", file,
+                                len(raw) if len(raw) <= _U64.size else "more than 8",
+                                _U64.size, kind, key)
 
-    def _read(self, path: str) -> int | None:
+    def _read(self, path: str) -> bytes:
+        """The file's first 9 bytes at most (8 when it is well formed). Raises OSError."""
         fd = self.io.open(path, create=False)
         try:
-            raw = self.io.pread(fd, _U64.size + 1, 0)
+            return self.io.pread(fd, _U64.size + 1, 0)
         finally:
             self.io.close(fd)
-        return _U64.unpack(raw)[0] if len(raw) == _U64.size else None
 
     def get(self, kind: OffsetKind, key: int) -> int | None:
         """The offset the key's last call left (module doc), or None."""

@@ -103,6 +103,24 @@ def test_malformed_and_temporary_files_are_ignored(part_dir):
     assert loaded(part_dir, "consumers") == {7: 7}
 
 
+
+def test_a_damaged_offset_file_is_named_in_a_warning(part_dir, caplog):
+    """A stored offset file cut short, emptied or grown was skipped without a word: the
+    consumer silently polled from the first message again."""
+    folder = os.path.join(part_dir, "offsets", "groups")
+    os.makedirs(folder)
+    for name, data in [("3", b"\x05\x00\x00"), ("4", b""), ("5", bytes(12)),
+                       ("6.tmp", b"\x01"), ("9", (9).to_bytes(8, "little"))]:
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(data)
+    caplog.set_level("WARNING", logger="lurcher.core.log.offsets")
+    assert loaded(part_dir, "groups") == {9: 9}
+    lines = sorted(r.getMessage() for r in caplog.records)
+    assert lines == [
+        f"stored offset file {folder}/{name} holds {size} bytes, not 8: ignored "
+        f"(groups {name} has no stored offset)"
+        for name, size in [("3", 3), ("4", 0), ("5", "more than 8")]]
+
 # -- with enforce_fsync: off the event loop, in order, durable before visible ------------
 
 class RecordingIo(PosixIo):
