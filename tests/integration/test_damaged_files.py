@@ -5,7 +5,8 @@ Damage planted while the server is stopped, as a crash or a careless hand leaves
 newest batch cut from the open segment (never written back before a power loss) below an
 offset a consumer had stored; a sealed segment missing its last batch (offsets that are
 not stored any more); files in the partition directory that look like segments but are not
-named by a u64 offset."""
+named by a u64 offset; the last record of the metadata log damaged (cut at start as a torn
+one), so a topic holding messages is unknown to the metadata."""
 
 from __future__ import annotations
 
@@ -81,3 +82,30 @@ def test_a_renamed_segment_stops_the_start_with_one_line_and_is_kept(server_fact
     assert f"cannot start: {renamed} begins with message 10, not 11" in done.stderr + done.stdout
     assert "Traceback" not in done.stderr + done.stdout
     assert renamed.read_bytes() == kept
+
+
+def damage_last_metadata_record(data_dir) -> None:
+    log = data_dir / "state" / "log"
+    data = bytearray(log.read_bytes())
+    data[-1] ^= 1  # the last byte of the last record's body: its checksum fails
+    log.write_bytes(bytes(data))
+
+
+async def test_a_topic_the_damaged_metadata_lost_keeps_its_messages_aside(server_factory):
+    """The start cut the damaged last record (TopicCreated) as a torn tail and then deleted
+    the topic's directory, its acknowledged messages with it, as an orphan."""
+    server = server_factory()
+    async with Client(server.tcp_address, username="iggy", password="iggy") as client:
+        await client.create_stream("s")
+        await client.create_topic("s", "t", 1)
+        await client.send_messages("s", "t", payloads(0, 5), partitioning=0)
+    server.stop()
+    [partition] = partition_dirs(server.data_dir)
+    stored = {p.name: p.read_bytes() for p in segments(partition)}
+    damage_last_metadata_record(server.data_dir)
+    server.restart()
+    log = server.log_tail(20_000)
+    assert "dropping" in log and "moved orphan directory" in log and "Traceback" not in log
+    [kept] = partition_dirs(server.data_dir)
+    assert kept.is_relative_to(server.data_dir / "orphans")
+    assert {p.name: p.read_bytes() for p in segments(kept)} == stored

@@ -10,11 +10,15 @@ held: ``<seq>-stream-<s>``, ``<seq>-topic-<s>-<t>`` or ``<seq>-partition-<s>-<t>
 At start, the metadata owner ``settle``s every tombstone before any partition opens: the
 record at ``seq`` is that deletion -> the deletion was committed, finish it; otherwise the
 process died before the event was written -> move the directory back. Then ``sweep``
-removes every stream, topic or partition directory the metadata does not know (left by an
-older version, a failed removal, or a hand-made copy), logging each one.
+moves every stream, topic or partition directory the metadata does not know (left by an
+older version, a hand-made copy, or a metadata log whose last records were lost: a damaged
+last record is cut at start as a torn one) to ``<system.path>/orphans/``, logging each one.
+It never deletes them: such a directory may hold the only copy of acknowledged messages, and
+the operator decides (put the metadata back, or delete them). A directory that cannot be
+moved stops the start (OSError naming it).
 
-``deleting/`` must be on the file system of ``streams/`` (a rename cannot cross file
-systems; a deletion that cannot move its directories fails and changes nothing).
+``deleting/`` and ``orphans/`` must be on the file system of ``streams/`` (a rename cannot
+cross file systems; a deletion that cannot move its directories fails and changes nothing).
 
 Invariant after start: ``deleting/`` is empty and every numbered directory under
 ``streams/`` belongs to a stream, topic or partition of the metadata, so a re-used id
@@ -27,6 +31,7 @@ import asyncio
 import logging
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -39,6 +44,7 @@ from lurcher.core.wire.errors import IggyError
 log = logging.getLogger(__name__)
 
 TOMBSTONE_DIR = "deleting"
+ORPHANS_DIR = "orphans"
 KINDS = {"stream": 1, "topic": 2, "partition": 3}  # kind -> number of ids in the name
 
 
@@ -154,20 +160,37 @@ class Graveyard:
                 _remove_trees([entry])
 
     def sweep(self, state: Any) -> None:
-        """Remove every stream/topic/partition directory ``state`` does not know."""
+        """Move every stream/topic/partition directory ``state`` does not know to
+        ``orphans/`` (module docstring). Raises OSError (one could not be moved)."""
         for stream_dir in _numbered(self.data_path / "streams"):
             stream = state.streams.get(int(stream_dir.name))
             if stream is None:
-                _remove_orphan(stream_dir)
+                self._set_aside(stream_dir)
                 continue
             for topic_dir in _numbered(stream_dir / "topics"):
                 topic = stream.topics.get(int(topic_dir.name))
                 if topic is None:
-                    _remove_orphan(topic_dir)
+                    self._set_aside(topic_dir)
                     continue
                 for partition_dir in _numbered(topic_dir / "partitions"):
                     if int(partition_dir.name) >= topic.partitions_count:
-                        _remove_orphan(partition_dir)
+                        self._set_aside(partition_dir)
+
+    def _set_aside(self, path: Path) -> None:
+        """Move an orphan directory to ``orphans/<path under streams, '-' for '/'>-<ns>``.
+        Raises OSError naming it."""
+        rel = path.relative_to(self.data_path / "streams")
+        target = self.data_path / ORPHANS_DIR / f"{'-'.join(rel.parts)}-{time.time_ns()}"
+        try:
+            target.parent.mkdir(mode=0o700, exist_ok=True)
+            os.rename(path, target)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot move {path}, a directory the metadata does not "
+                          f"know, to {target} ({exc.strerror}): move it out of "
+                          f"{self.data_path / 'streams'} by hand") from None
+        log.warning("moved orphan directory %s (unknown to the metadata) to %s: delete it "
+                    "once checked, or put it back with the metadata that knows it",
+                    path, target)
 
 
 def _numbered(path: Path) -> list[Path]:
@@ -176,11 +199,6 @@ def _numbered(path: Path) -> list[Path]:
     if not path.is_dir():
         return []
     return [p for p in path.iterdir() if number_in_name(p.name) is not None and p.is_dir()]
-
-
-def _remove_orphan(path: Path) -> None:
-    log.warning("removing orphan directory %s (unknown to the metadata)", path)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def _remove_trees(paths: list[Path]) -> None:

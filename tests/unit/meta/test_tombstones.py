@@ -66,6 +66,32 @@ def test_sweep_removes_only_unknown_directories(tmp_path):
     assert not entity_path(tmp_path, 4).exists() and not entity_path(tmp_path, 0, 1).exists()
 
 
+def test_sweep_moves_unknown_directories_aside_with_their_messages(tmp_path, caplog):
+    """The sweep deleted them: a topic whose metadata record was lost (a damaged last record
+    of the metadata log is cut as torn) lost its stored messages at the next start."""
+    store = populated(tmp_path)
+    lost = entity_path(tmp_path, 7)
+    segment = lost / "topics" / "0" / "partitions" / "0" / "00000000000000000000.log"
+    segment.parent.mkdir(parents=True)
+    segment.write_bytes(b"acknowledged")
+    Graveyard(tmp_path).sweep(store.state)
+    assert not lost.exists()
+    [kept] = (tmp_path / "orphans").iterdir()
+    assert kept.name.startswith("7-")
+    assert (kept / "topics/0/partitions/0/00000000000000000000.log").read_bytes() == b"acknowledged"
+    assert f"moved orphan directory {lost} (unknown to the metadata) to {kept}" in caplog.text
+
+
+def test_an_orphan_that_cannot_be_moved_stops_the_start(tmp_path):
+    store = populated(tmp_path)
+    entity_path(tmp_path, 4).mkdir(parents=True)
+    (tmp_path / "orphans").write_bytes(b"")  # a file where the directory goes
+    with pytest.raises(OSError, match=f"cannot move {entity_path(tmp_path, 4)}, a directory "
+                                      "the metadata does not know"):
+        Graveyard(tmp_path).sweep(store.state)
+    assert entity_path(tmp_path, 4).is_dir()
+
+
 def test_sweep_leaves_directories_not_named_in_ascii_digits(tmp_path):
     """'١٢٣' (Arabic-Indic digits) passed str.isdigit and int() read it as 123, a stream
     the metadata does not know: the sweep removed a directory the server never made."""
