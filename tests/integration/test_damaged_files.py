@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import shutil
 
+import httpx
+
 from lurcher.sdk import Client
 from tests.support.disk import partition_dirs, segments
 from tests.support.server import run_server_to_exit
@@ -109,3 +111,25 @@ async def test_a_topic_the_damaged_metadata_lost_keeps_its_messages_aside(server
     [kept] = partition_dirs(server.data_dir)
     assert kept.is_relative_to(server.data_dir / "orphans")
     assert {p.name: p.read_bytes() for p in segments(kept)} == stored
+
+
+def test_an_empty_jwt_secret_is_replaced_and_a_damaged_one_stops_the_start(server_factory):
+    """An empty state/jwt_secret made every HTTP login fail (500, a traceback each); a
+    secret that is not UTF-8 stopped the start with a traceback."""
+    http = {"LURCHER_HTTP_ENABLED": "true", "LURCHER_HTTP_ADDRESS": "127.0.0.1:0"}
+    server = server_factory(http)
+    server.stop()
+    secret = server.data_dir / "state" / "jwt_secret"
+    secret.write_bytes(b"")
+    server.restart()
+    login = httpx.post(f"http://{server.endpoints['http']}/users/login",
+                       json={"username": "iggy", "password": "iggy"})
+    assert login.status_code == 200 and login.json()["access_token"]["token"]
+    assert "is empty" in server.log_tail() and "Traceback" not in server.log_tail()
+    server.stop()
+    secret.write_bytes(b"\xff" * 43)
+    done = run_server_to_exit(["--with-default-root-credentials"],
+                              {**server.env, **http}, cwd=server.data_dir)
+    output = done.stderr + done.stdout
+    assert done.returncode == 1 and "Traceback" not in output
+    assert f"cannot start: {secret} is damaged (43 bytes" in output

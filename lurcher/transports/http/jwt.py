@@ -3,7 +3,11 @@
 HS256 tokens with claims ``jti`` (UUIDv7-like: time-ordered), ``iss``, ``aud``, ``sub`` (user id
 as a string), ``iat``, ``nbf``, ``exp`` (seconds). Settings come from ``[http.jwt]``. When
 ``encoding_secret`` is empty a random secret is generated once and kept in
-``<system.path>/state/jwt_secret`` (mode 0600), so tokens survive a restart. Revoked token
+``<system.path>/state/jwt_secret`` (mode 0600), so tokens survive a restart. That file
+empty (a crash before its bytes reached the disk) gets a new secret (logged: tokens issued
+before are invalid); one holding fewer than ``SECRET_BYTES`` characters or not UTF-8
+(damaged: a short key would let anyone forge tokens) stops the start (``SecretDamaged``,
+one line naming it). Revoked token
 ids are appended to ``<system.path>/state/tokens`` as ``jti expiry_s`` lines; entries past
 their expiry are dropped when the file is loaded (and the file rewritten) and as later ids
 are revoked (the file rewritten once most of its lines expired), so neither grows with
@@ -16,6 +20,7 @@ refused (401) until some expire, and the user logs in again.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import time
@@ -37,7 +42,13 @@ if TYPE_CHECKING:
     from lurcher.runtime.settings import Jwt
 
 ALGORITHM = "HS256"
-SECRET_BYTES = 32
+SECRET_BYTES = 32  # of randomness in a generated secret; the least characters of a stored one
+
+log = logging.getLogger(__name__)
+
+
+class SecretDamaged(OSError):
+    """``state/jwt_secret`` cannot be a secret this server wrote: the start stops."""
 
 
 @dataclass(frozen=True)
@@ -66,15 +77,28 @@ def _write_private(path: Path, data: str) -> None:
 
 
 def load_secret(section: Jwt, state_path: Path) -> tuple[str, str]:
-    """(encoding, decoding) secrets: configured, or generated and persisted once."""
+    """(encoding, decoding) secrets: configured, or generated and persisted once (module
+    docstring). Raises SecretDamaged, OSError."""
     encoding = section.encoding_secret
     decoding = section.decoding_secret or encoding
     if encoding:
         return encoding, decoding
     path = state_path / "jwt_secret"
-    if not path.exists():
+    stored = path.read_bytes().strip() if path.exists() else b""
+    if not stored:
+        if path.exists():
+            log.warning("%s is empty (a crash before it reached the disk?): a new secret is "
+                        "generated, tokens issued before are no longer accepted", path)
         _write_private(path, secrets.token_urlsafe(SECRET_BYTES))
-    secret = path.read_text().strip()
+        stored = path.read_bytes().strip()
+    try:
+        secret = stored.decode()
+    except UnicodeDecodeError:
+        secret = ""
+    if len(secret) < SECRET_BYTES:
+        raise SecretDamaged(f"{path} is damaged ({len(stored)} bytes, not a secret of at least "
+                            f"{SECRET_BYTES} UTF-8 characters): remove it to have a new one "
+                            f"generated (tokens issued before are then no longer accepted)")
     return secret, secret
 
 
