@@ -9,7 +9,8 @@ before are invalid); one holding fewer than ``SECRET_BYTES`` characters or not U
 (damaged: a short key would let anyone forge tokens) stops the start (``SecretDamaged``,
 one line naming it). Revoked token
 ids are appended to ``<system.path>/state/tokens`` as ``jti expiry_s`` lines; entries past
-their expiry are dropped when the file is loaded (and the file rewritten) and as later ids
+their expiry are dropped when the file is loaded (and the file rewritten; damaged lines,
+a torn append or bytes that are not UTF-8, are dropped with one warning) and as later ids
 are revoked (the file rewritten once most of its lines expired), so neither grows with
 repeated login/logout. A refresh revokes the token it replaces, and needs no password, so
 one client could refresh hundreds of times a second and fill memory and that file with
@@ -117,19 +118,30 @@ class RevokedTokens:
         self.refreshes: Counter[int] = Counter()  # user -> live ids of its refreshes
         self.lines_dropped = 0  # lines of the file whose id expired since it was written
         if path.exists():
-            for line in path.read_text().splitlines():
-                self._load(line.split(" "), now_s)
+            damaged = sum(not self._load(line, now_s)
+                          for line in path.read_bytes().splitlines())
+            if damaged:
+                log.warning("%s: %d damaged line(s) ignored: a token one of them revoked is "
+                            "accepted again until it expires", path, damaged)
             self._rewrite()
 
-    def _load(self, fields: list[str], now_s: int) -> None:
-        """One line of the file: ``jti expiry_s`` or ``jti expiry_s user_id``."""
+    def _load(self, line: bytes, now_s: int) -> bool:
+        """One line of the file: ``jti expiry_s`` or ``jti expiry_s user_id``; False when it
+        is neither (damaged: a torn append, or bytes that are not UTF-8)."""
+        try:
+            fields = line.decode().split(" ")
+        except UnicodeDecodeError:
+            return False
         exp = units.decimal(fields[1], units.U64_MAX) if len(fields) in (2, 3) else None
-        if exp is None or exp <= now_s:
-            return
+        if exp is None:
+            return False
+        if exp <= now_s:
+            return True
         self.revoked[fields[0]] = exp
         user = units.decimal(fields[2], U32_MAX) if len(fields) == 3 else None
         if user is not None:
             self._count(fields[0], user)
+        return True
 
     def _count(self, jti: str, user_id: int) -> None:
         self.refreshed_by[jti] = user_id

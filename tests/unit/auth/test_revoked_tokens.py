@@ -38,3 +38,14 @@ def test_refreshes_are_counted_per_user_until_they_expire(tmp_path):
     assert revoked.refreshes_of(7, now_s=3) == 3 and revoked.refreshes_of(8, now_s=3) == 0
     assert RevokedTokens(path, now_s=LIFETIME_S).refreshes_of(7, now_s=LIFETIME_S) == 2
     assert revoked.refreshes_of(7, now_s=LIFETIME_S + 5) == 0
+
+
+def test_damaged_lines_are_ignored_with_a_warning(tmp_path, caplog):
+    """A file that was not UTF-8 stopped the start with a traceback (read_text); torn lines
+    were dropped without a word."""
+    path = tmp_path / "tokens"
+    path.write_bytes(b"kept 100\n\xff\xfe 100\ntorn 1\n" + b"counted 100 7\ntorn-at-the-end")
+    revoked = RevokedTokens(path, now_s=50)
+    assert "kept" in revoked and "counted" in revoked and revoked.refreshes_of(7, now_s=50) == 1
+    assert f"{path}: 2 damaged line(s) ignored" in caplog.text
+    assert RevokedTokens(path, now_s=50).revoked == revoked.revoked
