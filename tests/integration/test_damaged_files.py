@@ -86,6 +86,17 @@ def test_a_renamed_segment_stops_the_start_with_one_line_and_is_kept(server_fact
     assert renamed.read_bytes() == kept
 
 
+async def stopped_with_one_topic(server_factory, partitions: int):
+    """A server stopped after storing 5 messages in partition 0 of topic s/t."""
+    server = server_factory()
+    async with Client(server.tcp_address, username="iggy", password="iggy") as client:
+        await client.create_stream("s")
+        await client.create_topic("s", "t", partitions)
+        await client.send_messages("s", "t", payloads(0, 5), partitioning=0)
+    server.stop()
+    return server
+
+
 def damage_last_metadata_record(data_dir) -> None:
     log = data_dir / "state" / "log"
     data = bytearray(log.read_bytes())
@@ -96,12 +107,7 @@ def damage_last_metadata_record(data_dir) -> None:
 async def test_a_topic_the_damaged_metadata_lost_keeps_its_messages_aside(server_factory):
     """The start cut the damaged last record (TopicCreated) as a torn tail and then deleted
     the topic's directory, its acknowledged messages with it, as an orphan."""
-    server = server_factory()
-    async with Client(server.tcp_address, username="iggy", password="iggy") as client:
-        await client.create_stream("s")
-        await client.create_topic("s", "t", 1)
-        await client.send_messages("s", "t", payloads(0, 5), partitioning=0)
-    server.stop()
+    server = await stopped_with_one_topic(server_factory, partitions=1)
     [partition] = partition_dirs(server.data_dir)
     stored = {p.name: p.read_bytes() for p in segments(partition)}
     damage_last_metadata_record(server.data_dir)
@@ -133,3 +139,16 @@ def test_an_empty_jwt_secret_is_replaced_and_a_damaged_one_stops_the_start(serve
     output = done.stderr + done.stdout
     assert done.returncode == 1 and "Traceback" not in output
     assert f"cannot start: {secret} is damaged (43 bytes" in output
+
+
+async def test_a_missing_partition_directory_is_logged(server_factory):
+    """streams/ moved away (or its volume not mounted): the server started with every
+    partition empty and said nothing."""
+    server = await stopped_with_one_topic(server_factory, partitions=2)
+    shutil.move(server.data_dir / "streams", server.data_dir / "streams.elsewhere")
+    server.restart()
+    log = server.log_tail(20_000)
+    for pid in (0, 1):
+        path = server.data_dir / "streams" / "0" / "topics" / "0" / "partitions" / str(pid)
+        assert log.count(f"partition directory {path} is missing: it starts empty") == 1
+    assert "Traceback" not in log

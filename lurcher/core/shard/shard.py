@@ -159,10 +159,21 @@ class Shard:
         return entity_path(self.data_path, stream_id, topic_id, partition_id)
 
     def open_partition(self, topic: TopicMeta, partition_id: int) -> Partition:
+        """Open (or create) an owned partition's directory. Raises OSError.
+
+        A partition created before this process started whose directory is missing is
+        logged: it is created empty, and any messages it held are gone (``streams/`` moved
+        away, or a volume not mounted), unless a crash came right after its creation."""
         key = (topic.stream_id, topic.id, partition_id)
-        partition = Partition.open(str(self.partition_path(*key)), partition_id,
+        path = self.partition_path(*key)
+        created_at = topic.partition_created_at[partition_id]
+        if created_at < self.started_at_us and not path.is_dir():
+            log.warning("partition directory %s is missing: it starts empty at offset 0 (was "
+                        "%s moved, or its volume not mounted?)", path,
+                        self.data_path / "streams")
+        partition = Partition.open(str(path), partition_id,
                                    self.log_config, clock=self.clock,
-                                   created_at_us=topic.partition_created_at[partition_id],
+                                   created_at_us=created_at,
                                    files=self.files)
         self.partitions[key] = partition
         return partition
