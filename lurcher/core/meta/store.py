@@ -12,7 +12,9 @@ complete record follows it, that is the torn tail of a crash mid-write: it is cu
 a warning). If a complete record follows it, the log is corrupt in the middle: dropping the
 rest would silently lose acknowledged changes, so ``MetaLogCorrupt`` stops the start with a
 one-line message naming the byte position. A record whose checksum matches but which does
-not decode is corruption too.
+not decode, or does not apply to the state the records before it made (an id taken twice, a
+topic of a stream that does not exist: logs joined, or a wrong file restored), stops the
+start the same way.
 
 Full disk: the store keeps ``RESERVE_BYTES`` allocated past the log's end (fallocate,
 file size unchanged) and tops it up as records use it. When it cannot be topped up, a
@@ -111,7 +113,13 @@ class MetaStore:
             except msgspec.DecodeError as exc:
                 raise MetaLogCorrupt(f"metadata log {self.path}: record at byte {pos} does not "
                                      f"decode ({exc}); refusing to start") from None
-            self.state.apply(event)
+            try:
+                self.state.apply(event)
+            except (KeyError, ValueError, IndexError) as exc:
+                raise MetaLogCorrupt(
+                    f"metadata log {self.path}: record at byte {pos} ({type(event).__name__}) "
+                    f"does not apply to the records before it ({type(exc).__name__}: {exc}): "
+                    f"two logs joined or a wrong file restored? refusing to start") from None
             self.history.append(body)
             pos += RECORD_HEADER.size + len(body)
         if pos != len(data):

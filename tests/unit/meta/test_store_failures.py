@@ -110,6 +110,20 @@ def test_record_that_does_not_decode_refuses_to_start(tmp_path):
         MetaStore(log)
 
 
+def test_records_that_do_not_apply_refuse_to_start(tmp_path):
+    """A log joined to a copy of itself (each record whole and valid) stopped the start
+    with a ValueError traceback ('id 0 is in use')."""
+    log = tmp_path / "log"
+    records(log, 2)
+    size = log.stat().st_size
+    log.write_bytes(log.read_bytes() * 2)
+    with pytest.raises(MetaLogCorrupt) as info:
+        MetaStore(log)
+    message = str(info.value)
+    assert "\n" not in message and f"record at byte {size} (" in message
+    assert "does not apply to the records before it (ValueError: id 0 is in use)" in message
+    assert log.stat().st_size == 2 * size  # nothing cut
+
 @pytest.mark.parametrize("tail", [b"\x00" * 4096, b"\x30\x00\x00\x00\x12\x34\x56\x78abc"])
 def test_damaged_tail_alone_is_cut(tmp_path, tail):
     log = tmp_path / "log"
