@@ -29,11 +29,13 @@ from __future__ import annotations
 import logging
 import os
 
+import msgspec
+
 from lurcher.core.log.files import DescriptorCache, FileHandle
 from lurcher.core.log.index import SegmentIndex
 from lurcher.core.log.io import Reserve
 from lurcher.core.log.recovery import RecoveryReport, recover
-from lurcher.core.wire.batch import INDEX_ENTRY_BYTES
+from lurcher.core.wire.batch import HEADER_BYTES, INDEX_ENTRY_BYTES
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.units import U64_MAX, decimal
 
@@ -119,12 +121,20 @@ class Segment:
         """Read the index file and reconcile it with the log (see ``recovery``).
 
         ``sealed``: a later segment exists, so this one's last batch was finished before
-        it was created: whole records of the log are trusted even without index entries."""
+        it was created: whole records of the log are trusted even without index entries.
+        Only the entries the log can hold (a message is at least ``HEADER_BYTES``) are
+        read: a longer index (zeros or another file's bytes past them) is cut to them."""
         log, idx = self.log_file(), self.index_file()
-        raw = self.io.pread(idx.fd, self.io.size(idx.fd), 0)
+        index_bytes = self.io.size(idx.fd)
+        most = self.io.size(log.fd) // HEADER_BYTES * INDEX_ENTRY_BYTES
+        raw = self.io.pread(idx.fd, min(index_bytes, most), 0)
         self.index = SegmentIndex.from_bytes(raw)
         report = recover(self.io, log.fd, idx.fd, self.index, self.start_offset,
                          trust_log=self.index_missing or sealed)
+        unread = (index_bytes - len(raw)) // INDEX_ENTRY_BYTES
+        if unread:
+            report = msgspec.structs.replace(
+                report, index_entries_dropped=report.index_entries_dropped + unread)
         self.index_missing = False
         self.size_bytes = self.io.size(log.fd)
         if blocks_past_end(log.fd):  # reserved before a crash

@@ -8,7 +8,7 @@ import shutil
 import pytest
 from log_helpers import MESSAGE_BYTES, ManualClock, batch, messages, read_file, write_file
 
-from lurcher.core.log import LogConfig, Partition
+from lurcher.core.log import LogConfig, Partition, PosixIo
 from lurcher.core.log.recovery import SegmentMisnamed
 from lurcher.core.wire.batch import MessageBatch
 
@@ -130,6 +130,28 @@ def test_index_entries_beyond_the_log_are_dropped(original):
     check_consistent(p, log, index, len(ends))
     p.close()
 
+
+class LargestRead(PosixIo):
+    """Posix, keeping the length of its largest pread."""
+
+    largest = 0
+
+    def pread(self, fd, length, position):
+        self.largest = max(self.largest, length)
+        return super().pread(fd, length, position)
+
+
+def test_an_index_far_longer_than_its_log_is_not_read_whole(original):
+    """A zero-filled (here sparse) index of 64 MiB beside a 555-byte log was read whole
+    into memory at start, and checked entry by entry: gigabytes for a big one."""
+    path, log, index, ends = original
+    os.truncate(os.path.join(path, INDEX), 64 * 1024 * 1024)
+    io = LargestRead()
+    p = Partition.open(path, 0, LogConfig(), io=io, clock=ManualClock(9000))
+    assert io.largest <= len(log)
+    assert p.recovery[0].index_entries_dropped == 4 * 1024 * 1024 - len(ends)
+    check_consistent(p, log, index, len(ends))
+    p.close()
 
 def test_wrong_index_entry_is_replaced_from_the_log(original):
     path, log, index, ends = original
