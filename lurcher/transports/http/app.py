@@ -5,12 +5,13 @@ Every route builds a typed request from ``core.wire.requests`` and runs it with
 the §14.2 JSON shape. No command logic lives here. Authentication: ``Authorization: Bearer
 <JWT>`` on every route except ``/``, ``/ping``, the metrics endpoint, the login and refresh
 routes; a request's session is transient (opened for the request, closed after it) and
-carries the token's user, which must still exist and be active. Missing or bad tokens get a
-bare 401. Errors are ``{"id","code","reason","field"}`` with the §14 status mapping;
-malformed JSON and shape errors are 400 INVALID_FORMAT, invalid UTF-8 is 400 INVALID_UTF8, a
-body that is not ``application/json`` is 415, a body above ``max_request_size`` is 413. A
-built request must have a binary form (``validation.check_encodable``: integers in their
-wire ranges) and passes the same ``validate()`` as a binary one, in the dispatcher.
+carries the token's user, which must still exist, be active and be the user the token was
+issued to (``jwt``: a later user given a deleted user's id does not inherit its tokens).
+Missing or bad tokens get a bare 401. Errors are ``{"id","code","reason","field"}`` with the
+§14 status mapping; malformed JSON and shape errors are 400 INVALID_FORMAT, invalid UTF-8 is
+400 INVALID_UTF8, a body that is not ``application/json`` is 415, a body above
+``max_request_size`` is 413. A built request must have a binary form
+(``validation.check_encodable``: integers in their wire ranges) and passes the same ``validate()`` as a binary one, in the dispatcher.
 One lurcher-only route: ``GET /cluster/status`` (``cluster.status``), authenticated.
 """
 
@@ -341,10 +342,17 @@ class HttpApi:
             verified = self.jwt.verify(token.strip())
         except IggyError as exc:
             raise AuthFailed(str(exc)) from None
-        user = self.shard.meta.state.users.get(verified.user_id)
+        self.require_token_user(verified)
+        return verified
+
+    def require_token_user(self, token: Token) -> None:
+        """Raises AuthFailed unless the token's user exists, is active and is the user the
+        token was issued to (created then: ids of deleted users are given out again)."""
+        user = self.shard.meta.state.users.get(token.user_id)
         if user is None or user.status != USER_ACTIVE:
             raise AuthFailed("token user no longer exists or is inactive")
-        return verified
+        if token.user_created_at != user.created_at:
+            raise AuthFailed("token issued to a deleted user whose id was reused")
 
     def open(self, request: Request, user_id: int | None) -> Any:
         client = request.client
@@ -440,7 +448,10 @@ class HttpApi:
             info: IdentityInfo = await self.execute(session, login)
         finally:
             self.shard.close_session(session)
-        token = self.jwt.issue(info.user_id)
+        user = self.shard.meta.state.users.get(info.user_id)
+        if user is None:
+            raise AuthFailed("user deleted during its login")
+        token = self.jwt.issue(user.id, user.created_at)
         return JsonResponse(s.identity_json(info, token.token, token.expiry_s))
 
     async def login(self, request: Request) -> Response:
@@ -462,9 +473,7 @@ class HttpApi:
             token = self.jwt.refresh(body.token)
         except IggyError:
             raise AuthFailed("refresh token invalid") from None
-        user = self.shard.meta.state.users.get(token.user_id)
-        if user is None or user.status != USER_ACTIVE:
-            raise AuthFailed("token user no longer exists or is inactive")
+        self.require_token_user(token)
         return JsonResponse(s.identity_json(IdentityInfo(token.user_id), token.token,
                                             token.expiry_s))
 
