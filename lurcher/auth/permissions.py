@@ -15,6 +15,13 @@ Two rules depend on whom the request targets (``SELF_RULES``): a user may always
 own record and change its own password; for any other target (including one that does not
 exist, so a refusal says nothing about existence) the named global rule applies.
 Personal-access-token commands act only on the caller's own tokens and need no rule.
+
+A logged-in session acts only while its login still holds (``stale_login``, checked by the
+dispatcher before every command that needs a login, on the shard holding the session, which
+then logs it out): its user exists, is active and is the user it logged in as (ids are reused after
+a delete), and the personal access token it logged in with, if any, still exists. Deleting
+or deactivating a user and deleting a token end the sessions of the shard that ran the
+command at once; with several shards the others' sessions are refused by this check.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Callable
 
+from lurcher.auth.root import USER_ACTIVE
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.values.permissions import Permissions, StreamPermissions
@@ -169,6 +177,20 @@ def _resolve_ids(state: Any, request: Any) -> tuple[int | None, int | None]:
         return stream.id, state.topic(stream_ident, topic_ident).id
     except IggyError:
         return stream.id, None
+
+
+def stale_login(state: Any, session: Any) -> str | None:
+    """Why the logged-in session's login no longer holds, or None while it does: its user
+    exists, is active and is the one it logged in as, and its personal access token, if it
+    used one, still exists."""
+    user = state.users.get(session.user_id)
+    if user is None or user.status != USER_ACTIVE:
+        return "user no longer exists or is inactive"
+    if session.user_created_at not in (None, user.created_at):
+        return "user no longer exists (its id was given to another user)"
+    if session.token_name is not None and session.token_name not in user.tokens:
+        return "the personal access token of this login was deleted"
+    return None
 
 
 def authorize(state: Any, session: Any, rule_name: str, request: Any) -> None:

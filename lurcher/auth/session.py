@@ -6,7 +6,9 @@ unique per server run: with several shard processes, shard ``s`` of ``n`` hands 
 every start and wrapping below 2**32, so a restarted shard does not hand out again the ids
 of its earlier run, which clients that migrated to another shard may still hold.
 ``token_name`` names the personal access token the session logged in with (None after a
-password login), so deleting that token can end the session.
+password login), so deleting that token can end the session; ``user_created_at`` is the
+creation time of the user it logged in as, so the session never passes for a later user
+given the same id (``auth.permissions.stale_login``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class Session:
     client_id: int = field(default_factory=next_client_id)
     user_id: int | None = None
     token_name: str | None = None
+    user_created_at: int | None = None  # None: not known here (a forwarded request's session)
     login_time_us: int = 0
     last_seen_us: int = 0
     closed: bool = False
@@ -77,4 +80,5 @@ class Session:
         """End the login (the connection stays, and must log in again in time)."""
         self.user_id = None
         self.token_name = None
+        self.user_created_at = None
         self.logged_out_us = now_us

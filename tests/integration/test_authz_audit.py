@@ -3,23 +3,35 @@
 * A JWT issued to a user keeps no power once that user is deleted, even when a later user
   gets the same id (ids are reused): over HTTP it is 401, and over TCP the deleted user's
   session is ended (sound already).
+* With several shards, a session on any shard stops acting once its user is deactivated or
+  deleted, or once the personal access token it logged in with is deleted: the command that
+  did it runs on shard 0, so sessions of the other shards must be refused too.
 """
 
 from __future__ import annotations
 
+import struct
+
 import httpx
+import pytest
 
 from tests.support import raw
 from tests.support.server import LurcherServer, ServerFactory
 from tests.support.users import (
+    DELETE_PAT,
     DELETE_USER,
     GET_ME,
+    INACTIVE,
+    UPDATE_USER,
     Perms,
     UserClient,
+    update_user_payload,
 )
 
 CHEAP_ARGON2 = {"LURCHER_AUTH_ARGON2_TIME_COST": "1", "LURCHER_AUTH_ARGON2_MEMORY_COST_KIB": "1024"}
 HTTP_ON = {**CHEAP_ARGON2, "LURCHER_HTTP_ENABLED": "true", "LURCHER_HTTP_ADDRESS": "127.0.0.1:0"}
+SHARDS = 2
+UNAUTHENTICATED = 40
 
 
 def root_client(server: LurcherServer) -> UserClient:
@@ -62,3 +74,51 @@ def test_a_deleted_users_jwt_does_not_act_as_the_user_that_reuses_its_id(
         # the new user's own tokens work
         fresh = http_login(base, "admin2", "admin2-pw")
         assert http_get(base, fresh, "/streams").status_code == 200
+
+
+def client_on(server: LurcherServer, shard: int, username: str, password: str = "",
+              token: str | None = None) -> UserClient:
+    """A client logged in as ``username`` (or with ``token``) whose connection is on ``shard``."""
+    for _ in range(200):
+        client = UserClient(server.tcp_address)
+        if token is None:
+            client.login_as(username, password)
+        else:
+            client.login_token(token)
+        if struct.unpack_from("<I", client.call(GET_ME))[0] % SHARDS == shard:
+            return client
+        client.close()
+    pytest.fail(f"no connection landed on shard {shard}")
+
+
+def refused(client: UserClient) -> bool:
+    """The session no longer acts: Unauthenticated, now and on the next command."""
+    return [client.status_of(raw.GET_STREAMS), client.status_of(GET_ME)] == [UNAUTHENTICATED] * 2
+
+
+def test_sessions_on_other_shards_end_with_their_user_or_token(
+        server_factory: ServerFactory) -> None:
+    server = server_factory({**CHEAP_ARGON2, "LURCHER_SYSTEM_SHARDING_SHARDS": str(SHARDS)})
+    with root_client(server) as root:
+        root.create_stream("s")
+        for name in ("ivan", "judy", "kim"):
+            root.create_user(name, f"{name}-pw", Perms({"read_streams"}))
+        ivan = client_on(server, 1, "ivan", "ivan-pw")
+        judy = client_on(server, 1, "judy", "judy-pw")
+        with client_on(server, 1, "kim", "kim-pw") as kim_pw:
+            token = kim_pw.create_token("tok1")
+            kim = client_on(server, 1, "kim", token=token)
+            assert kim.status_of(raw.GET_STREAMS) == 0
+            kim_pw.call(DELETE_PAT, raw.name("tok1"))
+            assert kim_pw.status_of(raw.GET_STREAMS) == 0  # the password session stays
+        assert ivan.status_of(raw.GET_STREAMS) == 0 and judy.status_of(raw.GET_STREAMS) == 0
+        root.call(UPDATE_USER, update_user_payload("ivan", status=INACTIVE))
+        judy_id = root.get_user("judy").id
+        root.call(DELETE_USER, raw.ident("judy"))
+        # judy's id goes to a new user: judy's session on shard 1 must not act as it
+        assert root.create_user("leo", "leo-pw", Perms({"read_streams"})).id == judy_id
+        assert refused(ivan)
+        assert refused(judy)
+        assert refused(kim)
+        for client in (ivan, judy, kim):
+            client.close()

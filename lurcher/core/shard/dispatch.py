@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from lurcher.auth.permissions import RULES, SELF_RULES
+from lurcher.auth.permissions import RULES, SELF_RULES, stale_login
 from lurcher.core.log.io import is_no_space
 from lurcher.core.shard import audit
 from lurcher.core.shard.handlers import registry
@@ -89,12 +89,19 @@ class Dispatcher:
             self.observers.append(observer)
 
     def route(self, session: Any, code: int) -> Route:
-        """The route for ``code`` after the session check. Raises IggyError."""
+        """The route for ``code`` after the session check: a command that needs a login
+        needs one that still holds (``auth.permissions.stale_login``; a stale one is logged
+        out). Raises IggyError."""
         route = self.table.get(code)
         if route is None:
             raise IggyError(ErrorCode.INVALID_COMMAND, f"unknown command code {code}")
-        if route.login_required and not session.authenticated:
-            raise IggyError(ErrorCode.UNAUTHENTICATED, route.spec.name)
+        if route.login_required:
+            if not session.authenticated:
+                raise IggyError(ErrorCode.UNAUTHENTICATED, route.spec.name)
+            stale = stale_login(self.shard.meta.state, session)
+            if stale is not None:
+                session.log_out(self.shard.clock())
+                raise IggyError(ErrorCode.UNAUTHENTICATED, stale)
         return route
 
     def dispatch(self, session: Any, code: int, payload: memoryview,

@@ -43,6 +43,7 @@ class Handoff(msgspec.Struct, frozen=True):
     login_time_us: int
     token_name: str | None
     pending: bytes
+    user_created_at: int | None = None
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -135,7 +136,8 @@ class Migration:
         try:
             self.migrator.send(target, fd, Handoff(
                 session.client_id, session.user_id, session.address, session.transport,
-                session.login_time_us, getattr(session, "token_name", None), pending))
+                session.login_time_us, getattr(session, "token_name", None), pending,
+                session.user_created_at))
         except MigrationError as exc:
             log.info("%s; forwarding instead", exc)
             return False

@@ -327,6 +327,7 @@ class Shard:
         """Serve a connection handed over by another shard (``Handoff``)."""
         session = Session(handoff.address, handoff.transport, client_id=handoff.client_id,
                           user_id=handoff.user_id, token_name=handoff.token_name,
+                          user_created_at=handoff.user_created_at,
                           login_time_us=handoff.login_time_us)
         loop = asyncio.get_running_loop()
         await loop.connect_accepted_socket(

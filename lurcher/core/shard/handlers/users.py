@@ -95,6 +95,7 @@ def start_session(shard: ShardFace, session: Session, user: Any,
     """Bind ``session`` to ``user`` (replacing any earlier login on it)."""
     session.user_id = user.id
     session.token_name = token_name
+    session.user_created_at = user.created_at
     session.login_time_us = shard.clock()
     return IdentityInfo(user.id)
 
