@@ -2,7 +2,8 @@
 
 * A JWT issued to a user keeps no power once that user is deleted, even when a later user
   gets the same id (ids are reused): over HTTP it is 401, and over TCP the deleted user's
-  session is ended (sound already).
+  session is ended (sound already); a JWT from a personal-access-token login ends with that
+  token, as a TCP session logged in with it does.
 * With several shards, a session on any shard stops acting once its user is deactivated or
   deleted, or once the personal access token it logged in with is deleted: the command that
   did it runs on shard 0, so sessions of the other shards must be refused too.
@@ -122,3 +123,26 @@ def test_sessions_on_other_shards_end_with_their_user_or_token(
         assert refused(kim)
         for client in (ivan, judy, kim):
             client.close()
+
+
+def test_a_jwt_from_a_token_login_ends_with_the_token(server_factory: ServerFactory) -> None:
+    server = server_factory(HTTP_ON)
+    base = f"http://{server.endpoints['http']}"
+    with root_client(server) as root:
+        root.create_user("nina", "nina-pw", Perms({"read_streams"}))
+    with UserClient(server.tcp_address) as nina:
+        nina.login_as("nina", "nina-pw")
+        token = nina.create_token("ci-token")
+        answer = httpx.post(f"{base}/personal-access-tokens/login", json={"token": token})
+        assert answer.status_code == 200, answer.text
+        from_token = answer.json()["access_token"]["token"]
+        from_password = http_login(base, "nina", "nina-pw")
+        assert http_get(base, from_token, "/streams").status_code == 200
+        with UserClient(server.tcp_address) as by_token:
+            by_token.login_token(token)
+            nina.call(DELETE_PAT, raw.name("ci-token"))
+            assert by_token.status_of(raw.GET_STREAMS) != 0  # TCP: ended with its token
+        assert http_get(base, from_token, "/streams").status_code == 401
+        refreshed = httpx.post(f"{base}/users/refresh-token", json={"token": from_token})
+        assert refreshed.status_code == 401
+        assert http_get(base, from_password, "/streams").status_code == 200

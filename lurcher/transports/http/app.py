@@ -5,8 +5,10 @@ Every route builds a typed request from ``core.wire.requests`` and runs it with
 the §14.2 JSON shape. No command logic lives here. Authentication: ``Authorization: Bearer
 <JWT>`` on every route except ``/``, ``/ping``, the metrics endpoint, the login and refresh
 routes; a request's session is transient (opened for the request, closed after it) and
-carries the token's user, which must still exist, be active and be the user the token was
-issued to (``jwt``: a later user given a deleted user's id does not inherit its tokens).
+carries the token's user, whose login must still hold as a binary session's must
+(``auth.permissions.stale_login``: the user exists, is active and is the user the token was
+issued to, a later user given a deleted user's id inheriting none of its tokens, and the
+personal access token of a token login still exists).
 Missing or bad tokens get a bare 401. Errors are ``{"id","code","reason","field"}`` with the
 §14 status mapping; malformed JSON and shape errors are 400 INVALID_FORMAT, invalid UTF-8 is
 400 INVALID_UTF8, a body that is not ``application/json`` is 415, a body above
@@ -29,6 +31,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from lurcher.auth.permissions import stale_login
 from lurcher.auth.session import TRANSPORT_HTTP
 from lurcher.core.connection.failures import failure_status
 from lurcher.core.shard.reply import payload_bytes
@@ -106,7 +109,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 JSON_TYPE = "application/json"
-USER_ACTIVE = 1
 POLL_KINDS = {k.name.lower(): int(k) for k in PollingKind}
 PARTITIONING_KINDS = {"balanced": 1, "partition_id": 2, "messages_key": 3}
 DEFAULT_POLL_COUNT = 10
@@ -346,13 +348,14 @@ class HttpApi:
         return verified
 
     def require_token_user(self, token: Token) -> None:
-        """Raises AuthFailed unless the token's user exists, is active and is the user the
-        token was issued to (created then: ids of deleted users are given out again)."""
-        user = self.shard.meta.state.users.get(token.user_id)
-        if user is None or user.status != USER_ACTIVE:
-            raise AuthFailed("token user no longer exists or is inactive")
-        if token.user_created_at != user.created_at:
-            raise AuthFailed("token issued to a deleted user whose id was reused")
+        """Raises AuthFailed unless the token's login still holds (``stale_login``: its user
+        exists, is active and was created when the token says, ids of deleted users being
+        given out again, and the personal access token it logged in with still exists)."""
+        if token.user_created_at is None:
+            raise AuthFailed("token without the user_created_at claim (issued before it)")
+        stale = stale_login(self.shard.meta.state, token)
+        if stale is not None:
+            raise AuthFailed(stale)
 
     def open(self, request: Request, user_id: int | None) -> Any:
         client = request.client
@@ -448,10 +451,7 @@ class HttpApi:
             info: IdentityInfo = await self.execute(session, login)
         finally:
             self.shard.close_session(session)
-        user = self.shard.meta.state.users.get(info.user_id)
-        if user is None:
-            raise AuthFailed("user deleted during its login")
-        token = self.jwt.issue(user.id, user.created_at)
+        token = self.jwt.issue(info.user_id, session.user_created_at, session.token_name)
         return JsonResponse(s.identity_json(info, token.token, token.expiry_s))
 
     async def login(self, request: Request) -> Response:

@@ -1,9 +1,11 @@
 """JWT access tokens of the HTTP API (wire §14.4): issue, verify, refresh, revoke.
 
 HS256 tokens with claims ``jti`` (UUIDv7-like: time-ordered), ``iss``, ``aud``, ``sub`` (user id
-as a string), ``iat``, ``nbf``, ``exp`` (seconds) and ``user_created_at`` (the user's creation
+as a string), ``iat``, ``nbf``, ``exp`` (seconds), ``user_created_at`` (the user's creation
 time in µs: user ids are reused after a delete, so the HTTP API accepts a token only while
-the user with its id is the one it was issued to). Settings come from ``[http.jwt]``. When
+the user with its id is the one it was issued to) and, after a personal-access-token login,
+``token_name`` (the HTTP API accepts the JWT only while that token exists, as a binary
+session logged in with it ends with it). Settings come from ``[http.jwt]``. When
 ``encoding_secret`` is empty a random secret is generated once and kept in
 ``<system.path>/state/jwt_secret`` (mode 0600), so tokens survive a restart. That file
 empty (a crash before its bytes reached the disk) gets a new secret (logged: tokens issued
@@ -61,6 +63,7 @@ class Token:
     user_id: int
     expiry_s: int
     user_created_at: int | None = None  # None: a token without the claim
+    token_name: str | None = None  # the personal access token of the login, if one
 
 
 def uuid7(now_ms: int) -> str:
@@ -214,16 +217,19 @@ class JwtManager:
         self.revoked = RevokedTokens(state_path / "tokens", int(clock_s()))
         self.max_refreshes = section.max_refreshes_per_user
 
-    def issue(self, user_id: int, user_created_at: int) -> Token:
-        """A token for the user ``user_id`` created at ``user_created_at`` (µs)."""
+    def issue(self, user_id: int, user_created_at: int, token_name: str | None = None) -> Token:
+        """A token for the user ``user_id`` created at ``user_created_at`` (µs), logged in
+        with the personal access token ``token_name`` (None: with its password)."""
         now = int(self.clock_s())
         jti = uuid7(now * 1000)
         exp = now + self.expiry_s
         claims = {"jti": jti, "iss": self.issuer, "aud": self.audience, "sub": str(user_id),
                   "iat": now, "nbf": now + self.not_before_s, "exp": exp,
                   "user_created_at": user_created_at}
+        if token_name is not None:
+            claims["token_name"] = token_name
         return Token(pyjwt.encode(claims, self.encoding_secret, algorithm=ALGORITHM), jti,
-                     user_id, exp, user_created_at)
+                     user_id, exp, user_created_at, token_name)
 
     def verify(self, token: str) -> Token:
         """The token's claims. Raises IggyError UNAUTHENTICATED (bad, expired or revoked)."""
@@ -241,9 +247,10 @@ class JwtManager:
             user_id = int(claims["sub"])
         except ValueError:
             raise IggyError(ErrorCode.UNAUTHENTICATED, "invalid subject") from None
-        created = claims.get("user_created_at")
+        created, token_name = claims.get("user_created_at"), claims.get("token_name")
         return Token(token, jti, user_id, int(claims["exp"]),
-                     created if isinstance(created, int) else None)
+                     created if isinstance(created, int) else None,
+                     token_name if isinstance(token_name, str) else None)
 
     def revoke(self, token: Token) -> None:
         self.revoked.revoke(token.jti, token.expiry_s, int(self.clock_s()))
@@ -259,4 +266,4 @@ class JwtManager:
                             f"user {old.user_id} refreshed {self.max_refreshes} tokens within "
                             "a token lifetime")
         self.revoked.revoke(old.jti, old.expiry_s, now_s, refreshed_by=old.user_id)
-        return self.issue(old.user_id, old.user_created_at)
+        return self.issue(old.user_id, old.user_created_at, old.token_name)
