@@ -7,6 +7,8 @@
 * With several shards, a session on any shard stops acting once its user is deactivated or
   deleted, or once the personal access token it logged in with is deleted: the command that
   did it runs on shard 0, so sessions of the other shards must be refused too.
+* Grants on a deleted stream or topic go with it: ids are given out again, and the next
+  stream or topic created must not be readable by whoever could read the deleted one.
 """
 
 from __future__ import annotations
@@ -146,3 +148,44 @@ def test_a_jwt_from_a_token_login_ends_with_the_token(server_factory: ServerFact
         refreshed = httpx.post(f"{base}/users/refresh-token", json={"token": from_token})
         assert refreshed.status_code == 401
         assert http_get(base, from_password, "/streams").status_code == 200
+
+
+DELETE_STREAM, DELETE_TOPIC = 203, 303
+UNAUTHORIZED = 41
+
+
+def test_grants_on_a_deleted_stream_or_topic_do_not_pass_to_the_next_one_given_its_id(
+        server_factory: ServerFactory) -> None:
+    server = server_factory(HTTP_ON)
+    base = f"http://{server.endpoints['http']}"
+    with root_client(server) as root:
+        old = root.create_stream("old-project")
+        keep = root.create_stream("shared")
+        old_topic = root.create_topic("shared", "scratch", 1)
+        root.create_topic("shared", "visible", 1)
+        root.create_user("olga", "olga-pw", Perms(
+            streams={old: {"read_stream", "poll_messages"}},
+            topics={(keep, old_topic): {"read_topic", "poll_messages"}}))
+        with UserClient(server.tcp_address) as tcp:
+            tcp.login_as("olga", "olga-pw")
+            jwt = http_login(base, "olga", "olga-pw")
+            assert tcp.status_of(raw.GET_STREAM, raw.ident("old-project")) == 0
+            root.call(DELETE_STREAM, raw.ident(old))
+            root.call(DELETE_TOPIC, raw.ident(keep) + raw.ident(old_topic))
+            assert root.create_stream("payroll") == old  # the freed ids are given out again
+            assert root.create_topic("shared", "salaries", 1) == old_topic
+            root.send("payroll", root.create_topic("payroll", "t", 1), raw.partition_id(0),
+                      [raw.message(b"salary")])
+            root.send("shared", "salaries", raw.partition_id(0), [raw.message(b"salary")])
+            assert tcp.status_of(raw.GET_STREAM, raw.ident("payroll")) == UNAUTHORIZED
+            assert tcp.status_of(raw.GET_TOPIC, raw.ident("shared") +
+                                 raw.ident("salaries")) == UNAUTHORIZED
+            for stream, topic in (("payroll", "t"), ("shared", "salaries")):
+                poll = raw.poll_payload(stream, topic, 0, raw.STRATEGY_FIRST, 0, 10)
+                assert tcp.status_of(raw.POLL_MESSAGES, poll) == UNAUTHORIZED
+                answer = http_get(base, jwt, f"/streams/{stream}/topics/{topic}/messages"
+                                  "?consumer_id=1&partition_id=0&kind=first&count=10")
+                assert answer.status_code == 403, answer.text
+            assert http_get(base, jwt, "/streams/payroll").status_code == 403
+            # what the user record shows: no grant left on the deleted ids
+            assert root.get_user("olga").perms == Perms(streams={keep: set()}).blob()

@@ -4,6 +4,9 @@ Invariants: ids are allocated through ``IdSlab`` (0-based, most recently freed f
 names are unique per level (streams globally, topics per stream, groups per topic,
 usernames globally, token names per user); partitions of a topic are ``0..count-1``.
 Lookups by ``Identifier`` raise ``IggyError`` with the Iggy not-found codes.
+A user's grants on a stream or topic are removed with it (``_drop_grants``): permissions
+name streams and topics by id, and a deleted one's id is given to the next one created, which
+must not inherit the grants.
 """
 
 from __future__ import annotations
@@ -11,11 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from lurcher.core.meta import events as ev
 from lurcher.core.meta.slab import IdSlab
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.identifier import Identifier
+from lurcher.core.wire.values.permissions import Permissions
 
 
 @dataclass
@@ -153,6 +159,26 @@ def _stream_deleted(st: MetaState, e: ev.StreamDeleted) -> None:
     s = st.streams.pop(e.id)
     del st.stream_names[s.name]
     st.stream_ids.free(e.id)
+    _drop_grants(st, e.id)
+
+
+def _drop_grants(st: MetaState, stream_id: int, topic_id: int | None = None) -> None:
+    """Remove every user's grants on stream ``stream_id`` (on its topic ``topic_id`` only,
+    when given)."""
+    for user in st.users.values():
+        if not user.permissions:
+            continue
+        perms = Permissions.decode(user.permissions)[0]
+        stream = perms.streams.get(stream_id)
+        if stream is None or (topic_id is not None and topic_id not in stream.topics):
+            continue
+        streams = dict(perms.streams)
+        if topic_id is None:
+            del streams[stream_id]
+        else:
+            topics = {t: p for t, p in stream.topics.items() if t != topic_id}
+            streams[stream_id] = msgspec.structs.replace(stream, topics=topics)
+        user.permissions = msgspec.structs.replace(perms, streams=streams).encode()
 
 
 def _topic_created(st: MetaState, e: ev.TopicCreated) -> None:
@@ -179,6 +205,7 @@ def _topic_deleted(st: MetaState, e: ev.TopicDeleted) -> None:
     t = s.topics.pop(e.id)
     del s.topic_names[t.name]
     s.topic_ids.free(e.id)
+    _drop_grants(st, e.stream_id, e.id)
 
 
 def _partitions_created(st: MetaState, e: ev.PartitionsCreated) -> None:

@@ -86,3 +86,25 @@ def test_deleted_ids_are_reused_after_restart(tmp_path):
     store.close()
     reopened = MetaStore(tmp_path / "log")
     assert reopened.state.stream_ids.peek() == 0
+
+
+def test_grants_go_with_their_stream_or_topic_also_on_replay(tmp_path):
+    """Ids are reused, so a deleted stream's or topic's grants must not name the next one."""
+    from lurcher.core.wire.values.permissions import (Permissions, StreamPermissions,
+                                                      TopicPermissions)
+    store = MetaStore(tmp_path / "log")
+    populate(store)  # streams 0 (topic 0) and 1
+    store.record(ev.TopicCreated(0, 1, "t2", 15, 1, 1, 2**64 - 1, 2**64 - 1, 1))
+    read = TopicPermissions(read_topic=True)
+    grants = Permissions(streams={0: StreamPermissions(topics={0: read, 1: read}),
+                                  1: StreamPermissions(read_stream=True)})
+    store.record(ev.UserCreated(1, "u", "hash", 1, grants.encode(), 16))
+    store.record(ev.UserCreated(2, "none", "hash", 1, None, 17))
+    store.record(ev.TopicDeleted(0, 0))
+    store.record(ev.StreamDeleted(1))
+    left = Permissions(streams={0: StreamPermissions(topics={1: read})})
+    assert Permissions.decode(store.state.users[1].permissions)[0] == left
+    assert store.state.users[2].permissions is None
+    store.close()
+    reopened = MetaStore(tmp_path / "log")
+    assert Permissions.decode(reopened.state.users[1].permissions)[0] == left
