@@ -7,6 +7,9 @@
 * With several shards, a session on any shard stops acting once its user is deactivated or
   deleted, or once the personal access token it logged in with is deleted: the command that
   did it runs on shard 0, so sessions of the other shards must be refused too.
+* An HTTP request is run with its token's login checked again once its body is in: a user
+  replaced (deleted, its id given to another) while it sent the body does not run it as the
+  other user.
 * Grants on a deleted stream or topic go with it: ids are given out again, and the next
   stream or topic created must not be readable by whoever could read the deleted one.
 """
@@ -189,3 +192,42 @@ def test_grants_on_a_deleted_stream_or_topic_do_not_pass_to_the_next_one_given_i
             assert http_get(base, jwt, "/streams/payroll").status_code == 403
             # what the user record shows: no grant left on the deleted ids
             assert root.get_user("olga").perms == Perms(streams={keep: set()}).blob()
+
+
+async def test_a_request_whose_body_arrives_after_its_user_was_replaced_is_refused(
+        server_factory: ServerFactory) -> None:
+    """The bearer token is checked when the headers arrive; the command runs once the body
+    is in. A user deleted meanwhile, its id given to another user, must not run it as that
+    user (here: a user manager creating an all-powerful user)."""
+    import asyncio
+    import json
+    server = server_factory(HTTP_ON)
+    base = f"http://{server.endpoints['http']}"
+    with root_client(server) as root:
+        root.create_user("pat", "pat-pw")
+        jwt = http_login(base, "pat", "pat-pw")
+        body = json.dumps({"username": "backdoor", "password": "backdoor-pw", "status": "active",
+                           "permissions": None}).encode()
+        headers_sent = asyncio.Event()
+
+        async def slow_body():
+            yield body[:5]
+            headers_sent.set()
+            await asyncio.sleep(1.0)
+            yield body[5:]
+
+        async with httpx.AsyncClient(base_url=base) as http:
+            pending = asyncio.create_task(http.post(
+                "/users", content=slow_body(), headers={
+                    "authorization": f"Bearer {jwt}", "content-type": "application/json",
+                    "content-length": str(len(body))}))
+            await headers_sent.wait()
+            await asyncio.sleep(0.3)
+            pat_id = root.get_user("pat").id
+            await asyncio.to_thread(root.call, DELETE_USER, raw.ident("pat"))
+            admin = await asyncio.to_thread(root.create_user, "quinn", "quinn-pw",
+                                            Perms({"manage_users"}))
+            assert admin.id == pat_id
+            answer = await pending
+        assert answer.status_code == 401, answer.text
+        assert root.get_user("backdoor") is None

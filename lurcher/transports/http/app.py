@@ -357,11 +357,17 @@ class HttpApi:
         if stale is not None:
             raise AuthFailed(stale)
 
-    def open(self, request: Request, user_id: int | None) -> Any:
+    def open(self, request: Request, token: Token | None) -> Any:
+        """A transient session, logged in with ``token``'s login when given: the dispatcher
+        checks that login again when the command runs (``stale_login``), after the body
+        arrived, so a user deleted meanwhile and its id given to another user does not run
+        it as that user."""
         client = request.client
         address = f"{client.host}:{client.port}" if client else "unknown"
         session = self.shard.open_session(address, TRANSPORT_HTTP)
-        session.user_id = user_id
+        if token is not None:
+            session.user_id, session.user_created_at = token.user_id, token.user_created_at
+            session.token_name = token.token_name
         return session
 
     async def body(self, request: Request, kind: type) -> Any:
@@ -436,7 +442,7 @@ class HttpApi:
             req.validate()  # as Iggy's HTTP API: field rules before permissions
             if not isinstance(req, SendMessages):  # build_send checks its own fields
                 check_encodable(req)
-            session = self.open(request, token.user_id)
+            session = self.open(request, token)
             try:
                 value = await self.execute(session, req)
             finally:
