@@ -10,6 +10,8 @@
 * An HTTP request is run with its token's login checked again once its body is in: a user
   replaced (deleted, its id given to another) while it sent the body does not run it as the
   other user.
+* A user manager whose permission is revoked while its CreateUser or ChangePassword hashes
+  a password changes nothing.
 * Grants on a deleted stream or topic go with it: ids are given out again, and the next
   stream or topic created must not be readable by whoever could read the deleted one.
 """
@@ -17,6 +19,7 @@
 from __future__ import annotations
 
 import struct
+import time
 
 import httpx
 import pytest
@@ -24,6 +27,8 @@ import pytest
 from tests.support import raw
 from tests.support.server import LurcherServer, ServerFactory
 from tests.support.users import (
+    CHANGE_PASSWORD,
+    CREATE_USER,
     DELETE_PAT,
     DELETE_USER,
     GET_ME,
@@ -31,6 +36,8 @@ from tests.support.users import (
     UPDATE_USER,
     Perms,
     UserClient,
+    change_password_payload,
+    create_user_payload,
     update_user_payload,
 )
 
@@ -231,3 +238,30 @@ async def test_a_request_whose_body_arrives_after_its_user_was_replaced_is_refus
             answer = await pending
         assert answer.status_code == 401, answer.text
         assert root.get_user("backdoor") is None
+
+
+def test_a_user_manager_revoked_while_its_change_hashes_changes_nothing(
+        server_factory: ServerFactory) -> None:
+    """CreateUser and ChangePassword hash off the event loop (here ~0.5 s a hash): a
+    revocation of manage_users meanwhile must stop the change, as it stops any later
+    command."""
+    server = server_factory({"LURCHER_AUTH_ARGON2_TIME_COST": "24"})
+    with root_client(server) as root:
+        root.create_user("manager", "manager-pw", Perms({"manage_users"}))
+        with UserClient(server.tcp_address) as mu:
+            mu.login_as("manager", "manager-pw")
+            mu.send_frame(CREATE_USER, create_user_payload("sneaky", "sneaky-pw"))
+            time.sleep(0.1)
+            root.set_perms("manager", None)
+            assert mu.read_response(timeout_s=30).status == UNAUTHORIZED
+            # the same for another user's password (the manager knows the current one)
+            root.create_user("victim", "victim-pw")
+            root.set_perms("manager", Perms({"manage_users"}))
+            mu.send_frame(CHANGE_PASSWORD,
+                          change_password_payload("victim", "victim-pw", "taken-over"))
+            time.sleep(0.1)
+            root.set_perms("manager", None)
+            assert mu.read_response(timeout_s=30).status == UNAUTHORIZED
+        assert root.get_user("sneaky") is None
+        with UserClient(server.tcp_address) as victim:
+            victim.login_as("victim", "victim-pw")

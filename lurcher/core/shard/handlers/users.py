@@ -3,7 +3,8 @@
 Argon2 work (verify on login and password change, hash on create and change) runs in a
 worker thread so other connections keep being served; the connection waits, keeping its
 request order. State is re-checked after every await (another connection may have changed
-it meanwhile) before an event is recorded.
+it meanwhile) before an event is recorded, and so are the caller's login and permission
+(``recheck``): a change runs only if its caller may still make it when it is recorded.
 
 Invariants: the root user (id ``ROOT_USER_ID``) cannot be deleted, deactivated or have its
 permissions changed; deleting or deactivating a user ends every session logged in as it
@@ -22,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from lurcher.auth.permissions import authorize, stale_login
 from lurcher.auth.root import ROOT_USER_ID
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
@@ -80,6 +82,16 @@ def end_user_sessions(shard: ShardFace, user_id: int, keep_client_id: int | None
         if client_id != keep_client_id and connection is not None:
             connection.disconnect()
     return ended
+
+
+def recheck(shard: ShardFace, session: Session, rule_name: str, request: Any) -> None:
+    """After an await: the caller's login still holds and it still passes ``rule_name``, as
+    the dispatcher checked before the handler ran. Raises IggyError UNAUTHENTICATED or
+    UNAUTHORIZED."""
+    stale = stale_login(shard.meta.state, session)
+    if stale is not None:
+        raise IggyError(ErrorCode.UNAUTHENTICATED, stale)
+    authorize(shard.meta.state, session, rule_name, request)
 
 
 def require_unused_username(state: Any, username: str, user_id: int | None = None) -> None:
@@ -186,6 +198,7 @@ async def _create_user(shard: ShardFace, session: Session, req: CreateUser) -> U
     state = shard.meta.state
     require_unused_username(state, req.username)
     password_hash = await shard.passwords.off_loop(shard.passwords.hash, req.password)
+    recheck(shard, session, "manage_users", req)
     require_unused_username(state, req.username)
     user_id = state.user_ids.peek()
     shard.meta.record(ev.UserCreated(user_id, req.username, password_hash, req.status,
@@ -240,6 +253,7 @@ async def _change_password(shard: ShardFace, session: Session, req: ChangePasswo
                                               req.current_password, req.new_password)
     if new_hash is None:
         raise IggyError(ErrorCode.INVALID_CREDENTIALS, "current password does not match")
+    recheck(shard, session, "change_password", req)
     if state.users.get(user.id) is not user or user.password_hash != stored:
         raise IggyError(ErrorCode.INVALID_CREDENTIALS, "user changed meanwhile")
     shard.meta.record(ev.UserPasswordChanged(user.id, new_hash))
