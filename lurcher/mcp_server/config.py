@@ -66,6 +66,9 @@ class HttpConfig(Section):
     header_timeout_s: float = 30.0
     body_timeout_s: float = 30.0
     body_min_rate: float = 1024.0
+    # ours: when set, the MCP endpoint answers only requests with "Authorization: Bearer
+    # <auth_token>" (or the token read from "file:<path>"); "": anyone who reaches it
+    auth_token: str = ""
     cors: CorsConfig = msgspec.field(default_factory=CorsConfig)
     tls: HttpTlsConfig = msgspec.field(default_factory=HttpTlsConfig)
 
@@ -241,7 +244,8 @@ def env_value(text: str, leaf: Any, name: str) -> Any:
 
 
 def resolve_token(token: str) -> str:
-    """A PAT as given, or read (stripped) from ``file:<path>`` (``~`` expanded).
+    """A token (a PAT, ``http.auth_token``) as given, or read (stripped) from
+    ``file:<path>`` (``~`` expanded).
 
     Raises ConfigError when the file is missing, unreadable or empty.
     """

@@ -5,16 +5,25 @@ and the real address can be announced).
 DNS-rebinding protection (Host and Origin checks) is on when bound to a loopback address, as
 the MCP SDK recommends; origins allowed by the CORS configuration are allowed by it too
 (``*`` turns the Origin check off).
+
+Clients: with ``http.auth_token`` set, a request to the MCP endpoint without
+``Authorization: Bearer <that token>`` is answered 401 before the MCP SDK sees it (CORS
+preflights and ``/``, ``/health`` need none). Without it anyone who reaches the address
+acts as the configured lurcher user; a listener on an address other than loopback says so
+at start.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import inspect
+import logging
 import signal
 import socket
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import uvicorn
 from mcp.server.lowlevel import Server
@@ -28,7 +37,9 @@ from starlette.routing import Route
 from lurcher.core.wire import address as addresses
 from lurcher.transports import net
 from lurcher.transports.http.deadlines import ReadDeadlines, protocol_factory
-from lurcher.mcp_server.config import ConfigError, CorsConfig, HttpConfig
+from lurcher.mcp_server.config import ConfigError, CorsConfig, HttpConfig, resolve_token
+
+log = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 LISTEN_BACKLOG = 128
@@ -81,12 +92,45 @@ async def _health(request: Request) -> JSONResponse:
     return JSONResponse({"status": "healthy"})
 
 
+class BearerAuth:
+    """ASGI middleware: requests under ``path`` need ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: Any, path: str, token: str) -> None:
+        self.app, self.path = app, path.rstrip("/")
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and self._guarded(scope["path"]) \
+                and not hmac.compare_digest(self._given(scope), self.expected):
+            await JSONResponse({"error": "unauthorized: http.auth_token is set and this "
+                                "request does not carry it as a Bearer token"},
+                               status_code=401,
+                               headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _guarded(self, path: str) -> bool:
+        return path == self.path or path.startswith(self.path + "/")
+
+    @staticmethod
+    def _given(scope: Any) -> bytes:
+        return next((value for name, value in scope["headers"] if name == b"authorization"),
+                    b"")
+
+
 def build_app(server: Server, http: HttpConfig) -> Starlette:
-    """The ASGI app (its lifespan runs the MCP session manager)."""
+    """The ASGI app (its lifespan runs the MCP session manager). Raises ConfigError (an
+    ``auth_token`` file that cannot be read)."""
     host, _ = split_address(http.address)
     app = server.streamable_http_app(
         streamable_http_path=http.path, host=host, transport_security=security(host, http.cors),
         custom_starlette_routes=[Route("/", _index), Route("/health", _health)])
+    token = resolve_token(http.auth_token) if http.auth_token else ""
+    if token:
+        app.add_middleware(BearerAuth, path=http.path, token=token)
+    elif host not in LOOPBACK_HOSTS:
+        log.warning("http.auth_token is not set: anyone who reaches %s acts as the "
+                    "configured lurcher user", http.address)
     if http.cors.enabled:
         app.add_middleware(CORSMiddleware, **cors_options(http.cors))
     return app

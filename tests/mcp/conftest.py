@@ -26,6 +26,7 @@ import pytest
 import pytest_asyncio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from lurcher.sdk import Client
 from tests.support.server import REPO_ROOT, LurcherServer
@@ -71,17 +72,21 @@ class McpSession:
 
 
 @contextlib.asynccontextmanager
-async def mcp_session(transport: str, target: dict[str, str] | str) -> AsyncIterator[McpSession]:
+async def mcp_session(transport: str, target: dict[str, str] | str,
+                      headers: dict[str, str] | None = None) -> AsyncIterator[McpSession]:
     """``transport`` "stdio" (``target`` is the env of the spawned server) or "http"
-    (``target`` is the endpoint URL)."""
-    if transport == "stdio":
-        env = {**target, "LURCHER_MCP_TRANSPORT": "stdio"}
-        params = StdioServerParameters(command=sys.executable,
-                                       args=["-m", "lurcher.mcp_server"], env=env)
-        streams = stdio_client(params)
-    else:
-        streams = streamable_http_client(target)
-    async with streams as (read, write), ClientSession(read, write) as session:
+    (``target`` is the endpoint URL; ``headers`` go with every request)."""
+    async with contextlib.AsyncExitStack() as stack:
+        if transport == "stdio":
+            env = {**target, "LURCHER_MCP_TRANSPORT": "stdio"}
+            params = StdioServerParameters(command=sys.executable,
+                                           args=["-m", "lurcher.mcp_server"], env=env)
+            streams = stdio_client(params)
+        else:
+            client = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+            streams = streamable_http_client(target, http_client=client)
+        read, write = await stack.enter_async_context(streams)
+        session = await stack.enter_async_context(ClientSession(read, write))
         await session.initialize()
         yield McpSession(session)
 
