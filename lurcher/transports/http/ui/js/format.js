@@ -46,8 +46,9 @@ export function maxSize(value) {
   return !n || n >= 1.8e19 ? 'unlimited' : bytes(n);
 }
 
-export function fromBase64(text) {
-  const raw = atob(text || '');
+// The bytes of base64 `text`, or only its first `limit` bytes (only that much is decoded).
+export function fromBase64(text, limit) {
+  const raw = atob(limit === undefined ? text || '' : (text || '').slice(0, Math.ceil(limit / 3) * 4)).slice(0, limit);
   const out = new Uint8Array(raw.length);
   for (let i = 0; i < raw.length; i += 1) out[i] = raw.charCodeAt(i);
   return out;
@@ -72,9 +73,16 @@ export function hex(data, limit = 4096) {
   return parts.join(' ') + (data.length > limit ? ' …' : '');
 }
 
+// Payload bytes decoded and shown per message: a message may hold 64 MiB, and laying out
+// that much text froze the page (minutes for one message of short lines).
+export const SHOWN_BYTES = 16384;
+
 // Payload as text in the chosen view: 'json' (pretty, falling back to text), 'text', 'hex'.
-export function payloadView(data, view) {
+// `data` may be the first SHOWN_BYTES of a payload of `size` bytes: a cut payload is shown
+// as text (never parsed as JSON) and says how large it is.
+export function payloadView(data, view, size = data.length) {
   if (view === 'hex') return hex(data);
+  if (size > data.length) return `${utf8.decode(data)} … (${size} bytes, the first ${data.length} shown)`;
   let text;
   try { text = strictUtf8.decode(data); } catch (err) { return view === 'json' ? hex(data) : utf8.decode(data); }
   if (view === 'json') {

@@ -3,7 +3,7 @@
 
 import { h, link, form, field, input, select, toast } from '../dom.js';
 import { topicPath, seg } from '../api.js';
-import { encodeText, headerLines, micros, parseHeaderLines, payloadView, fromBase64, toBase64 } from '../format.js';
+import { encodeText, headerLines, micros, parseHeaderLines, payloadView, fromBase64, toBase64, SHOWN_BYTES } from '../format.js';
 
 const TAIL_MS = 1000;
 const TAIL_BATCH = 200;
@@ -77,7 +77,7 @@ function messageNode(m, view, partition) {
   return h('article', { class: 'msg', dataset: { offset: String(head.offset), partition: String(partition) } },
     h('div', { class: 'meta' }, h('b', null, `#${head.offset}`), ` partition ${partition} · ${micros(head.timestamp)} · id ${head.id} · ${head.payload_length} B`),
     headers.length ? h('ul', { class: 'headers' }, headers.map(line => h('li', null, line))) : null,
-    h('pre', { class: 'payload' }, payloadView(fromBase64(m.payload), view)));
+    h('pre', { class: 'payload' }, payloadView(fromBase64(m.payload, SHOWN_BYTES), view, head.payload_length)));
 }
 
 function tail(page) {
