@@ -5,8 +5,9 @@ the browser and the live tail, then a message from the official client arrives i
 without a reload; the overview's live chart; personal-access-token sign-in (token shown
 once); consumer-group lag; a read-only user gets no delete buttons and the server refuses the
 forged request; stored HTML/script in names and payloads renders as text and runs nothing;
-page weight of the first load; rendering 1,000 messages (time reported, not asserted); huge
-payloads cut and laid out only in view.
+bidi controls in names do not reorder the page's words; page weight of the first load;
+rendering 1,000 messages (time reported, not asserted); huge payloads cut and laid out only
+in view.
 Screenshots and measurements are written to ``test-artifacts/ui``.
 """
 
@@ -239,6 +240,43 @@ def test_html_in_names_and_payloads_renders_as_text(page, rest):
     assert f"{XSS} (string) = {XSS}" in page.text("#messages")
     assert page.script("return document.querySelectorAll('#main img, #main script').length") == 0
     assert page.script("return window.__xss") is None
+
+
+LEFT_OF = """
+    const [root, word] = arguments;
+    const walk = document.createTreeWalker(document.querySelector(root), NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      const i = n.data.indexOf(word);
+      if (i < 0) continue;
+      const range = document.createRange();
+      range.setStart(n, i);
+      range.setEnd(n, i + word.length);
+      return range.getBoundingClientRect().left;
+    }
+    return null;
+"""
+
+
+def test_bidi_controls_in_names_do_not_reorder_the_page(page, rest):
+    """A stream name ending in a stray isolate end and a right-to-left override (U+2069
+    U+202E) turned the delete question into 'Delete stream "bidi-s?scipot sti lla dna"', and a
+    topic name with U+202E reversed the crumbs after it; <bdi> alone does not hold the
+    first. Now the controls are shown as visible marks and the words keep their order."""
+    sid, tid = make_topic(rest, "bidi-s\u2069\u202e", "bidi-t\u202eX")
+    page.sign_in()
+    page.go("#/streams")
+    page.wait(lambda: "bidi-s[U+2069][U+202E]" in page.text("#streams-table"), "marks shown")
+    row_button(page, "#streams-table", "bidi-s[U+2069][U+202E]", "delete").click()
+    page.one("dialog[open]")
+    lefts = [page.script(LEFT_OF, "dialog[open] p", w) for w in ("Delete", "and", "all", "topics")]
+    assert lefts == sorted(lefts), f"words of the question out of order: {lefts}"
+    page.one("dialog[open] [data-role=cancel]").click()
+    page.go(f"#/streams/{sid}/topics/{tid}/messages")
+    page.one("#poll-form")
+    topic_end = page.script(
+        "return document.querySelectorAll('.crumbs a')[2].getBoundingClientRect().right")
+    assert page.script(LEFT_OF, ".crumbs", "messages") > topic_end, "crumbs reordered"
+    assert "\u202e" not in page.script("return document.getElementById('main').textContent")
 
 
 def test_first_load_weight(page):

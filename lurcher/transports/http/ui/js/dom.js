@@ -1,5 +1,6 @@
 // DOM building without HTML strings: every piece of data becomes a text node or a
-// property, never markup. Attribute names come from code only.
+// property, never markup. Attribute names come from code only. Text nodes show explicit
+// bidi controls as visible marks (shown), so data cannot reorder the text around it.
 
 export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -20,9 +21,19 @@ function setAttr(el, key, value) {
 export function add(el, children) {
   for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
-    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    el.append(child instanceof Node ? child : document.createTextNode(shown(String(child))));
   }
   return el;
+}
+
+// Embedding, override and isolate controls (U+202A-U+202E, U+2066-U+2069) in a name, header
+// or reason would reorder the console's own words after it (a stream named "x" + U+202E made
+// 'Delete stream "x" and all its topics?' read '"x?scipot sti lla dna"'), and <bdi> does not
+// hold them (a U+2069 inside ends its isolate): text shows each as a visible [U+202E].
+const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/g;
+
+export function shown(text) {
+  return text.replace(BIDI_CONTROLS, c => `[U+${c.charCodeAt(0).toString(16).toUpperCase()}]`);
 }
 
 export function clear(el) {
@@ -65,11 +76,11 @@ export function form(attrs, children, onSubmit) {
   const el = h('form', { class: 'form', ...(attrs || {}) }, children, status);
   el.addEventListener('submit', async event => {
     event.preventDefault();
-    status.textContent = '';
+    clear(status);
     try {
       await onSubmit(values(el), el);
     } catch (err) {
-      status.textContent = err.message;
+      add(status, [err.message]);
       status.className = 'form-status error';
     }
   });

@@ -1,7 +1,7 @@
 // The message browser of one topic: poll a partition by offset, timestamp, first or last;
 // show payloads as JSON, text or hex with decoded headers; a live tail; a send form.
 
-import { h, link, form, field, input, select, toast } from '../dom.js';
+import { h, link, form, field, input, select, toast, shown } from '../dom.js';
 import { topicPath, seg } from '../api.js';
 import { encodeText, headerLines, micros, parseHeaderLines, payloadView, fromBase64, toBase64, SHOWN_BYTES } from '../format.js';
 
@@ -102,7 +102,7 @@ function tail(page) {
       }
       state.textContent = `following ${partition.value === 'all' ? 'all partitions' : `partition ${partition.value}`}`;
     } catch (err) {
-      state.textContent = err.message;
+      state.replaceChildren(shown(err.message));
     } finally {
       busy = false;
     }

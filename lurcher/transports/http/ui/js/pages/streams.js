@@ -1,6 +1,6 @@
 // Streams: list, create, rename, purge, delete (with confirmation).
 
-import { h, table, link, button, form, field, input, confirmAction, attempt } from '../dom.js';
+import { h, table, link, button, form, field, input, confirmAction, attempt, shown } from '../dom.js';
 import { seg } from '../api.js';
 import { bytes, micros, parseSize } from '../format.js';
 
@@ -36,7 +36,7 @@ export async function dangerous(ctx, question, action, run) {
 }
 
 async function rename(ctx, s) {
-  const name = prompt(`New name for stream "${s.name}"`, s.name);
+  const name = prompt(`New name for stream "${shown(s.name)}"`, s.name);
   if (!name || name === s.name) return;
   await attempt(() => ctx.api.put(`/streams/${seg(s.id)}`, { name }), 'Renamed');
   ctx.go(location.hash);
