@@ -15,13 +15,21 @@ Missing or bad tokens get a bare 401. Errors are ``{"id","code","reason","field"
 ``max_request_size`` is 413. A built request must have a binary form
 (``validation.check_encodable``: integers in their wire ranges) and passes the same ``validate()`` as a binary one, in the dispatcher.
 One lurcher-only route: ``GET /cluster/status`` (``cluster.status``), authenticated.
+
+A poll answer above ``RENDER_OFF_LOOP_BYTES`` is turned into JSON on the API's one renderer
+thread, not on the event loop: its JSON costs Python work per message and per header (a
+16 MiB poll of header-laden messages takes seconds), and other requests of the shard go on
+meanwhile (the GIL is handed over every few milliseconds); big answers queue for it one at a
+time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +84,7 @@ from lurcher.core.wire.requests.system.get_client import GetClient
 from lurcher.core.wire.requests.system.get_clients import GetClients
 from lurcher.core.wire.requests.system.get_cluster_metadata import GetClusterMetadata
 from lurcher.core.wire.requests.system.get_snapshot_file import ALL_TYPES, GetSnapshotFile
+from lurcher.core.wire.responses.messages import PolledMessages
 from lurcher.core.wire.responses.snapshot import SnapshotFile
 from lurcher.core.wire.requests.system.get_stats import GetStats
 from lurcher.core.wire.requests.topics.create_topic import CreateTopic
@@ -109,6 +118,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 JSON_TYPE = "application/json"
+RENDER_OFF_LOOP_BYTES = 64 * 1024  # poll answers above this are rendered off the loop
 POLL_KINDS = {k.name.lower(): int(k) for k in PollingKind}
 PARTITIONING_KINDS = {"balanced": 1, "partition_id": 2, "messages_key": 3}
 DEFAULT_POLL_COUNT = 10
@@ -332,6 +342,8 @@ class HttpApi:
         self.jwt = jwt
         self.metrics = metrics
         self.metrics_path = metrics_path
+        # big poll answers to JSON, one at a time (the thread starts on first use)
+        self.renderer = ThreadPoolExecutor(1, thread_name_prefix="http-json")
 
     # -- plumbing ---------------------------------------------------------------------------
     def bearer(self, request: Request) -> Token:
@@ -447,8 +459,15 @@ class HttpApi:
                 value = await self.execute(session, req)
             finally:
                 self.shard.close_session(session)
-            return self.reply(req, value, ok)
+            return await self.answer(req, value, ok)
         return self.guarded(run)
+
+    async def answer(self, req: Any, value: Any, ok: int) -> Response:
+        """``reply``, on the renderer thread for a big poll answer (module docstring)."""
+        if isinstance(value, PolledMessages) and len(value.data) > RENDER_OFF_LOOP_BYTES:
+            return await asyncio.get_running_loop().run_in_executor(
+                self.renderer, self.reply, req, value, ok)
+        return self.reply(req, value, ok)
 
     # -- special routes ------------------------------------------------------------------------
     async def identity(self, request: Request, login: Any) -> Response:
