@@ -18,8 +18,12 @@ those are skipped and the rest of that partition is asked for by offset.
 Auto-commit modes (``store_consumer_offset`` of the last consumed offset per partition):
 ``"interval:<duration>"`` (default ``interval:1s``, in a background task), ``"each_message"``
 (when the next message is requested), ``"each_batch"`` (before the next poll),
-``"polling"`` (the server stores it when answering the poll), ``"disabled"``. A message
-counts as consumed once yielded. ``close`` commits (unless disabled) and leaves the group.
+``"polling"`` (the server stores it when answering the poll: at most once), ``"disabled"``.
+A message counts as consumed once the caller asks for the next one (its handler is done),
+or at ``close``, but not when ``async with`` is left on an exception: the message being
+handled then is not committed, and a consumer started again gets it again (at least once;
+the interval task never commits the message being handled either). ``close`` commits
+(unless disabled) and leaves the group.
 Group membership belongs to the connection: after the client reconnects, the server answers
 CONSUMER_GROUP_MEMBER_NOT_FOUND and the consumer joins again by itself.
 """
@@ -78,6 +82,7 @@ class Consumer:
         self.create_group_if_missing = create_group_if_missing
         self.encryptor = encryptor
         self.consumed: dict[int, int] = {}
+        self._in_hand: tuple[int, int] | None = None  # (partition, offset) last yielded
         self.stored: dict[int, int] = {}
         self._partitions: list[int] = []
         self._turn = 0
@@ -116,11 +121,15 @@ class Consumer:
                          self.create_group_if_missing)
         self._joined = True
 
-    async def close(self) -> None:
+    async def close(self, *, handled: bool = True) -> None:
         """Commit the consumed offsets (unless auto-commit is disabled), leave the group.
-        Idempotent."""
+        ``handled=False`` (leaving ``async with`` on an exception): the last message
+        yielded does not count as consumed. Idempotent."""
         if self._closed:
             return
+        if handled:
+            self._consume_in_hand()
+        self._in_hand = None
         self._closed = True
         self._stop.set()
         if self._committer is not None:
@@ -143,8 +152,8 @@ class Consumer:
     async def __aenter__(self) -> "Consumer":
         return await self.init()
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+    async def __aexit__(self, exc_type: object, *exc: object) -> None:
+        await self.close(handled=exc_type is None)
 
     # -- offsets ----------------------------------------------------------------------------
 
@@ -197,6 +206,7 @@ class Consumer:
     async def __anext__(self) -> ReceivedMessage:
         """The next message; polls as needed. Raises StopAsyncIteration after ``close``."""
         await self.init()
+        self._consume_in_hand()
         if self.commit_mode == "each_message" and self.consumed:
             await self.commit()
         while not self._closed:
@@ -212,9 +222,16 @@ class Consumer:
                 await asyncio.sleep(self.poll_interval_s)
         raise StopAsyncIteration
 
+    def _consume_in_hand(self) -> None:
+        """The last message yielded was handled: count it as consumed."""
+        if self._in_hand is not None:
+            p, offset = self._in_hand
+            self.consumed[p] = offset
+            self._in_hand = None
+
     def _deliver(self, message: Message) -> ReceivedMessage:
         p = self._batch_partition
-        self.consumed[p] = message.offset
+        self._in_hand = (p, message.offset)
         payload = None
         if self.encryptor is not None:
             payload = self.encryptor.decrypt(message.payload)

@@ -1,0 +1,40 @@
+"""The consumer under failure: a handler that raises inside ``async with Consumer`` does not
+get its message committed, so a restarted consumer is handed that message again (at least
+once), in every auto-commit mode that commits, alone and in a group."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from lurcher.sdk import Consumer
+
+
+class HandlerFailed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("group", [None, "g"], ids=["plain", "group"])
+@pytest.mark.parametrize("mode", ["each_message", "each_batch", "interval:20ms"])
+async def test_message_whose_handler_raised_is_delivered_again(sdk_client, mode, group) -> None:
+    await sdk_client.create_stream("crash")
+    await sdk_client.create_topic("crash", "t", 1)
+    await sdk_client.send_messages("crash", "t", [b"%d" % i for i in range(10)], 0)
+
+    def consumer() -> Consumer:
+        return Consumer(sdk_client, "crash", "t", group, consumer_id="c1", batch_length=4,
+                        auto_commit=mode, poll_interval_s=0.01)
+
+    handled = []
+    with pytest.raises(HandlerFailed):
+        async with consumer() as first:
+            async for message in first:
+                if message.offset == 5:
+                    await asyncio.sleep(0.1)  # an interval commit falls inside the handler
+                    raise HandlerFailed
+                handled.append(message.offset)
+    assert handled == [0, 1, 2, 3, 4]
+    async with consumer() as second:
+        resumed = await anext(aiter(second))
+    assert resumed.offset == 5, "the message whose handler failed was committed (lost)"
