@@ -8,8 +8,12 @@ and reconnects when the connection drops.
 Retry rule (as the Iggy SDKs): a request that fails because the connection was lost, or
 that is answered with Unauthenticated (40) while credentials are known, or with
 Disconnected (8, the server's shutdown notice), is sent once more after a reconnect and
-re-login. Reconnects happen under one lock; a request that saw an old connection fail does
-not reconnect again if another request already did. Non-zero statuses become IggyError.
+re-login. Reconnect attempts go on while connecting fails (``reconnection_retries``, None:
+for ever), but end at once when a connection was made and its login was refused or not
+answered within ``request_timeout_s`` (a server that accepts but never answers gives
+TASK_TIMEOUT, not an endless loop). Reconnects happen under one lock; a request that saw
+an old connection fail does not reconnect again if another request already did. Non-zero
+statuses become IggyError.
 """
 
 from __future__ import annotations
@@ -105,9 +109,18 @@ class ClientSession(ApiBase):
 
     async def _open(self) -> None:
         """A new connection, logged in when a login is known. Raises IggyError."""
+        await self._adopt(await self._new_connection())
+
+    async def _new_connection(self) -> Connection:
+        """Raises IggyError CANNOT_ESTABLISH_CONNECTION / TASK_TIMEOUT."""
         conn = open_connection(self.config)
         await conn.connect()
         self._connected_at = time.monotonic()
+        return conn
+
+    async def _adopt(self, conn: Connection) -> None:
+        """Log ``conn`` in when a login is known and make it the current connection (it is
+        closed when the login fails). Raises IggyError."""
         try:
             if self._login is not None:
                 status, _ = await conn.request(self._login.CODE, self._login.encode())
@@ -186,12 +199,15 @@ class ClientSession(ApiBase):
         while True:
             await self._wait_before_attempt(attempt)
             attempt += 1
+            conn = None
             try:
-                await self._open()
+                conn = await self._new_connection()
+                await self._adopt(conn)
                 log.info("reconnected to %s after %s", cfg.address, cause)
                 return
             except IggyError as e:
-                if not is_connection_lost(e) or (
+                silent = conn is not None and e.code == ErrorCode.TASK_TIMEOUT
+                if silent or not is_connection_lost(e) or (
                         cfg.reconnection_retries is not None and attempt >= cfg.reconnection_retries):
                     raise
                 log.debug("reconnect attempt %d to %s failed: %s", attempt, cfg.address, e)

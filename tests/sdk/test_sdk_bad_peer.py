@@ -1,0 +1,91 @@
+"""The client against a peer that misbehaves in ways a real server cannot: it accepts and
+then never answers, or answers with a frame it never finishes. A tiny fake peer (an asyncio
+server on 127.0.0.1) plays the server; ``answers(connection, request)`` decides what each
+request gets (bytes to write, or None: silence)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import pytest_asyncio
+
+from lurcher.sdk import Client, ErrorCode, IggyError
+
+OK = struct.pack("<II", 0, 0)
+
+Answers = Callable[[int, int], bytes | None]  # (connection number, request number) -> reply
+
+
+class FakePeer:
+    def __init__(self, answers: Answers) -> None:
+        self.answers = answers
+        self.connections = 0
+        self.writers: list[asyncio.StreamWriter] = []
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> "FakePeer":
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    @property
+    def address(self) -> str:
+        assert self.server is not None
+        return "127.0.0.1:%d" % self.server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connection, self.connections = self.connections, self.connections + 1
+        self.writers.append(writer)
+        try:
+            for number in range(1 << 30):
+                length, _code = struct.unpack("<II", await reader.readexactly(8))
+                await reader.readexactly(length - 4)
+                reply = self.answers(connection, number)
+                if reply is not None:
+                    writer.write(reply)
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass
+
+    async def close(self) -> None:
+        for writer in self.writers:
+            writer.close()
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+
+@pytest_asyncio.fixture
+async def peer_factory() -> AsyncIterator[Callable[[Answers], "asyncio.Future[FakePeer]"]]:
+    peers: list[FakePeer] = []
+
+    async def start(answers: Answers) -> FakePeer:
+        peers.append(await FakePeer(answers).start())
+        return peers[-1]
+
+    yield start
+    for peer in peers:
+        await peer.close()
+
+
+def client_of(peer: FakePeer, **options: str) -> Client:
+    query = "&".join(f"{k}={v}" for k, v in {"reconnection_interval": "10ms",
+                                            "heartbeat_interval": "1h", **options}.items())
+    return Client.from_connection_string(f"iggy://iggy:iggy@{peer.address}?{query}")
+
+
+async def test_a_server_that_stops_answering_ends_the_call_with_a_timeout(peer_factory) -> None:
+    """The first login is answered, then nothing: the request times out, the reconnect's
+    login times out too, and the call ends with TASK_TIMEOUT instead of reconnecting for
+    ever (reconnection_retries is unlimited)."""
+    peer = await peer_factory(lambda connection, number: OK if (connection, number) == (0, 0) else None)
+    client = client_of(peer, request_timeout="100ms")
+    try:
+        await client.connect()
+        with pytest.raises(IggyError) as err:
+            await asyncio.wait_for(client.ping(), 10)
+        assert err.value.code == ErrorCode.TASK_TIMEOUT
+        assert peer.connections == 2
+    finally:
+        await client.close()
