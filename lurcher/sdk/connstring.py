@@ -29,14 +29,15 @@ _RECONNECT = ("reconnection_retries", "reconnection_interval", "reestablish_afte
 _TLS = ("tls", "tls_domain", "tls_ca_file")
 _TIMEOUTS = ("connect_timeout", "request_timeout")
 ALLOWED_OPTIONS: dict[str, frozenset[str]] = {
-    "tcp": frozenset((*_TLS, *_RECONNECT, *_TIMEOUTS, "nodelay")),
+    "tcp": frozenset((*_TLS, *_RECONNECT, *_TIMEOUTS, "nodelay", "response_buffer_size")),
     "quic": frozenset(("response_buffer_size", "max_concurrent_bidi_streams",
                        "datagram_send_buffer_size", "initial_mtu", "send_window",
                        "receive_window", "keep_alive_interval", "max_idle_timeout",
                        "validate_certificate", "heartbeat_interval", "reconnection_max_retries",
                        "reconnection_interval", "reconnection_reestablish_after", *_TIMEOUTS)),
     "http": frozenset(("heartbeat_interval", "retries", *_TIMEOUTS)),
-    "ws": frozenset((*_TLS, *_RECONNECT, *_TIMEOUTS, "read_buffer_size", "write_buffer_size",
+    "ws": frozenset((*_TLS, *_RECONNECT, *_TIMEOUTS, "response_buffer_size",
+                     "read_buffer_size", "write_buffer_size",
                      "max_write_buffer_size", "max_message_size", "max_frame_size",
                      "accept_unmasked_frames", "tls_validate_certificate")),
 }

@@ -1,4 +1,5 @@
-"""The SDK's ``response_buffer_size`` over QUIC, against a real server: a poll whose reply
+"""The SDK's ``response_buffer_size`` over QUIC, TCP and WebSocket, against a real server
+(TCP and WebSocket ignored it and took any length the server announced): a poll whose reply
 frame is longer fails with INVALID_BYTES_RESPONSE, and the client goes on serving (as on
 every transport, the SDK drops a connection whose exchange failed and reconnects, logged in
 again, for the next request)."""
@@ -13,14 +14,18 @@ from lurcher.sdk.client import Client
 from tests.support.server import ServerFactory
 
 QUIC_ON = {"LURCHER_QUIC_ENABLED": "true", "LURCHER_QUIC_ADDRESS": "127.0.0.1:0"}
+WS_ON = {"LURCHER_WEBSOCKET_ENABLED": "true", "LURCHER_WEBSOCKET_ADDRESS": "127.0.0.1:0"}
+TRANSPORTS = {"quic": (QUIC_ON, "quic"), "tcp": ({}, "tcp"), "ws": (WS_ON, "websocket")}
 MESSAGES, PAYLOAD = 200, 1_000
 LIMIT = 50_000  # a fifth of the poll's reply
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_reply_over_the_response_buffer_size_fails_and_the_client_goes_on(
-        server_factory: ServerFactory) -> None:
-    server = server_factory(QUIC_ON)
-    client = Client(server.endpoints["quic"], transport="quic", username="iggy",
+        server_factory: ServerFactory, transport: str) -> None:
+    env, endpoint = TRANSPORTS[transport]
+    server = server_factory(env)
+    client = Client(server.endpoints[endpoint], transport=transport, username="iggy",
                     password="iggy", heartbeat_interval_s=None,
                     options={"response_buffer_size": str(LIMIT)})
     await client.connect()

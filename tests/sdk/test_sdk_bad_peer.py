@@ -89,3 +89,19 @@ async def test_a_server_that_stops_answering_ends_the_call_with_a_timeout(peer_f
         assert peer.connections == 2
     finally:
         await client.close()
+
+
+async def test_a_frame_announcing_4_gib_is_refused_before_anything_is_allocated(
+        peer_factory) -> None:
+    """The login's answer claims a 4 GiB payload: the default response_buffer_size refuses
+    it from the header (INVALID_BYTES_RESPONSE), nothing is retried (one connection)."""
+    peer = await peer_factory(lambda connection, number: struct.pack("<II", 0, 0xFFFFFFFF))
+    client = client_of(peer, request_timeout="5s")
+    try:
+        with pytest.raises(IggyError) as err:
+            await client.connect()
+        assert err.value.code == ErrorCode.INVALID_BYTES_RESPONSE
+        assert "4294967295 bytes" in str(err.value)
+        assert peer.connections == 1
+    finally:
+        await client.close()

@@ -8,6 +8,9 @@ from the first byte written to the last byte read), so responses always match re
 A transport failure, a timeout or a half-read response closes the connection: a stream
 whose framing may be out of step is never reused. Failures are ``IggyError``s carrying
 CONNECTION_CLOSED (lost), NOT_CONNECTED (never connected / closed) or TASK_TIMEOUT.
+A response frame announcing a payload longer than the ``response_buffer_size`` option
+(``response_limit``) fails its request with INVALID_BYTES_RESPONSE before anything is
+allocated for it, and the connection is closed: a server's length is never trusted.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import TypeVar
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.units import parse_size
 
 Payload = Buffer | Sequence[Buffer]
 T = TypeVar("T")
@@ -44,6 +48,26 @@ def with_ca_file(load: Callable[[str], T], path: str) -> T:
     except OSError as e:
         raise IggyError(ErrorCode.INVALID_TLS_CERTIFICATE_PATH,
                         f"TLS CA file {path!r}: {e.strerror or e}") from None
+
+
+def size_option(value: str | None) -> int | None:
+    """"64 MiB" / "1048576" -> bytes; None -> None. Raises ValueError."""
+    return None if value is None else parse_size(value)
+
+
+def response_limit(options: dict[str, str], default: int) -> int:
+    """The largest response payload a connection accepts: the ``response_buffer_size``
+    option, else ``default``. Raises IggyError INVALID_CONFIGURATION naming the option."""
+    try:
+        return size_option(options.get("response_buffer_size")) or default
+    except ValueError as e:
+        raise IggyError(ErrorCode.INVALID_CONFIGURATION, f"response_buffer_size: {e}") from None
+
+
+def oversized(length: int, limit: int) -> IggyError:
+    """The error of a response frame announcing ``length`` payload bytes over ``limit``."""
+    return IggyError(ErrorCode.INVALID_BYTES_RESPONSE,
+                     f"response of {length} bytes exceeds response_buffer_size ({limit})")
 
 
 def is_connection_lost(error: BaseException) -> bool:

@@ -37,8 +37,7 @@ from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.frames import CODE_BYTES, FRAME_HEADER, FRAME_HEADER_BYTES
 from lurcher.sdk.config import ClientConfig
-from lurcher.sdk.connection.base import Connection, with_ca_file
-from lurcher.sdk.connection.websocket import size_option
+from lurcher.sdk.connection.base import Connection, oversized, response_limit, with_ca_file
 
 _EMPTY = memoryview(b"")
 DEFAULT_RESPONSE_BUFFER_BYTES = 10_000_000
@@ -136,9 +135,7 @@ class _Response:
         length = FRAME_HEADER.unpack_from(head)[1]
         if length <= self.limit:
             return length
-        self.fail(IggyError(
-            ErrorCode.INVALID_BYTES_RESPONSE,
-            f"response of {length} bytes exceeds response_buffer_size ({self.limit})"))
+        self.fail(oversized(length, self.limit))
         return None
 
     def _fill(self, data: bytes | memoryview) -> None:
@@ -249,8 +246,7 @@ class QuicConnection(Connection):
         super().__init__()
         self.config = config
         self.host, self.port = config.host_port()
-        self.limit = (size_option(config.options.get("response_buffer_size"))
-                      or DEFAULT_RESPONSE_BUFFER_BYTES)
+        self.limit = response_limit(config.options, DEFAULT_RESPONSE_BUFFER_BYTES)
         self._cm: Any = None
         self._proto: _ClientProtocol | None = None
         self._lost = False

@@ -5,7 +5,10 @@ Small responses land in a reusable scratch buffer (and are copied out once); a r
 larger than the scratch space is read directly into a bytearray of its exact size, so a
 1 MB poll reply is never copied inside Python. At most one response is expected at a
 time (the connection serialises requests); bytes that arrive while nothing is expected
-mark the stream stale (e.g. the server's unsolicited Disconnected frame).
+mark the stream stale (e.g. the server's unsolicited Disconnected frame). A frame header
+announcing more than ``limit`` payload bytes fails the waiting request with IggyError
+INVALID_BYTES_RESPONSE (nothing is allocated for it), closes the transport and discards
+whatever else arrives.
 """
 
 from __future__ import annotations
@@ -13,13 +16,15 @@ from __future__ import annotations
 import asyncio
 
 from lurcher.core.wire.frames import FRAME_HEADER, FRAME_HEADER_BYTES
+from lurcher.sdk.connection.base import oversized
 
 SCRATCH_BYTES = 64 * 1024
 _EMPTY = memoryview(b"")
 
 
 class ResponseReceiver(asyncio.BufferedProtocol):
-    def __init__(self) -> None:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit  # the largest response payload accepted
         self.transport: asyncio.Transport | None = None
         self.scratch = bytearray(SCRATCH_BYTES)
         self.filled = 0  # bytes of the current response in ``scratch``
@@ -58,6 +63,9 @@ class ResponseReceiver(asyncio.BufferedProtocol):
         return memoryview(self.scratch)[self.filled:]
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self.lost is not None:  # refused: what follows is not read
+            self.filled = 0
+            return
         if self.waiter is None:
             self.unsolicited = True
         if self.body is not None:
@@ -77,6 +85,9 @@ class ResponseReceiver(asyncio.BufferedProtocol):
         self.status = status
         if status or length <= 1:  # no payload follows (the 0.8 client rule)
             self._finish(_EMPTY, FRAME_HEADER_BYTES)
+            return
+        if length > self.limit:
+            self._refuse(oversized(length, self.limit))
             return
         have = self.filled - FRAME_HEADER_BYTES
         if FRAME_HEADER_BYTES + length <= len(self.scratch):
@@ -98,6 +109,13 @@ class ResponseReceiver(asyncio.BufferedProtocol):
         waiter, self.waiter = self.waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result((self.status, payload))
+
+    def _refuse(self, exc: Exception) -> None:
+        """Fail the waiting request with ``exc`` and close: the stream is out of step."""
+        self.lost, self.filled = exc, 0
+        self._fail(exc)
+        if self.transport is not None:
+            self.transport.close()
 
     def _fail(self, exc: Exception) -> None:
         waiter, self.waiter = self.waiter, None

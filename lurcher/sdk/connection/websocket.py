@@ -4,7 +4,11 @@ Each request is one binary message holding the TCP request frame; each response 
 one binary message (``status, length, payload``). A response split over several messages is
 reassembled; text messages are skipped. ``ws://host:port/`` with no subprotocol, or
 ``wss://`` when ``config.tls`` (CA from ``tls_ca_file``; no checks when validation is off).
-Options (``config.options``): ``max_message_size`` (bytes or "64 MiB"; default unlimited).
+Options (``config.options``): ``response_buffer_size`` (the largest response payload, as
+over TCP: default ``DEFAULT_MAX_RESPONSE_BYTES``; a frame announcing more fails with
+INVALID_BYTES_RESPONSE) and ``max_message_size`` (bytes or "64 MiB"; default the response
+buffer size plus a frame header: a longer message closes the connection, also with
+INVALID_BYTES_RESPONSE).
 """
 
 from __future__ import annotations
@@ -14,23 +18,18 @@ import ssl
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.frames import CloseCode
 from websockets.protocol import State
 
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
-from lurcher.core.wire.units import parse_size
 from lurcher.core.wire.frames import CODE_BYTES, FRAME_HEADER, FRAME_HEADER_BYTES
 from lurcher.sdk.config import ClientConfig
-from lurcher.sdk.connection.base import Connection
-from lurcher.sdk.connection.tcp import tls_context
+from lurcher.sdk.connection.base import Connection, oversized, response_limit, size_option
+from lurcher.sdk.connection.tcp import DEFAULT_MAX_RESPONSE_BYTES, tls_context
 
 _EMPTY = memoryview(b"")
-
-
-def size_option(value: str | None) -> int | None:
-    """"64 MiB" / "1048576" -> bytes; None -> None. Raises ValueError."""
-    return None if value is None else parse_size(value)
 
 
 class WebSocketConnection(Connection):
@@ -42,6 +41,7 @@ class WebSocketConnection(Connection):
         super().__init__()
         self.config = config
         self.host, self.port = config.host_port()
+        self.limit = response_limit(config.options, DEFAULT_MAX_RESPONSE_BYTES)
         self._ws: ClientConnection | None = None
 
     @property
@@ -63,7 +63,7 @@ class WebSocketConnection(Connection):
             self._ws = await asyncio.wait_for(
                 connect(self.uri, ssl=ssl_ctx, server_hostname=(cfg.tls_domain or self.host)
                         if cfg.tls else None, compression=None, ping_interval=None,
-                        max_size=size_option(cfg.options.get("max_message_size")),
+                        max_size=self._max_message_bytes(),
                         open_timeout=None, user_agent_header=None),
                 cfg.connect_timeout_s)
         except asyncio.TimeoutError:
@@ -82,14 +82,30 @@ class WebSocketConnection(Connection):
         status, length = FRAME_HEADER.unpack_from(data)
         if status or length <= 1:
             return status, _EMPTY
+        if length > self.limit:
+            raise oversized(length, self.limit)
         while len(data) < FRAME_HEADER_BYTES + length:
             data += await self._next_binary()
         return status, memoryview(data)[FRAME_HEADER_BYTES:FRAME_HEADER_BYTES + length]
 
+    def _max_message_bytes(self) -> int:
+        """The ``max_message_size`` option, else one response frame. Raises IggyError."""
+        try:
+            given = size_option(self.config.options.get("max_message_size"))
+        except ValueError as e:
+            raise IggyError(ErrorCode.INVALID_CONFIGURATION, f"max_message_size: {e}") from None
+        return given or self.limit + FRAME_HEADER_BYTES
+
     async def _next_binary(self) -> bytes:
         assert self._ws is not None
         while True:
-            message = await self._ws.recv()
+            try:
+                message = await self._ws.recv()
+            except ConnectionClosed as e:
+                if e.sent is None or e.sent.code != CloseCode.MESSAGE_TOO_BIG:
+                    raise
+                raise IggyError(ErrorCode.INVALID_BYTES_RESPONSE,
+                                f"response message refused: {e.sent.reason}") from None
             if isinstance(message, bytes):
                 return message
 
