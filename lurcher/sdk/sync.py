@@ -5,17 +5,26 @@ every public coroutine method of ``Client`` is exposed as a blocking method with
 arguments and result (``sync.create_stream("s")``), raising the same IggyError. Works
 inside a running event loop too (e.g. Jupyter), since nothing runs on the caller's loop.
 ``run(coro_fn)`` runs any coroutine function against the underlying client.
+
+``timeout_s`` bounds every blocking call: past it the call raises IggyError TASK_TIMEOUT
+and its coroutine is cancelled on the loop (a request it had under way drops its
+connection, so the next call reconnects); an interrupted call (KeyboardInterrupt) is
+cancelled the same way. A send that timed out may or may not have been stored. Calls may
+come from several threads: they run one after another on the client's loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
 from lurcher.sdk.client import Client
 from lurcher.sdk.config import DEFAULT_ADDRESS, ClientConfig
 from lurcher.sdk.connstring import parse
@@ -60,7 +69,20 @@ class SyncClient:
         return cls(config=parse(text), timeout_s=timeout_s)
 
     def _submit(self, coro: Awaitable[T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self.timeout_s)
+        """``coro``'s result, run on the loop. Raises its exception, or IggyError
+        TASK_TIMEOUT past ``timeout_s`` (the coroutine is then cancelled)."""
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(self.timeout_s)
+        except concurrent.futures.TimeoutError:
+            if future.done():  # finished meanwhile, or raised a TimeoutError of its own
+                return future.result()
+            future.cancel()
+            raise IggyError(ErrorCode.TASK_TIMEOUT,
+                            f"no result within timeout_s={self.timeout_s}") from None
+        except BaseException:
+            future.cancel()
+            raise
 
     def run(self, fn: Callable[[Client], Awaitable[T]]) -> T:
         """``fn(client)`` awaited on the client's loop; its result or exception."""

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 import pytest_asyncio
 
-from lurcher.sdk import Client, ErrorCode, IggyError
+from lurcher.sdk import Client, ErrorCode, IggyError, SyncClient
 
 OK = struct.pack("<II", 0, 0)
 
@@ -105,3 +105,23 @@ async def test_a_frame_announcing_4_gib_is_refused_before_anything_is_allocated(
         assert peer.connections == 1
     finally:
         await client.close()
+
+
+async def test_a_sync_call_that_times_out_is_abandoned_and_the_client_goes_on(
+        peer_factory) -> None:
+    """SyncClient(timeout_s): the first ping gets no answer. The call raises IggyError
+    TASK_TIMEOUT and its request is cancelled on the client's loop (the connection it held
+    is dropped), so the next call reconnects and is answered."""
+    peer = await peer_factory(lambda connection, number: None if (connection, number) == (0, 1)
+                              else OK)
+    client = await asyncio.to_thread(
+        SyncClient, peer.address, username="iggy", password="iggy", timeout_s=0.5,
+        heartbeat_interval_s=None, reconnection_interval_s=0.01)
+    try:
+        with pytest.raises(IggyError) as err:
+            await asyncio.to_thread(client.ping)
+        assert err.value.code == ErrorCode.TASK_TIMEOUT
+        await asyncio.to_thread(client.ping)
+        assert peer.connections == 2
+    finally:
+        await asyncio.to_thread(client.close)
