@@ -10,8 +10,11 @@ pending or ``linger_time_s`` after the first pending message. At most ``max_in_f
 batches wait for the sender, so the buffer is bounded: ``send`` awaits while it is full
 (back-pressure). ``flush`` waits until everything handed over is sent; ``close`` flushes,
 stops the sender and raises the first background failure, if any (it is also raised by the
-next ``send``/``flush``). After a background failure, batches already queued are
-discarded, not sent.
+next ``send``/``flush``). A background failure discards every message given to ``send``
+before it and not yet sent (the batches queued behind the failed one and the pending
+messages: a batch cut before the failure is never sent after it, so nothing is stored out
+of order); the raised error carries a note with the number of messages not sent (the
+failed batch, which may have been stored, included). Messages given afterwards are sent.
 
 A failed batch is retried ``retries`` times, ``retry_interval_s`` apart, when the failure
 is a lost connection (the client has already reconnected and retried once); command errors
@@ -100,7 +103,12 @@ class Producer:
         self.encryptor = encryptor
         self._create = (create_stream_if_missing, create_topic_if_missing, topic_partitions)
         self._pending = _Pending()
-        self._queue: asyncio.Queue[MessageBatch | None] = asyncio.Queue(max_in_flight)
+        # (failures when cut, batch); a batch cut before the latest failure is discarded
+        self._queue: asyncio.Queue[tuple[int, MessageBatch] | None] = asyncio.Queue(
+            max_in_flight)
+        self._failures = 0
+        self._accepted = 0  # messages given to send (background mode)
+        self._reported = 0  # of them, not sent and already counted in a raised error
         self._sender: asyncio.Task[None] | None = None
         self._handover = asyncio.Lock()
         self._linger: asyncio.Task[None] | None = None
@@ -153,6 +161,7 @@ class Producer:
             await self._send_now(data, ids, per_message)
         else:
             self._pending.add(data, ids, per_message)
+            self._accepted += len(data)
             await self._hand_over_full_batches()
 
     async def _send_now(self, payloads: list[bytes], ids: Sequence[int] | None,
@@ -191,18 +200,22 @@ class Producer:
         is full). Cut and put happen under one FIFO lock, so batches queue in send order."""
         async with self._handover:
             if len(self._pending):
-                await self._queue.put(self._pending.cut(min(max_messages, len(self._pending))))
+                batch = self._pending.cut(min(max_messages, len(self._pending)))
+                await self._queue.put((self._failures, batch))
 
     async def _send_loop(self) -> None:
         while True:
-            batch = await self._queue.get()
+            item = await self._queue.get()
             try:
-                if batch is None:
+                if item is None:
                     return
-                if self._error is None:
+                cut_after, batch = item
+                if cut_after == self._failures:
                     await self._send_batch(batch)
             except Exception as e:  # kept and raised to the caller of send/flush/close
-                self._error = e
+                self._failures += 1
+                self._pending = _Pending()
+                self._error = self._error or e
             finally:
                 self._queue.task_done()
 
@@ -255,6 +268,10 @@ class Producer:
     def _raise_error(self) -> None:
         if self._error is not None:
             error, self._error = self._error, None
+            unsent = self._accepted - self.sent_messages - self._reported
+            self._reported += unsent
+            error.add_note(f"producer: {unsent} of the messages given to send were not sent "
+                           "(the failed batch and those queued behind it were discarded)")
             raise error
 
 
