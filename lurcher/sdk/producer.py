@@ -8,8 +8,11 @@ number before anything is sent or queued (ValueError). Background mode: ``send``
 to a pending list; a batch is handed to the sender task when ``batch_length`` messages are
 pending or ``linger_time_s`` after the first pending message. At most ``max_in_flight``
 batches wait for the sender, so the buffer is bounded: ``send`` awaits while it is full
-(back-pressure). ``flush`` waits until everything handed over is sent; ``close`` flushes,
-stops the sender and raises the first background failure, if any (it is also raised by the
+(back-pressure). ``flush`` waits until everything handed over is sent; ``close`` flushes
+(for at most ``timeout_s`` when given: past it the messages not sent are discarded and
+IggyError TASK_TIMEOUT says how many), stops the sender (cancelled, so a sender stuck
+reconnecting to a server that is down never holds ``close``, nor a cancelled ``close``,
+back) and raises the first background failure, if any (it is also raised by the
 next ``send``/``flush``). A background failure discards every message given to ``send``
 before it and not yet sent (the batches queued behind the failed one and the pending
 messages: a batch cut before the failure is never sent after it, so nothing is stored out
@@ -27,6 +30,7 @@ that deduplicates ids stores it once. Batches are built with ``MessageBatch.buil
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -104,8 +108,7 @@ class Producer:
         self._create = (create_stream_if_missing, create_topic_if_missing, topic_partitions)
         self._pending = _Pending()
         # (failures when cut, batch); a batch cut before the latest failure is discarded
-        self._queue: asyncio.Queue[tuple[int, MessageBatch] | None] = asyncio.Queue(
-            max_in_flight)
+        self._queue: asyncio.Queue[tuple[int, MessageBatch]] = asyncio.Queue(max_in_flight)
         self._failures = 0
         self._accepted = 0  # messages given to send (background mode)
         self._reported = 0  # of them, not sent and already counted in a raised error
@@ -205,11 +208,8 @@ class Producer:
 
     async def _send_loop(self) -> None:
         while True:
-            item = await self._queue.get()
+            cut_after, batch = await self._queue.get()
             try:
-                if item is None:
-                    return
-                cut_after, batch = item
                 if cut_after == self._failures:
                     await self._send_batch(batch)
             except Exception as e:  # kept and raised to the caller of send/flush/close
@@ -246,19 +246,33 @@ class Producer:
         await self._queue.join()
         self._raise_error()
 
-    async def close(self) -> None:
-        """Flush, then stop the sender. Idempotent. Raises the first background failure."""
+    async def close(self, timeout_s: float | None = None) -> None:
+        """Flush (for at most ``timeout_s``; None: as long as the client retries), then stop
+        the sender. Idempotent. Raises the first background failure, or IggyError
+        TASK_TIMEOUT when the flush did not end in time (what was not sent is discarded)."""
         if self._closed:
             return
         try:
             if self._initialised:
-                await self.flush()
+                await asyncio.wait_for(self.flush(), timeout_s)
+        except asyncio.TimeoutError:
+            self._error = IggyError(ErrorCode.TASK_TIMEOUT,
+                                    f"producer close: not flushed within {timeout_s}s")
+            self._raise_error()
         finally:
             self._closed = True
-            if self._sender is not None:
-                await self._queue.put(None)
-                await self._sender
-                self._sender = None
+            await self._stop_tasks()
+
+    async def _stop_tasks(self) -> None:
+        """Cancel the sender and the linger task (a request under way drops its
+        connection) and wait for them."""
+        tasks = [t for t in (self._sender, self._linger) if t is not None]
+        self._sender = self._linger = None
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def _check_open(self) -> None:
         if self._closed:
@@ -271,7 +285,7 @@ class Producer:
             unsent = self._accepted - self.sent_messages - self._reported
             self._reported += unsent
             error.add_note(f"producer: {unsent} of the messages given to send were not sent "
-                           "(the failed batch and those queued behind it were discarded)")
+                           "(discarded; a batch under way at the failure may be stored)")
             raise error
 
 
