@@ -2,7 +2,9 @@
 
 Built by hand (keyword arguments of ``Client``) or from a connection string
 (``connstring.parse``). Durations are seconds (float); ``reconnection_retries`` None
-means unlimited. ``options`` keeps transport-specific settings that only a given
+means unlimited. ``request_timeout_s`` (default ``DEFAULT_REQUEST_TIMEOUT_S``; None: wait
+for ever) bounds every request, the heartbeat's pings and logins included, so a server
+that accepts but never answers, or a connection whose peer vanished, ends in TASK_TIMEOUT. ``options`` keeps transport-specific settings that only a given
 connection class reads (e.g. WebSocket buffer sizes), as strings.
 """
 
@@ -13,6 +15,7 @@ import msgspec
 from lurcher.core.wire.address import split_address
 
 DEFAULT_ADDRESS = "127.0.0.1:8090"
+DEFAULT_REQUEST_TIMEOUT_S = 60.0
 TRANSPORTS = ("tcp", "quic", "http", "ws")
 
 
@@ -33,7 +36,7 @@ class ClientConfig(msgspec.Struct, frozen=True, kw_only=True):
     reconnection_interval_s: float = 1.0
     reestablish_after_s: float = 0.0
     connect_timeout_s: float = 10.0
-    request_timeout_s: float | None = None
+    request_timeout_s: float | None = DEFAULT_REQUEST_TIMEOUT_S
     options: dict[str, str] = {}
 
     @property

@@ -9,7 +9,8 @@ Rules (as the 0.8 SDK): credentials are required and non-empty; the host needs `
 options are ``key=value`` pairs from the transport's table below, anything else is refused.
 ``iggy+wss://`` is refused (use ``iggy+ws://...?tls=true``). Unlike the 0.8 SDK, a bracketed
 IPv6 host (``[::1]:8090``) is accepted. Durations are humantime strings; retries are a
-number or ``unlimited``. Every failure is IggyError INVALID_CONNECTION_STRING (8000) with a
+number or ``unlimited``; timeouts are more than 0 (``request_timeout=none``: no request
+timeout). Every failure is IggyError INVALID_CONNECTION_STRING (8000) with a
 message naming the problem.
 """
 
@@ -66,6 +67,17 @@ def _seconds(value: str) -> float:
     return parse_duration(value)
 
 
+def _timeout(value: str) -> float:
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise ValueError(f"expected a duration over 0, got {value!r}")
+    return seconds
+
+
+def _optional_timeout(value: str) -> float | None:
+    return None if value.strip().lower() == "none" else _timeout(value)
+
+
 # option -> (ClientConfig field, converter); options not listed go to ``options`` as text.
 _FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "tls": ("tls", _bool),
@@ -80,8 +92,8 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "reconnection_interval": ("reconnection_interval_s", _seconds),
     "reestablish_after": ("reestablish_after_s", _seconds),
     "reconnection_reestablish_after": ("reestablish_after_s", _seconds),
-    "connect_timeout": ("connect_timeout_s", _seconds),
-    "request_timeout": ("request_timeout_s", _seconds),
+    "connect_timeout": ("connect_timeout_s", _timeout),
+    "request_timeout": ("request_timeout_s", _optional_timeout),
 }
 
 

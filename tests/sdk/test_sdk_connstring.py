@@ -102,3 +102,15 @@ def test_humantime_rejects(text: str) -> None:
 def test_format_round_trip() -> None:
     for text in ("iggy://u:p@h:1", "iggy+ws://tok@h:2"):
         assert format_connection_string(parse_connection_string(text)) == text
+
+
+def test_requests_time_out_by_default() -> None:
+    """Without a request timeout a server that accepts and never answers (or a peer gone
+    without a reset) held every call, and the heartbeat's ping, for ever."""
+    assert parse_connection_string("iggy://u:p@h:1").request_timeout_s == 60.0
+    assert parse_connection_string("iggy://u:p@h:1?request_timeout=none").request_timeout_s is None
+    for option in ("request_timeout=0", "connect_timeout=0s"):
+        with pytest.raises(IggyError) as err:
+            parse_connection_string(f"iggy://u:p@h:1?{option}")
+        assert err.value.code == ErrorCode.INVALID_CONNECTION_STRING
+        assert f"option {option.split('=')[0]}: expected a duration over 0" in str(err.value)
