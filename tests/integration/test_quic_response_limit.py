@@ -42,3 +42,24 @@ async def test_a_reply_over_the_response_buffer_size_fails_and_the_client_goes_o
         assert (await client.get_stream("limit")).header.name == "limit"
     finally:
         await client.close()
+
+
+async def test_the_default_limit_takes_a_poll_reply_up_to_the_servers_cap(
+        server_factory: ServerFactory) -> None:
+    """The server answers a poll with up to limits.max_poll_reply_bytes (16 MiB) of
+    messages; QUIC's default response_buffer_size was 10 MB, so a consumer polling 12 MB
+    failed every poll with INVALID_BYTES_RESPONSE."""
+    server = server_factory(QUIC_ON)
+    client = Client(server.endpoints["quic"], transport="quic", username="iggy",
+                    password="iggy", heartbeat_interval_s=None)
+    await client.connect()
+    try:
+        payloads = [bytes([i]) * 1_000_000 for i in range(12)]
+        await client.create_stream("big")
+        await client.create_topic("big", "t", 1)
+        for payload in payloads:
+            await client.send_messages("big", "t", [payload], 0)
+        polled = await client.poll_messages("big", "t", 0, strategy=0, count=len(payloads))
+        assert [bytes(m.payload) for m in polled.messages()] == payloads
+    finally:
+        await client.close()

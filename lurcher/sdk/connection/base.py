@@ -27,6 +27,9 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.units import parse_size
 
 Payload = Buffer | Sequence[Buffer]
+# Above a poll reply of the server's largest message (64 MB) or of its default
+# limits.max_poll_reply_bytes (16 MiB), on every transport.
+DEFAULT_MAX_RESPONSE_BYTES = 128 * 1024 * 1024
 T = TypeVar("T")
 
 # Status codes meaning "the connection is gone" rather than "the command failed".
@@ -55,11 +58,12 @@ def size_option(value: str | None) -> int | None:
     return None if value is None else parse_size(value)
 
 
-def response_limit(options: dict[str, str], default: int) -> int:
+def response_limit(options: dict[str, str]) -> int:
     """The largest response payload a connection accepts: the ``response_buffer_size``
-    option, else ``default``. Raises IggyError INVALID_CONFIGURATION naming the option."""
+    option, else ``DEFAULT_MAX_RESPONSE_BYTES``. Raises IggyError INVALID_CONFIGURATION
+    naming the option."""
     try:
-        return size_option(options.get("response_buffer_size")) or default
+        return size_option(options.get("response_buffer_size")) or DEFAULT_MAX_RESPONSE_BYTES
     except ValueError as e:
         raise IggyError(ErrorCode.INVALID_CONFIGURATION, f"response_buffer_size: {e}") from None
 

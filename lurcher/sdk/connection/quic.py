@@ -5,9 +5,10 @@ frame, finishes its side and reads the response frame to the end of the stream. 
 As the Iggy SDK, the server certificate is not validated by default and the TLS server name
 is ``localhost``; with ``tls_ca_file`` set it is validated against that CA (server name
 ``tls_domain`` or ``localhost``). Options (``config.options``): ``response_buffer_size``
-(bytes, default 10 MB: a response frame announcing a longer payload fails the request
-with INVALID_BYTES_RESPONSE as soon as its header arrives; a response being gathered holds
-its frame's bytes and nothing more) and the QUIC settings of
+(bytes, default ``connection.base.DEFAULT_MAX_RESPONSE_BYTES``, above any poll reply of
+the server's, where Iggy's 10 MB was not: a response frame announcing a longer payload
+fails the request with INVALID_BYTES_RESPONSE as soon as its header arrives; a response
+being gathered holds its frame's bytes and nothing more) and the QUIC settings of
 ``lurcher.core.quic`` with Iggy's names: ``initial_mtu``, ``send_window``, ``receive_window``
 (bytes), ``keep_alive_interval``, ``max_idle_timeout`` (humantime, or a plain number of
 milliseconds as in Iggy's connection strings), ``max_concurrent_bidi_streams`` (the streams
@@ -40,7 +41,6 @@ from lurcher.sdk.config import ClientConfig
 from lurcher.sdk.connection.base import Connection, oversized, response_limit, with_ca_file
 
 _EMPTY = memoryview(b"")
-DEFAULT_RESPONSE_BUFFER_BYTES = 10_000_000
 DEFAULT_SERVER_NAME = "localhost"
 QUIC_NO_ERROR = 0
 
@@ -246,7 +246,7 @@ class QuicConnection(Connection):
         super().__init__()
         self.config = config
         self.host, self.port = config.host_port()
-        self.limit = response_limit(config.options, DEFAULT_RESPONSE_BUFFER_BYTES)
+        self.limit = response_limit(config.options)
         self._cm: Any = None
         self._proto: _ClientProtocol | None = None
         self._lost = False

@@ -4,8 +4,7 @@ Request frame ``length u32, code u32, payload`` is written with one ``writelines
 payload parts are not concatenated); responses are read by ``ResponseReceiver`` straight
 into their final buffer. As the 0.8 clients do, a non-zero status or a length <= 1 means no
 payload bytes follow. A response payload over the ``response_buffer_size`` option (default
-``DEFAULT_MAX_RESPONSE_BYTES``: a poll reply of the server's largest message, 64 MB, or
-of ``limits.max_poll_reply_bytes`` fits) fails with INVALID_BYTES_RESPONSE when its
+``connection.base.DEFAULT_MAX_RESPONSE_BYTES``) fails with INVALID_BYTES_RESPONSE when its
 header arrives, and the connection is closed. TCP_NODELAY is set unless disabled. uvloop is used by
 ``lurcher.sdk.sync`` and may be installed by applications; nothing here depends on the loop
 implementation.
@@ -24,8 +23,6 @@ from lurcher.core.wire.frames import CODE_BYTES, FRAME_HEADER
 from lurcher.sdk.config import ClientConfig
 from lurcher.sdk.connection.base import Connection, response_limit, with_ca_file
 from lurcher.sdk.connection.receiver import ResponseReceiver
-
-DEFAULT_MAX_RESPONSE_BYTES = 128 * 1024 * 1024
 
 
 def tls_context(config: ClientConfig) -> ssl.SSLContext:
@@ -48,7 +45,7 @@ class TcpConnection(Connection):
         super().__init__()
         self.config = config
         self.host, self.port = config.host_port()
-        self.limit = response_limit(config.options, DEFAULT_MAX_RESPONSE_BYTES)
+        self.limit = response_limit(config.options)
         self._transport: asyncio.Transport | None = None
         self._receiver: ResponseReceiver | None = None
 

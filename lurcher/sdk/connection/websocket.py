@@ -27,7 +27,7 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.frames import CODE_BYTES, FRAME_HEADER, FRAME_HEADER_BYTES
 from lurcher.sdk.config import ClientConfig
 from lurcher.sdk.connection.base import Connection, oversized, response_limit, size_option
-from lurcher.sdk.connection.tcp import DEFAULT_MAX_RESPONSE_BYTES, tls_context
+from lurcher.sdk.connection.tcp import tls_context
 
 _EMPTY = memoryview(b"")
 
@@ -41,7 +41,7 @@ class WebSocketConnection(Connection):
         super().__init__()
         self.config = config
         self.host, self.port = config.host_port()
-        self.limit = response_limit(config.options, DEFAULT_MAX_RESPONSE_BYTES)
+        self.limit = response_limit(config.options)
         self._ws: ClientConnection | None = None
 
     @property
