@@ -22,7 +22,7 @@ from lurcher.sdk.connection.http import HttpConnection
 async def read_cluster_status(client: Any) -> dict[str, Any]:
     """The node's status JSON (``{"enabled": false}`` on a single node). Raises IggyError
     (FEATURE_UNAVAILABLE when the node's HTTP API is off)."""
-    conn, _ = await client._current()
+    conn, _ = await client._current(client._login)
     if isinstance(conn, HttpConnection):
         return await conn.get_json(CLUSTER_STATUS_ROUTE)
     meta = await client.get_cluster_metadata()

@@ -11,7 +11,10 @@ Disconnected (8, the server's shutdown notice), is sent once more after a reconn
 re-login. Reconnect attempts go on while connecting fails (``reconnection_retries``, None:
 for ever), but end at once when a connection was made and its login was refused or not
 answered within ``request_timeout_s`` (a server that accepts but never answers gives
-TASK_TIMEOUT, not an endless loop). Reconnects happen under one lock; a request that saw
+TASK_TIMEOUT, not an endless loop). A re-login the server refuses (password changed, user
+deleted or deactivated) pauses the heartbeat (no refused login every beat; each call still
+tries once), and a login command reconnects without the refused credentials, so
+``login_user`` with the new ones works. Reconnects happen under one lock; a request that saw
 an old connection fail does not reconnect again if another request already did. Non-zero
 statuses become IggyError.
 """
@@ -70,6 +73,7 @@ class ClientSession(ApiBase):
         self._closed = False
         self._connected_at = 0.0
         self._login: Request | None = config_login(config)
+        self._refused = False  # the last re-login with ``_login`` was refused
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -82,11 +86,14 @@ class ClientSession(ApiBase):
 
         Raises IggyError CANNOT_ESTABLISH_CONNECTION / TASK_TIMEOUT, or the login error.
         """
+        await self._connect(self._login)
+
+    async def _connect(self, login: Request | None) -> None:
         if self._closed:
             raise IggyError(ErrorCode.NOT_CONNECTED, "client is closed")
         async with self._reconnect_lock:
             if not self.connected:
-                await self._open()
+                await self._open(login)
         self._start_heartbeat()
 
     async def close(self) -> None:
@@ -107,9 +114,9 @@ class ClientSession(ApiBase):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _open(self) -> None:
-        """A new connection, logged in when a login is known. Raises IggyError."""
-        await self._adopt(await self._new_connection())
+    async def _open(self, login: Request | None) -> None:
+        """A new connection, logged in with ``login`` unless None. Raises IggyError."""
+        await self._adopt(await self._new_connection(), login)
 
     async def _new_connection(self) -> Connection:
         """Raises IggyError CANNOT_ESTABLISH_CONNECTION / TASK_TIMEOUT."""
@@ -118,14 +125,15 @@ class ClientSession(ApiBase):
         self._connected_at = time.monotonic()
         return conn
 
-    async def _adopt(self, conn: Connection) -> None:
-        """Log ``conn`` in when a login is known and make it the current connection (it is
-        closed when the login fails). Raises IggyError."""
+    async def _adopt(self, conn: Connection, login: Request | None) -> None:
+        """Log ``conn`` in with ``login`` unless None and make it the current connection
+        (it is closed when the login fails). Raises IggyError."""
         try:
-            if self._login is not None:
-                status, _ = await conn.request(self._login.CODE, self._login.encode())
+            if login is not None:
+                status, _ = await conn.request(login.CODE, login.encode())
+                self._refused = bool(status)
                 if status:
-                    raise IggyError(status, f"{command_name(self._login.CODE)} after connect")
+                    raise IggyError(status, f"{command_name(login.CODE)} after connect")
         except BaseException:
             await conn.close()
             raise
@@ -141,20 +149,23 @@ class ClientSession(ApiBase):
         return decode_response(request.CODE, body)
 
     async def _raw(self, code: int, parts: list[Buffer]) -> memoryview:
-        conn, generation = await self._current()
+        login = None if code in LOGIN_CODES else self._login  # a login is its own
+        conn, generation = await self._current(login)
         try:
             status, body = await conn.request(code, parts)
         except IggyError as e:
             if not (is_connection_lost(e) and self._reconnection_allowed()):
                 raise
-            await self._reconnect(generation, e)
+            await self._reconnect(generation, e, login)
             status, body = await self._conn.request(code, parts)
         else:
             if self._should_retry(code, status):
-                await self._reconnect(generation, IggyError(status, command_name(code)))
+                await self._reconnect(generation, IggyError(status, command_name(code)), login)
                 status, body = await self._conn.request(code, parts)
         if status:
             raise IggyError(status, command_name(code))
+        if code in LOGIN_CODES:
+            self._refused = False
         return body
 
     def _should_retry(self, code: int, status: int) -> bool:
@@ -165,15 +176,16 @@ class ClientSession(ApiBase):
         return (status == ErrorCode.UNAUTHENTICATED and code not in LOGIN_CODES
                 and self._login is not None and self._reconnection_allowed())
 
-    async def _current(self) -> tuple[Connection, int]:
+    async def _current(self, login: Request | None) -> tuple[Connection, int]:
+        """The connection to send on, (re)connected and logged in with ``login``."""
         if self._closed:
             raise IggyError(ErrorCode.NOT_CONNECTED, "client is closed")
         if self._conn is None:
-            await self.connect()
+            await self._connect(login)
         elif not self._conn.connected:
             if not self._reconnection_allowed():
                 raise IggyError(ErrorCode.NOT_CONNECTED, "connection lost")
-            await self._reconnect(self._generation, None)
+            await self._reconnect(self._generation, None, login)
         assert self._conn is not None
         return self._conn, self._generation
 
@@ -181,7 +193,8 @@ class ClientSession(ApiBase):
         cfg = self.config
         return not self._closed and cfg.reconnection_enabled and cfg.reconnection_retries != 0
 
-    async def _reconnect(self, generation: int, cause: IggyError | None) -> None:
+    async def _reconnect(self, generation: int, cause: IggyError | None,
+                         login: Request | None) -> None:
         """Replace the connection seen at ``generation`` unless another task already did.
 
         Raises the last IggyError once ``reconnection_retries`` attempts failed.
@@ -191,9 +204,9 @@ class ClientSession(ApiBase):
                 return
             if self._conn is not None:
                 await self._conn.close()
-            await self._retry_open(cause)
+            await self._retry_open(cause, login)
 
-    async def _retry_open(self, cause: IggyError | None) -> None:
+    async def _retry_open(self, cause: IggyError | None, login: Request | None) -> None:
         cfg = self.config
         attempt = 0
         while True:
@@ -202,7 +215,7 @@ class ClientSession(ApiBase):
             conn = None
             try:
                 conn = await self._new_connection()
-                await self._adopt(conn)
+                await self._adopt(conn, login)
                 log.info("reconnected to %s after %s", cfg.address, cause)
                 return
             except IggyError as e:
@@ -232,6 +245,8 @@ class ClientSession(ApiBase):
     async def _beat(self, interval_s: float) -> None:
         while not self._closed:
             await asyncio.sleep(interval_s)
+            if self._refused:  # logging in again would be refused again: the next call tries
+                continue
             try:
                 await self._raw(Ping.CODE, [b""])
             except IggyError as e:

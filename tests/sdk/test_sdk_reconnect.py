@@ -112,3 +112,63 @@ async def test_group_consumer_rejoins_after_reconnect(fixed_server, how: str) ->
                     break
         assert set(seen) == {b"%d-%d" % (p, i) for p in range(2) for i in range(50)}
         assert len(seen) - len(set(seen)) <= 10, "at most the uncommitted batch again"
+
+
+async def _user_client(sdk_client: Client, server, **options: str) -> tuple[Client, int]:
+    """A client logged in as a new root user ``user1`` (password ``first-pw``)."""
+    from lurcher.sdk import Permissions
+
+    user = await sdk_client.create_user("user1", "first-pw", "active", Permissions.root())
+    query = "&".join(f"{k}={v}" for k, v in {"reconnection_interval": "10ms",
+                                            "heartbeat_interval": "1h", **options}.items())
+    client = Client.from_connection_string(
+        f"iggy://user1:first-pw@{server.tcp_address}?{query}")
+    await client.connect()
+    return client, user.header.id
+
+
+async def test_login_with_the_new_password_after_the_old_one_is_refused(sdk_client,
+                                                                      server) -> None:
+    """After a password change and a lost connection the re-login is refused; login_user
+    with the new password then works (it reconnected with the old one first and was
+    refused again, for ever)."""
+    client, uid = await _user_client(sdk_client, server)
+    try:
+        await sdk_client.change_password(uid, "first-pw", "second-pw")
+        await client._conn.close()
+        with pytest.raises(IggyError) as err:
+            await client.get_streams()
+        assert err.value.code == ErrorCode.INVALID_CREDENTIALS
+        assert (await client.login_user("user1", "second-pw")).user_id == uid
+        assert await client.get_streams() == []
+        await client._conn.close()  # the new password is the one used to log in again
+        assert await client.get_streams() == []
+    finally:
+        await client.close()
+
+
+async def test_heartbeat_pauses_while_the_re_login_is_refused(sdk_client, server,
+                                                             monkeypatch) -> None:
+    """A deleted user: the heartbeat's reconnect is refused once, then it stops logging in
+    at every beat (each one cost the server a password hash); a call still tries."""
+    logins: list[int] = []
+    original = Connection.request
+
+    async def counting(self, code, payload=b""):
+        if code == 38:
+            logins.append(code)
+        return await original(self, code, payload)
+
+    client, uid = await _user_client(sdk_client, server, heartbeat_interval="20ms")
+    try:
+        monkeypatch.setattr(Connection, "request", counting)
+        await sdk_client.delete_user(uid)
+        await client._conn.close()
+        await asyncio.sleep(0.5)
+        assert len(logins) == 1, "the heartbeat logs in again at every beat"
+        with pytest.raises(IggyError) as err:
+            await client.get_streams()
+        assert err.value.code == ErrorCode.INVALID_CREDENTIALS
+        assert len(logins) == 2
+    finally:
+        await client.close()
