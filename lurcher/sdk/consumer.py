@@ -24,6 +24,11 @@ or at ``close``, but not when ``async with`` is left on an exception: the messag
 handled then is not committed, and a consumer started again gets it again (at least once;
 the interval task never commits the message being handled either). ``close`` commits
 (unless disabled) and leaves the group.
+A purge restarts a partition's offsets at 0: a poll answering a current offset below the
+last one consumed there, or a commit refused as past the partition's end (INVALID_OFFSET),
+makes the consumer forget that partition's progress and read it on with Next (from its
+start, as the purge dropped the stored offsets), so the new messages are not skipped. Not
+seen: a purge refilled past the last offset consumed before the consumer polls again.
 Group membership belongs to the connection: after the client reconnects, the server answers
 CONSUMER_GROUP_MEMBER_NOT_FOUND and the consumer joins again by itself.
 """
@@ -179,16 +184,32 @@ class Consumer:
     async def commit(self) -> None:
         """Store the last consumed offset of every partition where it moved. In a group, a
         partition the server no longer assigns to this member (PARTITION_NOT_FOUND after a
-        rebalance) is forgotten instead. Raises IggyError."""
+        rebalance) is forgotten instead, and so is one whose offsets restarted below it
+        (INVALID_OFFSET: purged). Raises IggyError."""
         for partition_id, offset in list(self.consumed.items()):
             if self.stored.get(partition_id) == offset:
                 continue
             try:
                 await self.store_offset(partition_id, offset)
             except IggyError as e:
-                if self.group is None or e.code != ErrorCode.PARTITION_NOT_FOUND:
+                moved = self.group is not None and e.code == ErrorCode.PARTITION_NOT_FOUND
+                if not (moved or e.code == ErrorCode.INVALID_OFFSET):
                     raise
-                self.consumed.pop(partition_id, None)
+                self._forget(partition_id)
+
+    def _forget(self, partition_id: int) -> None:
+        """Drop what is known of this partition's progress (read it on with Next)."""
+        self.consumed.pop(partition_id, None)
+        self.stored.pop(partition_id, None)
+
+    def _rewound(self, polled: PolledMessages) -> bool:
+        """True (and the partition forgotten) when the poll's current offset is below the
+        last offset consumed in its partition: it was purged, offsets restarted at 0."""
+        last = self.consumed.get(polled.partition_id)
+        if last is None or polled.current_offset >= last:
+            return False
+        self._forget(polled.partition_id)
+        return True
 
     async def _commit_every(self) -> None:
         while not self._stop.is_set():
@@ -250,6 +271,12 @@ class Consumer:
         self._turn += 1
         last = self.consumed.get(p)
         strategy = self.strategy if last is None else PollingStrategy.offset(last + 1)
+        polled = await self._poll_plain(p, strategy)
+        if self._rewound(polled):
+            polled = await self._poll_plain(p, PollingStrategy.next())
+        return polled
+
+    async def _poll_plain(self, p: int, strategy: PollingStrategy) -> PolledMessages:
         return await self.client.poll_messages(
             self.stream, self.topic, p, strategy, self.batch_length,
             self.commit_mode == "polling", consumer=self.consumer_id)
@@ -259,6 +286,8 @@ class Consumer:
         polled = await self._as_member(lambda: self.client.poll_messages(
             self.stream, self.topic, self.partition, PollingStrategy.next(), self.batch_length,
             auto, consumer=self.group, group=True))
+        if self._rewound(polled):
+            return polled
         p, last = polled.partition_id, self.consumed.get(polled.partition_id)
         if polled.messages_count and last is not None and _first_offset(polled) <= last:
             polled = await self._as_member(lambda: self.client.poll_messages(

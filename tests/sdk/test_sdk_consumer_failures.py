@@ -38,3 +38,25 @@ async def test_message_whose_handler_raised_is_delivered_again(sdk_client, mode,
     async with consumer() as second:
         resumed = await anext(aiter(second))
     assert resumed.offset == 5, "the message whose handler failed was committed (lost)"
+
+
+@pytest.mark.parametrize("group", [None, "g"], ids=["plain", "group"])
+@pytest.mark.parametrize("mode", ["each_message", "disabled"])
+async def test_a_running_consumer_reads_a_purged_partition_from_its_new_start(
+        sdk_client, group, mode) -> None:
+    """A purge restarts offsets at 0. The consumer that had read offsets 0..9 asked for
+    offset 10 on (or skipped what its group poll returned up to 9), so the first ten new
+    messages were skipped without a word; committing offset 9 failed with INVALID_OFFSET
+    at every message."""
+    await sdk_client.create_stream("purged")
+    await sdk_client.create_topic("purged", "t", 1)
+    await sdk_client.send_messages("purged", "t", [b"old-%d" % i for i in range(10)], 0)
+    async with Consumer(sdk_client, "purged", "t", group, consumer_id="c1", batch_length=4,
+                        auto_commit=mode, poll_interval_s=0.01) as consumer:
+        messages = aiter(consumer)
+        assert [(await anext(messages)).payload for _ in range(10)] == [
+            b"old-%d" % i for i in range(10)]
+        await sdk_client.purge_topic("purged", "t")
+        await sdk_client.send_messages("purged", "t", [b"new-%d" % i for i in range(3)], 0)
+        got = [(await asyncio.wait_for(anext(messages), 5)).payload for _ in range(3)]
+    assert got == [b"new-0", b"new-1", b"new-2"]
