@@ -10,7 +10,9 @@ inside a running event loop too (e.g. Jupyter), since nothing runs on the caller
 and its coroutine is cancelled on the loop (a request it had under way drops its
 connection, so the next call reconnects); an interrupted call (KeyboardInterrupt) is
 cancelled the same way. A send that timed out may or may not have been stored. Calls may
-come from several threads: they run one after another on the client's loop.
+come from several threads: they run one after another on the client's loop. ``close``
+(idempotent, from any thread) stops the loop's thread; a call after it raises IggyError
+NOT_CONNECTED.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class SyncClient:
     def __init__(self, address: str = DEFAULT_ADDRESS, *, config: ClientConfig | None = None,
                  timeout_s: float | None = None, **fields: Any) -> None:
         self.timeout_s = timeout_s
+        self._closing = threading.Lock()
         self._loop = _new_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="lurcher-sdk",
                                         daemon=True)
@@ -70,8 +73,13 @@ class SyncClient:
 
     def _submit(self, coro: Awaitable[T]) -> T:
         """``coro``'s result, run on the loop. Raises its exception, or IggyError
-        TASK_TIMEOUT past ``timeout_s`` (the coroutine is then cancelled)."""
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        TASK_TIMEOUT past ``timeout_s`` (the coroutine is then cancelled), NOT_CONNECTED
+        after ``close``."""
+        try:
+            future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        except RuntimeError:  # the loop is closed
+            coro.close()  # type: ignore[attr-defined]
+            raise IggyError(ErrorCode.NOT_CONNECTED, "client is closed") from None
         try:
             return future.result(self.timeout_s)
         except concurrent.futures.TimeoutError:
@@ -100,12 +108,13 @@ class SyncClient:
 
     def close(self) -> None:
         """Close the client and stop the loop thread. Idempotent."""
-        if not self._loop.is_running():
-            return
-        try:
-            self._submit(self.client.close())
-        finally:
-            self._stop_loop()
+        with self._closing:
+            if self._loop.is_closed():
+                return
+            try:
+                self._submit(self.client.close())
+            finally:
+                self._stop_loop()
 
     def _stop_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)

@@ -40,3 +40,35 @@ def test_sync_client_connection_failure_raises() -> None:
     with pytest.raises(IggyError) as err:
         SyncClient("127.0.0.1:1")
     assert err.value.code == ErrorCode.CANNOT_ESTABLISH_CONNECTION
+
+
+def test_sync_client_from_several_threads_then_closed(server) -> None:
+    """Calls from several threads share the loop; close from two threads at once closes
+    once; a call after close is IggyError NOT_CONNECTED (it was RuntimeError 'Event loop
+    is closed', with the coroutine never awaited)."""
+    import threading
+
+    client = SyncClient.from_connection_string(root_connstring(server), timeout_s=10)
+    failures: list[BaseException] = []
+
+    def run(work) -> None:
+        try:
+            work()
+        except BaseException as e:  # reported by the assertion below
+            failures.append(e)
+
+    def pings() -> None:
+        for _ in range(20):
+            client.ping()
+
+    for work, count in ((pings, 4), (client.close, 2)):
+        threads = [threading.Thread(target=run, args=(work,)) for _ in range(count)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failures == []
+    with pytest.raises(IggyError) as err:
+        client.ping()
+    assert err.value.code == ErrorCode.NOT_CONNECTED
+    assert not any(t.name == "lurcher-sdk" for t in threading.enumerate())
