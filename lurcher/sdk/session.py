@@ -8,7 +8,9 @@ and reconnects when the connection drops.
 Retry rule (as the Iggy SDKs): a request that fails because the connection was lost, or
 that is answered with Unauthenticated (40) while credentials are known, or with
 Disconnected (8, the server's shutdown notice), is sent once more after a reconnect and
-re-login. Reconnect attempts go on while connecting fails (``reconnection_retries``, None:
+re-login. Any command: a create or delete whose reply was lost may so answer AlreadyExists
+or NotFound although it took effect, and a send may be stored twice (same message ids).
+Reconnect attempts go on while connecting fails (``reconnection_retries``, None:
 for ever), but end at once when a connection was made and its login was refused or not
 answered within ``request_timeout_s`` (a server that accepts but never answers gives
 TASK_TIMEOUT, not an endless loop). A re-login the server refuses (password changed, user
