@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,6 +49,8 @@ from lurcher.sdk.api.base import Id
 from lurcher.sdk.encryption import Encryptor
 from lurcher.core.wire.units import parse_duration
 from lurcher.sdk.messages import ReceivedMessage, to_strategy
+
+log = logging.getLogger(__name__)
 
 AUTO_COMMIT_MODES = ("interval", "each_message", "each_batch", "polling", "disabled")
 DEFAULT_COMMIT_INTERVAL_S = 1.0
@@ -212,12 +215,22 @@ class Consumer:
         return True
 
     async def _commit_every(self) -> None:
+        """Commit every ``commit_interval_s``; a failure is retried at the next tick and
+        logged as a warning once per run of failures (the caller never sees it)."""
+        failing = False
         while not self._stop.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self.commit_interval_s)
                 return
-            with contextlib.suppress(IggyError):
+            try:
                 await self.commit()
+            except IggyError as e:
+                if not failing:
+                    log.warning("consumer of %s/%s: storing offsets failed, retried every "
+                                "%ss: %s", self.stream, self.topic, self.commit_interval_s, e)
+                failing = True
+            else:
+                failing = False
 
     # -- iteration --------------------------------------------------------------------------
 

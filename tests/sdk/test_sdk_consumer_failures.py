@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from lurcher.sdk import Consumer
+from lurcher.sdk import Consumer, ErrorCode, IggyError
 
 
 class HandlerFailed(Exception):
@@ -60,3 +60,28 @@ async def test_a_running_consumer_reads_a_purged_partition_from_its_new_start(
         await sdk_client.send_messages("purged", "t", [b"new-%d" % i for i in range(3)], 0)
         got = [(await asyncio.wait_for(anext(messages), 5)).payload for _ in range(3)]
     assert got == [b"new-0", b"new-1", b"new-2"]
+
+
+async def test_a_failing_interval_commit_is_logged_once(sdk_client, monkeypatch, caplog) -> None:
+    """The interval task's failures were swallowed without a word: offsets silently not
+    stored, every message read again at the next start."""
+    await sdk_client.create_stream("ic")
+    await sdk_client.create_topic("ic", "t", 1)
+    await sdk_client.send_messages("ic", "t", [b"%d" % i for i in range(3)], 0)
+
+    async def refused(*args, **kwargs):
+        raise IggyError(ErrorCode.UNAUTHORIZED, "store_consumer_offset")
+
+    monkeypatch.setattr(sdk_client, "store_consumer_offset", refused)
+    consumer = Consumer(sdk_client, "ic", "t", partition=0, strategy="first",
+                        auto_commit="interval:10ms", poll_interval_s=0.01)
+    await consumer.init()
+    messages = aiter(consumer)
+    for _ in range(3):
+        await anext(messages)
+    consumer._consume_in_hand()  # the third message is handled: there is an offset to store
+    await asyncio.sleep(0.2)
+    consumer._stop.set()
+    await consumer._committer
+    warnings = [r for r in caplog.records if "storing offsets failed" in r.getMessage()]
+    assert len(warnings) == 1 and "Unauthorized" in warnings[0].getMessage()
