@@ -4,8 +4,9 @@ Built by hand (keyword arguments of ``Client``) or from a connection string
 (``connstring.parse``). Durations are seconds (float); ``reconnection_retries`` None
 means unlimited. ``request_timeout_s`` (default ``DEFAULT_REQUEST_TIMEOUT_S``; None: wait
 for ever) bounds every request, the heartbeat's pings and logins included, so a server
-that accepts but never answers, or a connection whose peer vanished, ends in TASK_TIMEOUT. ``options`` keeps transport-specific settings that only a given
-connection class reads (e.g. WebSocket buffer sizes), as strings.
+that accepts but never answers, or a connection whose peer vanished, ends in TASK_TIMEOUT.
+``options`` keeps transport-specific settings that only a given connection class reads
+(e.g. WebSocket buffer sizes), as strings.
 """
 
 from __future__ import annotations

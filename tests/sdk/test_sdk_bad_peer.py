@@ -79,7 +79,8 @@ async def test_a_server_that_stops_answering_ends_the_call_with_a_timeout(peer_f
     """The first login is answered, then nothing: the request times out, the reconnect's
     login times out too, and the call ends with TASK_TIMEOUT instead of reconnecting for
     ever (reconnection_retries is unlimited)."""
-    peer = await peer_factory(lambda connection, number: OK if (connection, number) == (0, 0) else None)
+    peer = await peer_factory(lambda connection, number: OK if (connection, number) == (0, 0)
+                              else None)
     client = client_of(peer, request_timeout="100ms")
     try:
         await client.connect()
