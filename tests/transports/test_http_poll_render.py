@@ -9,12 +9,16 @@ rendered on the API's renderer thread and other requests go on meanwhile.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
+import types
 
 import httpx
 
 from lurcher.core.wire.batch import MessageBatch
 from lurcher.core.wire.headers import HeaderKind, HeaderValue, encode_headers
+from lurcher.transports.http.app import HttpApi
+from lurcher.transports.http.server import HttpServer
 from tests.support.server import LurcherServer
 from tests.transports.conftest import make_client
 
@@ -57,3 +61,17 @@ async def test_pings_are_answered_while_a_big_poll_renders(plain_server: Lurcher
     assert len(answer.json()["messages"][0]["user_headers"]) == HEADERS
     # before: one ping waited for (nearly) the whole render, over 90% of the poll's time
     assert longest < took / 3, (longest, took)
+
+
+async def test_closing_the_http_server_stops_the_renderer_thread():
+    """The renderer thread ends with the server (it was left running, never shut down)."""
+    api = HttpApi(None, None)
+    api.renderer.submit(time.sleep, 0).result(5)  # the thread starts on first use
+    threads = list(api.renderer._threads)
+    assert threads and all(t.is_alive() for t in threads)
+    with socket.socket() as sock:
+        await HttpServer(types.SimpleNamespace(should_exit=False, started=False), sock,
+                         api).wait_closed()
+    for thread in threads:
+        await asyncio.to_thread(thread.join, 5)
+        assert not thread.is_alive()

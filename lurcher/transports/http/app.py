@@ -345,6 +345,11 @@ class HttpApi:
         # big poll answers to JSON, one at a time (the thread starts on first use)
         self.renderer = ThreadPoolExecutor(1, thread_name_prefix="http-json")
 
+    def close(self) -> None:
+        """Stop the renderer thread (after the answer it is rendering; queued ones are
+        dropped: their connections are gone with the server)."""
+        self.renderer.shutdown(wait=False, cancel_futures=True)
+
     # -- plumbing ---------------------------------------------------------------------------
     def bearer(self, request: Request) -> Token:
         """The verified token of ``request``. Raises AuthFailed."""

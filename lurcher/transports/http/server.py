@@ -35,11 +35,13 @@ log = logging.getLogger(__name__)
 
 
 class HttpServer:
-    """A running uvicorn server on one bound socket."""
+    """A running uvicorn server on one bound socket (and the API it serves, closed with it)."""
 
-    def __init__(self, server: uvicorn.Server, sock: socket.socket) -> None:
+    def __init__(self, server: uvicorn.Server, sock: socket.socket,
+                 api: HttpApi | None = None) -> None:
         self.server = server
         self.sock = sock
+        self.api = api
         self.task: asyncio.Task[None] | None = None
 
     @property
@@ -59,6 +61,8 @@ class HttpServer:
             await self.task
         if self.server.started:
             await self.server.shutdown(sockets=[self.sock])
+        if self.api is not None:
+            self.api.close()
 
 
 def body_rate(bytes_per_s: int) -> float | None:
@@ -96,6 +100,6 @@ async def start_http(shard: Any, section: Http, data_path: Path,
     server = uvicorn.Server(config)
     server.lifespan = config.lifespan_class(config)
     sock = listening_socket(section.address)
-    http = HttpServer(server, sock)
+    http = HttpServer(server, sock, api)
     await http.run()
     return http
