@@ -265,3 +265,25 @@ def test_a_user_manager_revoked_while_its_change_hashes_changes_nothing(
         assert root.get_user("sneaky") is None
         with UserClient(server.tcp_address) as victim:
             victim.login_as("victim", "victim-pw")
+
+
+def test_a_token_deleted_while_a_forwarded_change_hashes_stops_it(
+        server_factory: ServerFactory) -> None:
+    """CreateUser from a session on shard 1 runs on shard 0, forwarded with the session's
+    login: the token it logged in with, deleted while the password hashes (~0.5 s), stops
+    the change there as it would on shard 0 (the forwarded session carried only the user
+    id, so the recheck after the hash passed and the user was created)."""
+    server = server_factory({"LURCHER_AUTH_ARGON2_TIME_COST": "24",
+                             "LURCHER_SYSTEM_SHARDING_SHARDS": str(SHARDS)})
+    with root_client(server) as root:
+        root.create_user("manager", "manager-pw", Perms({"manage_users"}))
+    with UserClient(server.tcp_address) as by_password:
+        by_password.login_as("manager", "manager-pw")
+        token = by_password.create_token("ci-token")
+        with client_on(server, 1, "manager", token=token) as by_token:
+            by_token.send_frame(CREATE_USER, create_user_payload("sneaky", "sneaky-pw"))
+            time.sleep(0.1)
+            by_password.call(DELETE_PAT, raw.name("ci-token"))
+            assert by_token.read_response(timeout_s=30).status == UNAUTHENTICATED
+    with root_client(server) as root:
+        assert root.get_user("sneaky") is None

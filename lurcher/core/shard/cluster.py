@@ -115,7 +115,8 @@ class Cluster:
     # -- answering peers -----------------------------------------------------------------
     async def _on_forward(self, link: Link, msg: Forward) -> Reply:
         session = Session(msg.address, msg.transport, client_id=msg.client_id,
-                          user_id=msg.user_id)
+                          user_id=msg.user_id, user_created_at=msg.user_created_at,
+                          token_name=msg.token_name)
         dispatcher = self.shard.dispatcher
         try:
             route = dispatcher.route(session, msg.code)
@@ -169,7 +170,8 @@ class Cluster:
             reply = await self.bus.request(shard_id, lambda rid: Forward(
                 rid=rid, client_id=session.client_id, user_id=session.user_id,
                 address=session.address, transport=session.transport, code=code,
-                payload=payload), FORWARD_TIMEOUT_S)
+                payload=payload, user_created_at=session.user_created_at,
+                token_name=session.token_name), FORWARD_TIMEOUT_S)
         except PeerRefused as exc:
             raise IggyError(exc.status, f"from shard {shard_id}") from None
         except BusError as exc:

@@ -25,6 +25,10 @@ class Forward(BusMessage, frozen=True):
     transport: int = 1
     code: int = 0
     payload: bytearray = bytearray()  # writable: a forwarded send is stamped in place
+    # the rest of the login (``Session``), so the running shard's checks of it
+    # (``auth.permissions.stale_login``, again after a handler's await) see all of it
+    user_created_at: int | None = None
+    token_name: str | None = None
 
 
 class StatsQuery(BusMessage, frozen=True):
