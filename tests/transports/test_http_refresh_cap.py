@@ -61,3 +61,23 @@ def test_refreshes_beyond_the_cap_are_refused(capped_server: LurcherServer) -> N
     with httpx.Client(base_url=f"http://{capped_server.endpoints['http']}") as http:
         assert _refresh(http, token).status_code == 401
     assert "Traceback" not in capped_server.log_tail()
+
+
+def test_refused_refreshes_of_a_deleted_users_tokens_do_not_count(
+        capped_server: LurcherServer) -> None:
+    """A deleted user's tokens are refused on refresh (401), and that refusal must not use
+    up the refreshes of the user later given the same id: the refresh was counted (and its
+    token revoked) before the login was checked, so the deleted user's old tokens locked
+    the new user out of refreshing for a token lifetime."""
+    with httpx.Client(base_url=f"http://{capped_server.endpoints['http']}") as http:
+        root = {"Authorization": f"Bearer {_token(http, 'iggy', 'iggy')}"}
+        gone = http.post("/users", json={"username": "gone", "password": "gone-pw"},
+                         headers=root)
+        assert gone.status_code == 200, gone.text
+        stale = [_token(http, "gone", "gone-pw") for _ in range(CAP)]
+        assert http.delete(f"/users/{gone.json()['id']}", headers=root).status_code == 204
+        heir = http.post("/users", json={"username": "heir", "password": "heir-pw"},
+                         headers=root)
+        assert heir.json()["id"] == gone.json()["id"]  # the freed id is reused
+        assert [_refresh(http, token).status_code for token in stale] == [401] * CAP
+        _refresh_up_to_the_cap(http, _token(http, "heir", "heir-pw"))

@@ -500,10 +500,9 @@ class HttpApi:
     async def refresh(self, request: Request) -> Response:
         body = await self.body(request, b.TokenBody)
         try:
-            token = self.jwt.refresh(body.token)
+            token = self.jwt.refresh(body.token, self.require_token_user)
         except IggyError:
             raise AuthFailed("refresh token invalid") from None
-        self.require_token_user(token)
         return JsonResponse(s.identity_json(IdentityInfo(token.user_id), token.token,
                                             token.expiry_s))
 

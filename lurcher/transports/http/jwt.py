@@ -255,10 +255,12 @@ class JwtManager:
     def revoke(self, token: Token) -> None:
         self.revoked.revoke(token.jti, token.expiry_s, int(self.clock_s()))
 
-    def refresh(self, token: str) -> Token:
-        """A new token for the same user; the old one is revoked. Raises IggyError
+    def refresh(self, token: str, check: Callable[[Token], None] = lambda token: None) -> Token:
+        """A new token for the same user; the old one is revoked. ``check`` runs on the old
+        one first and refuses by raising (nothing counted or revoked then). Raises IggyError
         (UNAUTHENTICATED also when the user's refreshes hold ``max_refreshes`` ids)."""
         old = self.verify(token)
+        check(old)
         now_s = int(self.clock_s())
         refreshes = self.revoked.refreshes_of(old.user_id, now_s)
         if self.max_refreshes and refreshes >= self.max_refreshes:
