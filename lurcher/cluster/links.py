@@ -29,8 +29,11 @@ more, not even the frames that came in the same read as its proof.
 
 With TLS (``[cluster.tls]``: the pair of contexts of ``tls.mutual_contexts``) every
 connection first completes a mutual TLS handshake and the ``PeerLink`` handshake then runs
-inside it; both together must be done within ``handshake_timeout_s`` of the accept (or of
-the dial). A peer without TLS, or whose certificate does not
+inside it; on an accepted connection both together must be done within
+``handshake_timeout_s`` of the accept (a dialed one has ``handshake_timeout_s`` for each,
+from when its TCP connection is up: the name lookup and the connect are not the peer's
+time to spend, and counted in they kept a slowly resolved member's link from ever coming
+up). A peer without TLS, or whose certificate does not
 chain to the cluster's CA, fails it: logged with one line and the socket closed. The
 listener then accepts sockets itself (``sock_accept``) and hands each to
 ``connect_accepted_socket``, whose handshake failure is raised here: a listener created with
@@ -105,8 +108,8 @@ class _LinkProtocol(asyncio.Protocol):
                  started: float | None = None) -> None:
         """``dialed``: the node this end dialed, None for an accepted connection;
         ``admitted``: an accepted connection already counted against the cap (TLS);
-        ``started``: the loop time its handshake deadline counts from (with TLS, when the
-        socket was accepted or dialed), None for when the connection is made."""
+        ``started``: the loop time its handshake deadline counts from (an accepted socket
+        with TLS: its accept), None for when the connection is made."""
         self.links, self.dialed, self.admitted = links, dialed, admitted
         self.started = started
         self.link = links.new_link(dialed)
@@ -330,10 +333,9 @@ class Links:
         tls = {} if self.tls is None else {"ssl": self.tls[1],
                                            "ssl_handshake_timeout": self.handshake_timeout_s}
         while True:
-            started = loop.time()
             try:
                 transport, _ = await loop.create_connection(
-                    lambda: _LinkProtocol(self, peer, started=started), host, port, **tls)
+                    lambda: _LinkProtocol(self, peer), host, port, **tls)
                 while not transport.is_closing():
                     await asyncio.sleep(RECONNECT_S)
             except ssl.SSLError as exc:
