@@ -124,8 +124,9 @@ class RevokedTokens:
         self.refreshes: Counter[int] = Counter()  # user -> live ids of its refreshes
         self.lines_dropped = 0  # lines of the file whose id expired since it was written
         if path.exists():
-            damaged = sum(not self._load(line, now_s)
-                          for line in path.read_bytes().splitlines())
+            lines = path.read_bytes().split(b"\n")
+            torn = lines.pop()  # b"" unless the last append was cut (every line ends "\n")
+            damaged = sum(not self._load(line, now_s) for line in lines) + bool(torn)
             if damaged:
                 log.warning("%s: %d damaged line(s) ignored: a token one of them revoked is "
                             "accepted again until it expires", path, damaged)

@@ -49,3 +49,14 @@ def test_damaged_lines_are_ignored_with_a_warning(tmp_path, caplog):
     assert "kept" in revoked and "counted" in revoked and revoked.refreshes_of(7, now_s=50) == 1
     assert f"{path}: 2 damaged line(s) ignored" in caplog.text
     assert RevokedTokens(path, now_s=50).revoked == revoked.revoked
+
+
+def test_a_torn_last_line_that_still_parses_is_counted_as_damaged(tmp_path, caplog):
+    """An append cut by a power loss ('late 1000' cut to 'late 1') still parsed, as an
+    expired id: it was dropped without a word and its token accepted again. Every line the
+    server writes ends with a newline, so a last line without one is torn."""
+    path = tmp_path / "tokens"
+    path.write_bytes(b"kept 100\nlate 1")
+    revoked = RevokedTokens(path, now_s=50)
+    assert "kept" in revoked
+    assert f"{path}: 1 damaged line(s) ignored" in caplog.text
