@@ -6,7 +6,8 @@
   token, as a TCP session logged in with it does.
 * With several shards, a session on any shard stops acting once its user is deactivated or
   deleted, or once the personal access token it logged in with is deleted: the command that
-  did it runs on shard 0, so sessions of the other shards must be refused too.
+  did it runs on shard 0, so the other shards must end their sessions too (disconnected,
+  as shard 0 does, so a consumer-group member among them leaves its group).
 * An HTTP request is run with its token's login checked again once its body is in: a user
   replaced (deleted, its id given to another) while it sent the body does not run it as the
   other user.
@@ -45,6 +46,7 @@ CHEAP_ARGON2 = {"LURCHER_AUTH_ARGON2_TIME_COST": "1", "LURCHER_AUTH_ARGON2_MEMOR
 HTTP_ON = {**CHEAP_ARGON2, "LURCHER_HTTP_ENABLED": "true", "LURCHER_HTTP_ADDRESS": "127.0.0.1:0"}
 SHARDS = 2
 UNAUTHENTICATED = 40
+DISCONNECTED = 8
 
 
 def root_client(server: LurcherServer) -> UserClient:
@@ -104,9 +106,16 @@ def client_on(server: LurcherServer, shard: int, username: str, password: str = 
     pytest.fail(f"no connection landed on shard {shard}")
 
 
-def refused(client: UserClient) -> bool:
-    """The session no longer acts: Unauthenticated, now and on the next command."""
-    return [client.status_of(raw.GET_STREAMS), client.status_of(GET_ME)] == [UNAUTHENTICATED] * 2
+def disconnected(client: UserClient) -> bool:
+    """The server ended the connection as shard 0 ends one of a removed login: one
+    Disconnected frame, unasked, then the close."""
+    if client.read_response(timeout_s=10).status != DISCONNECTED:
+        return False
+    try:
+        client.read_response(timeout_s=10)
+    except raw.PeerClosed:
+        return True
+    return False
 
 
 def test_sessions_on_other_shards_end_with_their_user_or_token(
@@ -130,9 +139,9 @@ def test_sessions_on_other_shards_end_with_their_user_or_token(
         root.call(DELETE_USER, raw.ident("judy"))
         # judy's id goes to a new user: judy's session on shard 1 must not act as it
         assert root.create_user("leo", "leo-pw", Perms({"read_streams"})).id == judy_id
-        assert refused(ivan)
-        assert refused(judy)
-        assert refused(kim)
+        assert disconnected(ivan)
+        assert disconnected(judy)
+        assert disconnected(kim)
         for client in (ivan, judy, kim):
             client.close()
 
@@ -287,3 +296,33 @@ def test_a_token_deleted_while_a_forwarded_change_hashes_stops_it(
             assert by_token.read_response(timeout_s=30).status == UNAUTHENTICATED
     with root_client(server) as root:
         assert root.get_user("sneaky") is None
+
+
+GET_GROUP, CREATE_GROUP, JOIN_GROUP = 600, 602, 604
+
+
+def group_members(client: UserClient) -> int:
+    reply = client.call(GET_GROUP, raw.ident("s") + raw.ident("t") + raw.ident("g"))
+    return struct.unpack_from("<III", reply)[2]
+
+
+def test_a_deleted_users_group_member_on_another_shard_leaves_its_group(
+        server_factory: ServerFactory) -> None:
+    """Its connection on shard 1 is ended, so its membership is dropped (it held the
+    group's partitions for as long as the client stayed connected)."""
+    server = server_factory({**CHEAP_ARGON2, "LURCHER_SYSTEM_SHARDING_SHARDS": str(SHARDS)})
+    with root_client(server) as root:
+        root.create_stream("s")
+        root.create_topic("s", "t", 2)
+        root.call(CREATE_GROUP, raw.ident("s") + raw.ident("t") + raw.name("g"))
+        root.create_user("member", "member-pw", Perms({"read_streams", "poll_messages"}))
+        with client_on(server, 1, "member", "member-pw") as member:
+            member.call(JOIN_GROUP, raw.ident("s") + raw.ident("t") + raw.ident("g"))
+            assert group_members(root) == 1
+            root.call(DELETE_USER, raw.ident("member"))
+            assert disconnected(member)
+        for _ in range(100):  # bounded: 10 s (the shard tells the owner its client left)
+            if group_members(root) == 0:
+                break
+            time.sleep(0.1)
+        assert group_members(root) == 0

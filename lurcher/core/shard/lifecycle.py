@@ -5,7 +5,8 @@ metadata owner) and opens or drops the partitions it owns. Handlers therefore on
 events; the same code path serves one shard or many, at run time and never during replay
 (``Shard`` opens what it owns after the replay). The metadata owner moves deleted
 directories aside before it records the event (``tombstones``); a shard dropping a
-partition closes it and removes whatever is still at its path.
+partition closes it and removes whatever is still at its path. A shard other than the owner
+also ends its sessions whose login a user or token change ended.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from lurcher.core.meta import events as ev
+from lurcher.core.shard.handlers.users import end_stale_sessions
 
 
 class PartitionLifecycle:
@@ -88,6 +90,14 @@ def _group_deleted(shard: Any, e: ev.ConsumerGroupDeleted, state: Any) -> None:
             partition.forget_offset("groups", e.id)
 
 
+def _logins_changed(shard: Any, e: Any, state: Any) -> None:
+    """A user deleted or updated (deactivated), or a token deleted: a shard other than the
+    metadata owner (whose handler ends its own) ends its sessions whose login no longer
+    holds, as the owner does (``users.end_stale_sessions``)."""
+    if not shard.is_metadata_owner:
+        end_stale_sessions(shard, e.user_id if isinstance(e, ev.TokenDeleted) else e.id)
+
+
 _BEFORE = {
     ev.StreamDeleted: _stream_deleting,
     ev.TopicDeleted: _topic_deleting,
@@ -98,4 +108,7 @@ _AFTER = {
     ev.PartitionsCreated: _partitions_created,
     ev.PartitionsDeleted: _partitions_deleted,
     ev.ConsumerGroupDeleted: _group_deleted,
+    ev.UserUpdated: _logins_changed,
+    ev.UserDeleted: _logins_changed,
+    ev.TokenDeleted: _logins_changed,
 }

@@ -40,6 +40,7 @@ from lurcher.core.shard.dispatch import Dispatcher
 from lurcher.core.shard.groups import GroupRuntime, Groups, Member
 from lurcher.core.shard.peers import PartitionStats
 from lurcher.core.shard.lifecycle import PartitionLifecycle
+from lurcher.core.shard.handlers.users import end_stale_sessions
 from lurcher.core.shard.tombstones import Graveyard, entity_path
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.frames import FrameLimits
@@ -255,6 +256,7 @@ class Shard:
             self.meta.state.observers = observers
         self._close_stale_partitions()
         self._open_all_partitions()
+        end_stale_sessions(self)  # the history may have ended logins (no observers ran)
 
     def _close_stale_partitions(self) -> None:
         """Close open partitions the metadata no longer has, or has again under a re-used id

@@ -9,7 +9,8 @@ it meanwhile) before an event is recorded, and so are the caller's login and per
 Invariants: the root user (id ``ROOT_USER_ID``) cannot be deleted, deactivated or have its
 permissions changed; deleting or deactivating a user ends every session logged in as it
 (``end_user_sessions``), so a stale session never acts as a user that was removed or as a
-later user that reuses its id. Permission rules (``auth.permissions``): reads need
+later user that reuses its id; the other shards end theirs as they apply the change
+(``end_stale_sessions``, from ``lifecycle``). Permission rules (``auth.permissions``): reads need
 ``read_users`` (a user may always read itself), changes need ``manage_users`` (a user may
 always change its own password, proving the current one, as everyone must).
 """
@@ -76,12 +77,36 @@ def end_user_sessions(shard: ShardFace, user_id: int, keep_client_id: int | None
             continue
         if token_name is not None and session.token_name != token_name:
             continue
-        session.log_out(shard.clock())
+        _end_session(shard, client_id, session, disconnect=client_id != keep_client_id)
         ended += 1
-        connection = shard.connections.get(client_id)
-        if client_id != keep_client_id and connection is not None:
-            connection.disconnect()
     return ended
+
+
+def end_stale_sessions(shard: ShardFace, user_id: int | None = None) -> int:
+    """On a shard that did not run the change (the metadata owner's handler ends its own
+    sessions): log out every session (of ``user_id``, when given) whose login no longer
+    holds (``stale_login``: its user deleted, deactivated or replaced, its token deleted)
+    and disconnect it, unless it awaits a reply (the caller of the change, forwarded to
+    the owner: it gets its answer, and the dispatcher refuses its next command). Returns
+    how many sessions were ended."""
+    ended = 0
+    for client_id, session in list(shard.sessions.items()):
+        if not session.authenticated or (user_id is not None and session.user_id != user_id):
+            continue
+        if stale_login(shard.meta.state, session) is None:
+            continue
+        connection = shard.connections.get(client_id)
+        _end_session(shard, client_id, session,
+                     disconnect=connection is not None and not connection.busy)
+        ended += 1
+    return ended
+
+
+def _end_session(shard: ShardFace, client_id: int, session: Session, disconnect: bool) -> None:
+    session.log_out(shard.clock())
+    connection = shard.connections.get(client_id)
+    if disconnect and connection is not None:
+        connection.disconnect()
 
 
 def recheck(shard: ShardFace, session: Session, rule_name: str, request: Any) -> None:
