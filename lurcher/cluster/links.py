@@ -287,7 +287,7 @@ class Links:
                 continue  # already in ``member_hosts``
             try:
                 found = await loop.getaddrinfo(ip, None, type=socket.SOCK_STREAM)
-            except OSError as exc:
+            except (OSError, UnicodeError) as exc:  # UnicodeError: not a valid name
                 log.warning("cluster member host %r does not resolve (%s): its connections "
                             "count in the strangers' handshaking pool", ip, exc)
                 continue
@@ -341,7 +341,7 @@ class Links:
             except ssl.SSLError as exc:
                 self.refused("cluster link to node %d refused: TLS handshake failed: %s",
                              peer, _one_line(exc))
-            except OSError:
+            except (OSError, UnicodeError):  # not reachable, or not a valid name (logged)
                 pass
             await asyncio.sleep(RECONNECT_S)
 

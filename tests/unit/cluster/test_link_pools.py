@@ -39,3 +39,18 @@ async def test_a_member_named_by_host_name_is_in_the_members_pool() -> None:
             if writer is not None:
                 writer.close()
         await node.close()
+
+
+async def test_a_member_host_name_that_is_not_a_name_is_logged(caplog) -> None:
+    """A label over 63 characters fails IDNA encoding (UnicodeError, not OSError): the links
+    still start, with one warning naming it."""
+    [nobody] = free_ports(1)
+    bad = "x" * 64 + ".example"
+    node = Links("c", b"s", 0, {1: (bad, nobody)}, lambda *m: None, 1 << 20)
+    await node.start("127.0.0.1", 0)
+    try:
+        assert f"cluster member host {bad!r} does not resolve" in caplog.text
+        await asyncio.sleep(0.5)  # the dialer of that member tries (and fails) meanwhile
+        assert all(not task.done() for task in node.tasks), "a link task ended"
+    finally:
+        await node.close()
