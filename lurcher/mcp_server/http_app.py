@@ -97,7 +97,7 @@ class BearerAuth:
 
     def __init__(self, app: Any, path: str, token: str) -> None:
         self.app, self.path = app, path.rstrip("/")
-        self.expected = f"Bearer {token}".encode()
+        self.expected = token.encode()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and self._guarded(scope["path"]) \
@@ -114,8 +114,11 @@ class BearerAuth:
 
     @staticmethod
     def _given(scope: Any) -> bytes:
-        return next((value for name, value in scope["headers"] if name == b"authorization"),
-                    b"")
+        """The Bearer credentials of the request (the scheme in any case), else b""."""
+        header = next((value for name, value in scope["headers"] if name == b"authorization"),
+                      b"")
+        scheme, _, credentials = header.partition(b" ")
+        return credentials.strip() if scheme.lower() == b"bearer" else b""
 
 
 def build_app(server: Server, http: HttpConfig) -> Starlette:
@@ -169,12 +172,13 @@ async def serve_http(server: Server, http: HttpConfig,
 
     Raises ConfigError or OSError when the address cannot be bound or the TLS files loaded.
     """
+    app = build_app(server, http)  # before binding: a token file it cannot read stops here
     sock = bind(http.address)
     tls = {"ssl_certfile": http.tls.cert_file, "ssl_keyfile": http.tls.key_file} \
         if http.tls.enabled else {}
     deadlines = ReadDeadlines(http.header_timeout_s or None, http.body_timeout_s or None,
                               http.body_min_rate or None)
-    config = uvicorn.Config(build_app(server, http), log_level="warning", lifespan="on",
+    config = uvicorn.Config(app, log_level="warning", lifespan="on",
                             http=protocol_factory(deadlines), ws="none", **tls)
     server_ = _Uvicorn(config, lambda: announce(endpoint_url(sock, http)))
     loop = asyncio.get_running_loop()

@@ -29,6 +29,9 @@ async def test_the_endpoint_needs_the_bearer_token(server, http_mcp_factory, sdk
                                      headers={**JSON_AND_SSE, **given})
             assert answer.status_code == 401, (given, answer.text)
             assert answer.headers["www-authenticate"] == "Bearer"
+        lower = await http.post(url, json=INITIALIZE,  # the scheme in any case (RFC 9110)
+                                headers={**JSON_AND_SSE, "authorization": "bearer s3cret-token"})
+        assert lower.status_code == 200, lower.text
         health = await http.get(url.rsplit("/", 1)[0] + "/health")
         assert health.status_code == 200
     assert [s.name for s in await sdk_client.get_streams()] == ["behind-the-token"]

@@ -52,7 +52,8 @@ def _tls_without_cert(tmp_path) -> dict[str, str]:
             "LURCHER_MCP_HTTP_TLS_KEY_FILE": str(tmp_path / "key.pem")}
 
 
-@pytest.mark.parametrize("case", ["cors", "utf8", "http_port", "iggy_port", "tls"])
+@pytest.mark.parametrize("case", ["cors", "utf8", "http_port", "iggy_port", "tls",
+                                  "auth_token"])
 def test_startup_errors_are_one_line_and_exit_2(case, tmp_path, monkeypatch, capsys) -> None:
     """Bad configuration (a broken JSON list, a config file that is not UTF-8, an address
     with a bad port, a missing TLS certificate) ends lurcher-mcp with one "cannot start"
@@ -64,7 +65,9 @@ def test_startup_errors_are_one_line_and_exit_2(case, tmp_path, monkeypatch, cap
                          "LURCHER_MCP_HTTP_ADDRESS": "127.0.0.1:99999"},
            "iggy_port": {"LURCHER_MCP_IGGY_ADDRESS": "127.0.0.1:abc",
                          **_tls_without_cert(tmp_path)},
-           "tls": _tls_without_cert(tmp_path)}[case]
+           "tls": _tls_without_cert(tmp_path),
+           "auth_token": {"LURCHER_MCP_HTTP_ADDRESS": "127.0.0.1:0",
+                          "LURCHER_MCP_HTTP_AUTH_TOKEN": f"file:{tmp_path / 'no-token'}"}}[case]
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert cli.main(["--transport", "http"]) == cli.CONFIG_ERROR_EXIT
@@ -72,7 +75,7 @@ def test_startup_errors_are_one_line_and_exit_2(case, tmp_path, monkeypatch, cap
     assert len(lines) == 1 and lines[0].startswith("lurcher-mcp: cannot start: "), lines
     assert {"cors": "LURCHER_MCP_HTTP_CORS_ALLOWED_ORIGINS", "utf8": "bad.toml",
             "http_port": "http.address", "iggy_port": "iggy.address",
-            "tls": "No such file"}[case] in lines[0]
+            "tls": "No such file", "auth_token": "cannot read token file"}[case] in lines[0]
 
 
 def test_gate() -> None:
