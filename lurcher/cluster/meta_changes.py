@@ -46,8 +46,10 @@ such a fill.
 
 Invariant: every node's store holds the same replicated events in the same order (the
 root user a node creates at its first start is its own, outside the group). What a handler
-does besides recording events (ending the sessions of a deleted user) happens on the node
-that decided only; consumer-group join/leave (``NODE_LOCAL``) stay node-local membership.
+does besides recording events happens on the node that decided only, except that every node
+ends its sessions of a deleted or deactivated user or deleted token as it records the event
+(the partition lifecycle observer); consumer-group join/leave (``NODE_LOCAL``) stay
+node-local membership.
 """
 
 from __future__ import annotations

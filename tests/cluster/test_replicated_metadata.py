@@ -3,7 +3,9 @@
 Three nodes on loopback. A change made on any node (the leader, or a follower through our
 SDK, which stays where it connected) is answered once committed on a quorum, and then every
 node shows it; a node killed and restarted catches up from the group; with two nodes down a
-change fails with TaskTimeout (12001) within the configured ``commit_timeout_ms``.
+change fails with TaskTimeout (12001) within the configured ``commit_timeout_ms``. A user
+deleted or deactivated, or a token deleted, on one node ends that login's sessions on every
+node (disconnected, as on the node that made the change).
 """
 
 from __future__ import annotations
@@ -18,9 +20,13 @@ from apache_iggy import IggyClient
 
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
-from tests.support.cluster import eventually, leader_of, observer, running_cluster
+from tests.support import raw
+from tests.support.cluster import LIVENESS_S, eventually, leader_of, observer, running_cluster
 from tests.support.official import ROOT_PASSWORD, ROOT_USERNAME
+from tests.support.raw import StatusError
 from tests.support.server import LurcherServer
+from tests.support.users import DELETE_PAT, DELETE_USER, INACTIVE, UPDATE_USER, UserClient, \
+    update_user_payload
 
 COMMIT_TIMEOUT_MS = 2000
 
@@ -162,3 +168,42 @@ async def test_with_two_nodes_down_a_change_fails_with_task_timeout_in_bounded_t
         assert "no-quorum" not in {s.name for s in await client.get_streams()}
     finally:
         await client.close()
+
+
+def logged_in_on(server: LurcherServer, username: str, password: str = "",
+                 token: str | None = None) -> UserClient:
+    """A client of ``server`` logged in once the user (or token) has reached it."""
+    deadline = time.monotonic() + LIVENESS_S
+    while True:
+        client = UserClient(server.tcp_address)
+        try:
+            client.login_as(username, password) if token is None else client.login_token(token)
+            return client
+        except StatusError:
+            client.close()
+            assert time.monotonic() < deadline, f"{username} cannot log in on {server}"
+            time.sleep(0.1)
+
+
+def test_a_removed_login_ends_its_sessions_on_every_node(nodes: list[LurcherServer]) -> None:
+    """The change is made on node 0; the sessions on nodes 1 and 2 were only refused at
+    their next command before (their connections, and a group membership, stayed)."""
+    with UserClient(nodes[0].tcp_address) as root:
+        root.login_as(ROOT_USERNAME, ROOT_PASSWORD)
+        for username in ("ivan", "judy", "kim"):
+            root.create_user(username, f"{username}-pw")
+        with UserClient(nodes[0].tcp_address) as kim:
+            kim.login_as("kim", "kim-pw")
+            token = kim.create_token("kims-token")
+        others = nodes[1:]
+        ivans = [logged_in_on(node, "ivan", "ivan-pw") for node in others]
+        judys = [logged_in_on(node, "judy", "judy-pw") for node in others]
+        kims = [logged_in_on(node, "kim", token=token) for node in others]
+        root.call(UPDATE_USER, update_user_payload("ivan", status=INACTIVE))
+        root.call(DELETE_USER, raw.ident("judy"))
+        with UserClient(nodes[0].tcp_address) as kim:
+            kim.login_as("kim", "kim-pw")
+            kim.call(DELETE_PAT, raw.name("kims-token"))
+        for client in ivans + judys + kims:
+            assert client.ended_by_server()
+            client.close()

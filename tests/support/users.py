@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from tests.support.raw import RawClient, ident, login_payload, name
+from tests.support.raw import PeerClosed, RawClient, ident, login_payload, name
 
 GET_ME = 20
 GET_CLIENT = 21
@@ -39,6 +39,7 @@ TOPIC_FLAGS = ("manage_topic", "read_topic", "poll_messages", "send_messages")
 
 ACTIVE = 1
 INACTIVE = 2
+DISCONNECTED = 8  # the status of the frame a server sends before it ends a connection
 U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
 
 
@@ -194,4 +195,15 @@ class UserClient(RawClient):
 
     def me(self) -> dict:
         return parse_client(self.call(GET_ME))[0]
+
+    def ended_by_server(self, timeout_s: float = 10) -> bool:
+        """The server ended this connection as it ends one of a removed login: one
+        Disconnected frame, unasked, then the close."""
+        if self.read_response(timeout_s=timeout_s).status != DISCONNECTED:
+            return False
+        try:
+            self.read_response(timeout_s=timeout_s)
+        except PeerClosed:
+            return True
+        return False
 

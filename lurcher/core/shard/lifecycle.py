@@ -5,8 +5,9 @@ metadata owner) and opens or drops the partitions it owns. Handlers therefore on
 events; the same code path serves one shard or many, at run time and never during replay
 (``Shard`` opens what it owns after the replay). The metadata owner moves deleted
 directories aside before it records the event (``tombstones``); a shard dropping a
-partition closes it and removes whatever is still at its path. A shard other than the owner
-also ends its sessions whose login a user or token change ended.
+partition closes it and removes whatever is still at its path. A shard where no handler made
+a user or token change (another shard, another cluster node) ends the sessions whose login it
+ended.
 """
 
 from __future__ import annotations
@@ -91,10 +92,13 @@ def _group_deleted(shard: Any, e: ev.ConsumerGroupDeleted, state: Any) -> None:
 
 
 def _logins_changed(shard: Any, e: Any, state: Any) -> None:
-    """A user deleted or updated (deactivated), or a token deleted: a shard other than the
-    metadata owner (whose handler ends its own) ends its sessions whose login no longer
-    holds, as the owner does (``users.end_stale_sessions``)."""
-    if not shard.is_metadata_owner:
+    """A user deleted or updated (deactivated), or a token deleted: a shard whose handler
+    did not make the change ends its sessions whose login no longer holds, as that handler
+    does (``users.end_stale_sessions``). That is every shard but a lone server's metadata
+    owner: on a cluster node the change arrives committed through the metadata group, on
+    every node, including one where no handler ran (on the deciding node its handler's
+    sessions are already ended, and the caller, awaiting its reply, is not disconnected)."""
+    if not shard.is_metadata_owner or shard.cluster_node is not None:
         end_stale_sessions(shard, e.user_id if isinstance(e, ev.TokenDeleted) else e.id)
 
 
