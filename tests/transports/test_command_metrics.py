@@ -125,3 +125,51 @@ def test_the_scrape_shows_tallied_counts_buckets_and_sums() -> None:
     assert bucket % ("send_messages", "0.0025", "1.0") in text  # every outcome of a command
     assert 'lurcher_command_duration_seconds_count{command="send_messages"} 2.0' in text
     assert re.search(r'lurcher_command_duration_seconds_sum\{command="ping"\} 0\.0213', text)
+
+
+class SlowPartitions:
+    """Stands in for a shard's partitions whose series take ``cost_s`` of a fake clock to
+    collect (a rendering's cost grows with the partitions: 0.1 s for 5,000 of them)."""
+
+    def __init__(self, cost_s: float) -> None:
+        self.now, self.cost_s, self.collected = 100.0, cost_s, 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def items(self):
+        self.collected += 1
+        self.now += self.cost_s
+        return []
+
+
+def test_an_expensive_scrape_is_reused_for_ten_times_its_cost() -> None:
+    """The endpoint needs no login: scraped in a loop, rendering must not take the shard's
+    event loop (each scrape rendered again on the old code)."""
+    from lurcher.transports.http.metrics import Metrics
+
+    partitions = SlowPartitions(cost_s=0.1)
+    shard = type("Shard", (), {"partitions": partitions})()
+    metrics = Metrics(shard, clock=partitions.clock)
+    first = metrics.render()
+    for _ in range(50):
+        partitions.now += 0.015  # 50 scrapes within the next 0.75 s ...
+        assert metrics.render() is first
+    assert partitions.collected == 1  # ... share the one rendering
+    partitions.now += 0.3  # past 10 x 0.1 s from its start
+    metrics.on_command(1, 0, 0.001)
+    assert counter(metrics.render().decode(), "ping", "ok") == 1
+    assert partitions.collected == 2
+
+
+def test_a_cheap_scrape_is_never_reused() -> None:
+    """A server with few partitions: a scrape right after a command counts it."""
+    from lurcher.transports.http.metrics import Metrics
+
+    partitions = SlowPartitions(cost_s=0.001)
+    shard = type("Shard", (), {"partitions": partitions})()
+    metrics = Metrics(shard, clock=partitions.clock)
+    metrics.render()
+    metrics.on_command(1, 0, 0.001)
+    assert counter(metrics.render().decode(), "ping", "ok") == 1
+    assert partitions.collected == 2
