@@ -59,7 +59,7 @@ from lurcher.cluster.partition_ops import (
     polled_decoder, with_ids)
 from lurcher.cluster.partition_service import PartitionService, purges_of
 from lurcher.cluster.partition_state import Filler, fetch_decoder
-from lurcher.core.shard.handlers.offsets import offset_target
+from lurcher.core.shard.handlers.offsets import offset_target, read_offset_target
 from lurcher.core.shard.handlers.messages import POLL_PREFIX, empty_poll, within_reply_cap
 from lurcher.core.shard.placement import choose_partition, resolve
 from lurcher.core.shard.reply import Parts, payload_bytes
@@ -127,7 +127,10 @@ class ReplicatedPartitions:
             shard.groups.stored(topic, target.key, target.partition_id, req.offset)
 
     async def get_offset(self, shard: Any, session: Any, req: Any) -> Any:
-        target, _ = offset_target(shard, session, req)
+        found = read_offset_target(shard, req)
+        if found is None:
+            return None
+        target, _ = found
         topic = shard.meta.state.topic(req.stream_id, req.topic_id)
         pid = target.partition_id
         ask = StoreOffset(self.meta.accepted, topic.stream_id, topic.id, pid,

@@ -1,6 +1,7 @@
 """Consumer groups over raw frames on a real server: commands and their errors, round-robin
 assignment, the cooperative hand-over when a member joins, rebalancing on leave and on
-disconnect, group polls (Next, no partition id, auto-commit), and the heartbeat verifier."""
+disconnect, group polls (Next, no partition id, auto-commit), the heartbeat verifier, and
+reading a group's stored offsets without joining it (one and two shards)."""
 
 from __future__ import annotations
 
@@ -21,11 +22,13 @@ from lurcher.core.wire.requests.consumer_groups.get_consumer_group import GetCon
 from lurcher.core.wire.requests.consumer_groups.get_consumer_groups import GetConsumerGroups
 from lurcher.core.wire.requests.consumer_groups.join_consumer_group import JoinConsumerGroup
 from lurcher.core.wire.requests.consumer_groups.leave_consumer_group import LeaveConsumerGroup
+from lurcher.core.wire.requests.consumer_offsets.get_consumer_offset import GetConsumerOffset
 from lurcher.core.wire.requests.consumer_offsets.store_consumer_offset import (
     StoreConsumerOffset,
 )
 from lurcher.core.wire.requests.partitions.create_partitions import CreatePartitions
 from lurcher.core.wire.responses.consumer_groups import GroupDetails, GroupHeader
+from lurcher.core.wire.responses.consumer_offsets import ConsumerOffsetInfo
 from lurcher.core.wire.values.consumer import Consumer
 from tests.support import raw
 
@@ -167,3 +170,38 @@ def test_member_without_partitions_polls_empty(server):
     assert (empty.partition_id, empty.current_offset, empty.count) == (0, 0, 0)
     reply = b.call(100, raw.poll_payload("s", "t", None, 5, 0, 1, True, GROUP_CONSUMER))
     assert reply == struct.pack("<IQI", 0, 0, 0)
+
+
+def stored_offset(c: raw.RawClient, consumer: Consumer, partition: int | None,
+                  stream: Identifier = S, topic: Identifier = T) -> tuple[int, int] | None:
+    """(partition id, stored offset) of a GetConsumerOffset, None for an empty answer."""
+    reply = call(c, GetConsumerOffset(consumer, stream, topic, partition))
+    if not reply:
+        return None
+    info = ConsumerOffsetInfo.decode_exact(reply)
+    return info.partition_id, info.stored_offset
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_a_groups_offset_is_read_without_joining(server_factory, shards):
+    """Iggy 0.8 reads a group's offset for any client, on the partition given or else 0,
+    and answers empty for what does not exist; reading joins nobody."""
+    server = server_factory({"LURCHER_SYSTEM_SHARDING_SHARDS": str(shards)})
+    member = setup(server, partitions=4)
+    call(member, JoinConsumerGroup(S, T, G))
+    group = Consumer.of("g", group=True)
+    for partition, offset in ((0, 2), (1, 3), (3, 9)):
+        call(member, StoreConsumerOffset(group, S, T, partition, offset))
+    assert group_poll(member, auto_commit=False).partition_id == 0   # its next one is 1
+    assert stored_offset(member, group, None) == (0, 2)
+    outsider = client(server)
+    assert [stored_offset(outsider, group, p) for p in range(4)] == [
+        (0, 2), (1, 3), None, (3, 9)]
+    assert stored_offset(outsider, Consumer.of(0, group=True), None) == (0, 2)
+    nowhere = Identifier.parse("nowhere")
+    for missing in (stored_offset(outsider, Consumer.of("nope", group=True), 0),
+                    stored_offset(outsider, group, 7),
+                    stored_offset(outsider, group, 0, stream=nowhere),
+                    stored_offset(outsider, group, 0, topic=nowhere)):
+        assert missing is None
+    assert details(outsider).header.members_count == 1

@@ -6,11 +6,11 @@ Sends: an explicit partition id as given, a messages key by xxHash32 of the key 
 partition count, balanced round-robin per topic (``shard.balanced_counters``).
 
 Plain consumers are keyed by their numeric id, or xxHash32 (seed 0) of their name; groups
-by group id. A group request needs the client to be a member (CONSUMER_GROUP_MEMBER_NOT_FOUND
-otherwise); without an explicit partition the member's partitions are used round-robin.
-One exception: an HTTP session (which can never join a group) naming an explicit partition
-reads the group's offset there without membership; the REST API only builds such a request
-for GET consumer-offsets with ``consumer_kind=consumer_group`` (the web console's lag view).
+by group id. A group poll, offset store or offset delete needs the client to be a member
+(CONSUMER_GROUP_MEMBER_NOT_FOUND otherwise); without an explicit partition the member's
+partitions are used round-robin. Reading a stored offset (``read_target``) needs no
+membership, as in Iggy 0.8: a group's offsets are the group's, so any client (an HTTP one,
+which can never join, too) reads them, on the partition given or else partition 0.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import Any
 
 import xxhash
 
-from lurcher.auth.session import TRANSPORT_HTTP
 from lurcher.core.log.offsets import OffsetKind
 from lurcher.core.meta.state import TopicMeta
 from lurcher.core.wire.error_codes import ErrorCode
@@ -59,16 +58,25 @@ def choose_partition(shard: Any, topic: TopicMeta, partitioning: Partitioning) -
     return chosen % count
 
 
+def read_target(shard: Any, topic: TopicMeta, consumer: Consumer,
+                partition_id: int | None) -> Target:
+    """Whose stored offset a GetConsumerOffset reads, with no membership check: a plain
+    consumer's, or a group's, on ``partition_id`` or else partition 0 (Iggy 0.8). Also every
+    plain consumer's target. Raises IggyError for an unknown group."""
+    partition = 0 if partition_id is None else partition_id
+    if not consumer.is_group:
+        return Target("consumers", consumer_key(consumer), partition)
+    return Target("groups", shard.meta.state.group(topic, consumer.id).id, partition)
+
+
 def resolve(shard: Any, session: Any, topic: TopicMeta, consumer: Consumer,
             partition_id: int | None, advance: bool) -> Target:
-    """The offset owner and partition for a request. Raises IggyError for unknown groups or
-    non-members. ``advance`` moves a member's round-robin cursor (polls do, reads don't)."""
+    """The offset owner and partition for a poll or an offset store or delete. Raises
+    IggyError for unknown groups or non-members. ``advance`` moves a member's round-robin
+    cursor (polls do, offset commands don't)."""
     if not consumer.is_group:
-        partition = 0 if partition_id is None else partition_id
-        return Target("consumers", consumer_key(consumer), partition)
+        return read_target(shard, topic, consumer, partition_id)
     group = shard.meta.state.group(topic, consumer.id)
-    if partition_id is not None and session.transport == TRANSPORT_HTTP:
-        return Target("groups", group.id, partition_id)
     member = shard.groups.member(topic, group.id, session.client_id)
     if partition_id is not None:
         owned = partition_id in member.partitions

@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from lurcher.core.shard.placement import choose_partition, resolve
+from lurcher.core.shard.placement import choose_partition, read_target, resolve
 from lurcher.core.wire.commands import (  # noqa: F401 (re-exported kinds)
     BROADCAST, COMMANDS, GATHER, LOCAL, META, OWNER, PARTITION)
 from lurcher.core.wire.errors import IggyError
@@ -56,8 +56,19 @@ def _place_send(shard, session, req) -> Placement:
 
 def _place_consumer(shard, session, req, advance: bool) -> Placement:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
-    pinned = req.partition_id is not None and not req.consumer.is_group
     target = resolve(shard, session, topic, req.consumer, req.partition_id, advance)
+    return _place_target(shard, topic, req, target)
+
+
+def _place_offset_read(shard, session, req) -> Placement:
+    topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+    return _place_target(shard, topic, req, read_target(shard, topic, req.consumer,
+                                                         req.partition_id))
+
+
+def _place_target(shard, topic, req, target) -> Placement:
+    """Where a consumer's request runs once its target partition is known."""
+    pinned = req.partition_id is not None and not req.consumer.is_group
     if target.partition_id is None:
         return Placement(req, None, False)
     if req.partition_id is None:
@@ -73,7 +84,7 @@ def _place_explicit(shard, session, req) -> Placement:
 _PLACE = {
     "send_messages": _place_send,
     "poll_messages": lambda shard, session, req: _place_consumer(shard, session, req, True),
-    "get_consumer_offset": lambda shard, session, req: _place_consumer(shard, session, req, False),
+    "get_consumer_offset": _place_offset_read,
     "store_consumer_offset": lambda shard, session, req: _place_consumer(shard, session, req, False),
     "delete_consumer_offset": lambda shard, session, req: _place_consumer(shard, session, req, False),
     "flush_unsaved_buffer": _place_explicit,

@@ -1,5 +1,9 @@
 """Consumer offset commands: get, store, delete (plain consumers and groups).
 
+A get reads a group's offset without membership (``placement.read_target``) and answers
+empty, as Iggy 0.8 does, when nothing is stored or the stream, topic, group or partition
+does not exist; a store or delete of a group's offset needs a member owning the partition.
+
 With ``enforce_fsync`` a store or delete answers once the offset file is on the device
 (``ConsumerOffsets``): the handler then returns a coroutine, and ``after_stored`` is how a
 handler runs what follows the store only after it.
@@ -16,7 +20,7 @@ from lurcher.core.shard.face import ShardFace
 from lurcher.core.wire.requests.consumer_offsets.delete_consumer_offset import DeleteConsumerOffset
 from lurcher.core.wire.requests.consumer_offsets.get_consumer_offset import GetConsumerOffset
 from lurcher.core.wire.requests.consumer_offsets.store_consumer_offset import StoreConsumerOffset
-from lurcher.core.shard.placement import resolve
+from lurcher.core.shard.placement import read_target, resolve
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.responses.consumer_offsets import ConsumerOffsetInfo
@@ -42,9 +46,23 @@ def after_stored(pending: Awaitable | None, then: Callable[[], Any]) -> Any:
     return when_stored()
 
 
+def read_offset_target(shard: ShardFace, req: GetConsumerOffset) -> tuple[Any, Any] | None:
+    """The target of a GetConsumerOffset and its partition, or None when the stream, topic,
+    group or partition does not exist (no membership needed: ``placement.read_target``)."""
+    try:
+        topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+        target = read_target(shard, topic, req.consumer, req.partition_id)
+        return target, shard.partition(topic, target.partition_id)
+    except IggyError:
+        return None
+
+
 @handles("get_consumer_offset")
 def get_consumer_offset(shard: ShardFace, session: Session, req: GetConsumerOffset) -> Any:
-    target, partition = offset_target(shard, session, req)
+    found = read_offset_target(shard, req)
+    if found is None:
+        return None
+    target, partition = found
     stored = partition.get_offset(target.kind, target.key)
     if stored is None:
         return None
