@@ -8,8 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from lurcher.core.wire.identifier import Identifier
+from lurcher.core.wire.requests.consumer_groups.get_consumer_group import GetConsumerGroup
+from lurcher.core.wire.requests.consumer_groups.join_consumer_group import JoinConsumerGroup
+from lurcher.core.wire.responses.consumer_groups import GroupDetails
 from lurcher.sdk.cli.exitcodes import ExitCode
 from tests.cli.conftest import Cli
+from tests.support import raw
 
 U64_MAX = (1 << 64) - 1
 
@@ -80,6 +85,50 @@ def test_topics_partitions_segments(lurcher: Cli) -> None:
     lurcher("topic", "purge", "s", "a2", check=0)
     lurcher("topic", "delete", "s", "b", check=0)
     assert [t["name"] for t in lurcher("--json", "topic", "list", "s", check=0).json()] == ["a2"]
+
+
+def _join(server, group: str) -> raw.RawClient:
+    member = raw.RawClient(server.tcp_address)
+    member.login()
+    request = JoinConsumerGroup(Identifier.parse("s"), Identifier.parse("t"),
+                                Identifier.parse(group))
+    member.call(JoinConsumerGroup.CODE, request.encode())
+    return member
+
+
+def _assignment(client: raw.RawClient, group: str) -> list[tuple[int, list[int]]]:
+    request = GetConsumerGroup(Identifier.parse("s"), Identifier.parse("t"),
+                               Identifier.parse(group))
+    details = GroupDetails.decode_exact(client.call(GetConsumerGroup.CODE, request.encode()))
+    return [(m.id, sorted(m.partitions)) for m in details.members]
+
+
+def test_group_offsets_leave_a_running_group_alone(lurcher: Cli, server) -> None:
+    """get reads without joining; set and delete refuse a group with members (joining and
+    leaving moved partitions between them, and the command's member owned none)."""
+    lurcher("stream", "create", "s", check=0)
+    lurcher("topic", "create", "s", "t", "3", check=0)
+    lurcher("consumer-group", "create", "s", "t", "busy", check=0)
+    lurcher("message", "send", "s", "t", "-p", "1", "a", "b", "c", check=0)
+    lurcher("consumer-offset", "set", "busy", "s", "t", "1", "1", "-k", "consumer-group",
+            check=0)                                     # no members yet: it joins for it
+    first, second = _join(server, "busy"), _join(server, "busy")
+    before = _assignment(first, "busy")
+    assert before == [(0, [0, 1]), (1, [2])]
+    got = lurcher("--json", "consumer-offset", "get", "busy", "s", "t", "1", "-k",
+                  "consumer-group", check=0).json()
+    assert got["stored_offset"] == 1
+    for action in (("set", "busy", "s", "t", "1", "2"), ("delete", "busy", "s", "t", "1")):
+        refused = lurcher("consumer-offset", *action, "-k", "consumer-group")
+        assert refused.code == ExitCode.ERROR
+        assert refused.err.strip() == ("error: consumer group 'busy' has 2 member(s): only "
+                                       "the one owning partition 1 may change its offset; "
+                                       "stop them and run this again")
+    assert _assignment(first, "busy") == before
+    assert lurcher("--json", "consumer-offset", "get", "busy", "s", "t", "1", "-k",
+                   "consumer-group", check=0).json()["stored_offset"] == 1
+    first.close()
+    second.close()
 
 
 def test_consumer_groups_and_offsets(lurcher: Cli) -> None:

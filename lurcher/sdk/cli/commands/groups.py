@@ -1,8 +1,11 @@
 """``consumer-group create|get|list|delete`` and ``consumer-offset get|set|delete``.
 
 Offsets belong to a consumer (``--kind consumer``, the default) or a consumer group
-(``--kind consumer-group``), as in the Iggy CLI; for a group the command joins it for its
-duration, since the server keeps group offsets for members only.
+(``--kind consumer-group``), as in the Iggy CLI. Any client reads a group's offset; only the
+member owning a partition may store or delete it, so ``set`` and ``delete`` join a group
+that has no members for their duration, and refuse a group that has some (joining and
+leaving would move partitions between its running members, and the command's member would
+not own the partition it names).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.sdk.cli.commands.base import Sub, found, group, ident, leaf, topic_args
 from lurcher.sdk.cli.errors import not_found
+from lurcher.sdk.cli.exitcodes import CliError, ExitCode
 from lurcher.sdk.cli.runtime import Run
 from lurcher.sdk.client import Client
 from lurcher.sdk.cli.values import non_negative_int, offset_value
@@ -68,13 +72,15 @@ def _offset_target(a: argparse.Namespace) -> tuple:
 
 @contextlib.asynccontextmanager
 async def _membership(run: Run) -> AsyncIterator[Client]:
-    """The client; for ``--kind consumer-group`` a member of that group meanwhile (the
-    server keeps group offsets for members only)."""
+    """The client; for ``--kind consumer-group`` the only member of that group meanwhile
+    (a store or delete needs the member owning the partition). Raises CliError when the
+    group has members."""
     a = run.args
     client = await run.client()
     if a.kind != "consumer-group":
         yield client
         return
+    await _refuse_group_with_members(client, a)
     await client.join_consumer_group(ident(a.stream), ident(a.topic), ident(a.consumer))
     try:
         yield client
@@ -83,11 +89,21 @@ async def _membership(run: Run) -> AsyncIterator[Client]:
             await client.leave_consumer_group(ident(a.stream), ident(a.topic), ident(a.consumer))
 
 
+async def _refuse_group_with_members(client: Client, a: argparse.Namespace) -> None:
+    """Raises CliError when group ``a.consumer`` has members (an unknown group passes: the
+    join names it)."""
+    details = await client.get_consumer_group(ident(a.stream), ident(a.topic), ident(a.consumer))
+    members = details.header.members_count if details is not None else 0
+    if members:
+        raise CliError(f"consumer group '{a.consumer}' has {members} member(s): only the one "
+                       f"owning partition {a.partition} may change its offset; stop them "
+                       "and run this again", ExitCode.ERROR)
+
+
 async def get_offset(run: Run) -> None:
     a = run.args
-    async with _membership(run) as client:
-        info = await client.get_consumer_offset(*_offset_target(a), a.partition,
-                                                group=a.kind == "consumer-group")
+    info = await (await run.client()).get_consumer_offset(*_offset_target(a), a.partition,
+                                                          group=a.kind == "consumer-group")
     if info is None:
         raise not_found(E.CONSUMER_OFFSET_NOT_FOUND, a,
                         f"no offset stored for {a.kind} '{a.consumer}' on partition "
