@@ -53,6 +53,9 @@ from lurcher.sdk.messages import ReceivedMessage, to_strategy
 log = logging.getLogger(__name__)
 
 AUTO_COMMIT_MODES = ("interval", "each_message", "each_batch", "polling", "disabled")
+# A group member's offset store on a partition it is no longer assigned: Iggy 0.8 and
+# lurcher answer NOT_RESOLVED_CONSUMER, lurcher before it PARTITION_NOT_FOUND.
+MOVED_PARTITION = frozenset({ErrorCode.NOT_RESOLVED_CONSUMER, ErrorCode.PARTITION_NOT_FOUND})
 DEFAULT_COMMIT_INTERVAL_S = 1.0
 
 
@@ -186,7 +189,7 @@ class Consumer:
 
     async def commit(self) -> None:
         """Store the last consumed offset of every partition where it moved. In a group, a
-        partition the server no longer assigns to this member (PARTITION_NOT_FOUND after a
+        partition the server no longer assigns to this member (``MOVED_PARTITION``, after a
         rebalance) is forgotten instead, and so is one whose offsets restarted below it
         (INVALID_OFFSET: purged). Raises IggyError."""
         for partition_id, offset in list(self.consumed.items()):
@@ -195,7 +198,7 @@ class Consumer:
             try:
                 await self.store_offset(partition_id, offset)
             except IggyError as e:
-                moved = self.group is not None and e.code == ErrorCode.PARTITION_NOT_FOUND
+                moved = self.group is not None and e.code in MOVED_PARTITION
                 if not (moved or e.code == ErrorCode.INVALID_OFFSET):
                     raise
                 self._forget(partition_id)

@@ -22,6 +22,9 @@ from lurcher.core.wire.requests.consumer_groups.get_consumer_group import GetCon
 from lurcher.core.wire.requests.consumer_groups.get_consumer_groups import GetConsumerGroups
 from lurcher.core.wire.requests.consumer_groups.join_consumer_group import JoinConsumerGroup
 from lurcher.core.wire.requests.consumer_groups.leave_consumer_group import LeaveConsumerGroup
+from lurcher.core.wire.requests.consumer_offsets.delete_consumer_offset import (
+    DeleteConsumerOffset,
+)
 from lurcher.core.wire.requests.consumer_offsets.get_consumer_offset import GetConsumerOffset
 from lurcher.core.wire.requests.consumer_offsets.store_consumer_offset import (
     StoreConsumerOffset,
@@ -123,7 +126,7 @@ def test_cooperative_hand_over_on_join(server):
     got = group_poll(b)
     assert (got.partition_id, [m.offset for m in got.messages]) == (2, [4, 5, 6, 7])
     assert a.request(121, StoreConsumerOffset(Consumer.of("g", group=True), S, T, 2, 9)
-                     .encode()).status != 0        # no longer a's partition
+                     .encode()).status == ErrorCode.NOT_RESOLVED_CONSUMER  # no longer a's
 
 
 def test_unpolled_partitions_move_at_once_and_disconnect_rebalances(server):
@@ -159,6 +162,23 @@ def test_heartbeat_disconnects_silent_clients(server_factory, pinging):
         assert a.closed_by_peer(1.0)
         with client(server) as other:
             assert details(other).members == []
+
+
+def test_offsets_of_partitions_not_assigned_are_not_resolved(server):
+    """Iggy 0.8 answers NotResolvedConsumer (3022) to a member storing or deleting the
+    offset of a partition it is not assigned, or storing without one when it has none."""
+    a = setup(server, partitions=1)
+    call(a, JoinConsumerGroup(S, T, G))
+    b = client(server)
+    call(b, JoinConsumerGroup(S, T, G))
+    group = Consumer.of("g", group=True)
+    call(a, StoreConsumerOffset(group, S, T, 0, 4))
+    for request in (StoreConsumerOffset(group, S, T, 0, 5),
+                    StoreConsumerOffset(group, S, T, None, 5),
+                    StoreConsumerOffset(group, S, T, 3, 5),
+                    DeleteConsumerOffset(group, S, T, 0)):
+        assert status(b, request) == ErrorCode.NOT_RESOLVED_CONSUMER, request
+    assert stored_offset(b, group, 0) == (0, 4)
 
 
 def test_member_without_partitions_polls_empty(server):

@@ -1,6 +1,8 @@
 """The consumer under failure: a handler that raises inside ``async with Consumer`` does not
 get its message committed, so a restarted consumer is handed that message again (at least
-once), in every auto-commit mode that commits, alone and in a group."""
+once), in every auto-commit mode that commits, alone and in a group; a purged partition is
+read from its new start; failing interval commits are logged; a group member's commit of a
+partition a rebalance gave to another member forgets that partition."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ import asyncio
 
 import pytest
 
-from lurcher.sdk import Consumer, ErrorCode, IggyError
+from lurcher.sdk import Client, Consumer, ErrorCode, IggyError
+from tests.sdk.conftest import root_connstring
 
 
 class HandlerFailed(Exception):
@@ -85,3 +88,27 @@ async def test_a_failing_interval_commit_is_logged_once(sdk_client, monkeypatch,
     await consumer._committer
     warnings = [r for r in caplog.records if "storing offsets failed" in r.getMessage()]
     assert len(warnings) == 1 and "Unauthorized" in warnings[0].getMessage()
+
+
+async def test_a_commit_forgets_a_partition_moved_to_another_member(sdk_client, server) -> None:
+    """The server answers NotResolvedConsumer (Iggy 0.8) to a member storing the offset of
+    a partition it is no longer assigned: the commit forgets that partition, stores the
+    others and raises nothing."""
+    await sdk_client.create_stream("moved")
+    await sdk_client.create_topic("moved", "t", 2)
+    for p in range(2):
+        await sdk_client.send_messages("moved", "t", [b"%d-%d" % (p, i) for i in range(3)], p)
+    other = Client.from_connection_string(root_connstring(server), heartbeat_interval_s=None)
+    await other.connect()
+    async with Consumer(sdk_client, "moved", "t", "g", batch_length=3, auto_commit="disabled",
+                        poll_interval_s=0.01) as first:
+        messages = aiter(first)
+        read = [await anext(messages) for _ in range(6)]
+        assert sorted({m.partition_id for m in read}) == [0, 1]
+        await other.join_consumer_group("moved", "t", "g")   # partition 1 waits for a commit
+        await sdk_client.create_partitions("moved", "t", 1)   # a full rebalance moves it
+        await first.commit()
+        assert (await sdk_client.get_consumer_offset("g", "moved", "t", 0, group=True)
+                ).stored_offset == 2
+        assert await sdk_client.get_consumer_offset("g", "moved", "t", 1, group=True) is None
+    await other.close()

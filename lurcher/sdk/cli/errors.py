@@ -38,6 +38,8 @@ TEMPLATES: dict[ErrorCode, str] = {
         "consumer group '{name}' already exists in topic '{topic}'",
     E.CONSUMER_GROUP_MEMBER_NOT_FOUND: "this client is not a member of consumer group '{group}'",
     E.CONSUMER_OFFSET_NOT_FOUND: "no offset stored for consumer '{consumer}'",
+    E.NOT_RESOLVED_CONSUMER: "partition {partition} is not assigned to this client in "
+                             "consumer group '{consumer}' (or does not exist)",
     E.USER_ALREADY_EXISTS: "user '{new_user}' already exists",
     E.CLIENT_NOT_FOUND: "client {client_id} not found",
     E.RESOURCE_NOT_FOUND: "resource not found",

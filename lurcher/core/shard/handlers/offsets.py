@@ -2,7 +2,8 @@
 
 A get reads a group's offset without membership (``placement.read_target``) and answers
 empty, as Iggy 0.8 does, when nothing is stored or the stream, topic, group or partition
-does not exist; a store or delete of a group's offset needs a member owning the partition.
+does not exist; a store or delete of a group's offset needs a member owning the partition
+(NOT_RESOLVED_CONSUMER otherwise, as in Iggy 0.8).
 
 With ``enforce_fsync`` a store or delete answers once the offset file is on the device
 (``ConsumerOffsets``): the handler then returns a coroutine, and ``after_stored`` is how a
@@ -27,10 +28,14 @@ from lurcher.core.wire.responses.consumer_offsets import ConsumerOffsetInfo
 
 
 def offset_target(shard: ShardFace, session: Session, req: Any) -> tuple[Any, Any]:
+    """The target of a store or delete and its partition. Raises IggyError; for a group
+    member not assigned the partition (or any, without a partition id) NOT_RESOLVED_CONSUMER,
+    as Iggy 0.8 does."""
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     target = resolve(shard, session, topic, req.consumer, req.partition_id, advance=False)
     if target.partition_id is None:
-        raise IggyError(ErrorCode.PARTITION_NOT_FOUND, "no partition assigned to this member")
+        raise IggyError(ErrorCode.NOT_RESOLVED_CONSUMER,
+                        "the partition is not assigned to this member")
     return target, shard.partition(topic, target.partition_id)
 
 
