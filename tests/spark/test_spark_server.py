@@ -117,7 +117,7 @@ def test_commit_consumer_group_with_a_numeric_name(module_server, client):
     reader.commit({"0": 5})
     [group] = client.get_consumer_groups(STREAM, "numeric-group")
     assert group.name == "5"
-    client.join_consumer_group(STREAM, "numeric-group", group.id)  # to read its offsets
+    client.join_consumer_group(STREAM, "numeric-group", group.id)  # joined by id; any client reads
     stored = client.get_consumer_offset(group.id, STREAM, "numeric-group", 0, group=True)
     assert stored.stored_offset == 4
 
