@@ -16,9 +16,10 @@ own record and change its own password; for any other target (including one that
 exist, so a refusal says nothing about existence) the named global rule applies.
 Personal-access-token commands act only on the caller's own tokens and need no rule.
 
-A logged-in session acts only while its login still holds (``stale_login``, checked by the
-dispatcher before every command that needs a login, on the shard holding the session, which
-then logs it out): its user exists, is active and is the user it logged in as (ids are reused after
+A logged-in session acts only while its login still holds (``stale_login``; ``require_login``
+raises its reason, checked by the dispatcher before every command that needs a login, on the
+shard holding the session, which then logs it out, and with the rule again by ``recheck`` in
+a handler that awaited): its user exists, is active and is the user it logged in as (ids are reused after
 a delete), and the personal access token it logged in with, if any, still exists. Deleting
 or deactivating a user and deleting a token end the sessions of the shard that ran the
 command at once; with several shards the others' sessions are refused by this check.
@@ -191,6 +192,22 @@ def stale_login(state: Any, session: Any) -> str | None:
     if session.token_name is not None and session.token_name not in user.tokens:
         return "the personal access token of this login was deleted"
     return None
+
+
+def require_login(state: Any, session: Any) -> None:
+    """Raise IggyError UNAUTHENTICATED, with ``stale_login``'s reason, unless the logged-in
+    session's login still holds."""
+    stale = stale_login(state, session)
+    if stale is not None:
+        raise IggyError(ErrorCode.UNAUTHENTICATED, stale)
+
+
+def recheck(state: Any, session: Any, rule_name: str, request: Any) -> None:
+    """The dispatcher's two checks again, for a handler after an await: the session's login
+    still holds (``require_login``) and it still passes ``rule_name`` (``authorize``).
+    Raises IggyError UNAUTHENTICATED or UNAUTHORIZED."""
+    require_login(state, session)
+    authorize(state, session, rule_name, request)
 
 
 def authorize(state: Any, session: Any, rule_name: str, request: Any) -> None:

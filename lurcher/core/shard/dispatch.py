@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from lurcher.auth.permissions import RULES, SELF_RULES, stale_login
+from lurcher.auth.permissions import RULES, SELF_RULES, require_login
 from lurcher.core.log.io import is_no_space
 from lurcher.core.shard import audit
 from lurcher.core.shard.handlers import registry
@@ -98,10 +98,11 @@ class Dispatcher:
         if route.login_required:
             if not session.authenticated:
                 raise IggyError(ErrorCode.UNAUTHENTICATED, route.spec.name)
-            stale = stale_login(self.shard.meta.state, session)
-            if stale is not None:
+            try:
+                require_login(self.shard.meta.state, session)
+            except IggyError:
                 session.log_out(self.shard.clock())
-                raise IggyError(ErrorCode.UNAUTHENTICATED, stale)
+                raise
         return route
 
     def dispatch(self, session: Any, code: int, payload: memoryview,

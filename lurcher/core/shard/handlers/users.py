@@ -24,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from lurcher.auth.permissions import authorize, stale_login
+from lurcher.auth.permissions import recheck, stale_login
 from lurcher.auth.root import ROOT_USER_ID
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
@@ -107,16 +107,6 @@ def _end_session(shard: ShardFace, client_id: int, session: Session, disconnect:
     connection = shard.connections.get(client_id)
     if disconnect and connection is not None:
         connection.disconnect()
-
-
-def recheck(shard: ShardFace, session: Session, rule_name: str, request: Any) -> None:
-    """After an await: the caller's login still holds and it still passes ``rule_name``, as
-    the dispatcher checked before the handler ran. Raises IggyError UNAUTHENTICATED or
-    UNAUTHORIZED."""
-    stale = stale_login(shard.meta.state, session)
-    if stale is not None:
-        raise IggyError(ErrorCode.UNAUTHENTICATED, stale)
-    authorize(shard.meta.state, session, rule_name, request)
 
 
 def require_unused_username(state: Any, username: str, user_id: int | None = None) -> None:
@@ -223,7 +213,7 @@ async def _create_user(shard: ShardFace, session: Session, req: CreateUser) -> U
     state = shard.meta.state
     require_unused_username(state, req.username)
     password_hash = await shard.passwords.off_loop(shard.passwords.hash, req.password)
-    recheck(shard, session, "manage_users", req)
+    recheck(shard.meta.state, session, "manage_users", req)
     require_unused_username(state, req.username)
     user_id = state.user_ids.peek()
     shard.meta.record(ev.UserCreated(user_id, req.username, password_hash, req.status,
@@ -278,7 +268,7 @@ async def _change_password(shard: ShardFace, session: Session, req: ChangePasswo
                                               req.current_password, req.new_password)
     if new_hash is None:
         raise IggyError(ErrorCode.INVALID_CREDENTIALS, "current password does not match")
-    recheck(shard, session, "change_password", req)
+    recheck(shard.meta.state, session, "change_password", req)
     if state.users.get(user.id) is not user or user.password_hash != stored:
         raise IggyError(ErrorCode.INVALID_CREDENTIALS, "user changed meanwhile")
     shard.meta.record(ev.UserPasswordChanged(user.id, new_hash))
