@@ -36,6 +36,7 @@ from starlette.routing import Route
 
 from lurcher.core.wire import address as addresses
 from lurcher.transports import net
+from lurcher.transports.http.bearer import bearer_credentials
 from lurcher.transports.http.deadlines import ReadDeadlines, protocol_factory
 from lurcher.mcp_server.config import ConfigError, CorsConfig, HttpConfig, resolve_token
 
@@ -101,7 +102,8 @@ class BearerAuth:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and self._guarded(scope["path"]) \
-                and not hmac.compare_digest(self._given(scope), self.expected):
+                and not hmac.compare_digest(bearer_credentials(scope["headers"]),
+                                         self.expected):
             await JSONResponse({"error": "unauthorized: http.auth_token is set and this "
                                 "request does not carry it as a Bearer token"},
                                status_code=401,
@@ -111,14 +113,6 @@ class BearerAuth:
 
     def _guarded(self, path: str) -> bool:
         return path == self.path or path.startswith(self.path + "/")
-
-    @staticmethod
-    def _given(scope: Any) -> bytes:
-        """The Bearer credentials of the request (the scheme in any case), else b""."""
-        header = next((value for name, value in scope["headers"] if name == b"authorization"),
-                      b"")
-        scheme, _, credentials = header.partition(b" ")
-        return credentials.strip() if scheme.lower() == b"bearer" else b""
 
 
 def build_app(server: Server, http: HttpConfig) -> Starlette:

@@ -110,6 +110,7 @@ from lurcher.transports.http import bodies as b
 from lurcher.core.wire import json_shapes as s
 from lurcher.core.wire import units
 from lurcher.core.wire.units import U64_MAX
+from lurcher.transports.http.bearer import bearer_credentials
 from lurcher.transports.http.jwt import JwtManager, Token
 
 if TYPE_CHECKING:
@@ -353,12 +354,11 @@ class HttpApi:
     # -- plumbing ---------------------------------------------------------------------------
     def bearer(self, request: Request) -> Token:
         """The verified token of ``request``. Raises AuthFailed."""
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = bearer_credentials(request.scope["headers"]).decode("latin-1")
+        if not token:
             raise AuthFailed("missing bearer token")
         try:
-            verified = self.jwt.verify(token.strip())
+            verified = self.jwt.verify(token)
         except IggyError as exc:
             raise AuthFailed(str(exc)) from None
         self.require_token_user(verified)
