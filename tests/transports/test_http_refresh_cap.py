@@ -81,3 +81,24 @@ def test_refused_refreshes_of_a_deleted_users_tokens_do_not_count(
         assert heir.json()["id"] == gone.json()["id"]  # the freed id is reused
         assert [_refresh(http, token).status_code for token in stale] == [401] * CAP
         _refresh_up_to_the_cap(http, _token(http, "heir", "heir-pw"))
+
+
+def test_a_user_given_a_deleted_users_id_does_not_inherit_its_refreshes(
+        capped_server: LurcherServer) -> None:
+    """Refreshes were counted per user id, and ids are reused after a delete: a user who
+    refreshed up to the cap and was deleted left the next user given its id refused (401)
+    on its first refresh, for a token lifetime. The count is now the login's (user id and
+    creation time)."""
+    with httpx.Client(base_url=f"http://{capped_server.endpoints['http']}") as http:
+        root = {"Authorization": f"Bearer {_token(http, 'iggy', 'iggy')}"}
+        first = http.post("/users", json={"username": "first", "password": "first-pw"},
+                          headers=root)
+        assert first.status_code == 200, first.text
+        _refresh_up_to_the_cap(http, _token(http, "first", "first-pw"))
+        assert http.delete(f"/users/{first.json()['id']}", headers=root).status_code == 204
+        second = http.post("/users", json={"username": "second", "password": "second-pw"},
+                           headers=root)
+        assert second.json()["id"] == first.json()["id"]  # the freed id is reused
+        r = _refresh(http, _token(http, "second", "second-pw"))
+        assert r.status_code == 200, r.text
+    assert "Traceback" not in capped_server.log_tail()

@@ -19,8 +19,11 @@ are revoked (the file rewritten once most of its lines expired), so neither grow
 repeated login/logout. A refresh revokes the token it replaces, and needs no password, so
 one client could refresh hundreds of times a second and fill memory and that file with
 ids for a whole token lifetime; ``[http.jwt] max_refreshes_per_user`` caps the ids a user's
-refreshes keep revoked at once (line ``jti expiry_s user_id``): beyond it a refresh is
-refused (401) until some expire, and the user logs in again.
+refreshes keep revoked at once (line ``jti expiry_s user_id user_created_at``): beyond it a
+refresh is refused (401) until some expire, and the user logs in again. The count is the
+login's, a user id with its creation time (``RefreshLogin``): a user given a deleted user's
+id starts from none (lines of older servers, without the creation time, count for no user
+that can refresh, until they expire).
 """
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ log = logging.getLogger(__name__)
 
 class SecretDamaged(OSError):
     """``state/jwt_secret`` cannot be a secret this server wrote: the start stops."""
+
+
+# who refreshed: (user id, the user's creation time in µs; None on lines of older servers)
+RefreshLogin = tuple[int, "int | None"]
 
 
 @dataclass(frozen=True)
@@ -115,13 +122,13 @@ class RevokedTokens:
     Ids are added in about expiry order (every token lives as long), so expired ones are
     dropped from the oldest on as new ones are added; the file is rewritten once it holds
     more dropped lines than live ones. Both stay bounded by the tokens revoked within one
-    token lifetime. Ids a refresh revoked are counted per user (``refreshes_of``)."""
+    token lifetime. Ids a refresh revoked are counted per login (``refreshes_of``)."""
 
     def __init__(self, path: Path, now_s: int) -> None:
         self.path = path
         self.revoked: dict[str, int] = {}
-        self.refreshed_by: dict[str, int] = {}  # jti -> user, for ids a refresh revoked
-        self.refreshes: Counter[int] = Counter()  # user -> live ids of its refreshes
+        self.refreshed_by: dict[str, RefreshLogin] = {}  # jti -> login, for refreshes' ids
+        self.refreshes: Counter[RefreshLogin] = Counter()  # login -> live ids it revoked
         self.lines_dropped = 0  # lines of the file whose id expired since it was written
         if path.exists():
             lines = path.read_bytes().split(b"\n")
@@ -133,30 +140,36 @@ class RevokedTokens:
             self._rewrite()
 
     def _load(self, line: bytes, now_s: int) -> bool:
-        """One line of the file: ``jti expiry_s`` or ``jti expiry_s user_id``; False when it
-        is neither (damaged: a torn append, or bytes that are not UTF-8)."""
+        """One line of the file: ``jti expiry_s``, optionally followed by ``user_id`` and
+        ``user_created_at``; False when it is none of these (damaged: a torn append, or bytes
+        that are not UTF-8)."""
         try:
             fields = line.decode().split(" ")
         except UnicodeDecodeError:
             return False
-        exp = units.decimal(fields[1], units.U64_MAX) if len(fields) in (2, 3) else None
+        exp = units.decimal(fields[1], units.U64_MAX) if len(fields) in (2, 3, 4) else None
         if exp is None:
             return False
         if exp <= now_s:
             return True
         self.revoked[fields[0]] = exp
-        user = units.decimal(fields[2], U32_MAX) if len(fields) == 3 else None
+        user = units.decimal(fields[2], U32_MAX) if len(fields) >= 3 else None
+        created = units.decimal(fields[3], units.U64_MAX) if len(fields) == 4 else None
         if user is not None:
-            self._count(fields[0], user)
+            self._count(fields[0], (user, created))
         return True
 
-    def _count(self, jti: str, user_id: int) -> None:
-        self.refreshed_by[jti] = user_id
-        self.refreshes[user_id] += 1
+    def _count(self, jti: str, login: RefreshLogin) -> None:
+        self.refreshed_by[jti] = login
+        self.refreshes[login] += 1
 
     def _line(self, jti: str, expiry_s: int) -> str:
-        user = self.refreshed_by.get(jti)
-        return f"{jti} {expiry_s}\n" if user is None else f"{jti} {expiry_s} {user}\n"
+        login = self.refreshed_by.get(jti)
+        if login is None:
+            return f"{jti} {expiry_s}\n"
+        user, created = login
+        return f"{jti} {expiry_s} {user}\n" if created is None else \
+            f"{jti} {expiry_s} {user} {created}\n"
 
     def __contains__(self, jti: str) -> bool:
         return jti in self.revoked
@@ -173,17 +186,17 @@ class RevokedTokens:
                 break
             del self.revoked[jti]
             self.lines_dropped += 1
-            user = self.refreshed_by.pop(jti, None)
-            if user is not None:
-                self.refreshes[user] -= 1
-                if not self.refreshes[user]:
-                    del self.refreshes[user]
+            login = self.refreshed_by.pop(jti, None)
+            if login is not None:
+                self.refreshes[login] -= 1
+                if not self.refreshes[login]:
+                    del self.refreshes[login]
         if self.lines_dropped > len(self.revoked):
             self._rewrite()
 
     def revoke(self, jti: str, expiry_s: int, now_s: int,
-               refreshed_by: int | None = None) -> None:
-        """Revoke ``jti`` until ``expiry_s``; ``refreshed_by``: the user whose refresh
+               refreshed_by: RefreshLogin | None = None) -> None:
+        """Revoke ``jti`` until ``expiry_s``; ``refreshed_by``: the login whose refresh
         replaced it."""
         if jti in self.revoked:
             return
@@ -195,10 +208,10 @@ class RevokedTokens:
         with open(self.path, "a") as out:
             out.write(self._line(jti, expiry_s))
 
-    def refreshes_of(self, user_id: int, now_s: int) -> int:
-        """How many unexpired ids ``user_id``'s refreshes revoked."""
+    def refreshes_of(self, login: RefreshLogin, now_s: int) -> int:
+        """How many unexpired ids the refreshes of ``login`` revoked."""
         self._drop_expired(now_s)
-        return self.refreshes[user_id]
+        return self.refreshes[login]
 
 
 class JwtManager:
@@ -259,14 +272,16 @@ class JwtManager:
     def refresh(self, token: str, check: Callable[[Token], None] = lambda token: None) -> Token:
         """A new token for the same user; the old one is revoked. ``check`` runs on the old
         one first and refuses by raising (nothing counted or revoked then). Raises IggyError
-        (UNAUTHENTICATED also when the user's refreshes hold ``max_refreshes`` ids)."""
+        (UNAUTHENTICATED also when the refreshes of the token's login, its user id and
+        creation time, hold ``max_refreshes`` ids)."""
         old = self.verify(token)
         check(old)
         now_s = int(self.clock_s())
-        refreshes = self.revoked.refreshes_of(old.user_id, now_s)
+        login = (old.user_id, old.user_created_at)
+        refreshes = self.revoked.refreshes_of(login, now_s)
         if self.max_refreshes and refreshes >= self.max_refreshes:
             raise IggyError(ErrorCode.UNAUTHENTICATED,
                             f"user {old.user_id} refreshed {self.max_refreshes} tokens within "
                             "a token lifetime")
-        self.revoked.revoke(old.jti, old.expiry_s, now_s, refreshed_by=old.user_id)
+        self.revoked.revoke(old.jti, old.expiry_s, now_s, refreshed_by=login)
         return self.issue(old.user_id, old.user_created_at, old.token_name)

@@ -29,15 +29,29 @@ def test_an_unexpired_id_stays_revoked_after_a_restart(tmp_path):
     assert "new" in reloaded and "old" not in reloaded
 
 
-def test_refreshes_are_counted_per_user_until_they_expire(tmp_path):
+def test_refreshes_are_counted_per_login_until_they_expire(tmp_path):
     path = tmp_path / "tokens"
     revoked = RevokedTokens(path, now_s=0)
     revoked.revoke("logout", LIFETIME_S, now_s=0)
+    login = (7, 1_000)  # user id 7, created at 1,000 µs
     for i in range(3):
-        revoked.revoke(f"r{i}", LIFETIME_S + i, now_s=i, refreshed_by=7)
-    assert revoked.refreshes_of(7, now_s=3) == 3 and revoked.refreshes_of(8, now_s=3) == 0
-    assert RevokedTokens(path, now_s=LIFETIME_S).refreshes_of(7, now_s=LIFETIME_S) == 2
-    assert revoked.refreshes_of(7, now_s=LIFETIME_S + 5) == 0
+        revoked.revoke(f"r{i}", LIFETIME_S + i, now_s=i, refreshed_by=login)
+    assert revoked.refreshes_of(login, now_s=3) == 3
+    assert revoked.refreshes_of((8, 1_000), now_s=3) == 0
+    assert RevokedTokens(path, now_s=LIFETIME_S).refreshes_of(login, now_s=LIFETIME_S) == 2
+    assert revoked.refreshes_of(login, now_s=LIFETIME_S + 5) == 0
+
+
+def test_a_user_given_a_deleted_users_id_does_not_inherit_its_refreshes(tmp_path):
+    """Refreshes were counted per user id alone, and ids are reused after a delete: the next
+    user given the id was refused refreshes (401) for a token lifetime."""
+    path = tmp_path / "tokens"
+    revoked = RevokedTokens(path, now_s=0)
+    for i in range(3):
+        revoked.revoke(f"r{i}", LIFETIME_S, now_s=0, refreshed_by=(7, 1_000))
+    assert revoked.refreshes_of((7, 2_000), now_s=1) == 0
+    assert RevokedTokens(path, now_s=1).refreshes_of((7, 2_000), now_s=1) == 0
+    assert RevokedTokens(path, now_s=1).refreshes_of((7, 1_000), now_s=1) == 3
 
 
 def test_damaged_lines_are_ignored_with_a_warning(tmp_path, caplog):
@@ -46,7 +60,8 @@ def test_damaged_lines_are_ignored_with_a_warning(tmp_path, caplog):
     path = tmp_path / "tokens"
     path.write_bytes(b"kept 100\n\xff\xfe 100\ntorn 1\n" + b"counted 100 7\ntorn-at-the-end")
     revoked = RevokedTokens(path, now_s=50)
-    assert "kept" in revoked and "counted" in revoked and revoked.refreshes_of(7, now_s=50) == 1
+    assert "kept" in revoked and "counted" in revoked
+    assert revoked.refreshes_of((7, None), now_s=50) == 1  # an older server's line
     assert f"{path}: 2 damaged line(s) ignored" in caplog.text
     assert RevokedTokens(path, now_s=50).revoked == revoked.revoked
 
