@@ -20,6 +20,9 @@ A request late in either is answered ``408 Request Timeout`` (when any of it arr
 the connection closed; a connection that sent nothing is closed. Once the request is
 complete no timer runs: the application's time is not the client's. ``None`` disables a
 timer. Invariant: at most one timer is armed per connection, and none once it is lost.
+
+Given a ``ConnectionCap`` (``http.admission``), the protocol also answers a connection
+beyond the listener's cap 503 and closes it as it is made, arming no timer.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from lurcher.transports.connection import peer_address
+from lurcher.transports.http.admission import SERVICE_UNAVAILABLE, ConnectionCap
 
 log = logging.getLogger(__name__)
 
@@ -52,23 +56,32 @@ class ReadDeadlines:
     body_min_rate: float | None = None
 
 
-def protocol_factory(deadlines: ReadDeadlines) -> Callable[..., DeadlineH11Protocol]:
-    """What ``uvicorn.Config(http=...)`` takes: builds the protocol with ``deadlines``."""
-    return functools.partial(DeadlineH11Protocol, deadlines=deadlines)
+def protocol_factory(deadlines: ReadDeadlines,
+                     cap: ConnectionCap | None = None) -> Callable[..., DeadlineH11Protocol]:
+    """What ``uvicorn.Config(http=...)`` takes: builds the protocol with ``deadlines`` (and
+    the listener's connection ``cap``, if any)."""
+    return functools.partial(DeadlineH11Protocol, deadlines=deadlines, cap=cap)
 
 
 class DeadlineH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with the header and body read deadlines."""
+    """uvicorn's h11 protocol with the header and body read deadlines (and, given one, the
+    listener's connection cap)."""
 
-    def __init__(self, *args: Any, deadlines: ReadDeadlines, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, deadlines: ReadDeadlines, cap: ConnectionCap | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.deadlines = deadlines
+        self.cap = cap
         self.read_timer: asyncio.TimerHandle | None = None
         self.waiting_for: str | None = None  # "header", "body" or None
         self.body_due = math.inf  # loop time by which the body received so far was due
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        if self.cap is not None and not self.cap.admits(len(self.connections)):
+            transport.write(SERVICE_UNAVAILABLE)
+            transport.close()
+            return
         self._follow_request()
 
     def data_received(self, data: bytes) -> None:

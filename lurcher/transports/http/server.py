@@ -4,7 +4,8 @@
 before serving), then runs uvicorn's startup and main loop as a task; uvicorn installs no
 signal handlers this way. ``HttpServer.close()`` stops it. Connections are served by
 uvicorn's h11 protocol with read deadlines (``http.deadlines``, the ``limits.http_*_timeout``
-and ``limits.http_body_min_rate`` keys).
+and ``limits.http_body_min_rate`` keys) and a connection cap (``http.admission``,
+``limits.http_max_connections``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import uvicorn
 
 from lurcher.core.wire.units import U64_MAX
 from lurcher.runtime.settings import seconds
+from lurcher.transports.http.admission import ConnectionCap, listener_cap
 from lurcher.transports.http.app import HttpApi, build_app
 from lurcher.transports.http.deadlines import ReadDeadlines, protocol_factory
 from lurcher.transports.http.console import Console
@@ -93,8 +95,10 @@ async def start_http(shard: Any, section: Http, data_path: Path,
     deadlines = ReadDeadlines(seconds(limits.http_header_timeout) or None,
                               seconds(limits.http_body_timeout) or None,
                               body_rate(limits.http_body_min_rate))
+    cap = listener_cap(limits.http_max_connections)
+    protocol = protocol_factory(deadlines, ConnectionCap(cap) if cap else None)
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
-                            http=protocol_factory(deadlines), ws="none", loop="none", server_header=False,
+                            http=protocol, ws="none", loop="none", server_header=False,
                             proxy_headers=False, **tls)
     config.load()
     server = uvicorn.Server(config)
