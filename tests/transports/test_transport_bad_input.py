@@ -1,7 +1,7 @@
 """Bad input on every new front end: clear errors, no crash, the server keeps serving.
 
 HTTP: malformed JSON, wrong content type, oversize bodies, missing/garbage/expired/forged/
-revoked JWTs, shape errors, the §14 status mapping, CORS, metrics. WebSocket: text frames,
+revoked JWTs, shape errors, the §14 status mapping, CORS, metrics, upgrade requests. WebSocket: text frames,
 short and oversized frames, a frame split over messages. QUIC (raw aioquic client, no ALPN):
 a stream reset mid-request, a truncated frame, then normal requests on the same connection.
 """
@@ -214,6 +214,28 @@ async def test_websocket_bad_frames(plain_server: LurcherServer) -> None:
     async with ws_connect(uri, compression=None) as ws:
         await ws.send(PING)
         assert RESPONSE.unpack(await ws.recv()) == (0, 0)
+
+
+async def test_http_upgrade_requests_are_served_without_filling_the_log(
+        plain_server: LurcherServer) -> None:
+    """uvicorn wrote two warnings for every request asking to upgrade the connection (one
+    advising to install a WebSocket library): any client, logged in or not, filled the
+    server's log, 180 bytes for each request of 72. They are served as plain requests."""
+    host, port = plain_server.endpoints["http"].rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    request = (b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
+               b"Upgrade: websocket\r\n\r\n")
+    writer.write(request * 20)
+    try:
+        for _ in range(20):
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            assert head.startswith(b"HTTP/1.1 200 "), head
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            await asyncio.wait_for(reader.readexactly(length), 5)
+    finally:
+        writer.close()
+    log = plain_server.log_tail(10**6)
+    assert "upgrade request" not in log.lower() and "WebSocket library" not in log
 
 
 # -- QUIC ----------------------------------------------------------------------------------

@@ -22,7 +22,10 @@ complete no timer runs: the application's time is not the client's. ``None`` dis
 timer. Invariant: at most one timer is armed per connection, and none once it is lost.
 
 Given a ``ConnectionCap`` (``http.admission``), the protocol also answers a connection
-beyond the listener's cap 503 and closes it as it is made, arming no timer.
+beyond the listener's cap 503 and closes it as it is made, arming no timer. A request
+asking to upgrade the connection (no listener here upgrades: WebSocket has its own) is
+served as a plain request, and said at debug level only: uvicorn warned twice for each
+(advising to install a WebSocket library), so any client could fill the log.
 """
 
 from __future__ import annotations
@@ -98,6 +101,11 @@ class DeadlineH11Protocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
+
+    def _unsupported_upgrade_warning(self) -> None:
+        """uvicorn's two warnings per upgrade request, as one debug line (module doc)."""
+        log.debug("HTTP %s: upgrade request served without upgrading",
+                  peer_address(self.client))
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         self._disarm()  # the connection is the WebSocket protocol's from here on
