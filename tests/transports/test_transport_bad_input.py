@@ -238,6 +238,25 @@ async def test_http_upgrade_requests_are_served_without_filling_the_log(
     assert "upgrade request" not in log.lower() and "WebSocket library" not in log
 
 
+async def test_websocket_refusals_before_login_are_closed_with_their_codes(
+        plain_server: LurcherServer) -> None:
+    """Before login, a frame announcing more than ``max_unauthenticated_payload_bytes`` is
+    answered Unauthenticated (40) and closed with 1008; a WebSocket message larger than that
+    limit (plus the 8-byte header) is closed with 1009 by the library, with no status (the
+    README said 1009 for both)."""
+    uri = f"ws://{plain_server.endpoints['websocket']}/"
+    announced = struct.pack("<II", 70_000, LoginUser.CODE)
+    async with ws_connect(uri, compression=None) as ws:
+        await ws.send(announced)
+        assert RESPONSE.unpack(await ws.recv())[0] == ErrorCode.UNAUTHENTICATED
+        await asyncio.wait_for(ws.wait_closed(), 15)
+        assert ws.close_code == 1008
+    async with ws_connect(uri, compression=None, max_size=None) as ws:
+        await ws.send(announced + bytes(70_000))
+        await asyncio.wait_for(ws.wait_closed(), 15)
+        assert ws.close_code == 1009
+
+
 # -- QUIC ----------------------------------------------------------------------------------
 def quic_config() -> QuicConfiguration:
     config = QuicConfiguration(is_client=True, alpn_protocols=None, server_name="localhost")
