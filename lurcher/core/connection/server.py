@@ -117,6 +117,7 @@ class ServerConnection:
         self.busy = False          # a reply is awaited
         self.write_paused = False  # the adapter's output is above its high-water mark
         self.closing = False
+        self.aborted = False       # dropped without a graceful close (it is going at once)
         self.migrated = False
         self.current: Frame | None = None
         self.streak: tuple[int, int] = (-1, 0)  # (foreign shard, consecutive requests)
@@ -156,7 +157,7 @@ class ServerConnection:
     def abort(self) -> None:
         """Drop the connection now, unsent output included (a client that does not read
         would hold a graceful close open forever)."""
-        self.closing = True
+        self.closing = self.aborted = True
         self.io.abort()
 
     # -- input ---------------------------------------------------------------------------

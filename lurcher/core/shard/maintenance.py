@@ -24,7 +24,11 @@ that does not read would hold a graceful close open); a check runs four times pe
 (at most every 5 s), so the drop comes between 1 and 1.25 x the timeout (at most 5 s beyond
 it). A login request being checked (``Session.logins_in_flight``: its back-off wait, the
 password hash) extends the deadline by ``auth.login_backoff_max`` and ``LOGIN_GRACE_US``,
-so a correct login sent in time is not cut. HTTP requests have no connection here.
+so a correct login sent in time is not cut. A connection closing counts too: one whose
+login the server ended (its user or token removed) or whose frame it refused is closed
+once what was written to it is sent, which a client that never reads would hold off
+forever, keeping the connection and the replies queued on it. HTTP requests have no
+connection here.
 
 Every function takes ``now_us``; none reads a clock.
 """
@@ -167,13 +171,14 @@ def late_logins(shard: Any, now_us: int, timeout_us: int) -> list[Any]:
     (with a login being checked: that plus the longest back-off and ``LOGIN_GRACE_US``)."""
     grace = shard.config.typed.auth.login_backoff_max + LOGIN_GRACE_US
     return [s for s in shard.sessions.values()
-            if s.user_id is None and _open_connection(shard, s.client_id)
+            if s.user_id is None and _not_dropped(shard, s.client_id)
             and now_us - s.logged_out_us > timeout_us + (grace if s.logins_in_flight else 0)]
 
 
-def _open_connection(shard: Any, client_id: int) -> bool:
+def _not_dropped(shard: Any, client_id: int) -> bool:
+    """The connection is there and not already dropped (one closing gracefully counts)."""
     connection = shard.connections.get(client_id)
-    return connection is not None and not connection.closing
+    return connection is not None and not connection.aborted
 
 
 @register("login_deadline", login_check_us)
