@@ -12,7 +12,10 @@ personal access token of a token login still exists).
 Missing or bad tokens get a bare 401. Errors are ``{"id","code","reason","field"}`` with the
 §14 status mapping; malformed JSON and shape errors are 400 INVALID_FORMAT, invalid UTF-8 is
 400 INVALID_UTF8, a body that is not ``application/json`` is 415, a body above
-``max_request_size`` is 413. A built request must have a binary form
+``max_request_size`` is 413, and so is a body of a route taken before any login (login,
+token login, refresh) above ``limits.max_unauthenticated_payload_bytes``, as a binary
+frame before login is held to it (``unauthenticated_body``: no more is buffered, so a
+client trickling such bodies holds no more than that per connection). A built request must have a binary form
 (``validation.check_encodable``: integers in their wire ranges) and passes the same ``validate()`` as a binary one, in the dispatcher.
 One lurcher-only route: ``GET /cluster/status`` (``cluster.status``), authenticated.
 
@@ -387,13 +390,14 @@ class HttpApi:
             session.token_name = token.token_name
         return session
 
-    async def body(self, request: Request, kind: type) -> Any:
-        """The decoded JSON body. Raises IggyError (415 via UNSUPPORTED marker) or
-        msgspec errors."""
+    async def body(self, request: Request, kind: type, before_login: bool = False) -> Any:
+        """The decoded JSON body (``before_login``: held to the unauthenticated limit).
+        Raises IggyError (415 via UNSUPPORTED marker), BodyTooLarge or msgspec errors."""
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != JSON_TYPE:
             raise UnsupportedMediaType(content_type or "none")
-        raw = await request.body()
+        raw = await (unauthenticated_body(request, self.shard.limits.frames.max_unauthenticated)
+                     if before_login else request.body())
         try:
             return msgspec.json.decode(raw, type=kind)
         except (UnicodeDecodeError, msgspec.DecodeError):
@@ -485,12 +489,12 @@ class HttpApi:
         return JsonResponse(s.identity_json(info, token.token, token.expiry_s))
 
     async def login(self, request: Request) -> Response:
-        body = await self.body(request, b.LoginBody)
+        body = await self.body(request, b.LoginBody, before_login=True)
         return await self.identity(request, LoginUser(body.username, body.password,
                                                       body.version, body.context))
 
     async def login_pat(self, request: Request) -> Response:
-        body = await self.body(request, b.TokenBody)
+        body = await self.body(request, b.TokenBody, before_login=True)
         return await self.identity(request, LoginWithPersonalAccessToken(body.token))
 
     async def logout(self, request: Request) -> Response:
@@ -498,7 +502,7 @@ class HttpApi:
         return Response(status_code=204)
 
     async def refresh(self, request: Request) -> Response:
-        body = await self.body(request, b.TokenBody)
+        body = await self.body(request, b.TokenBody, before_login=True)
         try:
             token = self.jwt.refresh(body.token, self.require_token_user)
         except IggyError:
@@ -550,6 +554,21 @@ class UnsupportedMediaType(Exception):
 
 class BodyTooLarge(Exception):
     pass
+
+
+async def unauthenticated_body(request: Request, limit_bytes: int) -> bytes:
+    """The body of a request made before any login, buffering at most ``limit_bytes``.
+    Raises BodyTooLarge (413) as soon as it is declared or received larger."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit_bytes:
+        raise BodyTooLarge(f"request body before login above {limit_bytes} bytes")
+    chunks, received = [], 0
+    async for chunk in request.stream():
+        received += len(chunk)
+        if received > limit_bytes:
+            raise BodyTooLarge(f"request body before login above {limit_bytes} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class BodyLimit:
