@@ -34,6 +34,7 @@ from lurcher.core.shard.shard import Shard
 from lurcher.core.wire.errors import IggyError
 from lurcher.runtime.config import Config, ConfigError, load_config
 from lurcher.runtime.heap import freeze_startup_objects
+from lurcher.transports.admission import binary_connections
 from lurcher.transports.connection import StreamConnection
 from lurcher.transports.frontend import FrontEnd, ListenContext, Listener
 from lurcher.transports.http.metrics import observe_commands
@@ -111,7 +112,8 @@ async def start_listeners(shard: Shard, config: Config) -> list[Listener]:
     (SO_REUSEPORT); QUIC and HTTP run on shard 0.
 
     Raises OSError (address in use, ...) or TlsConfigError."""
-    context = ListenContext(shard.data_path, reuse_port=shard.shards_count > 1)
+    context = ListenContext(shard.data_path, reuse_port=shard.shards_count > 1,
+                            connection_cap=shard.connection_cap)
     listeners: list[Listener] = []
     for front_end in FRONT_ENDS:
         section = getattr(config.typed, front_end.name)
@@ -137,8 +139,9 @@ def open_shard(config: Config, default_root: bool, shard_id: int, shards_count: 
     number_clients_for_shard(shard_id, shards_count)
     shard = Shard(config, shard_id=shard_id, shards_count=shards_count,
                   meta=MetaReplica() if shard_id else None)
+    shard.connection_cap = cap = binary_connections(config, shard_id)
     shard.connection_factory = lambda session, pending: StreamConnection(
-        shard, session.transport, session, pending)
+        shard, session.transport, session, pending, cap=cap)
     observe_commands(shard, config.typed.http.metrics.enabled)
     if shard_id == 0:
         generated = ensure_root(shard.meta, shard.passwords.hash, os.environ, default_root,

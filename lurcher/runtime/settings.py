@@ -245,6 +245,7 @@ class Limits(Section):
     http_body_timeout: Micros
     http_body_min_rate: Bytes
     http_max_connections: Annotated[int, msgspec.Meta(ge=0)]
+    binary_max_connections: Annotated[int, msgspec.Meta(ge=0)]
 
 
 class ServerConfig(Section):

@@ -6,7 +6,9 @@ copy); the core's intents are carried out on the asyncio transport. Responses go
 ``Outbox`` (sendfile of large stored ranges on plain TCP); the transport's write-buffer
 limits drive the core's back-pressure (``pause_writing``/``resume_writing``). Everything
 else (framing, order, errors, session, migration state) is the core's
-(``lurcher.core.connection.server``). Background tasks of the transports (``run_tracked``)
+(``lurcher.core.connection.server``). Given a ``ConnectionCap`` (``transports.admission``),
+a connection counts in it from ``connection_made`` to ``connection_lost`` (a migration away
+ends with the latter too), and one beyond it is closed at once. Background tasks of the transports (``run_tracked``)
 are held until done and an unexpected error in one is logged.
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 
 from lurcher.auth.session import Session
 from lurcher.core.connection.server import ServerConnection
+from lurcher.transports.admission import ConnectionCap
 from lurcher.transports.sendfile import WRITE_HIGH_WATER_BYTES, WRITE_LOW_WATER_BYTES, Outbox
 
 log = logging.getLogger(__name__)
@@ -79,9 +82,12 @@ class StreamConnection(asyncio.BufferedProtocol):
     """asyncio protocol for TCP (plain or TLS) carrying Iggy binary frames."""
 
     def __init__(self, shard: Any, transport_kind: int, session: Session | None = None,
-                 pending: bytes = b"") -> None:
-        """``session`` and ``pending`` restore a connection migrated from another shard."""
+                 pending: bytes = b"", cap: ConnectionCap | None = None) -> None:
+        """``session`` and ``pending`` restore a connection migrated from another shard;
+        ``cap``: the listeners' connection count, this one refused beyond it."""
         self.core = ServerConnection(shard, transport_kind, self, session, pending)
+        self.cap = cap
+        self.counted = False  # in cap's count until connection_lost
         self.transport: asyncio.Transport | None = None
         self.outbox: Outbox | None = None
         self.sendfile_fd: int | None = None
@@ -92,6 +98,9 @@ class StreamConnection(asyncio.BufferedProtocol):
     # -- asyncio protocol: events into the core ---------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        if not self.admitted():
+            transport.close()  # beyond the cap: no session, nothing read
+            return
         transport.set_write_buffer_limits(WRITE_HIGH_WATER_BYTES, WRITE_LOW_WATER_BYTES)
         sock = transport.get_extra_info("socket")
         if sock is not None and transport.get_extra_info("sslcontext") is None:
@@ -101,9 +110,24 @@ class StreamConnection(asyncio.BufferedProtocol):
         self.core.open(peer_address(transport.get_extra_info("peername")))
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.counted:
+            self.counted = False
+            self.cap.release()
         if self.outbox is not None:
             self.outbox.clear()
         self.core.connection_lost()
+
+    def admitted(self) -> bool:
+        """Count this connection in ``cap``: False (not counted) when it is beyond it; a
+        connection migrated from another shard (its session came with it) always stays."""
+        if self.cap is None:
+            return True
+        if self.core.session is not None:
+            self.cap.adopt()
+        elif not self.cap.admit():
+            return False
+        self.counted = True
+        return True
 
     def get_buffer(self, sizehint: int) -> memoryview:  # replaced per instance in __init__
         return self.core.reader.get_buffer()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from lurcher.transports.admission import ConnectionCap
 from lurcher.transports.tls import server_context
 
 if TYPE_CHECKING:
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 class ListenContext:
     data_path: Path   # system.path: relative certificate paths resolve here
     reuse_port: bool  # several shard processes listen on the same address
+    # the binary listeners' count and cap in this process (transports.admission); None: none
+    connection_cap: ConnectionCap | None = None
 
 
 class Listener(Protocol):

@@ -20,7 +20,7 @@ async def listen(shard: Any, section: Tcp, context: ListenContext) -> Listener:
     host, port = split_address(section.address)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: StreamConnection(shard, TRANSPORT_TCP), host, port,
+        lambda: StreamConnection(shard, TRANSPORT_TCP, cap=context.connection_cap), host, port,
         ssl=tls_context(section.tls, context.data_path), reuse_port=context.reuse_port or None,
         backlog=1024)
     return ServerListener(server, server.sockets[0].getsockname())

@@ -42,5 +42,6 @@ async def listen(shard: Any, section: Unix, context: ListenContext) -> Listener:
     if path.is_socket():
         os.unlink(path)  # left by a server that did not stop cleanly (the data dir is locked)
     server = await asyncio.get_running_loop().create_unix_server(
-        lambda: StreamConnection(shard, TRANSPORT_TCP), str(path), backlog=1024)
+        lambda: StreamConnection(shard, TRANSPORT_TCP, cap=context.connection_cap), str(path),
+        backlog=1024)
     return UnixListener(server, path)

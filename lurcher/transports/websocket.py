@@ -17,11 +17,15 @@ request while more than ``WRITE_HIGH_WATER_BYTES`` of replies wait; the library 
 most ``MAX_QUEUED_FRAMES`` incoming frames meanwhile. The library answers Ping (and Close)
 frames by itself, without asking us; ``ReadPausingConnection`` stops reading the socket while
 the transport's output is above the library's write limit, so a client that sends pings but
-never reads the pongs cannot make the server buffer without bound.
+never reads the pongs cannot make the server buffer without bound. A connection counts in
+the binary listeners' cap (``transports.admission``) from the start of its opening
+handshake to its end; one beyond the cap is answered ``503 Service Unavailable`` and closed
+before its upgrade is read.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -34,6 +38,7 @@ from lurcher.core.connection.server import CLOSE_REFUSED
 from lurcher.core.connection.server import ServerConnection as Connection
 from lurcher.core.wire.address import split_address
 from lurcher.core.shard.reply import read_parts
+from lurcher.transports.admission import SERVICE_UNAVAILABLE, ConnectionCap
 from lurcher.transports.connection import peer_address, run_tracked
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener, tls_context
 from lurcher.transports.sendfile import WRITE_HIGH_WATER_BYTES, WRITE_LOW_WATER_BYTES
@@ -51,16 +56,35 @@ CLOSE_REASONS = {CLOSE_GOING_AWAY: "server closed the session", CLOSE_POLICY: "f
 
 
 class ReadPausingConnection(ServerConnection):
-    """The library's connection, with reading paused while writing is.
+    """The library's connection, with reading paused while writing is, counted in the
+    listeners' connection cap (if any).
 
     Reading is paused when either the incoming-frame queue is full (the library's own rule)
     or the transport's output is above its high-water mark (a client not reading the
-    library's automatic Pong replies); it resumes only when neither holds.
+    library's automatic Pong replies); it resumes only when neither holds. A connection
+    beyond the cap is answered 503 and closed as it is made, before its upgrade request.
     """
+
+    def __init__(self, *args: Any, cap: ConnectionCap | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cap = cap
+        self.counted = False  # in cap's count until connection_lost
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         self.recv_messages.resume = self.resume_reading_if_drained
+        if self.cap is None:
+            return
+        self.counted = self.cap.admit()
+        if not self.counted:
+            transport.write(SERVICE_UNAVAILABLE)
+            transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.counted:
+            self.counted = False
+            self.cap.release()
+        super().connection_lost(exc)
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -209,5 +233,6 @@ async def listen(shard: Any, section: WebSocket, context: ListenContext) -> List
                          compression=None, max_size=max_message, max_queue=MAX_QUEUED_FRAMES,
                          ping_interval=None, server_header=None,
                          reuse_port=context.reuse_port or None,
-                         create_connection=ReadPausingConnection)
+                         create_connection=functools.partial(
+                             ReadPausingConnection, cap=context.connection_cap))
     return ServerListener(server, server.sockets[0].getsockname())

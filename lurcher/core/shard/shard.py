@@ -132,6 +132,9 @@ class Shard:
         self.cluster_config: Any = None
         # builds the protocol for a migrated connection: (session, pending bytes) -> protocol
         self.connection_factory: Callable[[Session, bytes], Any] | None = None
+        # the binary listeners' ConnectionCap (transports.admission), set by the server;
+        # migrated connections count in it too
+        self.connection_cap: Any = None
         self.closing = False
         self.dispatcher = Dispatcher(self)
         self.graveyard = Graveyard(self.data_path)

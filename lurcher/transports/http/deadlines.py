@@ -21,7 +21,7 @@ the connection closed; a connection that sent nothing is closed. Once the reques
 complete no timer runs: the application's time is not the client's. ``None`` disables a
 timer. Invariant: at most one timer is armed per connection, and none once it is lost.
 
-Given a ``ConnectionCap`` (``http.admission``), the protocol also answers a connection
+Given a ``ConnectionCap`` (``transports.admission``), the protocol also answers a connection
 beyond the listener's cap 503 and closes it as it is made, arming no timer. A request
 asking to upgrade the connection (no listener here upgrades: WebSocket has its own) is
 served as a plain request, and said at debug level only: uvicorn warned twice for each
@@ -41,7 +41,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from lurcher.transports.connection import peer_address
-from lurcher.transports.http.admission import SERVICE_UNAVAILABLE, ConnectionCap
+from lurcher.transports.admission import SERVICE_UNAVAILABLE, ConnectionCap
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
 before serving), then runs uvicorn's startup and main loop as a task; uvicorn installs no
 signal handlers this way. ``HttpServer.close()`` stops it. Connections are served by
 uvicorn's h11 protocol with read deadlines (``http.deadlines``, the ``limits.http_*_timeout``
-and ``limits.http_body_min_rate`` keys) and a connection cap (``http.admission``,
+and ``limits.http_body_min_rate`` keys) and a connection cap (``transports.admission``,
 ``limits.http_max_connections``).
 """
 
@@ -20,7 +20,7 @@ import uvicorn
 
 from lurcher.core.wire.units import U64_MAX
 from lurcher.runtime.settings import seconds
-from lurcher.transports.http.admission import ConnectionCap, listener_cap
+from lurcher.transports.admission import http_connections
 from lurcher.transports.http.app import HttpApi, build_app
 from lurcher.transports.http.deadlines import ReadDeadlines, protocol_factory
 from lurcher.transports.http.console import Console
@@ -95,8 +95,7 @@ async def start_http(shard: Any, section: Http, data_path: Path,
     deadlines = ReadDeadlines(seconds(limits.http_header_timeout) or None,
                               seconds(limits.http_body_timeout) or None,
                               body_rate(limits.http_body_min_rate))
-    cap = listener_cap(limits.http_max_connections)
-    protocol = protocol_factory(deadlines, ConnectionCap(cap) if cap else None)
+    protocol = protocol_factory(deadlines, http_connections(limits))
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
                             http=protocol, ws="none", loop="none", server_header=False,
                             proxy_headers=False, **tls)
