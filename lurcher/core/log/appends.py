@@ -31,7 +31,8 @@ change the partition, but they are still answered in submission order, and once 
 every later one of the same abandon fails too: its bytes lie past a hole that recovery
 stops at, so acknowledging it would lose it at the next start. Their files are not cut
 back (the partition is gone); recovery at the next start keeps what is whole up to the
-first hole.
+first hole. Batches still waiting at a purge are stamped into the emptied partition (from
+offset 0, as if sent just after it); at a close they are refused.
 
 Memory: at most ``max_inflight`` batches in flight per partition; each waiting batch is the
 request of a connection that awaits its reply (a connection runs one request at a time), so
@@ -98,6 +99,10 @@ class AppendPipeline:
         self.waiting.append((batch, future))
         self._pump(partition)
         return future
+
+    def resume(self, partition: Any) -> None:
+        """Stamp the batches kept waiting by ``abandon`` (after a purge) into ``partition``."""
+        self._pump(partition)
 
     def _may_stamp(self, partition: Any, batch: Any) -> bool:
         if self.failure is not None or self.sealing or len(self.inflight) >= self.max_inflight:
@@ -174,10 +179,12 @@ class AppendPipeline:
         self.failure = self.failure or head.error or OSError(refused)
         _settle(head.future, _write_failed(self.failure))
 
-    def abandon(self) -> None:
+    def abandon(self, refuse_waiting: bool = True) -> None:
         """The partition is purged or closed: batches in flight are answered when their
-        write completes, in order (``OrphanChain``), but no longer change the partition;
-        waiting ones are refused."""
+        write completes, in order (``OrphanChain``), but no longer change the partition.
+        Waiting ones (not stamped yet) are refused when it closes; after a purge
+        (``refuse_waiting`` False) they stay queued for the emptied partition (``resume``),
+        as if sent just after the purge: a purge orders itself among the sends, as in 0.8."""
         if self.inflight:
             for pending in self.inflight:
                 pending.orphan = True
@@ -186,7 +193,7 @@ class AppendPipeline:
                 self.orphans.append(chain)
         self.inflight = deque()
         self.failure = None
-        while self.waiting:
+        while refuse_waiting and self.waiting:
             _settle(self.waiting.popleft()[1], IggyError(
                 ErrorCode.CANNOT_WRITE_TO_FILE, "the partition was closed or purged"))
 

@@ -476,8 +476,8 @@ class Partition:
         except OSError as exc:
             log.error("partition %s: cannot cut back after a failed fsync: %s", self.path, exc)
 
-    def _abandon_inflight(self) -> None:
-        self.pipeline.abandon()
+    def _abandon_inflight(self, refuse_waiting: bool = True) -> None:
+        self.pipeline.abandon(refuse_waiting)
         self._pending_count = self._pending_bytes = 0
 
     def truncate_to(self, next_offset: int) -> None:
@@ -662,10 +662,13 @@ class Partition:
 
     def purge(self) -> None:
         """Drop every segment and stored offset; restart empty at offset 0 (as 0.8 does).
-        When the new segment's files cannot be created now (full disk, no descriptor) they
-        are created by the first send (``Segment`` with ``create=False``); until then polls
-        find nothing and a send fails with CANNOT_WRITE_TO_FILE."""
-        self._abandon_inflight()
+        Batches in flight are answered but gone with the rest; batches still waiting for
+        their turn are then stored from offset 0, as if sent just after the purge (not
+        refused: 0.8 orders a purge among the sends). When the new segment's files cannot
+        be created now (full disk, no descriptor) they are created by the first send
+        (``Segment`` with ``create=False``); until then polls find nothing and a send fails
+        with CANNOT_WRITE_TO_FILE."""
+        self._abandon_inflight(refuse_waiting=False)
         for segment in self.segments:
             segment.delete()
         self.segments = []
@@ -681,6 +684,7 @@ class Partition:
                       "the next send creates it", self.path, exc)
             fresh = Segment(self.path, 0, self.files, create=False)
         self._add_segment(fresh)
+        self.pipeline.resume(self)
 
     def close(self) -> None:
         """Close every segment's files (fsync first when ``enforce_fsync``); with nothing in

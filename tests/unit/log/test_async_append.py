@@ -125,6 +125,36 @@ async def test_purge_with_batches_in_flight(tmp_path):
     part.close()
 
 
+async def test_a_batch_waiting_at_a_purge_is_stored_after_it(tmp_path):
+    """A batch still waiting for its turn when the partition is purged is not refused: it is
+    stored in the emptied partition from offset 0, as if sent just after the purge (0.8
+    orders a purge among the sends)."""
+    io = HeldIo()
+    part = open_part(tmp_path, io, max_inflight_batches=1)
+    in_flight, waiting = part.append_async(batch(1)), part.append_async(batch(2))
+    assert len(io.submitted) == 1
+    part.purge()
+    assert len(io.submitted) == 2 and part.next_offset == 0
+    io.complete(0)
+    io.complete(1)
+    await asyncio.gather(in_flight, waiting)
+    polled = part.read_first(100).to_bytes()
+    assert part.next_offset == 3 and polled.count(bytes([2]) * 50) == 3
+    assert bytes([1]) * 50 not in polled
+    part.close()
+
+
+async def test_a_batch_waiting_at_a_close_is_refused(tmp_path):
+    io = HeldIo()
+    part = open_part(tmp_path, io, max_inflight_batches=1)
+    in_flight, waiting = part.append_async(batch(1)), part.append_async(batch(2))
+    part.close()
+    assert waiting.exception().code == ErrorCode.CANNOT_WRITE_TO_FILE
+    io.complete(0)
+    await in_flight
+    assert len(io.submitted) == 1
+
+
 @pytest.mark.parametrize("io", [pytest.param(PosixIo(), id="posix"),
                                 pytest.param(open_uring_io(), id="uring")])
 async def test_real_backends_write_concurrent_batches_in_order(tmp_path, io):
