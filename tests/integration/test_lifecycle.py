@@ -1,9 +1,12 @@
 """The partition lifecycle on live topics with data, checked again after a restart:
 DeleteSegments, PurgeTopic, PurgeStream, CreatePartitions, DeletePartitions keep offsets
-and stored consumer offsets consistent; FlushUnsavedBuffer with fsync answers OK."""
+and stored consumer offsets consistent; FlushUnsavedBuffer with fsync answers OK. A
+partition whose directory is already moved aside for its deletion answers
+PartitionNotFound."""
 
 from __future__ import annotations
 
+import os
 import struct
 
 from lurcher.core.wire.identifier import Identifier
@@ -150,3 +153,27 @@ def test_offsets_with_enforce_fsync_are_stored_and_survive_a_crash(server_factor
         assert stored_offset(c, 0) == 5 and stored_offset(c, 0, consumer=2) == 13
         got = c.poll("s", "t", 0, raw.STRATEGY_NEXT, 0, 100, auto_commit=True, consumer=auto)
         assert [m.offset for m in got.messages] == list(range(14, 20))
+
+
+def test_a_partition_whose_directory_went_for_its_deletion_is_not_found(server_factory):
+    """With several shards the metadata owner moves a deleted partition's directory aside
+    before the owning shard applies the deletion; a command served there meanwhile finds no
+    files. Moving the directory by hand makes that state here: a store, a poll that commits
+    and a send that rolls a segment over get PartitionNotFound (3007), the connection goes
+    on, and the log shows no traceback."""
+    server = server_factory({"LURCHER_SYSTEM_SEGMENT_SIZE": "1"})  # every send rolls over
+    with connect(server) as c:
+        c.create_stream("s")
+        c.create_topic("s", "t", 1)
+        send(c, 0, 1)
+        directory = server.data_dir / "streams/0/topics/0/partitions/0"
+        os.rename(directory, server.data_dir / "moved-away")
+        store_offset = StoreConsumerOffset(Consumer.of(1), S, T, 0, 0)
+        poll = raw.poll_payload("s", "t", 0, raw.STRATEGY_NEXT, 0, 10, auto_commit=True)
+        sent = raw.send_messages_payload("s", "t", raw.partition_id(0), [raw.message(b"x")])
+        statuses = [c.request(type(store_offset).CODE, store_offset.encode()).status,
+                    c.request(raw.POLL_MESSAGES, poll).status,
+                    c.request(raw.SEND_MESSAGES, sent).status]
+        assert statuses == [3007, 3007, 3007]
+        c.ping()
+    assert "Traceback" not in server.output_path.read_text()

@@ -32,7 +32,8 @@ every later one of the same abandon fails too: its bytes lie past a hole that re
 stops at, so acknowledging it would lose it at the next start. Their files are not cut
 back (the partition is gone); recovery at the next start keeps what is whole up to the
 first hole. Batches still waiting at a purge are stamped into the emptied partition (from
-offset 0, as if sent just after it); at a close they are refused.
+offset 0, as if sent just after it); at a close they are refused (PARTITION_NOT_FOUND when
+the partition was deleted).
 
 Memory: at most ``max_inflight`` batches in flight per partition; each waiting batch is the
 request of a connection that awaits its reply (a connection runs one request at a time), so
@@ -179,12 +180,13 @@ class AppendPipeline:
         self.failure = self.failure or head.error or OSError(refused)
         _settle(head.future, _write_failed(self.failure))
 
-    def abandon(self, refuse_waiting: bool = True) -> None:
+    def abandon(self, refuse_with: ErrorCode | None = ErrorCode.CANNOT_WRITE_TO_FILE) -> None:
         """The partition is purged or closed: batches in flight are answered when their
         write completes, in order (``OrphanChain``), but no longer change the partition.
-        Waiting ones (not stamped yet) are refused when it closes; after a purge
-        (``refuse_waiting`` False) they stay queued for the emptied partition (``resume``),
-        as if sent just after the purge: a purge orders itself among the sends, as in 0.8."""
+        Waiting ones (not stamped yet) are refused with ``refuse_with`` (a close: the server
+        stops, or PARTITION_NOT_FOUND for a deleted partition); after a purge (None) they
+        stay queued for the emptied partition (``resume``), as if sent just after the
+        purge: a purge orders itself among the sends, as in 0.8."""
         if self.inflight:
             for pending in self.inflight:
                 pending.orphan = True
@@ -193,9 +195,12 @@ class AppendPipeline:
                 self.orphans.append(chain)
         self.inflight = deque()
         self.failure = None
-        while refuse_waiting and self.waiting:
-            _settle(self.waiting.popleft()[1], IggyError(
-                ErrorCode.CANNOT_WRITE_TO_FILE, "the partition was closed or purged"))
+        while refuse_with is not None and self.waiting:
+            _settle(self.waiting.popleft()[1], IggyError(refuse_with, _REFUSALS[refuse_with]))
+
+
+_REFUSALS = {ErrorCode.CANNOT_WRITE_TO_FILE: "the partition was closed",
+             ErrorCode.PARTITION_NOT_FOUND: "the partition was deleted"}
 
 
 class OrphanChain:

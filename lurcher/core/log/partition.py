@@ -25,8 +25,11 @@ partition cuts its log back to the last synced offset (nothing unacknowledged st
 refuses every later append with CANNOT_WRITE_TO_FILE until it is reopened (server restart),
 when recovery reads what is really on the device. With ``enforce_fsync`` any failed fsync
 of its segment files counts (a client's FlushUnsavedBuffer too): a later fsync of the same
-files may succeed without the lost pages. A purge starts a new ``epoch``: a group-commit round begun before it
-reports nothing about the new files (``synced_to``), and the last synced offset starts at 0.
+files may succeed without the lost pages. A partition whose directory is gone (moved aside
+for its deletion before its shard closes it) answers PARTITION_NOT_FOUND to whatever needs
+a file it does not hold open (``_refuse_if_deleted``). A purge starts a new ``epoch``: a
+group-commit round begun before it reports nothing about the new files (``synced_to``), and
+the last synced offset starts at 0.
 """
 
 from __future__ import annotations
@@ -304,6 +307,7 @@ class Partition:
         try:
             handles = (segment.log_file(), segment.index_file())
         except OSError as e:
+            self._refuse_if_deleted(e)
             raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE, str(e)) from e
         timestamp = max(batch.stamp_us or self.clock(), self._last_timestamp + 1)
         base = self.next_offset + self._pending_count
@@ -379,6 +383,7 @@ class Partition:
             try:
                 self._add_segment(Segment(self.path, self.next_offset, self.files))
             except OSError as e:
+                self._refuse_if_deleted(e)
                 code = (ErrorCode.CANNOT_WRITE_TO_FILE if is_no_space(e)
                         else ErrorCode.CANNOT_CREATE_SEGMENT_LOG_FILE)
                 raise IggyError(code, str(e)) from e
@@ -476,8 +481,8 @@ class Partition:
         except OSError as exc:
             log.error("partition %s: cannot cut back after a failed fsync: %s", self.path, exc)
 
-    def _abandon_inflight(self, refuse_waiting: bool = True) -> None:
-        self.pipeline.abandon(refuse_waiting)
+    def _abandon_inflight(self, refuse_with: ErrorCode | None) -> None:
+        self.pipeline.abandon(refuse_with)
         self._pending_count = self._pending_bytes = 0
 
     def truncate_to(self, next_offset: int) -> None:
@@ -572,7 +577,7 @@ class Partition:
             position, length = segment.byte_range(a - segment.start_offset,
                                                   b - segment.start_offset)
             self.cache_window.read(segment, position)
-            log = segment.log_file()
+            log = self._log_file(segment)
             ranges.append(ByteRange(segment.log_path, log.fd, position, length, log))
             got_first = a if got_first < 0 else got_first
             got_last, n = b, n + b - a + 1
@@ -580,20 +585,48 @@ class Partition:
             return EMPTY
         return PolledSlice(got_first, n, got_last, tuple(ranges))
 
+    def _log_file(self, segment: Segment) -> FileHandle:
+        """``segment``'s log handle for a poll. Raises OSError, IggyError PARTITION_NOT_FOUND
+        (``_refuse_if_deleted``)."""
+        try:
+            return segment.log_file()
+        except OSError as exc:
+            self._refuse_if_deleted(exc)
+            raise
+
+    def _refuse_if_deleted(self, error: OSError) -> None:
+        """Raise IggyError PARTITION_NOT_FOUND when ``error`` is a file missing because this
+        partition's directory is gone: with several shards the metadata owner moves a
+        deleted partition's directory aside (``tombstones``) before the owning shard applies
+        the deletion and closes it, and a command served meanwhile finds no files there."""
+        if isinstance(error, FileNotFoundError) and not os.path.isdir(self.path):
+            raise IggyError(ErrorCode.PARTITION_NOT_FOUND,
+                            f"partition {self.partition_id} is being deleted") from error
+
     # -- consumer offsets ----------------------------------------------------------------
 
     def store_offset(self, kind: OffsetKind, key: int, offset: int) -> asyncio.Future | None:
         """Persist a consumer's (``consumers``) or group's (``groups``) offset: None once
-        stored, or with ``enforce_fsync`` a future (``ConsumerOffsets``). Raises OSError."""
-        return self.offsets.store(kind, key, offset)
+        stored, or with ``enforce_fsync`` a future (``ConsumerOffsets``). Raises OSError,
+        IggyError PARTITION_NOT_FOUND (``_refuse_if_deleted``)."""
+        try:
+            return self.offsets.store(kind, key, offset)
+        except OSError as exc:
+            self._refuse_if_deleted(exc)
+            raise
 
     def get_offset(self, kind: OffsetKind, key: int) -> int | None:
         return self.offsets.get(kind, key)
 
     def delete_offset(self, kind: OffsetKind, key: int) -> asyncio.Future | None:
         """None once deleted, or with ``enforce_fsync`` a future. Raises IggyError
-        CONSUMER_OFFSET_NOT_FOUND when nothing is stored."""
-        return self.offsets.delete(kind, key)
+        CONSUMER_OFFSET_NOT_FOUND when nothing is stored, PARTITION_NOT_FOUND
+        (``_refuse_if_deleted``), OSError."""
+        try:
+            return self.offsets.delete(kind, key)
+        except OSError as exc:
+            self._refuse_if_deleted(exc)
+            raise
 
     def forget_offset(self, kind: OffsetKind, key: int) -> None:
         """Delete the stored offset if there is one (a deleted group's), without waiting
@@ -668,7 +701,7 @@ class Partition:
         be created now (full disk, no descriptor) they are created by the first send
         (``Segment`` with ``create=False``); until then polls find nothing and a send fails
         with CANNOT_WRITE_TO_FILE."""
-        self._abandon_inflight(refuse_waiting=False)
+        self._abandon_inflight(refuse_with=None)
         for segment in self.segments:
             segment.delete()
         self.segments = []
@@ -686,13 +719,15 @@ class Partition:
         self._add_segment(fresh)
         self.pipeline.resume(self)
 
-    def close(self) -> None:
+    def close(self, deleted: bool = False) -> None:
         """Close every segment's files (fsync first when ``enforce_fsync``); with nothing in
         flight, the open segment's reserved blocks go back first (a write still in flight
-        could land past the cut)."""
+        could land past the cut). Sends still waiting are refused: PARTITION_NOT_FOUND when
+        the partition is ``deleted``, else CANNOT_WRITE_TO_FILE (the server stops)."""
         idle = self.pipeline.idle
         self.closed = True
-        self._abandon_inflight()
+        self._abandon_inflight(ErrorCode.PARTITION_NOT_FOUND if deleted
+                               else ErrorCode.CANNOT_WRITE_TO_FILE)
         try:
             self.flush(self.config.enforce_fsync)
         except OSError as exc:  # recorded by ``flush``; the files are closed all the same

@@ -272,14 +272,14 @@ class Shard:
                 log.info("closing partition %s: deleted while this shard was catching up", key)
                 del self.partitions[key]
                 self.dedup.drop(key)
-                partition.close()
+                partition.close(deleted=True)
 
     def drop_partition(self, stream_id: int, topic_id: int, partition_id: int) -> None:
         """Close a partition and delete its files."""
         partition = self.partitions.pop((stream_id, topic_id, partition_id), None)
         self.dedup.drop((stream_id, topic_id, partition_id))
         if partition is not None:
-            partition.close()
+            partition.close(deleted=True)
         shutil.rmtree(self.partition_path(stream_id, topic_id, partition_id), ignore_errors=True)
 
     def append(self, partition: Partition, batch: Any) -> Any:

@@ -144,12 +144,15 @@ async def test_a_batch_waiting_at_a_purge_is_stored_after_it(tmp_path):
     part.close()
 
 
-async def test_a_batch_waiting_at_a_close_is_refused(tmp_path):
+@pytest.mark.parametrize("deleted, code", [(False, ErrorCode.CANNOT_WRITE_TO_FILE),
+                                           (True, ErrorCode.PARTITION_NOT_FOUND)])
+async def test_a_batch_waiting_at_a_close_is_refused(tmp_path, deleted, code):
+    """Closed (the server stops): CANNOT_WRITE_TO_FILE; deleted: PARTITION_NOT_FOUND."""
     io = HeldIo()
     part = open_part(tmp_path, io, max_inflight_batches=1)
     in_flight, waiting = part.append_async(batch(1)), part.append_async(batch(2))
-    part.close()
-    assert waiting.exception().code == ErrorCode.CANNOT_WRITE_TO_FILE
+    part.close(deleted=deleted)
+    assert waiting.exception().code == code
     io.complete(0)
     await in_flight
     assert len(io.submitted) == 1
