@@ -1,5 +1,5 @@
 """Retention on a real server: the message cleaner deletes expired segments and trims topics
-over their maximum size; polls of deleted offsets start at the first offset left; topic
+over their maximum size (the whole topic's, with several shards); polls of deleted offsets start at the first offset left; topic
 details and GetStats reflect the deletions; the open segment always stays.
 
 Small segments (4 KiB: 32 messages of 100-byte payloads sent 8 per batch) and a 200 ms cleaner interval.
@@ -105,6 +105,27 @@ def test_topic_is_trimmed_to_its_max_size(server_factory):
         assert part.current_offset == 299
         send(c, 1, 300)
         assert c.poll("s", "t", 0, raw.STRATEGY_LAST, 0, 1).messages[0].offset == 300
+
+
+def test_a_topic_spread_over_shards_is_trimmed_to_its_max_size_once(server_factory):
+    """With two shards each partition of a 2-partition topic is on its own shard: the whole
+    topic is trimmed below 90% of its max size, and each shard deletes only its share (at
+    most a segment more), not the topic's excess over again."""
+    server = server_factory({**ENV, "LURCHER_SYSTEM_SHARDING_SHARDS": "2"})
+    max_size = 10 * SEGMENT_BYTES
+    threshold = max_size * 9 // 10
+    segment = PER_SEGMENT * MESSAGE_BYTES
+    with raw.RawClient(server.tcp_address) as c:
+        c.login()
+        c.create_stream("s")
+        call(c, CreateTopic(S, 2, 1, 0, max_size, 0, "t"))
+        for start in range(0, 600, BATCH):
+            c.send("s", "t", raw.partition_id(start // BATCH % 2),
+                   [raw.message(b"x" * 100) for _ in range(BATCH)])
+        wait_until(lambda: topic(c).header.size_bytes < threshold)
+        parts = topic(c).partitions
+        assert sum(p.size_bytes for p in parts) >= threshold - 2 * segment
+        assert all(p.segments_count > 1 for p in parts)
 
 
 def test_cleaner_disabled_by_default(server_factory):

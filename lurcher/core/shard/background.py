@@ -1,7 +1,8 @@
 """Periodic jobs of a shard (expiry cleaner, token cleanup, heartbeat checks, ...).
 
-A job is ``Job(name, interval_us, run)`` where ``run(shard, now_us)`` is synchronous and
-quick (it may schedule threads itself). ``JOBS`` is filled by ``register`` from the modules
+A job is ``Job(name, interval_us, run)`` where ``run(shard, now_us)`` is quick (it may
+schedule threads itself); it may return an awaitable (to ask other shards first), which the
+job's loop awaits before the next run. ``JOBS`` is filled by ``register`` from the modules
 that own the work; ``start(shard)`` runs every enabled job on the shard's event loop and
 returns the tasks so the server can cancel them on shutdown. A failing run is logged and
 the job keeps its schedule.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -47,7 +49,9 @@ async def _loop(shard: Any, job: Job, interval_us: int) -> None:
     while True:
         await asyncio.sleep(interval_us / 1e6)
         try:
-            job.run(shard, shard.clock())
+            done = job.run(shard, shard.clock())
+            if inspect.isawaitable(done):
+                await done
         except Exception:
             log.exception("background job %s failed", job.name)
 

@@ -7,7 +7,9 @@ topic, as the 0.8 server does:
 1. expiry: in every partition, the sealed segments whose newest message is older than the
    topic's ``message_expiry_us`` are deleted;
 2. size: while the topic holds at least 90% of ``max_topic_size``, the sealed segment with
-   the oldest first message across the topic's partitions is deleted.
+   the oldest first message across the topic's partitions is deleted. The topic's size is
+   the whole topic's: with several shards each one trims its own partitions, by its share
+   of the excess (what the others hold is asked first, ``Cluster.gather``).
 
 The open segment of a partition is never deleted, nor a segment holding messages past the
 lowest offset a consumer or group stored on that partition (the 0.8 barrier: unconsumed
@@ -83,29 +85,47 @@ def _oldest_deletable(partitions: list[Partition]) -> Partition | None:
     return min(candidates, key=lambda p: p.segments[0].first_timestamp, default=None)
 
 
-def trim_topic(partitions: list[Partition], max_size_bytes: int) -> tuple[int, int]:
-    """Delete oldest sealed segments while the topic is at >= 90% of ``max_size_bytes``."""
-    segments = messages = 0
+def trim_topic(partitions: list[Partition], max_size_bytes: int,
+               elsewhere_bytes: int = 0) -> tuple[int, int]:
+    """Delete oldest sealed segments while the topic is at >= 90% of ``max_size_bytes``.
+
+    ``partitions`` are the topic's partitions on this shard; ``elsewhere_bytes`` is what its
+    partitions on the other shards held when last asked. The topic's excess over the
+    threshold is trimmed here in proportion to the part of the topic this shard holds, so
+    that the shards, each trimming its own partitions at the same time, take the excess
+    once between them (to a segment each), not once each."""
     if never(max_size_bytes):
         return 0, 0
-    threshold = max_size_bytes * SIZE_THRESHOLD_NUM // SIZE_THRESHOLD_DEN
-    while sum(p.size_bytes for p in partitions) >= threshold:
+    here = sum(p.size_bytes for p in partitions)
+    excess = here + elsewhere_bytes - max_size_bytes * SIZE_THRESHOLD_NUM // SIZE_THRESHOLD_DEN
+    if excess < 0 or here == 0:
+        return 0, 0
+    share = excess * here // (here + elsewhere_bytes)
+    segments = messages = freed = 0
+    while freed <= share:
         oldest = _oldest_deletable(partitions)
         if oldest is None:
             break
+        size = oldest.size_bytes
         s, m = oldest.delete_oldest_segments(1, barrier(oldest))
-        segments, messages = segments + s, messages + m
+        segments, messages, freed = segments + s, messages + m, freed + size - oldest.size_bytes
     return segments, messages
 
 
-def clean_topic(shard: Any, topic: TopicMeta, now_us: int) -> tuple[int, int]:
-    """Expiry then size retention for one topic. Returns (segments, messages) deleted."""
+def clean_topic(shard: Any, topic: TopicMeta, now_us: int,
+                elsewhere_bytes: int = 0) -> tuple[int, int]:
+    """Expiry then size retention for one topic (``elsewhere_bytes``: see ``trim_topic``).
+    Returns (segments, messages) deleted."""
     partitions = [p for pid in range(topic.partitions_count)
                   if (p := shard.partitions.get((topic.stream_id, topic.id, pid))) is not None]
     # values stored out of range by an older version mean "never" / "unlimited"
     s1, m1 = expire_topic(partitions, now_us, clamp_uint(topic.message_expiry_us, 64, U64_MAX))
-    s2, m2 = trim_topic(partitions, clamp_uint(topic.max_topic_size, 64, U64_MAX))
+    s2, m2 = trim_topic(partitions, max_topic_size(topic), elsewhere_bytes)
     return s1 + s2, m1 + m2
+
+
+def max_topic_size(topic: TopicMeta) -> int:
+    return clamp_uint(topic.max_topic_size, 64, U64_MAX)
 
 
 def cleaner_interval_us(shard: Any) -> int | None:
@@ -114,12 +134,34 @@ def cleaner_interval_us(shard: Any) -> int | None:
 
 
 @register("message_cleaner", cleaner_interval_us)
-def clean_messages(shard: Any, now_us: int) -> tuple[int, int]:
-    """Run retention over every topic of the shard. Returns (segments, messages) deleted."""
+def clean_messages(shard: Any, now_us: int) -> Any:
+    """Run retention over every topic of the shard. Returns (segments, messages) deleted,
+    or, with several shards and a topic of limited size, a coroutine that returns them once
+    it has asked the other shards what their partitions hold (``Cluster.gather``)."""
+    if shard.cluster is None or all(never(max_topic_size(t)) for t in shard.meta.state.topics()):
+        return clean_all_topics(shard, now_us, {})
+
+    async def with_sizes_elsewhere() -> tuple[int, int]:
+        await shard.cluster.gather()
+        return clean_all_topics(shard, now_us, sizes_by_topic(shard.cluster.remote_partitions))
+    return with_sizes_elsewhere()
+
+
+def sizes_by_topic(partitions: dict[tuple[int, int, int], Any]) -> dict[tuple[int, int], int]:
+    """Bytes held per (stream id, topic id) by the partitions reported by the other shards."""
+    sizes: dict[tuple[int, int], int] = {}
+    for (stream_id, topic_id, _), stats in partitions.items():
+        sizes[stream_id, topic_id] = sizes.get((stream_id, topic_id), 0) + stats.size_bytes
+    return sizes
+
+
+def clean_all_topics(shard: Any, now_us: int,
+                     elsewhere: dict[tuple[int, int], int]) -> tuple[int, int]:
+    """Retention over every topic; ``elsewhere``: bytes per topic on the other shards."""
     segments = messages = 0
     for topic in list(shard.meta.state.topics()):
         try:
-            s, m = clean_topic(shard, topic, now_us)
+            s, m = clean_topic(shard, topic, now_us, elsewhere.get((topic.stream_id, topic.id), 0))
         except OSError:
             log.exception("cleaning topic %d/%d failed", topic.stream_id, topic.id)
             continue
