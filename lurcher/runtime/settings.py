@@ -302,6 +302,15 @@ def _heartbeats(c: ServerConfig) -> str | None:
     return None
 
 
+def _message_cleaner(c: ServerConfig) -> str | None:
+    """An enabled cleaner with no interval would never run (0.8 refuses a zero one too)."""
+    m = c.data_maintenance.messages
+    if m.cleaner_enabled and not 0 < m.interval < units.U64_MAX:
+        return ("data_maintenance.messages.interval must be above 0 and not none when "
+                "cleaner_enabled is true")
+    return None
+
+
 def _metrics_endpoint(c: ServerConfig) -> str | None:
     endpoint = c.http.metrics.endpoint
     if not endpoint.startswith("/"):
@@ -326,7 +335,7 @@ def _log_file(c: ServerConfig) -> str | None:
 
 
 CROSS_CHECKS: tuple[Callable[[ServerConfig], str | None], ...] = (
-    _heartbeats, _metrics_endpoint, _argon2, _log_file)
+    _heartbeats, _message_cleaner, _metrics_endpoint, _argon2, _log_file)
 ARGON2_MAX_LANES = 0xFF_FFFF  # RFC 9106: parallelism is 1 to 2^24 - 1
 
 

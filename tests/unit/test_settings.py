@@ -121,6 +121,17 @@ def test_decoder_errors_name_the_key_first(key, value, expected):
     assert str(e.value).startswith(expected)
 
 
+@pytest.mark.parametrize("interval", ["0", "none"])
+def test_an_enabled_message_cleaner_needs_an_interval(interval):
+    """With no interval the cleaner never ran: retention silently off."""
+    with pytest.raises(ConfigError, match="^data_maintenance.messages.interval must be above "
+                                          "0 and not none when cleaner_enabled is true$"):
+        load_config(environ={"LURCHER_DATA_MAINTENANCE_MESSAGES_CLEANER_ENABLED": "true",
+                             "LURCHER_DATA_MAINTENANCE_MESSAGES_INTERVAL": interval})
+    disabled = load_config(environ={"LURCHER_DATA_MAINTENANCE_MESSAGES_INTERVAL": interval})
+    assert not disabled.typed.data_maintenance.messages.cleaner_enabled
+
+
 def test_range_limit_from_the_environment_is_refused_in_one_line():
     with pytest.raises(ConfigError, match="^system.partition.max_partitions: expected `int` "
                                           ">= 1$"):
