@@ -22,6 +22,7 @@ from typing import Annotated, Any, Callable, get_args, get_origin, get_type_hint
 import msgspec
 
 from lurcher.cluster.config import ClusterConfig, ClusterConfigError, decode_cluster
+from lurcher.core.log.config import MAX_SEGMENT_SIZE_BYTES
 from lurcher.core.quic import MAX_DATAGRAM_BYTES, SMALLEST_DATAGRAM_BYTES, STREAM_COUNT_MAX
 from lurcher.core.wire import units
 
@@ -302,6 +303,13 @@ def _heartbeats(c: ServerConfig) -> str | None:
     return None
 
 
+def _segment_size(c: ServerConfig) -> str | None:
+    if c.system.segment.size > MAX_SEGMENT_SIZE_BYTES:
+        return (f"system.segment.size must be at most 1 GiB ({MAX_SEGMENT_SIZE_BYTES} bytes), "
+                f"not {c.system.segment.size}")
+    return None
+
+
 def _message_cleaner(c: ServerConfig) -> str | None:
     """An enabled cleaner with no interval would never run (0.8 refuses a zero one too)."""
     m = c.data_maintenance.messages
@@ -335,7 +343,7 @@ def _log_file(c: ServerConfig) -> str | None:
 
 
 CROSS_CHECKS: tuple[Callable[[ServerConfig], str | None], ...] = (
-    _heartbeats, _message_cleaner, _metrics_endpoint, _argon2, _log_file)
+    _heartbeats, _segment_size, _message_cleaner, _metrics_endpoint, _argon2, _log_file)
 ARGON2_MAX_LANES = 0xFF_FFFF  # RFC 9106: parallelism is 1 to 2^24 - 1
 
 

@@ -121,6 +121,14 @@ def test_decoder_errors_name_the_key_first(key, value, expected):
     assert str(e.value).startswith(expected)
 
 
+def test_a_segment_size_above_1_gib_is_refused_in_one_line():
+    """The documented maximum (Iggy 0.8's) was accepted and silently exceeded."""
+    assert load_config(environ={"LURCHER_SYSTEM_SEGMENT_SIZE": "1 GiB"}).typed
+    with pytest.raises(ConfigError, match="^system.segment.size must be at most 1 GiB "
+                                          r"\(1073741824 bytes\), not 1073741825$"):
+        load_config(environ={"LURCHER_SYSTEM_SEGMENT_SIZE": "1073741825"})
+
+
 @pytest.mark.parametrize("interval", ["0", "none"])
 def test_an_enabled_message_cleaner_needs_an_interval(interval):
     """With no interval the cleaner never ran: retention silently off."""
