@@ -31,9 +31,9 @@ change the partition, but they are still answered in submission order, and once 
 every later one of the same abandon fails too: its bytes lie past a hole that recovery
 stops at, so acknowledging it would lose it at the next start. Their files are not cut
 back (the partition is gone); recovery at the next start keeps what is whole up to the
-first hole. Batches still waiting at a purge are stamped into the emptied partition (from
-offset 0, as if sent just after it); at a close they are refused (PARTITION_NOT_FOUND when
-the partition was deleted).
+first hole. Batches still waiting at a purge are answered as purged with the rest (they came
+before it); at a close they are refused (PARTITION_NOT_FOUND when the partition was
+deleted).
 
 Memory: at most ``max_inflight`` batches in flight per partition; each waiting batch is the
 request of a connection that awaits its reply (a connection runs one request at a time), so
@@ -100,10 +100,6 @@ class AppendPipeline:
         self.waiting.append((batch, future))
         self._pump(partition)
         return future
-
-    def resume(self, partition: Any) -> None:
-        """Stamp the batches kept waiting by ``abandon`` (after a purge) into ``partition``."""
-        self._pump(partition)
 
     def _may_stamp(self, partition: Any, batch: Any) -> bool:
         if self.failure is not None or self.sealing or len(self.inflight) >= self.max_inflight:
@@ -184,9 +180,10 @@ class AppendPipeline:
         """The partition is purged or closed: batches in flight are answered when their
         write completes, in order (``OrphanChain``), but no longer change the partition.
         Waiting ones (not stamped yet) are refused with ``refuse_with`` (a close: the server
-        stops, or PARTITION_NOT_FOUND for a deleted partition); after a purge (None) they
-        stay queued for the emptied partition (``resume``), as if sent just after the
-        purge: a purge orders itself among the sends, as in 0.8."""
+        stops, or PARTITION_NOT_FOUND for a deleted partition); at a purge (None) they are
+        answered at once as purged with the rest: they came before the purge, as in 0.8,
+        whose purge runs between two sends, and as a replicated purge orders them on every
+        replica (``cluster.partition_service``)."""
         if self.inflight:
             for pending in self.inflight:
                 pending.orphan = True
@@ -195,8 +192,10 @@ class AppendPipeline:
                 self.orphans.append(chain)
         self.inflight = deque()
         self.failure = None
-        while refuse_with is not None and self.waiting:
-            _settle(self.waiting.popleft()[1], IggyError(refuse_with, _REFUSALS[refuse_with]))
+        while self.waiting:
+            future = self.waiting.popleft()[1]
+            _settle(future, None if refuse_with is None
+                    else IggyError(refuse_with, _REFUSALS[refuse_with]))
 
 
 _REFUSALS = {ErrorCode.CANNOT_WRITE_TO_FILE: "the partition was closed",

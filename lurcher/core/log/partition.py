@@ -695,12 +695,11 @@ class Partition:
 
     def purge(self) -> None:
         """Drop every segment and stored offset; restart empty at offset 0 (as 0.8 does).
-        Batches in flight are answered but gone with the rest; batches still waiting for
-        their turn are then stored from offset 0, as if sent just after the purge (not
-        refused: 0.8 orders a purge among the sends). When the new segment's files cannot
-        be created now (full disk, no descriptor) they are created by the first send
-        (``Segment`` with ``create=False``); until then polls find nothing and a send fails
-        with CANNOT_WRITE_TO_FILE."""
+        Batches in flight or still waiting for their turn are answered, and gone with the
+        rest: they came before the purge (not refused: 0.8 runs a purge between two sends).
+        When the new segment's files cannot be created now (full disk, no descriptor) they
+        are created by the first send (``Segment`` with ``create=False``); until then polls
+        find nothing and a send fails with CANNOT_WRITE_TO_FILE."""
         self._abandon_inflight(refuse_with=None)
         for segment in self.segments:
             segment.delete()
@@ -717,7 +716,6 @@ class Partition:
                       "the next send creates it", self.path, exc)
             fresh = Segment(self.path, 0, self.files, create=False)
         self._add_segment(fresh)
-        self.pipeline.resume(self)
 
     def close(self, deleted: bool = False) -> None:
         """Close every segment's files (fsync first when ``enforce_fsync``); with nothing in

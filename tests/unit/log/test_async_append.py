@@ -125,22 +125,26 @@ async def test_purge_with_batches_in_flight(tmp_path):
     part.close()
 
 
-async def test_a_batch_waiting_at_a_purge_is_stored_after_it(tmp_path):
-    """A batch still waiting for its turn when the partition is purged is not refused: it is
-    stored in the emptied partition from offset 0, as if sent just after the purge (0.8
-    orders a purge among the sends)."""
+async def test_a_batch_waiting_at_a_purge_is_answered_and_purged_with_the_rest(tmp_path):
+    """A batch still waiting for its turn when the partition is purged came before the
+    purge: it is answered (not refused) and gone with the rest, never stored after the purge
+    (a replicated purge orders it so on every replica); the next send starts at offset 0."""
     io = HeldIo()
     part = open_part(tmp_path, io, max_inflight_batches=1)
     in_flight, waiting = part.append_async(batch(1)), part.append_async(batch(2))
     assert len(io.submitted) == 1
     part.purge()
-    assert len(io.submitted) == 2 and part.next_offset == 0
+    await settle()
+    assert waiting.done() and waiting.exception() is None
+    assert len(io.submitted) == 1 and part.next_offset == 0
     io.complete(0)
+    await in_flight
+    after = part.append_async(batch(3))
     io.complete(1)
-    await asyncio.gather(in_flight, waiting)
+    await after
     polled = part.read_first(100).to_bytes()
-    assert part.next_offset == 3 and polled.count(bytes([2]) * 50) == 3
-    assert bytes([1]) * 50 not in polled
+    assert part.next_offset == 3 and polled.count(bytes([3]) * 50) == 3
+    assert bytes([1]) * 50 not in polled and bytes([2]) * 50 not in polled
     part.close()
 
 
