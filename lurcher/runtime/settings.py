@@ -310,12 +310,23 @@ def _segment_size(c: ServerConfig) -> str | None:
     return None
 
 
-def _message_cleaner(c: ServerConfig) -> str | None:
-    """An enabled cleaner with no interval would never run (0.8 refuses a zero one too)."""
-    m = c.data_maintenance.messages
-    if m.cleaner_enabled and not 0 < m.interval < units.U64_MAX:
-        return ("data_maintenance.messages.interval must be above 0 and not none when "
-                "cleaner_enabled is true")
+def _periodic_jobs(c: ServerConfig) -> str | None:
+    """A periodic job that is on needs an interval: with 0 or none it never ran, without a
+    word (0.8 refuses a zero interval of an enabled message or token cleaner). "none" turns
+    the token cleaner off, as documented; the others have their own switch or none."""
+    m, tokens, beat = c.data_maintenance.messages, c.personal_access_token.cleaner, c.heartbeat
+    jobs = (  # (key, on, interval, "none" allowed, when)
+        ("data_maintenance.messages.interval", m.cleaner_enabled, m.interval, False,
+         " when cleaner_enabled is true"),
+        ("personal_access_token.cleaner.interval", tokens.enabled, tokens.interval, True,
+         " when the cleaner is enabled"),
+        ("heartbeat.interval", beat.enabled, beat.interval, False, " when enabled is true"),
+        ("consumer_group.check_interval", True, c.consumer_group.check_interval, False, ""),
+    )
+    for key, on, interval, none_allowed, when in jobs:
+        never = interval >= units.U64_MAX and not none_allowed
+        if on and (interval == 0 or never):
+            return f"{key} must be above 0{'' if none_allowed else ' and not none'}{when}"
     return None
 
 
@@ -343,7 +354,7 @@ def _log_file(c: ServerConfig) -> str | None:
 
 
 CROSS_CHECKS: tuple[Callable[[ServerConfig], str | None], ...] = (
-    _heartbeats, _segment_size, _message_cleaner, _metrics_endpoint, _argon2, _log_file)
+    _heartbeats, _segment_size, _periodic_jobs, _metrics_endpoint, _argon2, _log_file)
 ARGON2_MAX_LANES = 0xFF_FFFF  # RFC 9106: parallelism is 1 to 2^24 - 1
 
 

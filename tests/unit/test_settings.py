@@ -169,3 +169,32 @@ def test_merged_config_is_a_new_decoded_config():
     assert config.typed.tcp.address == "127.0.0.1:8090"
     with pytest.raises(ConfigError, match="^tcp.enabled: expected `bool`"):
         config.merged({"tcp": {"enabled": "maybe"}})
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({"LURCHER_PERSONAL_ACCESS_TOKEN_CLEANER_INTERVAL": "0"},
+     "personal_access_token.cleaner.interval must be above 0 when the cleaner is enabled"),
+    ({"LURCHER_HEARTBEAT_ENABLED": "true", "LURCHER_HEARTBEAT_INTERVAL": "0"},
+     "heartbeat.interval must be above 0 and not none when enabled is true"),
+    ({"LURCHER_HEARTBEAT_ENABLED": "true", "LURCHER_HEARTBEAT_INTERVAL": "none"},
+     "heartbeat.interval must be above 0 and not none when enabled is true"),
+    ({"LURCHER_CONSUMER_GROUP_CHECK_INTERVAL": "0"},
+     "consumer_group.check_interval must be above 0 and not none"),
+    ({"LURCHER_CONSUMER_GROUP_CHECK_INTERVAL": "none"},
+     "consumer_group.check_interval must be above 0 and not none"),
+])
+def test_a_periodic_job_that_is_on_needs_an_interval(env, expected):
+    """Each of these started and never ran (the token cleaner's 0 ran every millisecond):
+    expired tokens kept, dead clients never dropped, hand-overs never timed out."""
+    with pytest.raises(ConfigError, match=f"^{expected}$"):
+        load_config(environ=env)
+
+
+@pytest.mark.parametrize("env", [
+    {"LURCHER_PERSONAL_ACCESS_TOKEN_CLEANER_INTERVAL": "none"},  # documented: cleaner off
+    {"LURCHER_PERSONAL_ACCESS_TOKEN_CLEANER_ENABLED": "false",
+     "LURCHER_PERSONAL_ACCESS_TOKEN_CLEANER_INTERVAL": "0"},
+    {"LURCHER_HEARTBEAT_ENABLED": "false", "LURCHER_HEARTBEAT_INTERVAL": "0"},
+])
+def test_a_job_that_is_off_may_have_no_interval(env):
+    load_config(environ=env)
