@@ -36,7 +36,7 @@ ALLOWED_OPTIONS: dict[str, frozenset[str]] = {
                        "receive_window", "keep_alive_interval", "max_idle_timeout",
                        "validate_certificate", "heartbeat_interval", "reconnection_max_retries",
                        "reconnection_interval", "reconnection_reestablish_after", *_TIMEOUTS)),
-    "http": frozenset(("heartbeat_interval", "retries", *_TIMEOUTS)),
+    "http": frozenset(("heartbeat_interval", "retries", "response_buffer_size", *_TIMEOUTS)),
     "ws": frozenset((*_TLS, *_RECONNECT, *_TIMEOUTS, "response_buffer_size",
                      "read_buffer_size", "write_buffer_size",
                      "max_write_buffer_size", "max_message_size", "max_frame_size",

@@ -1,8 +1,9 @@
-"""The SDK's ``response_buffer_size`` over QUIC, TCP and WebSocket, against a real server
-(TCP and WebSocket ignored it and took any length the server announced): a poll whose reply
-frame is longer fails with INVALID_BYTES_RESPONSE, and the client goes on serving (as on
-every transport, the SDK drops a connection whose exchange failed and reconnects, logged in
-again, for the next request)."""
+"""The SDK's ``response_buffer_size`` over QUIC, TCP, WebSocket and HTTP, against a real
+server (TCP and WebSocket ignored it and took any length the server announced; HTTP read any
+body): a poll whose reply frame (over HTTP: JSON body) is longer fails with
+INVALID_BYTES_RESPONSE, and the client goes on serving (as on every transport, the SDK
+drops a connection whose exchange failed and reconnects, logged in again, for the next
+request)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from tests.support.server import ServerFactory
 
 QUIC_ON = {"LURCHER_QUIC_ENABLED": "true", "LURCHER_QUIC_ADDRESS": "127.0.0.1:0"}
 WS_ON = {"LURCHER_WEBSOCKET_ENABLED": "true", "LURCHER_WEBSOCKET_ADDRESS": "127.0.0.1:0"}
-TRANSPORTS = {"quic": (QUIC_ON, "quic"), "tcp": ({}, "tcp"), "ws": (WS_ON, "websocket")}
+HTTP_ON = {"LURCHER_HTTP_ENABLED": "true", "LURCHER_HTTP_ADDRESS": "127.0.0.1:0"}
+TRANSPORTS = {"quic": (QUIC_ON, "quic"), "tcp": ({}, "tcp"), "ws": (WS_ON, "websocket"),
+              "http": (HTTP_ON, "http")}
 MESSAGES, PAYLOAD = 200, 1_000
 LIMIT = 50_000  # a fifth of the poll's reply
 

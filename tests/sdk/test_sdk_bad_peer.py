@@ -13,63 +13,37 @@ import pytest
 import pytest_asyncio
 
 from lurcher.sdk import Client, ErrorCode, IggyError, SyncClient
+from tests.support.fake_peer import FakePeer, peers
 
 OK = struct.pack("<II", 0, 0)
 
 Answers = Callable[[int, int], bytes | None]  # (connection number, request number) -> reply
 
 
-class FakePeer:
+class AnsweringPeer(FakePeer):
+    """Reads binary request frames; ``answers(connection, request)`` decides each reply."""
+
     def __init__(self, answers: Answers) -> None:
+        super().__init__()
         self.answers = answers
-        self.connections = 0
-        self.writers: list[asyncio.StreamWriter] = []
-        self.server: asyncio.Server | None = None
 
-    async def start(self) -> "FakePeer":
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return self
-
-    @property
-    def address(self) -> str:
-        assert self.server is not None
-        return "127.0.0.1:%d" % self.server.sockets[0].getsockname()[1]
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connection, self.connections = self.connections, self.connections + 1
-        self.writers.append(writer)
-        try:
-            for number in range(1 << 30):
-                length, _code = struct.unpack("<II", await reader.readexactly(8))
-                await reader.readexactly(length - 4)
-                reply = self.answers(connection, number)
-                if reply is not None:
-                    writer.write(reply)
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass
-
-    async def close(self) -> None:
-        for writer in self.writers:
-            writer.close()
-        assert self.server is not None
-        self.server.close()
-        await self.server.wait_closed()
+    async def serve(self, connection: int, reader: asyncio.StreamReader,
+                    writer: asyncio.StreamWriter) -> None:
+        for number in range(1 << 30):
+            length, _code = struct.unpack("<II", await reader.readexactly(8))
+            await reader.readexactly(length - 4)
+            reply = self.answers(connection, number)
+            if reply is not None:
+                writer.write(reply)
 
 
 @pytest_asyncio.fixture
-async def peer_factory() -> AsyncIterator[Callable[[Answers], "asyncio.Future[FakePeer]"]]:
-    peers: list[FakePeer] = []
-
-    async def start(answers: Answers) -> FakePeer:
-        peers.append(await FakePeer(answers).start())
-        return peers[-1]
-
-    yield start
-    for peer in peers:
-        await peer.close()
+async def peer_factory() -> AsyncIterator[Callable[[Answers], "asyncio.Future[AnsweringPeer]"]]:
+    async for start in peers(AnsweringPeer):
+        yield start
 
 
-def client_of(peer: FakePeer, **options: str) -> Client:
+def client_of(peer: AnsweringPeer, **options: str) -> Client:
     query = "&".join(f"{k}={v}" for k, v in {"reconnection_interval": "10ms",
                                             "heartbeat_interval": "1h", **options}.items())
     return Client.from_connection_string(f"iggy://iggy:iggy@{peer.address}?{query}")

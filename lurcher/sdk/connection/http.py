@@ -8,6 +8,10 @@ LogoutUser revokes it. Error answers become their Iggy status; a bare 401 become
 UNAUTHENTICATED; a 404 "not found" for an optional resource becomes an empty OK (None).
 Commands with no HTTP route (GetMe, joining/leaving groups, group polling, the snapshot
 file) answer FEATURE_UNAVAILABLE without a request. TLS (``https://``) when ``config.tls``.
+An answer's body (decoded) is read up to the ``response_buffer_size`` option
+(``response_limit``, as on the binary transports): a body announcing or bringing more fails
+its request with INVALID_BYTES_RESPONSE without being read further, and the connection is
+closed.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from lurcher.core.wire.identifier import Identifier
 from lurcher.core.wire.responses.messages import MESSAGE_HEADER, MESSAGE_HEADER_BYTES
 from lurcher.core.wire.values.polling import PollingKind
 from lurcher.sdk.config import ClientConfig
-from lurcher.sdk.connection.base import Connection
+from lurcher.sdk.connection.base import Connection, oversized, response_limit
 from lurcher.sdk.connection.tcp import tls_context
 from lurcher.core.wire import json_shapes as s
 
@@ -171,6 +175,22 @@ def error_status(response: httpx.Response) -> int:
         return ErrorCode.HTTP_RESPONSE_ERROR
 
 
+async def bounded_body(response: httpx.Response, limit: int) -> bytes:
+    """The whole (decoded) body of a streamed ``response``. Raises IggyError
+    INVALID_BYTES_RESPONSE as soon as its Content-Length, or what arrived, is over ``limit``."""
+    announced = response.headers.get("content-length", "")
+    if announced.isdigit() and int(announced) > limit:
+        raise oversized(int(announced), limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise oversized(size, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 class HttpConnection(Connection):
     """The REST API behind the binary connection interface."""
 
@@ -178,6 +198,7 @@ class HttpConnection(Connection):
         super().__init__()
         self.config = config
         self.host, self.port = config.host_port()
+        self.limit = response_limit(config.options)
         self.token: str | None = None
         self._http: httpx.AsyncClient | None = None
 
@@ -197,7 +218,11 @@ class HttpConnection(Connection):
         self._http = httpx.AsyncClient(base_url=self.base_url, verify=verify,
                                        timeout=self.config.request_timeout_s)
         try:
-            response = await self._http.get("/ping", timeout=self.config.connect_timeout_s)
+            response = await self._send("GET", "/ping", None, None,
+                                        timeout=self.config.connect_timeout_s)
+        except IggyError:
+            await self._abort()
+            raise
         except httpx.TimeoutException:
             await self._abort()
             raise IggyError(ErrorCode.TASK_TIMEOUT, f"{self.base_url}: no answer") from None
@@ -229,10 +254,20 @@ class HttpConnection(Connection):
             raise IggyError(ErrorCode.CONNECTION_CLOSED, f"{method} {path}: {e!r}") from None
         return self._answer(code, response)
 
-    async def _send(self, method: str, path: str, query: Any, body: Any) -> httpx.Response:
+    async def _send(self, method: str, path: str, query: Any, body: Any,
+                    timeout: Any = httpx.USE_CLIENT_DEFAULT) -> httpx.Response:
+        """The answer, its body read whole (``bounded_body``). Raises httpx errors, or
+        IggyError INVALID_BYTES_RESPONSE for a body over ``self.limit``."""
         assert self._http is not None
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        return await self._http.request(method, path, params=query, json=body, headers=headers)
+        request = self._http.build_request(method, path, params=query, json=body,
+                                           headers=headers, timeout=timeout)
+        response = await self._http.send(request, stream=True)
+        try:
+            content = await bounded_body(response, self.limit)
+        finally:
+            await response.aclose()
+        return httpx.Response(response.status_code, content=content, request=request)
 
     async def get_json(self, route: RestRoute) -> Any:
         """The JSON answer of a lurcher-only route (no binary command; no path fields),

@@ -1,0 +1,83 @@
+"""The HTTP transport against a peer (a server or a proxy) that answers bodies no Iggy
+server would: the SDK reads an answer's body up to ``response_buffer_size``, as the binary
+transports read a frame, and fails the request with INVALID_BYTES_RESPONSE past it. A tiny
+fake HTTP/1.1 peer on 127.0.0.1 answers ``/ping`` with 200 and every other request with
+``answer`` (raw bytes: status line, headers, body), then closes the connection."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import pytest_asyncio
+
+from lurcher.sdk import Client, ErrorCode, IggyError
+from tests.support.fake_peer import FakePeer, peers
+
+PONG = b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\npong"
+LIMIT = 100_000
+
+
+class FakeHttpPeer(FakePeer):
+    def __init__(self, answer: bytes) -> None:
+        super().__init__()
+        self.answer = answer
+
+    async def serve(self, connection: int, reader: asyncio.StreamReader,
+                    writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            await reader.readexactly(_content_length(head))
+            if not head.startswith(b"GET /ping "):
+                break
+            writer.write(PONG)
+        writer.write(self.answer)
+        await writer.drain()
+        writer.close()
+
+
+def _content_length(head: bytes) -> int:
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    return 0
+
+
+@pytest_asyncio.fixture
+async def http_peer() -> AsyncIterator[Callable[[bytes], "asyncio.Future[FakeHttpPeer]"]]:
+    async for start in peers(FakeHttpPeer):
+        yield start
+
+
+def chunked(body: bytes, piece: int = 16_384) -> bytes:
+    chunks = [b"%x\r\n%s\r\n" % (len(body[i:i + piece]), body[i:i + piece])
+              for i in range(0, len(body), piece)]
+    return b"".join(chunks) + b"0\r\n\r\n"
+
+
+ANSWERS = {
+    # The header claims 4 GiB and the peer then closes: refused from the header.
+    "content-length": (b"HTTP/1.1 200 OK\r\ncontent-length: 4294967296\r\n\r\n",
+                       "4294967296 bytes"),
+    # No length announced: a 1 MiB chunked body is refused once LIMIT bytes are in.
+    "chunked": (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+                + chunked(b"[" + b"0," * 500_000 + b"0]"), "exceeds response_buffer_size"),
+}
+
+
+@pytest.mark.parametrize("kind", ANSWERS)
+async def test_a_body_over_the_response_buffer_size_is_refused(http_peer, kind: str) -> None:
+    answer, detail = ANSWERS[kind]
+    peer = await http_peer(answer)
+    client = Client.from_connection_string(
+        f"iggy+http://iggy:iggy@{peer.address}?response_buffer_size={LIMIT}"
+        "&heartbeat_interval=1h&request_timeout=10s")
+    try:
+        with pytest.raises(IggyError) as err:
+            await asyncio.wait_for(client.connect(), 30)
+        assert err.value.code == ErrorCode.INVALID_BYTES_RESPONSE
+        assert detail in str(err.value) and f"({LIMIT})" in str(err.value)
+    finally:
+        await client.close()
