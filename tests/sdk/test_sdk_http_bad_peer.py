@@ -81,3 +81,48 @@ async def test_a_body_over_the_response_buffer_size_is_refused(http_peer, kind: 
         assert detail in str(err.value) and f"({LIMIT})" in str(err.value)
     finally:
         await client.close()
+
+
+def json_answer(status: int, body: str) -> bytes:
+    return b"HTTP/1.1 %d X\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (
+        status, len(body), body.encode())
+
+
+ODD_LOGIN_ANSWERS = {
+    "a list": (json_answer(200, "[]"), ErrorCode.INVALID_JSON_RESPONSE),
+    "a user id below 0": (json_answer(200, '{"user_id": -1}'), ErrorCode.INVALID_JSON_RESPONSE),
+    "a user id over u32": (json_answer(200, '{"user_id": 4294967296}'), ErrorCode.INVALID_JSON_RESPONSE),
+    "an error id of 1e400": (json_answer(400, '{"id": 1e400}'), ErrorCode.HTTP_RESPONSE_ERROR),
+    "an error id below 0": (json_answer(400, '{"id": -5}'), ErrorCode.HTTP_RESPONSE_ERROR),
+    "an error id over u32": (json_answer(400, '{"id": 4294967296}'),
+                             ErrorCode.HTTP_RESPONSE_ERROR),
+}
+
+
+@pytest.mark.parametrize("kind", ODD_LOGIN_ANSWERS)
+async def test_a_json_answer_of_another_shape_is_an_iggy_error(http_peer, kind: str) -> None:
+    """A JSON answer no Iggy server gives fails with an IggyError naming the problem (it was
+    AttributeError, struct.error or OverflowError; an error id out of the u32 range became
+    an IggyError of that code)."""
+    answer, code = ODD_LOGIN_ANSWERS[kind]
+    peer = await http_peer(answer)
+    client = Client.from_connection_string(
+        f"iggy+http://iggy:iggy@{peer.address}?heartbeat_interval=1h&request_timeout=10s")
+    try:
+        with pytest.raises(IggyError) as err:
+            await asyncio.wait_for(client.connect(), 30)
+        assert err.value.code == code
+    finally:
+        await client.close()
+
+
+async def test_a_login_answer_whose_token_is_not_an_object_logs_in_without_one(
+        http_peer) -> None:
+    peer = await http_peer(json_answer(200, '{"user_id": 7, "access_token": "x"}'))
+    client = Client.from_connection_string(
+        f"iggy+http://iggy:iggy@{peer.address}?heartbeat_interval=1h&request_timeout=10s")
+    try:
+        await asyncio.wait_for(client.connect(), 30)
+        assert client._conn.token is None
+    finally:
+        await client.close()

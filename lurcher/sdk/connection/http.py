@@ -19,13 +19,14 @@ from __future__ import annotations
 import base64
 import re
 import ssl
+import struct
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
-from lurcher.core.wire.buffer import Buffer
+from lurcher.core.wire.buffer import U32_MAX, Buffer
 from lurcher.core.wire.codec import REQUEST_TYPES, WireStruct
 from lurcher.core.wire.commands import COMMANDS, CommandSpec, RestRoute
 from lurcher.core.wire.error_codes import ErrorCode
@@ -163,16 +164,26 @@ def rest_call(spec: CommandSpec, request: Any) -> Call:
 
 
 def error_status(response: httpx.Response) -> int:
-    """The Iggy status of an error answer."""
+    """The Iggy status of an error answer: its JSON ``id`` when that is a status (an integer
+    from 1 to 2**32-1, as over the binary transports), else one for its HTTP status."""
     try:
-        data = response.json()
-        return int(data["id"])
-    except (ValueError, KeyError, TypeError):
-        if response.status_code == 401:
-            return ErrorCode.UNAUTHENTICATED
-        if response.status_code == 403:
-            return ErrorCode.UNAUTHORIZED
-        return ErrorCode.HTTP_RESPONSE_ERROR
+        status = response.json()["id"]
+    except (ValueError, KeyError, TypeError, IndexError):
+        status = None
+    if type(status) is int and 0 < status <= U32_MAX:
+        return status
+    if response.status_code == 401:
+        return ErrorCode.UNAUTHENTICATED
+    if response.status_code == 403:
+        return ErrorCode.UNAUTHORIZED
+    return ErrorCode.HTTP_RESPONSE_ERROR
+
+
+def access_token(identity: Any) -> str | None:
+    """The JWT of a login answer (``access_token.token``), or None when it has none."""
+    access = identity.get("access_token") if isinstance(identity, dict) else None
+    token = access.get("token") if isinstance(access, dict) else None
+    return token if isinstance(token, str) else None
 
 
 async def bounded_body(response: httpx.Response, limit: int) -> bytes:
@@ -189,6 +200,20 @@ async def bounded_body(response: httpx.Response, limit: int) -> bytes:
             raise oversized(size, limit)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def binary_payload(spec: CommandSpec, data: Any) -> bytes:
+    """The binary OK payload of ``spec``'s response for the JSON answer ``data``. Raises
+    IggyError INVALID_JSON_RESPONSE (as Iggy's HTTP client) for data of another shape, or
+    with a number out of its field's range."""
+    try:
+        value = s.from_json(spec.response, data, spec.response_is_list)
+        return WireStruct.encode_list(value) if spec.response_is_list else value.encode()
+    except IggyError as e:
+        raise IggyError(ErrorCode.INVALID_JSON_RESPONSE, e.detail) from None
+    except (struct.error, OverflowError, TypeError, ValueError) as e:
+        raise IggyError(ErrorCode.INVALID_JSON_RESPONSE,
+                        f"unexpected JSON for {spec.response.__name__}: {e}") from None
 
 
 class HttpConnection(Connection):
@@ -301,10 +326,9 @@ class HttpConnection(Connection):
             data = response.json()
         except ValueError:
             return ErrorCode.INVALID_JSON_RESPONSE, _EMPTY
+        payload = binary_payload(spec, data)
         if code in LOGIN_CODES:
-            self.token = (data.get("access_token") or {}).get("token")
-        value = s.from_json(spec.response, data, spec.response_is_list)
-        payload = (WireStruct.encode_list(value) if spec.response_is_list else value.encode())
+            self.token = access_token(data)
         return 0, memoryview(payload)
 
     async def _abort(self) -> None:
