@@ -23,7 +23,9 @@ A message counts as consumed once the caller asks for the next one (its handler 
 or at ``close``, but not when ``async with`` is left on an exception: the message being
 handled then is not committed, and a consumer started again gets it again (at least once;
 the interval task never commits the message being handled either). ``close`` commits
-(unless disabled) and leaves the group.
+(unless disabled) and leaves the group; ``close(timeout_s)`` bounds that (a client facing a
+server that is down reconnects for ever by default): past it IggyError TASK_TIMEOUT, and
+the offsets not stored are read again by the next consumer.
 A purge restarts a partition's offsets at 0: a poll answering a current offset below the
 last one consumed there, or a commit refused as past the partition's end (INVALID_OFFSET),
 makes the consumer forget that partition's progress and read it on with Next (from its
@@ -132,10 +134,13 @@ class Consumer:
                          self.create_group_if_missing)
         self._joined = True
 
-    async def close(self, *, handled: bool = True) -> None:
-        """Commit the consumed offsets (unless auto-commit is disabled), leave the group.
-        ``handled=False`` (leaving ``async with`` on an exception): the last message
-        yielded does not count as consumed. Idempotent."""
+    async def close(self, timeout_s: float | None = None, *, handled: bool = True) -> None:
+        """Commit the consumed offsets (unless auto-commit is disabled), leave the group,
+        for at most ``timeout_s`` (None: as long as the client retries). Past it the
+        interval committer is stopped and IggyError TASK_TIMEOUT raised (what was not
+        committed is read again by the next consumer). ``handled=False`` (leaving
+        ``async with`` on an exception): the last message yielded does not count as
+        consumed. Idempotent."""
         if self._closed:
             return
         if handled:
@@ -143,9 +148,30 @@ class Consumer:
         self._in_hand = None
         self._closed = True
         self._stop.set()
+        try:
+            await asyncio.wait_for(self._finish(), timeout_s)
+        except asyncio.TimeoutError:
+            raise IggyError(ErrorCode.TASK_TIMEOUT,
+                            f"consumer close: offsets not committed within {timeout_s}s"
+                            ) from None
+        finally:
+            await self._stop_committer()
+
+    async def _stop_committer(self) -> None:
+        """Cancel the interval committer if it is still running (a close that timed out or
+        was cancelled) and wait for it."""
+        committer, self._committer = self._committer, None
+        if committer is not None and not committer.done():
+            committer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await committer
+
+    async def _finish(self) -> None:
+        """The end of ``close``: the committer's last round, the final commit, leaving the
+        group."""
         if self._committer is not None:
-            await self._committer  # finishes an in-flight commit; cancelling would drop the
-            # connection, and with it the group membership
+            await self._committer  # finishes an in-flight commit; cancelling it (only
+            # past timeout_s) drops the connection, and with it the group membership
         if not self._initialised:
             return
         try:

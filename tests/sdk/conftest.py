@@ -7,7 +7,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 import pytest
@@ -36,3 +37,14 @@ async def sdk_client(server: LurcherServer) -> AsyncIterator[Client]:
 
 def messages_of(polled: Any) -> list:
     return list(polled.messages())
+
+
+async def raised_within(awaitable: Awaitable[Any], seconds: float = 10.0) -> BaseException:
+    """The exception ``awaitable`` ends with; fails the test when it is still running after
+    ``seconds`` or ends without one."""
+    task = asyncio.ensure_future(awaitable)
+    await asyncio.wait({task}, timeout=seconds)
+    assert task.done(), f"still waiting after {seconds}s"
+    error = task.exception()
+    assert error is not None, f"ended with {task.result()!r}, not an exception"
+    return error

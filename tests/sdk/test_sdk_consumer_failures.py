@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from lurcher.sdk import Client, Consumer, ErrorCode, IggyError
-from tests.sdk.conftest import root_connstring
+from tests.sdk.conftest import raised_within, root_connstring
 
 
 class HandlerFailed(Exception):
@@ -112,3 +112,26 @@ async def test_a_commit_forgets_a_partition_moved_to_another_member(sdk_client, 
                 ).stored_offset == 2
         assert await sdk_client.get_consumer_offset("g", "moved", "t", 1, group=True) is None
     await other.close()
+
+
+@pytest.mark.parametrize("mode", ["interval:20ms", "each_message"])
+async def test_close_with_a_timeout_ends_while_the_server_is_down(server_factory, mode) -> None:
+    """A consumer with an offset to store when its server dies: the final commit (and an
+    interval committer stuck in its own) waits while the client reconnects for ever
+    (reconnection_retries is unlimited), so close never ended. close(timeout_s) ends with
+    TASK_TIMEOUT and stops the committer."""
+    server = server_factory()
+    client = Client.from_connection_string(
+        root_connstring(server, reconnection_interval="50ms", heartbeat_interval="1h"))
+    await client.create_stream("dead")
+    await client.create_topic("dead", "t", 1)
+    await client.send_messages("dead", "t", [b"a", b"b"], 0)
+    consumer = Consumer(client, "dead", "t", partition=0, strategy="first",
+                        auto_commit=mode, poll_interval_s=0.01)
+    messages = aiter(consumer)
+    assert (await anext(messages)).payload == b"a"
+    server.kill()
+    error = await raised_within(consumer.close(timeout_s=0.3))
+    assert isinstance(error, IggyError) and error.code == ErrorCode.TASK_TIMEOUT
+    assert consumer._committer is None
+    await client.close()
