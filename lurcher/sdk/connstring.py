@@ -9,9 +9,10 @@ Rules (as the 0.8 SDK): credentials are required and non-empty; the host needs `
 options are ``key=value`` pairs from the transport's table below, anything else is refused.
 ``iggy+wss://`` is refused (use ``iggy+ws://...?tls=true``). Unlike the 0.8 SDK, a bracketed
 IPv6 host (``[::1]:8090``) is accepted. Durations are humantime strings; retries are a
-number or ``unlimited``; timeouts are more than 0 (``request_timeout=none``: no request
-timeout). Every failure is IggyError INVALID_CONNECTION_STRING (8000) with a
-message naming the problem.
+number or ``unlimited`` (HTTP's ``retries`` is the others' ``reconnection_retries``: the
+reconnect attempts after a lost connection, default unlimited); timeouts are more than 0
+(``request_timeout=none``: no request timeout). Every failure is IggyError
+INVALID_CONNECTION_STRING (8000) with a message naming the problem.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "heartbeat_interval": ("heartbeat_interval_s", _seconds),
     "reconnection_retries": ("reconnection_retries", _retries),
     "reconnection_max_retries": ("reconnection_retries", _retries),
+    "retries": ("reconnection_retries", _retries),  # HTTP's name for it (Iggy 0.8)
     "reconnection_interval": ("reconnection_interval_s", _seconds),
     "reestablish_after": ("reestablish_after_s", _seconds),
     "reconnection_reestablish_after": ("reestablish_after_s", _seconds),

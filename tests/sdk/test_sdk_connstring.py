@@ -51,8 +51,15 @@ def test_tcp_options() -> None:
 def test_transport_specific_options_are_kept() -> None:
     cfg = parse_connection_string("iggy+ws://u:p@h:8092?max_message_size=1000&tls=true")
     assert cfg.options == {"max_message_size": "1000"} and cfg.tls
-    cfg = parse_connection_string("iggy+http://u:p@h:3000?retries=3")
-    assert cfg.options == {"retries": "3"}
+    cfg = parse_connection_string("iggy+http://u:p@h:3000?response_buffer_size=1000")
+    assert cfg.options == {"response_buffer_size": "1000"}
+
+
+@pytest.mark.parametrize("value,retries", [("3", 3), ("0", 0), ("unlimited", None)])
+def test_http_retries_are_the_reconnection_retries(value: str, retries: int | None) -> None:
+    """HTTP's ``retries`` was kept as text and never read (unlimited reconnects)."""
+    cfg = parse_connection_string(f"iggy+http://u:p@h:3000?retries={value}")
+    assert cfg.reconnection_retries == retries and cfg.options == {}
 
 
 def test_ipv6_in_brackets() -> None:

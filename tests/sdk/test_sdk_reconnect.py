@@ -9,6 +9,7 @@ import pytest
 
 from lurcher.sdk import Client, ErrorCode, IggyError
 from lurcher.sdk.connection.base import Connection
+from tests.sdk.conftest import raised_within
 from tests.support.server import free_ports
 
 
@@ -170,5 +171,35 @@ async def test_heartbeat_pauses_while_the_re_login_is_refused(sdk_client, server
             await client.get_streams()
         assert err.value.code == ErrorCode.INVALID_CREDENTIALS
         assert len(logins) == 2
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize("retries,attempts", [("0", 0), ("2", 2)])
+async def test_http_retries_bound_the_reconnects(server_factory, monkeypatch, retries: str,
+                                                 attempts: int) -> None:
+    """``iggy+http://...?retries=N`` is HTTP's reconnection_retries: a call whose server is
+    gone reconnects N times, then fails (the option was parsed and never read: the client
+    reconnected for ever)."""
+    server = server_factory({"LURCHER_HTTP_ENABLED": "true",
+                             "LURCHER_HTTP_ADDRESS": "127.0.0.1:0"})
+    client = Client.from_connection_string(
+        f"iggy+http://iggy:iggy@{server.endpoints['http']}?retries={retries}"
+        "&heartbeat_interval=1h", reconnection_interval_s=0.05)
+    tries: list[int] = []
+    original = client._new_connection
+
+    async def counted():
+        tries.append(1)
+        return await original()
+
+    try:
+        await client.ping()
+        monkeypatch.setattr(client, "_new_connection", counted)
+        server.kill()
+        error = await raised_within(client.get_streams())
+        assert isinstance(error, IggyError) and error.code in (
+            ErrorCode.CANNOT_ESTABLISH_CONNECTION, ErrorCode.CONNECTION_CLOSED)
+        assert len(tries) == attempts
     finally:
         await client.close()
