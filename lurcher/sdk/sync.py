@@ -12,7 +12,9 @@ connection, so the next call reconnects); an interrupted call (KeyboardInterrupt
 cancelled the same way. A send that timed out may or may not have been stored. Calls may
 come from several threads: they run one after another on the client's loop. ``close``
 (idempotent, from any thread) stops the loop's thread; a call after it raises IggyError
-NOT_CONNECTED.
+NOT_CONNECTED. A SyncClient never closed is closed the same way when it is garbage
+collected, or at interpreter exit (``weakref.finalize``): its thread, loop and connection
+never outlive it (the thread is a daemon, so it never holds the exit back either).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import concurrent.futures
 import functools
 import inspect
 import threading
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -42,6 +45,40 @@ def _new_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
+def _run(loop: asyncio.AbstractEventLoop) -> None:
+    """The loop thread: run ``loop`` until stopped, then close it (calls made after that
+    raise NOT_CONNECTED instead of waiting for a loop that no longer runs)."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
+
+
+def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join()
+
+
+def _shut_down(loop: asyncio.AbstractEventLoop, thread: threading.Thread, client: Client,
+               timeout_s: float | None) -> None:
+    """Close ``client`` on ``loop`` (for at most ``timeout_s``), then stop the loop (its
+    thread closes it and ends). Raises IggyError TASK_TIMEOUT past ``timeout_s``."""
+    if threading.current_thread() is thread:
+        # collected by a garbage collection that ran on the loop's own thread: nothing can
+        # be waited for here; the loop stops once the client is closed
+        loop.create_task(client.close()).add_done_callback(lambda _: loop.stop())
+        return
+    future = asyncio.run_coroutine_threadsafe(client.close(), loop)
+    try:
+        future.result(timeout_s)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise IggyError(ErrorCode.TASK_TIMEOUT,
+                        f"client not closed within timeout_s={timeout_s}") from None
+    finally:
+        _stop_loop(loop, thread)
+
+
 class SyncClient:
     """``SyncClient(address, **config_fields)`` or ``SyncClient.from_connection_string(s)``;
     connects on construction (raises IggyError when it cannot)."""
@@ -51,14 +88,17 @@ class SyncClient:
         self.timeout_s = timeout_s
         self._closing = threading.Lock()
         self._loop = _new_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="lurcher-sdk",
+        self._thread = threading.Thread(target=_run, args=(self._loop,), name="lurcher-sdk",
                                         daemon=True)
         self._thread.start()
         try:
             self.client: Client = self._submit(self._make(address, config, fields))
         except BaseException:
-            self._stop_loop()
+            _stop_loop(self._loop, self._thread)
             raise
+        # holds no reference to self: the client is closed when self is collected
+        self._finalizer = weakref.finalize(self, _shut_down, self._loop, self._thread,
+                                           self.client, timeout_s)
 
     @staticmethod
     async def _make(address: str, config: ClientConfig | None, fields: dict) -> Client:
@@ -107,19 +147,11 @@ class SyncClient:
         return blocking
 
     def close(self) -> None:
-        """Close the client and stop the loop thread. Idempotent."""
+        """Close the client and stop the loop thread. Idempotent. Raises IggyError
+        TASK_TIMEOUT when the client did not close within ``timeout_s`` (the thread is
+        stopped all the same)."""
         with self._closing:
-            if self._loop.is_closed():
-                return
-            try:
-                self._submit(self.client.close())
-            finally:
-                self._stop_loop()
-
-    def _stop_loop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
+            self._finalizer()
 
     def __enter__(self) -> "SyncClient":
         return self

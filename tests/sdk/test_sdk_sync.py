@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -72,3 +75,52 @@ def test_sync_client_from_several_threads_then_closed(server) -> None:
         client.ping()
     assert err.value.code == ErrorCode.NOT_CONNECTED
     assert not any(t.name == "lurcher-sdk" for t in threading.enumerate())
+
+
+def test_a_sync_client_never_closed_is_closed_when_collected(server) -> None:
+    """Dropping a SyncClient without close left its loop thread running and its connection
+    open (one more of each per client, for the life of the process)."""
+    import gc
+
+    watcher = SyncClient.from_connection_string(root_connstring(server), timeout_s=10)
+    try:
+        before = len(watcher.get_clients())
+        client = SyncClient.from_connection_string(root_connstring(server), timeout_s=10)
+        client.ping()
+        thread = client._thread
+        assert len(watcher.get_clients()) == before + 1
+        del client
+        gc.collect()
+        thread.join(10)
+        assert not thread.is_alive(), "the dropped client's loop thread still runs"
+        deadline = time.monotonic() + 10
+        while len(watcher.get_clients()) > before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(watcher.get_clients()) == before, "its connection is still open"
+    finally:
+        watcher.close()
+
+
+def test_a_sync_client_never_closed_is_closed_at_exit(server) -> None:
+    """A script that ends without close exits (the loop thread is a daemon, and the
+    finalizer closes the client at exit) without a warning or an error."""
+    script = ("from lurcher.sdk import SyncClient\n"
+              f"client = SyncClient.from_connection_string({root_connstring(server)!r})\n"
+              "client.ping()\n")
+    done = subprocess.run([sys.executable, "-X", "dev", "-c", script], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == ""
+
+
+def test_a_sync_client_finalized_on_its_own_loop_thread_ends_it(server) -> None:
+    """A garbage collection may run the finalizer on the loop's thread, which cannot wait
+    for itself: the client is closed there, the thread ends, and a later call raises
+    NOT_CONNECTED (a stopped loop left open would take the call and never run it)."""
+    client = SyncClient.from_connection_string(root_connstring(server), timeout_s=10)
+    client._loop.call_soon_threadsafe(client._finalizer)
+    client._thread.join(10)
+    assert not client._thread.is_alive()
+    with pytest.raises(IggyError) as err:
+        client.ping()
+    assert err.value.code == ErrorCode.NOT_CONNECTED
+    client.close()
