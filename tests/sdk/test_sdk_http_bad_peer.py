@@ -13,6 +13,7 @@ import pytest
 import pytest_asyncio
 
 from lurcher.sdk import Client, ErrorCode, IggyError
+from tests.sdk.conftest import raised_within
 from tests.support.fake_peer import FakePeer, peers
 
 PONG = b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\npong"
@@ -20,9 +21,12 @@ LIMIT = 100_000
 
 
 class FakeHttpPeer(FakePeer):
-    def __init__(self, answer: bytes) -> None:
+    """``pace_s``: the answer is sent a byte at a time, that far apart."""
+
+    def __init__(self, answer: bytes, pace_s: float = 0.0) -> None:
         super().__init__()
         self.answer = answer
+        self.pace_s = pace_s
 
     async def serve(self, connection: int, reader: asyncio.StreamReader,
                     writer: asyncio.StreamWriter) -> None:
@@ -32,9 +36,15 @@ class FakeHttpPeer(FakePeer):
             if not head.startswith(b"GET /ping "):
                 break
             writer.write(PONG)
-        writer.write(self.answer)
-        await writer.drain()
+        await self._write(writer, self.answer)
         writer.close()
+
+    async def _write(self, writer: asyncio.StreamWriter, answer: bytes) -> None:
+        pieces = [answer[i:i + 1] for i in range(len(answer))] if self.pace_s else [answer]
+        for piece in pieces:
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(self.pace_s)
 
 
 def _content_length(head: bytes) -> int:
@@ -46,7 +56,7 @@ def _content_length(head: bytes) -> int:
 
 
 @pytest_asyncio.fixture
-async def http_peer() -> AsyncIterator[Callable[[bytes], "asyncio.Future[FakeHttpPeer]"]]:
+async def http_peer() -> AsyncIterator[Callable[..., "asyncio.Future[FakeHttpPeer]"]]:
     async for start in peers(FakeHttpPeer):
         yield start
 
@@ -124,5 +134,20 @@ async def test_a_login_answer_whose_token_is_not_an_object_logs_in_without_one(
     try:
         await asyncio.wait_for(client.connect(), 30)
         assert client._conn.token is None
+    finally:
+        await client.close()
+
+
+async def test_an_answer_trickled_past_the_request_timeout_ends_the_request(http_peer) -> None:
+    """request_timeout bounds the whole exchange: httpx's own timeout bounds each read, so
+    a login answer arriving a byte every 0.2 s (about 16 s in all) was waited for to its
+    end with request_timeout=1s."""
+    body = '{"user_id": 0}' + " " * 40
+    peer = await http_peer(json_answer(200, body), 0.2)
+    client = Client.from_connection_string(
+        f"iggy+http://iggy:iggy@{peer.address}?heartbeat_interval=1h&request_timeout=1s")
+    try:
+        error = await raised_within(client.connect(), 40)
+        assert isinstance(error, IggyError) and error.code == ErrorCode.TASK_TIMEOUT
     finally:
         await client.close()

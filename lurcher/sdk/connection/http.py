@@ -11,11 +11,13 @@ file) answer FEATURE_UNAVAILABLE without a request. TLS (``https://``) when ``co
 An answer's body (decoded) is read up to the ``response_buffer_size`` option
 (``response_limit``, as on the binary transports): a body announcing or bringing more fails
 its request with INVALID_BYTES_RESPONSE without being read further, and the connection is
-closed.
+closed. ``request_timeout_s`` bounds each exchange as a whole (a peer trickling its answer
+is not waited for past it), ``connect_timeout_s`` the connect's ``/ping``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import re
 import ssl
@@ -242,13 +244,14 @@ class HttpConnection(Connection):
         verify: ssl.SSLContext | bool = tls_context(self.config) if self.config.tls else False
         self._http = httpx.AsyncClient(base_url=self.base_url, verify=verify,
                                        timeout=self.config.request_timeout_s)
+        seconds = self.config.connect_timeout_s
         try:
-            response = await self._send("GET", "/ping", None, None,
-                                        timeout=self.config.connect_timeout_s)
+            response = await asyncio.wait_for(
+                self._send("GET", "/ping", None, None, timeout=seconds), seconds)
         except IggyError:
             await self._abort()
             raise
-        except httpx.TimeoutException:
+        except (TimeoutError, httpx.TimeoutException):
             await self._abort()
             raise IggyError(ErrorCode.TASK_TIMEOUT, f"{self.base_url}: no answer") from None
         except (httpx.HTTPError, OSError, ssl.SSLError) as e:
@@ -271,13 +274,21 @@ class HttpConnection(Connection):
             method, path, query, body = rest_call(spec, request)
         except IggyError as e:
             return e.status, _EMPTY
+        return self._answer(code, await self._request(method, path, query, body))
+
+    async def _request(self, method: str, path: str, query: Any = None,
+                       body: Any = None) -> httpx.Response:
+        """``_send`` within ``request_timeout_s`` for the whole exchange (httpx's timeout
+        bounds each read alone). Raises IggyError TASK_TIMEOUT, CONNECTION_CLOSED or
+        INVALID_BYTES_RESPONSE."""
+        what, seconds = f"{method} {path}", self.config.request_timeout_s
         try:
-            response = await self._send(method, path, query, body)
-        except httpx.TimeoutException:
-            raise IggyError(ErrorCode.TASK_TIMEOUT, f"{method} {path}: no answer") from None
+            return await asyncio.wait_for(self._send(method, path, query, body), seconds)
+        except (TimeoutError, httpx.TimeoutException):
+            raise IggyError(ErrorCode.TASK_TIMEOUT, f"{what}: no answer within {seconds}s"
+                            ) from None
         except (httpx.HTTPError, OSError) as e:
-            raise IggyError(ErrorCode.CONNECTION_CLOSED, f"{method} {path}: {e!r}") from None
-        return self._answer(code, response)
+            raise IggyError(ErrorCode.CONNECTION_CLOSED, f"{what}: {e!r}") from None
 
     async def _send(self, method: str, path: str, query: Any, body: Any,
                     timeout: Any = httpx.USE_CLIENT_DEFAULT) -> httpx.Response:
@@ -298,12 +309,7 @@ class HttpConnection(Connection):
         """The JSON answer of a lurcher-only route (no binary command; no path fields),
         sent with this connection's token. Raises IggyError."""
         what = f"{route.method} {route.path}"
-        try:
-            response = await self._send(route.method, route.path, None, None)
-        except httpx.TimeoutException:
-            raise IggyError(ErrorCode.TASK_TIMEOUT, f"{what}: no answer") from None
-        except (httpx.HTTPError, OSError) as e:
-            raise IggyError(ErrorCode.CONNECTION_CLOSED, f"{what}: {e!r}") from None
+        response = await self._request(route.method, route.path)
         if response.status_code >= 300:
             raise IggyError(error_status(response), what)
         try:
