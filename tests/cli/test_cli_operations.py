@@ -41,6 +41,17 @@ def test_snapshot_all_has_every_part(lurcher, tmp_path: Path):
     assert any(n.startswith("server_logs/") for n in names)
 
 
+def test_snapshot_to_a_path_that_cannot_be_written_is_a_one_line_error(lurcher,
+                                                                       tmp_path: Path):
+    """It was a traceback (FileNotFoundError / IsADirectoryError), exit 1."""
+    reasons = {tmp_path / "missing" / "snap.zip": "No such file or directory",
+               tmp_path: "Is a directory"}
+    for target, reason in reasons.items():
+        result = lurcher("snapshot", "--output-file", str(target), "--type", "test")
+        assert result.code == 2 and result.out == ""
+        assert result.err == f"error: cannot write {target}: {reason}\n"
+
+
 def test_cluster_metadata_lists_this_node(lurcher, server):
     result = lurcher("--json", "cluster", "metadata", check=0)
     meta = json.loads(result.out)

@@ -12,6 +12,7 @@ from lurcher.core.wire.requests.system.get_snapshot_file import SNAPSHOT_TYPES
 from lurcher.sdk.api.system import SNAPSHOT_ALL
 from lurcher.sdk.cli.commands.base import Sub, group, leaf
 from lurcher.sdk.cli.commands.cluster import cluster_status
+from lurcher.sdk.cli.exitcodes import CliError, ExitCode
 from lurcher.sdk.cli.runtime import Run
 
 COMPRESSIONS = {"stored": 1, "deflated": 2}
@@ -22,7 +23,10 @@ async def snapshot(run: Run) -> None:
     a = run.args
     types = [SNAPSHOT_NAMES[t] for t in a.type] if a.type else [SNAPSHOT_ALL]
     data = await (await run.client()).get_snapshot(COMPRESSIONS[a.compression], types)
-    Path(a.output_file).write_bytes(data)
+    try:
+        Path(a.output_file).write_bytes(data)
+    except OSError as e:
+        raise CliError(f"cannot write {a.output_file}: {e.strerror}", ExitCode.USAGE) from None
     run.out.note(f"snapshot written to {a.output_file} ({len(data)} bytes)",
                  path=a.output_file, bytes=len(data))
 
