@@ -202,6 +202,16 @@ def test_users_permissions_and_tokens(lurcher: Cli, cli: Cli, server, tmp_path: 
         ExitCode.AUTHENTICATION)
 
 
+def test_a_token_expiring_after_year_9999_is_listed(lurcher: Cli) -> None:
+    """A token created with a long expiry (9999999days) made every 'pat list', --json
+    included, fail with 'invalid argument: year 29405 is out of range'."""
+    lurcher("pat", "create", "far", "9999999days", check=0)
+    assert lurcher("pat", "list", check=0).lines()[1].split() == ["far", "after",
+                                                                  "9999-12-31"]
+    [far] = lurcher("--json", "pat", "list", check=0).json()
+    assert far["name"] == "far" and far["expiry_at"] > 253402300800 * 1_000_000
+
+
 def test_clients(lurcher: Cli) -> None:
     me = lurcher("--json", "me", check=0).json()["header"]
     rows = lurcher("--json", "client", "list", check=0).json()

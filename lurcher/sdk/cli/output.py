@@ -4,7 +4,8 @@
 apart, no borders); JSON mode prints ``records`` (the raw values, not the humanised
 cells). ``Output.item`` does the same for one record as ``key  value`` lines. ``note``
 prints a confirmation line (suppressed by ``--quiet``; in JSON mode an object). Format
-helpers (sizes, timestamps, expiry) are pure functions.
+helpers (sizes, timestamps, expiry) are pure functions; a time past year 9999 (out of
+``datetime``'s range) is shown as ``AFTER_LAST_YEAR``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ TRANSPORT_NAMES = {1: "tcp", 2: "quic", 3: "http", 4: "websocket"}
 _SIZE_UNITS = ("B", "KB", "MB", "GB", "TB", "PB")
 _DURATION_UNITS = (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1))
 US_PER_S = 1_000_000
+AFTER_LAST_YEAR = "after 9999-12-31"
 
 
 def to_builtins(value: Any) -> Any:
@@ -49,15 +51,26 @@ def human_size(n: int) -> str:
     return f"{n} B"
 
 
+def _utc(us: int) -> dt.datetime | None:
+    """The UTC time ``us`` microseconds after the epoch; None past datetime's last year
+    (9999: a token or expiry far in the future)."""
+    try:
+        return dt.datetime.fromtimestamp(us / US_PER_S, dt.timezone.utc)
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
 def human_time(us: int) -> str:
     if not us:
         return "-"
-    stamp = dt.datetime.fromtimestamp(us / US_PER_S, dt.timezone.utc)
-    return stamp.strftime("%Y-%m-%d %H:%M:%S")
+    stamp = _utc(us)
+    return stamp.strftime("%Y-%m-%d %H:%M:%S") if stamp else AFTER_LAST_YEAR
 
 
 def iso_time(us: int) -> str:
-    stamp = dt.datetime.fromtimestamp(us / US_PER_S, dt.timezone.utc)
+    stamp = _utc(us)
+    if stamp is None:
+        return AFTER_LAST_YEAR
     return stamp.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
