@@ -180,6 +180,18 @@ def test_follow_stops_on_sigint_and_after_max(lurcher: Cli, topic, spawn) -> Non
     assert payloads(done.json_lines()) == ["x", "y", "z"]
 
 
+@pytest.mark.parametrize("interval", ["-1", "nan", "0", "inf"])
+def test_follow_refuses_an_interval_that_is_not_a_pause(lurcher: Cli, topic,
+                                                        interval: str) -> None:
+    """--interval took any float: below 0, 0 or nan polled again at once after every empty
+    poll (a busy loop on client and server), inf never polled again."""
+    lurcher("message", "send", "orders", "eu", "-p", "1", "x", check=0)
+    result = lurcher("message", "poll", "orders", "eu", "1", "--first", "--follow", "--max",
+                     "1", f"--interval={interval}")
+    assert result.code == 2 and result.out == ""
+    assert "argument --interval: expected seconds above 0" in result.err
+
+
 def test_group_poll_and_follow(lurcher: Cli, topic) -> None:
     lurcher("consumer-group", "create", "orders", "eu", "billing", check=0)
     for p in range(3):

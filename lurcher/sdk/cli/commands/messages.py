@@ -40,6 +40,7 @@ from lurcher.sdk.cli.values import (
     non_negative_int,
     offset_value,
     positive_int,
+    seconds_value,
     timestamp_us,
 )
 from lurcher.sdk.messages import ReceivedMessage
@@ -338,7 +339,8 @@ def _poll_parser(actions: Sub) -> None:
                    help="text (default), json (one object per line), hex, payload")
     p.add_argument("-F", "--follow", action="store_true",
                    help="keep polling and print messages as they arrive")
-    p.add_argument("--interval", type=float, default=FOLLOW_INTERVAL_S, metavar="SECONDS",
+    p.add_argument("--interval", type=seconds_value, default=FOLLOW_INTERVAL_S,
+                   metavar="SECONDS",
                    help=f"wait after an empty poll with --follow (default {FOLLOW_INTERVAL_S})")
     p.add_argument("--max", type=positive_int, metavar="N", help="stop after N messages")
     p.add_argument("--output-file", metavar="PATH",
