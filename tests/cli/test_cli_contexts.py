@@ -8,7 +8,10 @@ import json
 import stat
 from pathlib import Path
 
-from lurcher.sdk.cli.exitcodes import ExitCode
+import pytest
+
+from lurcher.sdk.cli.contexts import Context, ContextStore
+from lurcher.sdk.cli.exitcodes import CliError, ExitCode
 from tests.cli.conftest import Cli, root_connection
 from tests.support.server import LurcherServer
 
@@ -79,3 +82,25 @@ def test_env_credentials(cli: Cli, server: LurcherServer) -> None:
     cli("--address", server.tcp_address, "stream", "create", "env", env=env, check=0)
     env = {"LURCHER_CONNECTION": root_connection(server)}
     assert "env" in cli("stream", "list", env=env, check=0).out
+
+
+def test_a_failed_save_leaves_no_temp_file(cli: Cli, config_file: Path, monkeypatch) -> None:
+    """Saving wrote a temp file next to the contexts file and left it there when encoding
+    (a name given as bytes that are not UTF-8) or the rename failed: one more
+    '.contexts-*' file, possibly holding credentials, per failed command."""
+    cli("context", "create", "one", "--address", "127.0.0.1:1", check=0)
+    saved = config_file.read_bytes()
+    result = cli("context", "create", "\udcff", "--address", "127.0.0.1:1")
+    assert result.code == ExitCode.USAGE and len(result.err.splitlines()) == 1
+    store = ContextStore(config_file)
+    store.put("two", Context(address="127.0.0.1:2", password="secret"))
+
+    def refused(*args: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("os.replace", refused)
+    with pytest.raises(CliError) as err:
+        store.save()
+    assert err.value.exit_code == ExitCode.CONFIG
+    assert sorted(p.name for p in config_file.parent.iterdir()) == [config_file.name]
+    assert config_file.read_bytes() == saved

@@ -9,6 +9,7 @@ missing file is an empty store. Every failure is a CliError with ExitCode.CONFIG
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -53,6 +54,21 @@ def config_path() -> Path:
     return Path(base) / "lurcher" / FILE_NAME
 
 
+def _replace_atomically(path: Path, data: bytes) -> None:
+    """``path`` now holds ``data`` (mode 0600), written to a temp file renamed over it; the
+    temp file is removed when that fails. Raises OSError."""
+    fd, tmp = tempfile.mkstemp(prefix=".contexts-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), FILE_MODE)
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 class ContextStore:
     """Load, change and save the contexts file. Raises CliError(CONFIG)."""
 
@@ -73,15 +89,13 @@ class ContextStore:
             raise CliError(f"invalid contexts file {self.path}: {e}", ExitCode.CONFIG) from None
 
     def save(self) -> None:
-        """Atomic write with mode 0600."""
-        directory = self.path.parent
+        """Atomic write with mode 0600; a failed save leaves the old file and no temp file.
+        Raises CliError(CONFIG), or ValueError for text that is not UTF-8 (a name or
+        value given as undecodable bytes)."""
+        data = msgspec.json.format(msgspec.json.encode(self.data), indent=2) + b"\n"
         try:
-            directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".contexts-", dir=directory)
-            with os.fdopen(fd, "wb") as f:
-                os.fchmod(f.fileno(), FILE_MODE)
-                f.write(msgspec.json.format(msgspec.json.encode(self.data), indent=2) + b"\n")
-            os.replace(tmp, self.path)
+            self.path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            _replace_atomically(self.path, data)
         except OSError as e:
             raise CliError(f"cannot write {self.path}: {e.strerror}", ExitCode.CONFIG) from None
 
