@@ -93,6 +93,18 @@ def test_poll_shows_string_headers_that_are_not_utf8(lurcher: Cli, server, topic
     assert "{ff=fe}" in text
 
 
+def test_text_output_escapes_control_characters(lurcher: Cli, topic) -> None:
+    """Text mode printed payloads and headers with their control characters: a newline
+    split a message over two lines and an escape sequence reached the terminal."""
+    lurcher("message", "send", "orders", "eu", "-p", "0", "--raw", "-H",
+            "note:string:a\x1b[2J\tb", input="one\ntwo\x1b[31m\x00\x9b", check=0)
+    [line] = lurcher("message", "poll", "orders", "eu", "0", "--first", "--show-headers",
+                     check=0).lines()
+    assert line.endswith("] one\\ntwo\\x1b[31m\\x00\\x9b  {note=a\\x1b[2J\\tb}")
+    [record] = poll_json(lurcher, "0", "--first")
+    assert record["payload"] == "one\ntwo\x1b[31m\x00\x9b"
+
+
 def test_poll_strategies(lurcher: Cli, topic) -> None:
     lurcher("message", "send", "orders", "eu", "-p", "0", *[f"p{i}" for i in range(10)],
             check=0)

@@ -202,6 +202,23 @@ def test_users_permissions_and_tokens(lurcher: Cli, cli: Cli, server, tmp_path: 
         ExitCode.AUTHENTICATION)
 
 
+def test_names_with_control_characters_are_shown_escaped(lurcher: Cli) -> None:
+    """A stream named with a newline and a terminal escape (the server takes any UTF-8
+    name) was printed as is: the table row broken in two and the escape sent to the
+    terminal, in list, get, the create note and the error line."""
+    name = "evil\x1b[31m\nline"
+    shown = "evil\\x1b[31m\\nline"
+    assert lurcher("stream", "create", name, check=0).lines() == [
+        f"stream '{shown}' created with id 0"]
+    table = lurcher("stream", "list", check=0).lines()
+    assert len(table) == 2 and table[1].split()[1] == shown
+    assert f"NAME      {shown}" in lurcher("stream", "get", name, check=0).lines()
+    again = lurcher("stream", "create", name)
+    assert again.code == ExitCode.ALREADY_EXISTS and again.err.splitlines() == [
+        f"error: stream '{shown}' already exists (StreamNameAlreadyExists, 1012)"]
+    assert lurcher("--json", "stream", "list", check=0).json()[0]["name"] == name
+
+
 def test_a_token_expiring_after_year_9999_is_listed(lurcher: Cli) -> None:
     """A token created with a long expiry (9999999days) made every 'pat list', --json
     included, fail with 'invalid argument: year 29405 is out of range'."""

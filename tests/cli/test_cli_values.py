@@ -13,7 +13,7 @@ from lurcher.core.wire.headers import HeaderKind, HeaderValue
 from lurcher.sdk.cli import values
 from lurcher.sdk.cli.errors import describe
 from lurcher.sdk.cli.exitcodes import ExitCode, exit_code_for
-from lurcher.sdk.cli.output import human_expiry, human_size, render_table
+from lurcher.sdk.cli.output import human_expiry, human_size, printable, render_table
 
 U64_MAX = (1 << 64) - 1
 
@@ -75,3 +75,11 @@ def test_exit_codes_and_messages() -> None:
 def test_render_table() -> None:
     assert render_table(("ID", "NAME"), [(1, "a"), (22, "bb")]).splitlines() == [
         "ID  NAME", "1   a", "22  bb"]
+    assert render_table(("ID", "NAME"), [(1, "a\nb\x1b")]).splitlines() == [
+        "ID  NAME", "1   a\\nb\\x1b"]
+
+
+def test_printable_escapes_control_characters_only() -> None:
+    assert printable("tab\tnl\ncr\resc\x1bdel\x7fc1\x9b") == (
+        "tab\\tnl\\ncr\\resc\\x1bdel\\x7fc1\\x9b")
+    assert printable("plain, ünïcödé and 日本 stay") == "plain, ünïcödé and 日本 stay"

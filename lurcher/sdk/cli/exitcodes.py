@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 
 from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.sdk.cli.output import printable
 
 
 class ExitCode(enum.IntEnum):
@@ -100,4 +101,4 @@ class CliError(Exception):
 
     def render(self) -> str:
         suffix = f" ({self.code.iggy_name}, {int(self.code)})" if self.code is not None else ""
-        return f"error: {self.message}{suffix}"
+        return f"error: {printable(self.message)}{suffix}"

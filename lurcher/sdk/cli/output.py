@@ -3,7 +3,8 @@
 ``Output.table(columns, rows, records)``: text mode prints aligned columns (two spaces
 apart, no borders); JSON mode prints ``records`` (the raw values, not the humanised
 cells). ``Output.item`` does the same for one record as ``key  value`` lines. ``note``
-prints a confirmation line (suppressed by ``--quiet``; in JSON mode an object). Format
+prints a confirmation line (suppressed by ``--quiet``; in JSON mode an object). Text
+output shows control characters in values as escapes (``printable``). Format
 helpers (sizes, timestamps, expiry) are pure functions; a time past year 9999 (out of
 ``datetime``'s range) is shown as ``AFTER_LAST_YEAR``.
 """
@@ -90,8 +91,19 @@ def human_expiry(us: int) -> str:
     return "server_default" if us == 0 else human_duration_us(us)
 
 
+# Control characters (C0, DEL, C1) as escapes: a name, payload or header holding a newline
+# or a terminal escape sequence must not break a line, a column or the terminal.
+_ESCAPES = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+_ESCAPES |= {ord("\t"): "\\t", ord("\n"): "\\n", ord("\r"): "\\r"}
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped (``\\n``, ``\\x1b``), for text output."""
+    return text.translate(_ESCAPES)
+
+
 def render_table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    cells = [list(columns)] + [[str(c) for c in row] for row in rows]
+    cells = [list(columns)] + [[printable(str(c)) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
     return "\n".join(lines)
@@ -127,7 +139,7 @@ class Output:
             self.dump(record if record is not None else dict(pairs))
             return
         width = max((len(k) for k, _ in pairs), default=0)
-        self.write("\n".join(f"{k.ljust(width)}  {v}" for k, v in pairs))
+        self.write("\n".join(f"{k.ljust(width)}  {printable(str(v))}" for k, v in pairs))
 
     def note(self, text: str, **record: Any) -> None:
         """A confirmation: text line, or ``{"ok": true, **record}`` in JSON mode."""
@@ -136,4 +148,4 @@ class Output:
         if self.json:
             self.write(json.dumps({"ok": True, **to_builtins(record)}, ensure_ascii=False))
         else:
-            self.write(text)
+            self.write(printable(text))

@@ -13,7 +13,9 @@ from the offset after the last message it printed (on the partition that answere
 group it polls ``next`` with auto-commit so the group makes progress. It waits
 ``--interval`` seconds after an empty poll, and stops on Ctrl-C, SIGTERM or after ``--max``
 messages (exit 0). Output formats: text, json (one object per line), hex, payload (raw
-payload bytes, one per line), to stdout or ``--output-file``. ``flush`` is FlushUnsavedBuffer
+payload bytes, one per line), to stdout or ``--output-file``; text shows control characters
+in payloads and headers as escapes (``\\n``, ``\\x1b``: one line per message, nothing sent to
+the terminal as a command). ``flush`` is FlushUnsavedBuffer
 (``--fsync`` also fsyncs).
 """
 
@@ -32,7 +34,7 @@ from lurcher.core.wire.values.polling import PollingKind, PollingStrategy
 from lurcher.sdk.consumer import join_group
 from lurcher.sdk.cli.commands.base import Sub, group, ident, leaf, topic_args
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode
-from lurcher.sdk.cli.output import iso_time, Output
+from lurcher.sdk.cli.output import iso_time, Output, printable
 from lurcher.sdk.cli.runtime import Run
 from lurcher.sdk.cli.values import (
     headers,
@@ -131,7 +133,8 @@ def message_record(m: ReceivedMessage) -> dict[str, object]:
 def _line(m: ReceivedMessage, payload: str, show_headers: bool) -> str:
     text = f"[partition {m.partition_id} offset {m.offset} {iso_time(m.timestamp)}] {payload}"
     if show_headers and m.user_headers:
-        text += "  {" + ", ".join(f"{k}={v}" for k, v in header_dict(m).items()) + "}"
+        pairs = ", ".join(f"{k}={v}" for k, v in header_dict(m).items())
+        text += "  {" + printable(pairs) + "}"
     return text
 
 
@@ -142,7 +145,8 @@ def printer(fmt: str, show_headers: bool, out: Output) -> Printer:
     stream = out.stream
 
     def text(m: ReceivedMessage) -> None:
-        out.write(_line(m, m.payload.decode(errors="backslashreplace"), show_headers))
+        out.write(_line(m, printable(m.payload.decode(errors="backslashreplace")),
+                        show_headers))
 
     def hex_(m: ReceivedMessage) -> None:
         out.write(_line(m, m.payload.hex(), show_headers))

@@ -13,6 +13,7 @@ from lurcher.sdk.api.system import SNAPSHOT_ALL
 from lurcher.sdk.cli.commands.base import Sub, group, leaf
 from lurcher.sdk.cli.commands.cluster import cluster_status
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode
+from lurcher.sdk.cli.output import printable
 from lurcher.sdk.cli.runtime import Run
 
 COMPRESSIONS = {"stored": 1, "deflated": 2}
@@ -36,7 +37,7 @@ async def cluster_metadata(run: Run) -> None:
     rows = [(n.name, n.ip, n.tcp_port, n.quic_port, n.http_port, n.websocket_port, n.role,
              n.status) for n in meta.nodes]
     if not run.out.json:
-        run.out.write(f"cluster {meta.name}")
+        run.out.write(f"cluster {printable(meta.name)}")
     run.out.table(("name", "ip", "tcp", "quic", "http", "websocket", "role", "status"), rows,
                   meta)
 
