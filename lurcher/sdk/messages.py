@@ -57,9 +57,18 @@ def encode_header_block(headers: HeadersArg | Buffer | None) -> bytes:
         return b""
     if isinstance(headers, (bytes, bytearray, memoryview)):
         return bytes(headers)
-    typed = {(k if isinstance(k, HeaderValue) else header_value(k)): header_value(v)
-             for k, v in headers.items()}
+    typed = {header_key(k): header_value(v) for k, v in headers.items()}
     return encode_headers(typed)
+
+
+def header_key(key: Any) -> HeaderValue:
+    """``header_value`` for a key. Raises IggyError INVALID_HEADER_KEY (as Iggy's
+    HeaderKey) for a key that cannot be one."""
+    try:
+        return header_value(key)
+    except IggyError as e:
+        raise IggyError(ErrorCode.INVALID_HEADER_KEY, f"header key {key!r}: {e.detail}"
+                        ) from None
 
 
 def _header_blocks(headers: Any, n: int) -> list[bytes] | None:

@@ -39,7 +39,8 @@ def test_headers_and_ids() -> None:
                       ("c", HeaderValue.of(HeaderKind.RAW, b"\x0a\xff")),
                       ("d", HeaderValue.of(HeaderKind.BOOL, True))]
     assert values.headers("url:string:http://x:80") == [("url", HeaderValue.string("http://x:80"))]
-    for bad in ("nokind", "k:int8:999", "k:bool:maybe", ":string:x"):
+    for bad in ("nokind", "k:int8:999", "k:bool:maybe", ":string:x", "k:string:", "k:raw:",
+                "k:string:" + "x" * 256, "k" * 256 + ":string:x", "\udcff:string:x"):
         with pytest.raises(argparse.ArgumentTypeError):
             values.headers(bad)
     assert values.message_id("0x10") == 16

@@ -8,6 +8,7 @@ import pytest
 
 from lurcher.sdk import Client, ErrorCode, IggyError, MessageBatch, Partitioning, PollingStrategy
 from lurcher.sdk.api.streams import NEVER_EXPIRE, UNLIMITED_SIZE
+from lurcher.sdk.messages import encode_header_block
 from tests.sdk.conftest import messages_of
 
 
@@ -221,3 +222,16 @@ async def test_concurrent_requests_share_one_connection(server) -> None:
     await asyncio.gather(*(worker(p) for p in range(4)))
     assert (await client.get_me()).header.address == first_address
     await client.close()
+
+
+@pytest.mark.parametrize("headers,code", [
+    ({"k": ""}, ErrorCode.INVALID_HEADER_VALUE), ({"k": b"x" * 256}, ErrorCode.INVALID_HEADER_VALUE),
+    ({"": "v"}, ErrorCode.INVALID_HEADER_KEY), ({"k" * 256: "v"}, ErrorCode.INVALID_HEADER_KEY),
+])
+def test_a_header_key_or_value_outside_1_to_255_bytes_names_itself(headers, code) -> None:
+    """Such a header was built and its block refused with INVALID_FORMAT (4), which named
+    neither the header nor the problem; Iggy's SDK refuses it as InvalidHeaderKey or
+    InvalidHeaderValue."""
+    with pytest.raises(IggyError) as err:
+        encode_header_block(headers)
+    assert err.value.code == code

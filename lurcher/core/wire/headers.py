@@ -72,7 +72,8 @@ class HeaderValue(msgspec.Struct, frozen=True):
     def of(cls, kind: HeaderKind, python_value: Any) -> "HeaderValue":
         """Encode a Python value for ``kind`` (str for STRING, bytes for RAW, numbers...).
 
-        Raises IggyError INVALID_HEADER_VALUE if the value does not fit the kind.
+        Raises IggyError INVALID_HEADER_VALUE if the value does not fit the kind (a raw or
+        string value of 0 or more than 255 bytes included).
         """
         try:
             return cls(int(kind), _pack(HeaderKind(kind), python_value))
@@ -135,15 +136,21 @@ _KIND_NAMES = frozenset(kind.name.lower() for kind in HeaderKind)
 
 
 def _pack(kind: HeaderKind, v: Any) -> bytes:
-    if kind == HeaderKind.RAW:
-        return bytes(v)
-    if kind == HeaderKind.STRING:
-        return v.encode()
+    if kind in (HeaderKind.RAW, HeaderKind.STRING):
+        return _sized(bytes(v) if kind == HeaderKind.RAW else v.encode())
     if kind in (HeaderKind.INT128, HeaderKind.UINT128):
         return int(v).to_bytes(16, "little", signed=kind == HeaderKind.INT128)
     if kind == HeaderKind.BOOL and v not in (True, False):
         raise ValueError(f"not a bool: {v!r}")
     return struct.pack(_FORMATS[kind], v)
+
+
+def _sized(value: bytes) -> bytes:
+    """A raw or string value of 1 to 255 bytes (as Iggy's HeaderValue). Raises ValueError."""
+    if not 1 <= len(value) <= MAX_HEADER_FIELD_BYTES:
+        raise ValueError(f"{len(value)} bytes: a raw or string header holds 1 to "
+                         f"{MAX_HEADER_FIELD_BYTES}")
+    return value
 
 
 Key = HeaderValue | str

@@ -149,6 +149,10 @@ def one_header(text: str) -> tuple[str, HeaderValue]:
         raise Bad(f"invalid header {text!r}: expected key:kind:value with kind one of "
                   f"{', '.join(KINDS)}")
     try:
+        HeaderValue.of(HeaderKind.STRING, key)
+    except IggyError:
+        raise Bad(f"invalid header key {key!r}: 1 to 255 bytes of UTF-8") from None
+    try:
         return key, HeaderValue.of(kind, _header_python(kind, raw))
     except (ValueError, KeyError, IggyError):
         raise Bad(f"invalid {kind_name} value {raw!r} in header {key!r}") from None

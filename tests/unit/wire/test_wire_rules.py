@@ -65,8 +65,8 @@ BAD_PAYLOADS: list[tuple[Callable, str, E]] = [
     (SendMessages.decode, f"10000000 {S1T1} 02 03 000000 00000000", E.INVALID_COMMAND),
     (SendMessages.decode, f"0f000000 {S1T1} 02 04 00000000 00000000", 
      E.INVALID_COMMAND),  # metadata_length mismatch
-    (SendMessages.decode, f"11000000 0103 00000000 02027431 0100 00000000", E.INVALID_IDENTIFIER),
-    (SendMessages.decode, f"11000000 0202 7331 0900 7431 0100 00000000", E.INVALID_IDENTIFIER),
+    (SendMessages.decode, "11000000 0103 00000000 02027431 0100 00000000", E.INVALID_IDENTIFIER),
+    (SendMessages.decode, "11000000 0202 7331 0900 7431 0100 00000000", E.INVALID_IDENTIFIER),
     (SendMessages.decode, f"0e000000 {S1T1} 0100 01000000", E.INVALID_COMMAND),  # short index
     (CreateUser.decode, "04 75736572 03 707771 01 01 05000000" + "00" * 10 + "00",
      E.INVALID_FORMAT),                                                 # perm_len 5 != 11
@@ -232,6 +232,23 @@ def test_header_value_rejects_bad_python_values() -> None:
         assert err.value.code == E.INVALID_HEADER_VALUE
     with pytest.raises(IggyError):
         encode_headers({"k": HeaderValue(HeaderKind.UINT16, b"\x01")})
+
+
+@pytest.mark.parametrize("kind,value", [(HeaderKind.STRING, ""), (HeaderKind.RAW, b""),
+                                        (HeaderKind.STRING, "x" * 256),
+                                        (HeaderKind.RAW, b"x" * 256)])
+def test_header_value_refuses_a_raw_or_string_value_outside_1_to_255_bytes(kind, value) -> None:
+    """As Iggy's HeaderValue (1 to 255 bytes); it was built, and the block holding it then
+    refused with INVALID_FORMAT, which named neither the header nor the problem."""
+    with pytest.raises(IggyError) as err:
+        HeaderValue.of(kind, value)
+    assert err.value.code == E.INVALID_HEADER_VALUE and "1 to 255" in str(err.value)
+
+
+def test_header_value_takes_raw_and_string_values_of_1_and_255_bytes() -> None:
+    for size in (1, 255):
+        assert HeaderValue.of(HeaderKind.STRING, "x" * size).value == b"x" * size
+        assert HeaderValue.of(HeaderKind.RAW, b"x" * size).value == b"x" * size
 
 
 # --- polled messages ----------------------------------------------------------------------
