@@ -105,6 +105,26 @@ def test_text_output_escapes_control_characters(lurcher: Cli, topic) -> None:
     assert record["payload"] == "one\ntwo\x1b[31m\x00\x9b"
 
 
+def test_json_output_of_headers_of_every_kind_is_strict_json(lurcher: Cli, topic) -> None:
+    """A float header that is nan or infinite was written as NaN / -Infinity, which is not
+    JSON (JSON.parse, serde_json and strict parsers refuse the line); the extremes of the
+    128-bit kinds and raw bytes come out exact."""
+    i128_min, u128_max = -(1 << 127), (1 << 128) - 1
+    lurcher("message", "send", "orders", "eu", "-p", "0", "-H", "nan:float64:nan",
+            "-H", "up:float32:inf", "-H", "down:float64:-inf", "-H", f"lo:int128:{i128_min}",
+            "-H", f"hi:uint128:{u128_max}", "-H", "blob:raw:00ff", "-H", "yes:bool:true",
+            "m", check=0)
+    line = lurcher("message", "poll", "orders", "eu", "0", "--first", "--format", "json",
+                   check=0).lines()[0]
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON")
+
+    headers = json.loads(line, parse_constant=refuse)["headers"]
+    assert headers == {"nan": "nan", "up": "inf", "down": "-inf", "lo": i128_min,
+                       "hi": u128_max, "blob": "00ff", "yes": True}
+
+
 def test_poll_strategies(lurcher: Cli, topic) -> None:
     lurcher("message", "send", "orders", "eu", "-p", "0", *[f"p{i}" for i in range(10)],
             check=0)

@@ -26,6 +26,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import math
 import signal
 import sys
 from collections.abc import Callable
@@ -108,8 +109,12 @@ async def send(run: Run) -> None:
 # -- poll output -------------------------------------------------------------------------
 
 def _plain(value: object) -> object:
+    """A header key or value for JSON: bytes as hex, a float that is not finite as its
+    text ("nan", "inf", "-inf": JSON has no such numbers), anything else as it is."""
     if isinstance(value, bytes):
         return value.hex()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     return value
 
 
