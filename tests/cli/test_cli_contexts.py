@@ -12,6 +12,8 @@ import pytest
 
 from lurcher.sdk.cli.contexts import Context, ContextStore
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode
+from lurcher.sdk.cli.main import main
+from lurcher.sdk.cli.options import ENV
 from tests.cli.conftest import Cli, root_connection
 from tests.support.server import LurcherServer
 
@@ -104,3 +106,25 @@ def test_a_failed_save_leaves_no_temp_file(cli: Cli, config_file: Path, monkeypa
     assert err.value.exit_code == ExitCode.CONFIG
     assert sorted(p.name for p in config_file.parent.iterdir()) == [config_file.name]
     assert config_file.read_bytes() == saved
+
+
+def test_a_login_whose_context_cannot_be_saved_keeps_the_old_token(
+        cli: Cli, server: LurcherServer, config_file: Path, monkeypatch) -> None:
+    """login deleted the context's old token on the server before saving the new one: a
+    save that failed left the context holding a deleted token (logged out) and the new one
+    on the server, kept nowhere. Now the old token stays and the new one is deleted."""
+    creds = ("--address", server.tcp_address, "-u", "iggy", "-p", "iggy")
+    cli(*creds, "login", "--name", "first", check=0)
+
+    def refused(self: ContextStore) -> None:
+        raise CliError(f"cannot write {self.path}: Permission denied", ExitCode.CONFIG)
+
+    for name in ENV.values():  # main runs in this process: only the config file counts
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LURCHER_CLI_CONFIG", str(config_file))
+    monkeypatch.setattr(ContextStore, "save", refused)
+    assert main([*creds, "-q", "login", "--name", "second"]) == ExitCode.CONFIG
+    monkeypatch.undo()
+    tokens = cli(*creds, "--json", "pat", "list", check=0).json()
+    assert [t["name"] for t in tokens] == ["first"]
+    cli("stream", "list", check=0)  # the saved context still logs in with its token

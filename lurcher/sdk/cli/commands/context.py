@@ -5,8 +5,10 @@
 (``--connection``, ``--address``, ``--transport``, ``--username``, ``--password``,
 ``--token``, ``--tls*``). ``login [EXPIRY]`` logs in with the given credentials, creates a
 token named ``lurcher-cli-<unix time>`` and stores it in the selected context (or a new
-``default`` context, made active); later commands use the token. ``logout`` deletes that
-token on the server and from the context.
+``default`` context, made active); later commands use the token. The context's previous
+token is deleted on the server only once the new one is saved, and a new token that could
+not be saved is deleted (none is left on the server, kept nowhere). ``logout`` deletes
+that token on the server and from the context.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ import msgspec
 
 from lurcher.core.wire.errors import IggyError
 from lurcher.sdk.cli.commands.base import Sub, group, leaf
-from lurcher.sdk.cli.contexts import Context
+from lurcher.sdk.cli.contexts import Context, ContextStore
 from lurcher.sdk.cli.errors import describe
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode
 from lurcher.sdk.cli.options import DEFAULT_ADDRESS, selected_context
 from lurcher.sdk.cli.runtime import Run
 from lurcher.sdk.cli.values import expiry_us
+from lurcher.sdk.client import Client
 from lurcher.sdk.connstring import parse
 
 DEFAULT_CONTEXT = "default"
@@ -119,16 +122,27 @@ async def login(run: Run) -> None:
         ctx_name = DEFAULT_CONTEXT
         ctx = Context(transport=config.transport, address=config.address,
                       username=config.username, tls=config.tls or None)
-    old = ctx.token_name
-    if old and old != name:
-        with contextlib.suppress(IggyError):
-            await client.delete_personal_access_token(old)
     store.put(ctx_name, msgspec.structs.replace(ctx, token=token, token_name=name))
     if store.active is None:
         store.use(ctx_name)
-    store.save()
+    await _save_or_forget(store, client, name)
+    old = ctx.token_name
+    if old and old != name:  # replaced only once the new one is saved
+        with contextlib.suppress(IggyError):
+            await client.delete_personal_access_token(old)
     run.out.note(f"logged in as '{config.username}'; token '{name}' stored in context "
                  f"'{ctx_name}'", context=ctx_name, token_name=name)
+
+
+async def _save_or_forget(store: ContextStore, client: Client, token_name: str) -> None:
+    """Save ``store``; when that fails, delete the token just created on the server (kept
+    nowhere, it could never be used or logged out of). Raises the save's CliError."""
+    try:
+        store.save()
+    except BaseException:
+        with contextlib.suppress(IggyError):
+            await client.delete_personal_access_token(token_name)
+        raise
 
 
 async def logout(run: Run) -> None:
