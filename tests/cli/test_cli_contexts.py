@@ -86,6 +86,17 @@ def test_env_credentials(cli: Cli, server: LurcherServer) -> None:
     assert "env" in cli("stream", "list", env=env, check=0).out
 
 
+def test_lurcher_connection_outranks_the_active_context_as_connection_does(
+        cli: Cli, server: LurcherServer) -> None:
+    """LURCHER_CONNECTION gave way to the active context's address, transport and TLS
+    (only --connection outranked them), so with a context active the command went to the
+    context's server, not the one the variable names."""
+    cli("context", "create", "elsewhere", "--address", "127.0.0.1:1", "--use", check=0)
+    env = {"LURCHER_CONNECTION": root_connection(server)}
+    assert cli("ping", env=env, check=0).out.startswith(f"ping {server.tcp_address}:")
+    assert cli("ping").code == ExitCode.CONNECTION  # the context itself still applies
+
+
 def test_a_failed_save_leaves_no_temp_file(cli: Cli, config_file: Path, monkeypatch) -> None:
     """Saving wrote a temp file next to the contexts file and left it there when encoding
     (a name given as bytes that are not UTF-8) or the rename failed: one more

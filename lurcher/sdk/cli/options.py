@@ -86,8 +86,13 @@ def selected_context(args: argparse.Namespace, store: ContextStore) -> tuple[str
     return name, (store.get(name) if name else Context())
 
 
+def _connection_string(args: argparse.Namespace) -> str | None:
+    """``--connection``, else ``LURCHER_CONNECTION``."""
+    return args.connection or _env("connection")
+
+
 def _base_config(args: argparse.Namespace, context: Context) -> ClientConfig:
-    text = args.connection or _env("connection")
+    text = _connection_string(args)
     if text is None and context.connection:
         text = context.connection
     if text is None:
@@ -112,7 +117,7 @@ def _credentials(args: argparse.Namespace, context: Context,
     ):
         if any(source.values()):
             return source
-    if args.connection or _env("connection") or not (context.token or context.username):
+    if _connection_string(args) or not (context.token or context.username):
         return {"username": config.username, "password": config.password, "token": config.token}
     if context.token:
         return {"username": None, "password": None, "token": context.token}
@@ -131,10 +136,12 @@ def client_config(args: argparse.Namespace, store: ContextStore) -> ClientConfig
     config = _base_config(args, context)
     creds = _credentials(args, context, config)
     _prompt_password(creds)
+    if _connection_string(args):  # it outranks the context: only flags override it
+        context = msgspec.structs.replace(context, transport=None, address=None, tls=None)
     fields = {
-        "transport": args.transport or (None if args.connection else context.transport),
-        "address": args.address or (None if args.connection else context.address),
-        "tls": args.tls or (context.tls if not args.connection else None) or None,
+        "transport": args.transport or context.transport,
+        "address": args.address or context.address,
+        "tls": args.tls or context.tls or None,
         "tls_ca_file": args.tls_ca_file or context.tls_ca_file,
         "tls_domain": args.tls_domain or context.tls_domain,
     }
