@@ -87,10 +87,26 @@ def test_poll_shows_string_headers_that_are_not_utf8(lurcher: Cli, server, topic
         sdk.send_messages("orders", "eu", [b"m"], 1, headers=[encode_headers(
             {HeaderValue(HeaderKind.STRING, b"\xff"): HeaderValue(HeaderKind.STRING, b"\xfe")})])
     [got] = poll_json(lurcher, "1", "--first", "-c", "10")
-    assert got["headers"] == {"ff": "fe"}
+    assert got["headers"] == {"string:/w==": "fe"}  # the key as headers.key_text names it
     text = lurcher("message", "poll", "orders", "eu", "1", "--first", "--show-headers",
                    check=0).out
-    assert "{ff=fe}" in text
+    assert "{string:/w===fe}" in text
+
+
+def test_poll_shows_every_header_when_keys_of_different_kinds_read_alike(
+        lurcher: Cli, server, topic) -> None:
+    """Keys were shown as their plain value, so a string key "5" and a uint32 key 5, or a
+    string key "6b" and a raw key b"k" (hex 6b), came out as one key: half the headers
+    were missing from the output."""
+    block = encode_headers({
+        HeaderValue.string("5"): HeaderValue.string("a"),
+        HeaderValue.of(HeaderKind.UINT32, 5): HeaderValue.string("b"),
+        HeaderValue.string("6b"): HeaderValue.string("c"),
+        HeaderValue.of(HeaderKind.RAW, b"k"): HeaderValue.string("d")})
+    with SyncClient.from_connection_string(root_connection(server)) as sdk:
+        sdk.send_messages("orders", "eu", [b"m"], 1, headers=[block])
+    [got] = poll_json(lurcher, "1", "--first")
+    assert got["headers"] == {"5": "a", "uint32:5": "b", "6b": "c", "raw:aw==": "d"}
 
 
 def test_text_output_escapes_control_characters(lurcher: Cli, topic) -> None:

@@ -15,7 +15,9 @@ group it polls ``next`` with auto-commit so the group makes progress. It waits
 messages (exit 0). Output formats: text, json (one object per line), hex, payload (raw
 payload bytes, one per line), to stdout or ``--output-file``; text shows control characters
 in payloads and headers as escapes (``\\n``, ``\\x1b``: one line per message, nothing sent to
-the terminal as a command). ``flush`` is FlushUnsavedBuffer
+the terminal as a command). Header keys are named as ``headers.key_text`` names them (a
+UTF-8 string key as itself, any other ``<kind>:<value>``), so no two keys read alike.
+``flush`` is FlushUnsavedBuffer
 (``--fsync`` also fsyncs).
 """
 
@@ -31,6 +33,7 @@ import signal
 import sys
 from collections.abc import Callable
 
+from lurcher.core.wire.headers import key_text
 from lurcher.core.wire.values.polling import PollingKind, PollingStrategy
 from lurcher.sdk.consumer import join_group
 from lurcher.sdk.cli.commands.base import Sub, group, ident, leaf, topic_args
@@ -119,7 +122,10 @@ def _plain(value: object) -> object:
 
 
 def header_dict(m: ReceivedMessage) -> dict[str, object]:
-    return {str(_plain(k)): _plain(v) for k, v in m.header_values().items()}
+    """The message's headers by key text (``headers.key_text``, as Spark and the MCP tools
+    name them: a UTF-8 string key as itself, others ``<kind>:<value>``, so keys of different
+    kinds never meet), values as ``_plain``."""
+    return {key_text(k): _plain(v.to_python()) for k, v in m.headers.items()}
 
 
 def message_record(m: ReceivedMessage) -> dict[str, object]:
