@@ -139,3 +139,15 @@ def test_a_login_whose_context_cannot_be_saved_keeps_the_old_token(
     tokens = cli(*creds, "--json", "pat", "list", check=0).json()
     assert [t["name"] for t in tokens] == ["first"]
     cli("stream", "list", check=0)  # the saved context still logs in with its token
+
+
+def test_a_context_with_an_address_that_is_not_host_port_is_refused(
+        cli: Cli, config_file: Path) -> None:
+    """--address took any text: 'context create c --address nope' saved a context every
+    later command failed with, and the bad address surfaced only when used."""
+    for bad in ("nope", "127.0.0.1:99999", ":8090"):
+        result = cli("context", "create", "c", "--address", bad)
+        assert result.code == ExitCode.USAGE and "argument -a/--address: invalid address" in (
+            result.err)
+    assert not config_file.exists()
+    cli("context", "create", "c", "--address", "[::1]:8090", check=0)

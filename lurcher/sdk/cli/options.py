@@ -27,7 +27,7 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.sdk.cli.contexts import Context, ContextStore
 from lurcher.sdk.cli.errors import describe
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode
-from lurcher.sdk.cli.values import seconds_value
+from lurcher.sdk.cli.values import address_value, seconds_value
 from lurcher.sdk.config import TRANSPORTS, ClientConfig
 from lurcher.sdk.connstring import parse
 
@@ -55,7 +55,8 @@ def add_global_options(parser: argparse.ArgumentParser, top: bool, shorts: bool 
     opt("-C", "--connection", metavar="URL",
         help="connection string, e.g. iggy://user:pass@host:8090 [env LURCHER_CONNECTION]")
     opt(None, "--context", metavar="NAME", help="use this saved context [env LURCHER_CONTEXT]")
-    opt("-a", "--address", metavar="HOST:PORT", help=f"server address (default {DEFAULT_ADDRESS})")
+    opt("-a", "--address", metavar="HOST:PORT", type=address_value,
+        help=f"server address (default {DEFAULT_ADDRESS})")
     opt(None, "--transport", choices=TRANSPORTS, help="transport (default tcp)")
     opt("-u", "--username", help="username [env LURCHER_USERNAME]")
     opt("-p", "--password", help="password [env LURCHER_PASSWORD]; prompted on a terminal")

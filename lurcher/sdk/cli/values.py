@@ -18,6 +18,7 @@ import re
 import uuid
 from typing import Any
 
+from lurcher.core.wire.address import split_address
 from lurcher.core.wire.headers import HeaderKind, HeaderValue
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.values.permissions import (
@@ -109,6 +110,15 @@ def offset_value(text: str) -> int:
 
 def u8_value(text: str) -> int:
     return whole_number(text, 0, U8_MAX)
+
+
+def address_value(text: str) -> str:
+    """A ``host:port`` server address (IPv6 as ``[::1]:8090``), as the SDK takes it."""
+    try:
+        split_address(text)
+    except ValueError as e:
+        raise Bad(f"invalid address: {e}") from None
+    return text
 
 
 def seconds_value(text: str) -> float:
