@@ -20,6 +20,14 @@ starts a second fill beside the first, and ops wait until every target is reache
 bug this closes: a first fill finishing cleared ``filling`` while a second one was still
 fetching, and later ops took the offsets the second fill was copying).
 
+Generations: a deleted stream's or topic's ids go to the next one created, so a key
+``(stream, topic, partition)`` may name a later partition than the one its counts were
+kept for. ``created`` holds, per key, the creation time of the partition ``stored`` and
+``purged`` count; the group's first op of a later one starts them again
+(``_count_generation``, in the group's order, alike everywhere), and an adopted
+checkpoint's counts are reached (purge, fill) only on the partition they are of
+(``_reach_counts``), never on a successor that took its ids.
+
 Failed writes: when a write of a batch handed to a partition fails (EIO, ENOSPC: the
 partition rewinds; a failed fsync: it cuts back to the last synced offset), batches handed
 after it may be written at the offsets it left free. The partition is then ``broken``:
@@ -109,6 +117,9 @@ class PartitionService:
         self.failed: dict[int, BaseException] = {}  # recent positions whose effect failed
         self.stored: dict[tuple[int, int, int], int] = {}  # messages per partition so far
         self.purged: dict[tuple[int, int, int], int] = {}  # purges per partition so far
+        # per partition: the creation time of the generation ``stored`` and ``purged`` count
+        self.created: dict[tuple[int, int, int], int] = {}
+        self.unreached: set[tuple[int, int, int]] = set()  # an adopted checkpoint's, to reach
         self.filling = False  # copying messages the group stored and we lack (``Filler``)
         self.fill_to: dict[tuple[int, int, int], int] = {}  # per partition: fill up to
         self.fill_task: asyncio.Future | None = None  # the one fill under way
@@ -128,7 +139,10 @@ class PartitionService:
 
     def drain(self) -> None:
         """Carry out queued ops whose metadata this node has applied, in order."""
+        if self.unreached:
+            self._reach_counts()
         while not self.filling and self.queue and self.queue[0][1].meta_base <= self.meta.accepted:
+            self._count_generation(self.queue[0][1])
             if self._short_of(self.queue[0][1]):
                 return  # filled first; ``_fill`` drains again when done
             position, op = self.queue.popleft()
@@ -137,6 +151,23 @@ class PartitionService:
             except Exception as exc:  # noqa: BLE001 - every replica sees the same op
                 effect = exc
             self._settle(position, effect)
+
+    def _count_generation(self, op: Op) -> None:
+        """Start ``op``'s partition's counts again when ``op`` is the group's first op for
+        a partition created after the one they counted: a deleted stream's or topic's ids
+        are given to the next one created (0.8's slab), and the new partition starts empty
+        at offset 0. Decided in the group's order, from the op's ``created_at``, alike on
+        every replica; an op of a partition deleted here since changes nothing
+        (``_execute`` refuses it)."""
+        key = (op.stream_id, op.topic_id, op.partition_id)
+        counted = self.created.get(key)
+        if counted == op.created_at or self.generation(key)[0] != op.created_at:
+            return
+        self.created[key] = op.created_at
+        if counted is not None:
+            for counts in (self.stored, self.purged, self.fill_to, self.broken):
+                counts.pop(key, None)
+            self.unreached.discard(key)
 
     def _short_of(self, op: Op) -> bool:
         """Whether ``op`` appends at an offset this replica's partition has not reached; if
@@ -302,7 +333,8 @@ class PartitionService:
 
     def snapshot(self) -> bytes:
         queued = [(position, msgspec.msgpack.encode(op)) for position, op in self.queue]
-        return encode_state(self.calls, self.stored, queued, self.shard.dedup, self.purged)
+        return encode_state(self.calls, self.stored, queued, self.shard.dedup, self.purged,
+                            self.created)
 
     def restore(self, state: bytes) -> None:
         """Adopt a checkpoint's state; copy the messages it counts that this replica's
@@ -310,11 +342,7 @@ class PartitionService:
         decoded = decode_state(state, self.shard.dedup)
         self.stored = {tuple(k): n for k, n in decoded.stored}
         self.purged = {tuple(k): n for k, n in decoded.purged}
-        for key, purges in self.purged.items():
-            partition = self.shard.partitions.get(key)
-            if partition is not None and purges_of(partition) < purges:
-                purge(partition, purges)  # purged on the others while this one was behind
-                self.fill_to.pop(key, None)
+        self.created = {tuple(k): at for k, at in decoded.created}
         for position, _ in self.queue:  # covered by the checkpoint (stored or queued)
             self._finish(position, self.done[position], None)
         self.calls = decoded.calls
@@ -322,10 +350,30 @@ class PartitionService:
         for position, body in decoded.queued:
             self.done.setdefault(position, asyncio.get_running_loop().create_future())
             self.queue.append((position, op_decoder.decode(body)))
-        for key, count in self.stored.items():
+        self.unreached = set(self.stored) | set(self.purged)
+        self._reach_counts()
+
+    def _reach_counts(self) -> None:
+        """Bring the partitions of ``unreached`` to an adopted checkpoint's counts (purge
+        what the others purged while this one was behind, then copy what it lacks), each
+        once this node's metadata has the partition those counts are of: not a partition
+        deleted since (its ids taken by a later one, which the counts must never purge or
+        fill), nor one whose creation this node has not applied yet (done when it has;
+        ``drain`` runs at each metadata change)."""
+        for key in list(self.unreached):
+            counted = self.created.get(key)
+            if counted is not None and counted != self.generation(key)[0]:
+                continue
+            self.unreached.discard(key)
             partition = self.shard.partitions.get(key)
-            if partition is not None and count > end_of(partition):
-                self._fill_up_to(key, count)
+            if partition is None:
+                continue
+            purges = self.purged.get(key, 0)
+            if purges_of(partition) < purges:
+                purge(partition, purges)  # purged on the others while this one was behind
+                self.fill_to.pop(key, None)
+            if self.stored.get(key, 0) > end_of(partition):
+                self._fill_up_to(key, self.stored[key])
 
     def _fill_up_to(self, key: tuple[int, int, int], want: int) -> None:
         """Copy ``key``'s messages up to offset ``want`` before any later op is carried out

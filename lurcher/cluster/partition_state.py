@@ -4,7 +4,8 @@ A partition group takes a checkpoint every ``cluster.checkpoint_every_ops`` exec
 its replicas keep only the ops since (plus as many below) in memory and in their journal,
 and view changes carry a bounded log. The checkpoint's state is small (``GroupState``):
 the position count, how many messages each partition of the group has been handed (since
-its last purge) and how many purges it has been through, the ops
+its last purge), how many purges it has been through and the creation time of the
+partition those counts are of (a deleted partition's ids go to the next one), the ops
 still waiting for metadata, and the deduplication windows of the group's partitions. The
 messages themselves stay in the partition logs, byte-identical on every replica.
 
@@ -51,6 +52,8 @@ class GroupState(msgspec.Struct, array_like=True, frozen=True):
     queued: list[tuple[int, bytes]]  # (position, op) executed, waiting for metadata
     windows: list[WindowState]
     purged: list[tuple[tuple[int, int, int], int]] = []  # purges per partition so far
+    # per partition, the creation time of the generation its counts belong to
+    created: list[tuple[tuple[int, int, int], int]] = []
 
 
 class Fetch(msgspec.Struct, array_like=True, frozen=True):
@@ -71,11 +74,13 @@ fetch_decoder = msgspec.msgpack.Decoder(Fetch)
 
 
 def encode_state(calls: int, stored: dict[Key, int], queued: list[tuple[int, bytes]],
-                 dedup: Any, purged: dict[Key, int]) -> bytes:
+                 dedup: Any, purged: dict[Key, int], created: dict[Key, int] | None = None
+                 ) -> bytes:
     windows = [WindowState(key, [(stamp, list(keys)) for stamp, keys in dedup.windows[key]
                                  .batches]) for key in stored if key in dedup.windows]
     return msgspec.msgpack.encode(GroupState(calls, sorted(stored.items()), queued, windows,
-                                             sorted(purged.items())))
+                                             sorted(purged.items()),
+                                             sorted((created or {}).items())))
 
 
 def decode_state(state: bytes, dedup: Any) -> GroupState:

@@ -296,3 +296,83 @@ async def test_a_purge_through_one_node_empties_the_partitions_on_every_replica(
             assert await polled(client, "purged", "u", 0) == []
     finally:
         await close_all(connected)
+
+
+async def replace_stream(connected: list[Client], old: str, new: str, purged: bool) -> int:
+    """Stream ``old`` (topic ``t``, 3 partitions, 2 messages in each, after one purged if
+    ``purged``) deleted, then ``new`` created with its ids and sent ``new-<node>`` through
+    each node to each partition; the stream id."""
+    await topic_everywhere(connected, old, "t", 3)
+    stream = (await connected[0].get_stream(old)).header.id
+    if purged:
+        for p in range(3):
+            await connected[0].send_messages(old, "t", [b"gone"], p)
+        await connected[0].purge_stream(old)
+    for p in range(3):
+        await connected[0].send_messages(old, "t", [b"old-1", b"old-2"], p)
+    await connected[1].delete_stream(old)
+    await topic_everywhere(connected, new, "t", 3)
+    assert (await connected[0].get_stream(new)).header.id == stream
+    for i, client in enumerate(connected):
+        for p in range(3):
+            await client.send_messages(new, "t", [f"new-{i}"], p)
+    return stream
+
+
+async def assert_everywhere(connected: list[Client], servers: list[LurcherServer],
+                            stream: int, name: str, expected: list[tuple]) -> None:
+    """Every node polls ``expected`` (offset, payload) from each partition of ``name``/t,
+    and every node's partition files hold the same bytes."""
+    for p in range(3):
+        for client in connected:
+            assert [(m[0], m[3]) for m in await polled(client, name, "t", p)] == expected
+        await eventually(alike(servers, stream, p, len(expected)),
+                         f"partition {p} alike everywhere")
+
+
+async def test_a_stream_created_with_a_deleted_one_s_ids_starts_its_partitions_empty(
+        nodes) -> None:
+    """The deleted stream's partitions had messages: the new stream gets its ids, and the
+    groups count its partitions from offset 0, not from the old ones' ends."""
+    connected = await clients(nodes)
+    try:
+        stream = await replace_stream(connected, "reused-old", "reused-new", purged=False)
+        await assert_everywhere(connected, nodes, stream, "reused-new",
+                                [(0, b"new-0"), (1, b"new-1"), (2, b"new-2")])
+    finally:
+        await close_all(connected)
+
+
+async def in_normal_operation(connected: list[Client]) -> bool:
+    """Every node sees every group in normal operation, in the same view."""
+    views: dict[int, set[int]] = {}
+    for client in connected:
+        for group in (await client.get_cluster_status())["groups"]:
+            if group["status"] != "normal":
+                return False
+            views.setdefault(group["group"], set()).add(group["view"])
+    return all(len(seen) == 1 for seen in views.values())
+
+
+@pytest.mark.slow
+async def test_a_purged_and_deleted_stream_s_counts_neither_purge_nor_wedge_its_successor(
+        own_nodes) -> None:
+    """The deleted stream's partitions went through a purge; the stream created after it
+    with its ids keeps every acknowledged message across a restart of every node (each
+    restores a checkpoint counting the old partitions) and goes on at the next offset."""
+    connected = await clients(own_nodes)
+    try:
+        stream = await replace_stream(connected, "purged-old", "purged-new", purged=True)
+        await close_all(connected)
+        for server in own_nodes:
+            server.kill()
+        for server in own_nodes:
+            server.restart()
+        connected = await clients(own_nodes)
+        await eventually(lambda: in_normal_operation(connected), "every group elected again")
+        for p in range(3):
+            await connected[p].send_messages("purged-new", "t", [b"after"], p)
+        await assert_everywhere(connected, own_nodes, stream, "purged-new", [
+            (0, b"new-0"), (1, b"new-1"), (2, b"new-2"), (3, b"after")])
+    finally:
+        await close_all(connected)

@@ -43,15 +43,18 @@ def test_the_cluster_section_refuses_a_bad_factor_and_checkpoint_interval() -> N
         decode_cluster(table(checkpoint_every_ops=-1))
 
 
-def test_a_checkpoint_state_carries_counts_purges_queued_ops_and_dedup_windows() -> None:
+def test_a_checkpoint_state_carries_counts_purges_generations_queued_ops_and_dedup_windows(
+        ) -> None:
     dedup = Deduplication(True, 100, 10_000_000)
     dedup.window((1, 2, 3)).remember([b"a" * 16, b"b" * 16], 5)
-    state = encode_state(7, {(1, 2, 3): 40}, [(6, b"op")], dedup, {(1, 2, 3): 2})
+    state = encode_state(7, {(1, 2, 3): 40}, [(6, b"op")], dedup, {(1, 2, 3): 2},
+                         {(1, 2, 3): 1234})
     elsewhere = Deduplication(True, 100, 10_000_000)
     decoded = decode_state(state, elsewhere)
     assert (decoded.calls, decoded.queued) == (7, [(6, b"op")])
     assert [(tuple(k), n) for k, n in decoded.stored] == [((1, 2, 3), 40)]
     assert [(tuple(k), n) for k, n in decoded.purged] == [((1, 2, 3), 2)]
+    assert [(tuple(k), at) for k, at in decoded.created] == [((1, 2, 3), 1234)]
     assert elsewhere.windows[(1, 2, 3)].ids == {b"a" * 16, b"b" * 16}
 
 
