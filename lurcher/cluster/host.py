@@ -27,6 +27,11 @@ Taking primaries back: in the ``rebalanced`` groups (the partition groups; not t
 metadata group, whose primary is the Leader clients follow), ``_maybe_take_back`` (see
 there), after ``rebalance_after_ticks``.
 
+Senders: the replica core believes a message's ``replica`` field (quorums count it), so a
+message is handed to it only when that field names the node whose authenticated link
+delivered it (a Request: a client id of that node); others are dropped (``_speaks_for``),
+so a faulty or compromised node cannot vote as another member nor answer for its clients.
+
 Forwarding: frames on group ``FORWARD_GROUP`` are not replication but node-to-node calls
 (``forwarding``); they are handed to ``on_forward`` untouched.
 
@@ -149,6 +154,7 @@ class ClusterNode:
         self.on_forward: Callable[[int, Message], None] | None = None
         # whether a group's service is still catching up (a partition fill): not taken back
         self.catching_up: Callable[[int], bool] = lambda group: False
+        self.misattributed: set[tuple[int, int]] = set()  # (peer, group) warned about
 
     def replica_config(self, replicas: int, group: int) -> Config:
         c = self.config
@@ -291,7 +297,7 @@ class ClusterNode:
                 self.on_forward(peer, message)
             return
         g = self.groups.get(group)
-        if g is None:
+        if g is None or not self._speaks_for(peer, group, g, message):
             return
         if isinstance(message, Reply):
             self._resolve(group, message)
@@ -301,6 +307,27 @@ class ClusterNode:
             self._apply(group, g.replica.on_message(message))
             if isinstance(message, Request):
                 self._flush_soon(group, g)
+
+    def _speaks_for(self, peer: int, group: int, g: _Group, message: Message) -> bool:
+        """Whether ``message`` came from the node it names: its sender (``replica``, a
+        replica index of the group) is ``peer``, the node whose authenticated link
+        delivered it, and a Request's client is one of ``peer``'s (low byte). Else it is
+        dropped, with one warning per peer and group: a node may vote only as itself."""
+        if isinstance(message, Request):
+            named = message.client & 0xFF
+        else:
+            sender = getattr(message, "replica", None)
+            named = peer if sender is None else (
+                g.members[sender] if sender < len(g.members) else None)
+        if named == peer and peer in g.members:
+            return True
+        if (peer, group) not in self.misattributed:
+            self.misattributed.add((peer, group))
+            log.warning("group %d: dropped a %s from node %d that names %s as its sender "
+                        "(further such messages from it are dropped silently)", group,
+                        type(message).__name__, peer,
+                        "no member" if named is None else f"node {named}")
+        return False
 
     def _flush_soon(self, group: int, g: _Group) -> None:
         """Have the replica prepare its waiting requests at the end of this loop turn, not
