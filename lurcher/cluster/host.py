@@ -88,6 +88,16 @@ NOOP = b""  # the empty request a new primary announces itself with (``_announce
 FORWARD_GROUP = 0xFFFF_FFFF  # link frames of node-to-node calls, not of a group
 
 
+async def done_within(future: asyncio.Future, timeout_s: float) -> bool:
+    """True once ``future`` is done (its waiters' common wait); False after ``timeout_s``
+    (``future`` is then cancelled)."""
+    try:
+        await asyncio.wait_for(future, timeout_s)
+    except asyncio.TimeoutError:
+        return False
+    return True
+
+
 class ClusterBusy(Exception):
     """Too many submissions wait for a client slot."""
 

@@ -68,7 +68,7 @@ from typing import Any, Awaitable, Callable
 
 import msgspec
 
-from lurcher.cluster.host import NOOP, ClusterBusy
+from lurcher.cluster.host import NOOP, ClusterBusy, done_within
 from lurcher.core.meta.events import AnyEvent, Event, PartitionsDeleted, StreamDeleted, \
     TopicDeleted
 from lurcher.core.meta.store import MetaLogCorrupt
@@ -277,11 +277,7 @@ class MetaService:
             return False
         future = asyncio.get_running_loop().create_future()
         self.waiters.append((count, future))
-        try:
-            await asyncio.wait_for(future, timeout_s)
-        except asyncio.TimeoutError:
-            return False
-        return True
+        return await done_within(future, timeout_s)
 
     # ---- checkpoints ------------------------------------------------------------------
 

@@ -57,7 +57,7 @@ from typing import Any
 
 import msgspec
 
-from lurcher.cluster.host import NOOP
+from lurcher.cluster.host import NOOP, done_within
 from lurcher.cluster.partition_ops import Append, DeleteOffset, Op, PurgePartition, \
     StoreOffset, op_decoder
 from lurcher.cluster.partition_state import RETRY_S, Filler, decode_state, encode_state
@@ -120,6 +120,7 @@ class PartitionService:
         # per partition: the creation time of the generation ``stored`` and ``purged`` count
         self.created: dict[tuple[int, int, int], int] = {}
         self.unreached: set[tuple[int, int, int]] = set()  # an adopted checkpoint's, to reach
+        self.settling: list[tuple[tuple[int, int, int], asyncio.Future]] = []  # ``settled``
         self.filling = False  # copying messages the group stored and we lack (``Filler``)
         self.fill_to: dict[tuple[int, int, int], int] = {}  # per partition: fill up to
         self.fill_task: asyncio.Future | None = None  # the one fill under way
@@ -139,6 +140,11 @@ class PartitionService:
 
     def drain(self) -> None:
         """Carry out queued ops whose metadata this node has applied, in order."""
+        self._drain_queue()
+        if self.settling:
+            self._wake_settled()
+
+    def _drain_queue(self) -> None:
         if self.unreached:
             self._reach_counts()
         while not self.filling and self.queue and self.queue[0][1].meta_base <= self.meta.accepted:
@@ -151,6 +157,32 @@ class PartitionService:
             except Exception as exc:  # noqa: BLE001 - every replica sees the same op
                 effect = exc
             self._settle(position, effect)
+
+    def holds(self, key: tuple[int, int, int]) -> bool:
+        """Whether ops the group executed may not have reached partition ``key`` here yet:
+        one is queued (waiting for metadata or a fill), or the partition is being filled or
+        mended. (A new primary may be in this state; what it reads then is not current.)"""
+        return key in self.fill_to or key in self.broken or any(
+            (op.stream_id, op.topic_id, op.partition_id) == key for _, op in self.queue)
+
+    async def settled(self, key: tuple[int, int, int], timeout_s: float) -> bool:
+        """True once partition ``key`` holds every op the group executed before this call
+        (``holds`` is false); False after ``timeout_s``."""
+        if not self.holds(key):
+            return True
+        future = asyncio.get_running_loop().create_future()
+        self.settling.append((key, future))
+        return await done_within(future, timeout_s)
+
+    def _wake_settled(self) -> None:
+        waiting, self.settling = self.settling, []
+        for key, future in waiting:
+            if future.done():
+                continue
+            if self.holds(key):
+                self.settling.append((key, future))
+            else:
+                future.set_result(None)
 
     def _count_generation(self, op: Op) -> None:
         """Start ``op``'s partition's counts again when ``op`` is the group's first op for

@@ -194,11 +194,24 @@ class ReplicatedPartitions:
             raise IggyError(ErrorCode.TASK_TIMEOUT, str(exc)) from None
         await self.services[group].effect(result)
 
+    async def _current(self, group: int, call: Any) -> Any:
+        """The partition ``call`` names, on this primary, once this node applied the
+        metadata ``call`` was decided on and the partition holds every op the group
+        executed before it (a new primary may still be filling it, or holding ops for
+        metadata it has not applied): never an older state read as current. Raises
+        PARTITION_NOT_FOUND, TASK_TIMEOUT (not there within ``timeout_s``)."""
+        await self.meta.reached(call.meta_base, self.timeout_s)
+        service = self.services[group]
+        key = (call.stream_id, call.topic_id, call.partition_id)
+        if not await service.settled(key, self.timeout_s):
+            raise IggyError(ErrorCode.TASK_TIMEOUT, f"partition {key} is still catching up "
+                            f"on this primary")
+        return service._partition(call)
+
     async def _offset(self, group: int, body: bytes) -> None:
         """An offset is checked against what the primary stored (every acknowledged send)."""
         op = op_decoder.decode(body)
-        await self.meta.reached(op.meta_base, self.timeout_s)
-        partition = self.services[group]._partition(op)
+        partition = await self._current(group, op)
         if partition.messages_count == 0 or op.offset > partition.current_offset:
             raise IggyError(ErrorCode.INVALID_OFFSET,
                             f"offset {op.offset} is past the partition's last offset")
@@ -207,16 +220,14 @@ class ReplicatedPartitions:
     async def _delete_offset(self, group: int, body: bytes) -> None:
         """Refused (CONSUMER_OFFSET_NOT_FOUND) when the primary stores none, as on a node."""
         op = op_decoder.decode(body)
-        await self.meta.reached(op.meta_base, self.timeout_s)
-        partition = self.services[group]._partition(op)
+        partition = await self._current(group, op)
         if partition.get_offset(op.kind, op.key) is None:
             raise IggyError(ErrorCode.CONSUMER_OFFSET_NOT_FOUND, "no stored offset")
         await self._submit(group, body)
 
     async def _get_offset(self, group: int, body: bytes) -> Any:
         ask = op_decoder.decode(body)
-        await self.meta.reached(ask.meta_base, self.timeout_s)
-        partition = self.services[group]._partition(ask)
+        partition = await self._current(group, ask)
         stored = partition.get_offset(ask.kind, ask.key)
         if stored is None:
             return None
@@ -246,8 +257,7 @@ class ReplicatedPartitions:
 
     async def _poll(self, group: int, body: bytes) -> tuple[int, Any]:
         call = poll_decoder.decode(body)
-        await self.meta.reached(call.meta_base, self.timeout_s)
-        partition = self.services[group]._partition(call)
+        partition = await self._current(group, call)
         polled = within_reply_cap(self.shard, partition, partition.poll(
             call.strategy, call.value, call.count, (call.kind, call.key)))
         if polled.count == 0:

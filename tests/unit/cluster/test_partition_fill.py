@@ -14,7 +14,7 @@ import pytest
 from lurcher.cluster import partition_state
 from lurcher.cluster.host import ClusterNode
 from lurcher.core.replication.replica import Status
-from lurcher.cluster.partition_ops import Append, PurgePartition
+from lurcher.cluster.partition_ops import Append, PurgePartition, StoreOffset
 from lurcher.cluster.partition_service import PartitionService
 from lurcher.cluster.partitions import ReplicatedPartitions
 from lurcher.core.shard.reply import payload_bytes
@@ -316,3 +316,35 @@ def test_a_node_still_filling_does_not_take_its_primary_back(tmp_path):
         replica.now = now
         ClusterNode._maybe_take_back(host, 11, group)
     assert views and set(views) == {2}  # asked (again each wait while not primary)
+
+
+class Offsets:
+    """What ``_get_offset`` reads of a partition, on ``LogPartition``."""
+
+    def __init__(self, partition: LogPartition) -> None:
+        self.stored: dict[tuple[str, int], int] = {}
+        partition.partition_id, partition.current_offset = KEY[2], partition.next_offset - 1
+        partition.get_offset = lambda kind, key: self.stored.get((kind, key))
+        partition.store_offset = lambda kind, key, offset: self.stored.update(
+            {(kind, key): offset})
+
+
+async def test_a_primary_answers_reads_only_once_the_ops_it_executed_reached_the_partition(
+        tmp_path):
+    """A new primary still holding an executed op of the partition (waiting for metadata
+    this node has not applied, as a fill would hold it) does not answer from the older
+    state: the read waits until the op is carried out."""
+    node = Node(tmp_path, batches_held=1)
+    Offsets(node.partition)
+    node.service.meta.accepted = 0
+    node.service.apply(msgspec.msgpack.encode(StoreOffset(1, *KEY, 0, "consumers", 7, 5)))
+    replicated = answering(node)
+    replicated.timeout_s = 5
+    replicated.meta = SimpleNamespace(reached=lambda count, timeout_s: asyncio.sleep(0))
+    ask = msgspec.msgpack.encode(StoreOffset(0, *KEY, 0, "consumers", 7, 0))
+    read = asyncio.ensure_future(replicated._get_offset(11, ask))
+    await settle()
+    assert not read.done()  # the old code answered None: no offset stored
+    node.service.meta.accepted = 1  # the metadata arrives; the op is carried out
+    node.service.drain()
+    assert (await asyncio.wait_for(read, 5)).stored_offset == 5
