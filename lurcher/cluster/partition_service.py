@@ -145,6 +145,8 @@ class PartitionService:
             self._wake_settled()
 
     def _drain_queue(self) -> None:
+        if self.fill_to:
+            self._drop_fills_of_deleted()
         if self.unreached:
             self._reach_counts()
         while not self.filling and self.queue and self.queue[0][1].meta_base <= self.meta.accepted:
@@ -183,6 +185,16 @@ class PartitionService:
                 self.settling.append((key, future))
             else:
                 future.set_result(None)
+
+    def _drop_fills_of_deleted(self) -> None:
+        """Give up filling a partition the metadata no longer has (its stream or topic
+        deleted, or its ids given to a later one): no peer serves it any more, and the fill
+        holds every later op of the group. Its counts start again with the group's next op
+        of a later partition (``_count_generation``)."""
+        for key in list(self.fill_to):
+            counted = self.created.get(key)
+            if counted is not None and counted != self.generation(key)[0]:
+                del self.fill_to[key]
 
     def _count_generation(self, op: Op) -> None:
         """Start ``op``'s partition's counts again when ``op`` is the group's first op for

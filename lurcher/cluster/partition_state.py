@@ -19,7 +19,9 @@ from batch to batch, equal within one), and each is appended again with its own 
 so offsets, timestamps, ids, checksums and the index come out the same bytes. Until the
 fill is done the group's later ops wait (``PartitionService.drain`` holds them). One fill
 runs at a time per group; a checkpoint adopted during it raises its targets, and each fetch
-asks from the partition's current end, so copied batches land at their own offsets.
+asks from the partition's current end, so copied batches land at their own offsets. A fill
+of a partition deleted meanwhile (or whose ids a later one took) is given up, so it never
+holds the group's later ops for ever: no peer serves it any more.
 """
 
 from __future__ import annotations
@@ -150,8 +152,10 @@ class Filler:
                             "copying them from another replica", self.group, key, have,
                             want - 1)
             blob = await self._fetch(Fetch(key, have, min(want - have, FETCH_MESSAGES),
-                                           *generation(key)))
-            if self.shard.partitions.get(key) is not partition or end(partition) != have:
+                                           *generation(key)),
+                                     lambda: self._wanted(targets, key, partition))
+            if blob is None or self.shard.partitions.get(key) is not partition or \
+                    end(partition) != have:
                 continue  # purged or replaced meanwhile: ask again from where it is now
             batches = stored_batches(blob)
             if int(batches[0][1].offsets()[0]) != have:
@@ -161,11 +165,17 @@ class Filler:
                 if written is not None:
                     await written
 
-    async def _fetch(self, ask: Fetch) -> bytes:
+    def _wanted(self, targets: dict[Key, int], key: Key, partition: Any) -> bool:
+        """Whether a fetch for ``partition`` (``key``) is still wanted: its target was not
+        dropped (the partition deleted) and no other partition took the key."""
+        return key in targets and self.shard.partitions.get(key) is partition
+
+    async def _fetch(self, ask: Fetch, wanted: Any) -> bytes | None:
         """The answer of a member that can serve ``ask``; asks again until one can (the
-        first refusal is logged as a warning: the group's later ops wait meanwhile)."""
+        first refusal is logged as a warning: the group's later ops wait meanwhile), or
+        None once ``wanted()`` is false."""
         report = log.warning
-        while True:
+        while wanted():
             try:
                 blob = await self.fetch(self.group, msgspec.msgpack.encode(ask))
                 if blob:
@@ -176,4 +186,5 @@ class Filler:
                        self.group, ask.key, ask.offset, exc)
                 report = log.info
             await asyncio.sleep(RETRY_S)
+        return None
 

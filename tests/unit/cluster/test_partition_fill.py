@@ -348,3 +348,30 @@ async def test_a_primary_answers_reads_only_once_the_ops_it_executed_reached_the
     node.service.meta.accepted = 1  # the metadata arrives; the op is carried out
     node.service.drain()
     assert (await asyncio.wait_for(read, 5)).stored_offset == 5
+
+
+async def test_a_fill_of_a_partition_deleted_meanwhile_gives_way_to_its_successor(
+        tmp_path, monkeypatch):
+    """A replica filling a partition no peer serves any more (its topic deleted, a new
+    one created with its ids) gives the fill up once its metadata has the new partition,
+    and the group's ops of the new one run (the fill held them for ever before)."""
+    monkeypatch.setattr(partition_state, "RETRY_S", 0)
+    node = Node(tmp_path / "old", batches_held=1)
+
+    async def refusing(group: int, body: bytes) -> bytes:
+        raise IggyError(4100, "this replica lacks them too")
+
+    node.service.filler.fetch = refusing
+    node.service.restore(encode_state(3, {KEY: 30}, [], node.shard.dedup, {}, {KEY: 0}))
+    await settle()
+    assert node.service.filling
+    successor = LogPartition(str(tmp_path / "new"), 0)  # the topic again, created at 5
+    node.shard.partitions[KEY] = successor
+    node.shard.meta.state.streams[0].topics[0].partition_created_at[KEY[2]] = 5
+    node.service.drain()  # as each applied metadata change does
+    await asyncio.wait_for(node.service.fill_task, 5)
+    batch = client_batch(0)
+    result = node.service.apply(msgspec.msgpack.encode(Append(
+        0, *KEY, 5, stamp_of(0), batch.count, bytes(batch.index), batch.blob)))
+    await asyncio.wait_for(node.service.effect(result), 5)
+    assert successor.blobs == [stored_batch_at(0, 0)]
