@@ -376,6 +376,7 @@ class PartitionService:
     # ---- checkpoints (``partition_state``) ---------------------------------------------
 
     def snapshot(self) -> bytes:
+        self._forget_deleted()
         queued = [(position, msgspec.msgpack.encode(op)) for position, op in self.queue]
         return encode_state(self.calls, self.stored, queued, self.shard.dedup, self.purged,
                             self.created)
@@ -396,6 +397,21 @@ class PartitionService:
             self.queue.append((position, op_decoder.decode(body)))
         self.unreached = set(self.stored) | set(self.purged)
         self._reach_counts()
+
+    def _forget_deleted(self) -> None:
+        """Drop the counts of partitions this node's metadata no longer has (deleted, or
+        their ids taken by a later one, whose first op would start them again), so the
+        state and every checkpoint stay the size of the live partitions however many are
+        created and deleted. Not those of an adopted checkpoint still to be reached
+        (``unreached``: this node's metadata may not have their partition yet); ops only
+        run once their partition is in the metadata, so no other count is of one to come."""
+        for key in [k for k in {*self.stored, *self.purged, *self.created}
+                    if k not in self.unreached]:
+            counted = self.created.get(key)
+            current = self.generation(key)[0]
+            if current == -1 or (counted is not None and counted != current):
+                for counts in (self.stored, self.purged, self.created):
+                    counts.pop(key, None)
 
     def _reach_counts(self) -> None:
         """Bring the partitions of ``unreached`` to an adopted checkpoint's counts (purge

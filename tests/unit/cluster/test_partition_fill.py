@@ -375,3 +375,19 @@ async def test_a_fill_of_a_partition_deleted_meanwhile_gives_way_to_its_successo
         0, *KEY, 5, stamp_of(0), batch.count, bytes(batch.index), batch.blob)))
     await asyncio.wait_for(node.service.effect(result), 5)
     assert successor.blobs == [stored_batch_at(0, 0)]
+
+
+async def test_the_counts_of_deleted_partitions_leave_the_state_at_the_next_checkpoint(
+        tmp_path):
+    """A group's state keeps counts only of partitions the metadata has: created and
+    deleted topics do not grow it (nor every checkpoint) for ever."""
+    node = Node(tmp_path, batches_held=0)
+    await asyncio.wait_for(node.service.effect(node.service.apply(append_op(0))), 5)
+    assert node.service.stored == {KEY: 10}
+    kept = partition_state.decode_state(node.service.snapshot(), node.shard.dedup)
+    assert [tuple(k) for k, _ in kept.stored] == [KEY]
+    node.shard.partitions.pop(KEY)  # the topic is deleted
+    node.shard.meta.state.streams[0].topics.clear()
+    state = partition_state.decode_state(node.service.snapshot(), node.shard.dedup)
+    assert (state.stored, state.purged, state.created) == ([], [], [])
+    assert node.service.stored == node.service.created == {}
