@@ -200,7 +200,9 @@ class ReplicatedPartitions:
         executed before it (a new primary may still be filling it, or holding ops for
         metadata it has not applied): never an older state read as current. Raises
         PARTITION_NOT_FOUND, TASK_TIMEOUT (not there within ``timeout_s``)."""
-        await self.meta.reached(call.meta_base, self.timeout_s)
+        if not await self.meta.reached(call.meta_base, self.timeout_s):
+            raise IggyError(ErrorCode.TASK_TIMEOUT, "this primary has not applied the "
+                            "metadata the call was made on")
         service = self.services[group]
         key = (call.stream_id, call.topic_id, call.partition_id)
         if not await service.settled(key, self.timeout_s):

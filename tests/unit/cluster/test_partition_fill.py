@@ -340,7 +340,7 @@ async def test_a_primary_answers_reads_only_once_the_ops_it_executed_reached_the
     node.service.apply(msgspec.msgpack.encode(StoreOffset(1, *KEY, 0, "consumers", 7, 5)))
     replicated = answering(node)
     replicated.timeout_s = 5
-    replicated.meta = SimpleNamespace(reached=lambda count, timeout_s: asyncio.sleep(0))
+    replicated.meta = SimpleNamespace(reached=lambda count, timeout_s: asyncio.sleep(0, True))
     ask = msgspec.msgpack.encode(StoreOffset(0, *KEY, 0, "consumers", 7, 0))
     read = asyncio.ensure_future(replicated._get_offset(11, ask))
     await settle()
@@ -391,3 +391,17 @@ async def test_the_counts_of_deleted_partitions_leave_the_state_at_the_next_chec
     state = partition_state.decode_state(node.service.snapshot(), node.shard.dedup)
     assert (state.stored, state.purged, state.created) == ([], [], [])
     assert node.service.stored == node.service.created == {}
+
+
+async def test_a_primary_behind_the_caller_s_metadata_answers_task_timeout(tmp_path):
+    """A primary that has not applied, within the timeout, the metadata a call was made on
+    (the topic created there) says so: TaskTimeout, to retry, not 'partition not found'."""
+    node = Node(tmp_path, batches_held=1)
+    node.shard.meta.state.streams.clear()  # this node has not applied the topic yet
+    replicated = answering(node)
+    replicated.timeout_s = 0
+    replicated.meta = SimpleNamespace(reached=lambda count, timeout_s: asyncio.sleep(0, False))
+    ask = msgspec.msgpack.encode(StoreOffset(1, *KEY, 0, "consumers", 7, 0))
+    with pytest.raises(IggyError) as refused:
+        await replicated._get_offset(11, ask)
+    assert refused.value.status == 12001  # PartitionNotFound (3007) on the old code
