@@ -222,7 +222,8 @@ class PartitionService:
         if key in self.broken:
             return True  # a write failed here: ``_repair`` drains again once mended
         partition = self.shard.partitions.get(key)
-        if partition is None or purges_of(partition) != self.purged.get(key, 0):
+        if partition is None or self.generation(key)[0] != op.created_at or \
+                purges_of(partition) != self.purged.get(key, 0):
             return False  # refused by ``_execute``, or purged past (not stored again)
         want = self.stored.get(key, 0)
         if end_of(partition) >= want:

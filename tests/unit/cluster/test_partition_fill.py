@@ -405,3 +405,25 @@ async def test_a_primary_behind_the_caller_s_metadata_answers_task_timeout(tmp_p
     with pytest.raises(IggyError) as refused:
         await replicated._get_offset(11, ask)
     assert refused.value.status == 12001  # PartitionNotFound (3007) on the old code
+
+
+async def test_an_op_of_a_deleted_partition_never_starts_a_fill_of_its_successor(tmp_path):
+    """A replica catching up executes an op of a partition its metadata has deleted since,
+    a later one holding its ids: the op is refused, as everywhere, and starts no fill of
+    the later partition to the deleted one's count (which held the group's ops)."""
+    node = Node(tmp_path / "old", batches_held=0)
+    for number in range(3):
+        await asyncio.wait_for(node.service.effect(node.service.apply(append_op(number))), 5)
+    successor = LogPartition(str(tmp_path / "new"), 0)  # the topic again, created at 5
+    node.shard.partitions[KEY] = successor
+    node.shard.meta.state.streams[0].topics[0].partition_created_at[KEY[2]] = 5
+    late = node.service.apply(append_op(3))  # the deleted partition's last op
+    await settle()
+    assert not node.service.filling and node.asked == []
+    with pytest.raises(IggyError):
+        await asyncio.wait_for(node.service.effect(late), 5)
+    batch = client_batch(0)
+    result = node.service.apply(msgspec.msgpack.encode(Append(
+        0, *KEY, 5, stamp_of(0), batch.count, bytes(batch.index), batch.blob)))
+    await asyncio.wait_for(node.service.effect(result), 5)
+    assert successor.blobs == [stored_batch_at(0, 0)]
