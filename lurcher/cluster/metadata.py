@@ -51,7 +51,7 @@ async def start_node(config: ClusterConfig, shard: Any) -> ClusterNode:
                           for group, members in layout.members().items()
                           if config.index in members}
     for partition_service in partition_services.values():
-        service.on_applied.append(partition_service.drain)
+        service.on_applied.append(partition_service.metadata_applied)
     groups: dict[int, Any] = {META_GROUP: lambda: service}
     groups.update({group: (members, lambda s=partition_services.get(group): s)
                    for group, members in layout.members().items()})

@@ -144,11 +144,18 @@ class PartitionService:
         if self.settling:
             self._wake_settled()
 
-    def _drain_queue(self) -> None:
+    def metadata_applied(self) -> None:
+        """Told after each metadata change this node applies (the only way a partition is
+        created, deleted or given another's ids here): fills of partitions deleted since are
+        dropped, an adopted checkpoint's counts reached where their partition is now here,
+        and the ops that waited for the metadata run. (Not on every op: ``drain``.)"""
         if self.fill_to:
             self._drop_fills_of_deleted()
         if self.unreached:
             self._reach_counts()
+        self.drain()
+
+    def _drain_queue(self) -> None:
         while not self.filling and self.queue and self.queue[0][1].meta_base <= self.meta.accepted:
             self._count_generation(self.queue[0][1])
             if self._short_of(self.queue[0][1]):
@@ -190,7 +197,7 @@ class PartitionService:
         """Give up filling a partition the metadata no longer has (its stream or topic
         deleted, or its ids given to a later one): no peer serves it any more, and the fill
         holds every later op of the group. Its counts start again with the group's next op
-        of a later partition (``_count_generation``)."""
+        of a later partition (``_count_generation``). Run at each metadata change."""
         for key in list(self.fill_to):
             counted = self.created.get(key)
             if counted is not None and counted != self.generation(key)[0]:
@@ -419,8 +426,8 @@ class PartitionService:
         what the others purged while this one was behind, then copy what it lacks), each
         once this node's metadata has the partition those counts are of: not a partition
         deleted since (its ids taken by a later one, which the counts must never purge or
-        fill), nor one whose creation this node has not applied yet (done when it has;
-        ``drain`` runs at each metadata change)."""
+        fill), nor one whose creation this node has not applied yet (done when it has:
+        ``metadata_applied``)."""
         for key in list(self.unreached):
             counted = self.created.get(key)
             if counted is not None and counted != self.generation(key)[0]:

@@ -346,7 +346,7 @@ async def test_a_primary_answers_reads_only_once_the_ops_it_executed_reached_the
     await settle()
     assert not read.done()  # the old code answered None: no offset stored
     node.service.meta.accepted = 1  # the metadata arrives; the op is carried out
-    node.service.drain()
+    node.service.metadata_applied()
     assert (await asyncio.wait_for(read, 5)).stored_offset == 5
 
 
@@ -368,7 +368,7 @@ async def test_a_fill_of_a_partition_deleted_meanwhile_gives_way_to_its_successo
     successor = LogPartition(str(tmp_path / "new"), 0)  # the topic again, created at 5
     node.shard.partitions[KEY] = successor
     node.shard.meta.state.streams[0].topics[0].partition_created_at[KEY[2]] = 5
-    node.service.drain()  # as each applied metadata change does
+    node.service.metadata_applied()
     await asyncio.wait_for(node.service.fill_task, 5)
     batch = client_batch(0)
     result = node.service.apply(msgspec.msgpack.encode(Append(
@@ -427,3 +427,20 @@ async def test_an_op_of_a_deleted_partition_never_starts_a_fill_of_its_successor
         0, *KEY, 5, stamp_of(0), batch.count, bytes(batch.index), batch.blob)))
     await asyncio.wait_for(node.service.effect(result), 5)
     assert successor.blobs == [stored_batch_at(0, 0)]
+
+
+async def test_an_adopted_checkpoint_s_unreached_counts_are_looked_at_per_metadata_change(
+        tmp_path, monkeypatch):
+    """Counts of a partition this node's metadata lacks (deleted since, or not applied
+    yet) wait for a metadata change, not looked up again at every op the group runs."""
+    node = Node(tmp_path, batches_held=0)
+    gone = (0, 0, 9)
+    node.service.restore(encode_state(0, {gone: 10}, [], node.shard.dedup, {}, {gone: 7}))
+    looked = []
+    reach = node.service._reach_counts
+    monkeypatch.setattr(node.service, "_reach_counts", lambda: looked.append(1) or reach())
+    for number in range(3):
+        await asyncio.wait_for(node.service.effect(node.service.apply(append_op(number))), 5)
+    assert looked == [] and node.service.unreached == {gone}
+    node.service.metadata_applied()
+    assert looked == [1]
