@@ -117,5 +117,12 @@ class DescriptorCache:
         """Drop ``path`` from the cache (its descriptor closes once no reader holds it)."""
         self._handles.pop(path, None)
 
+    def forget_under(self, directory: str) -> None:
+        """Drop every cached file under ``directory`` (about to be removed), so that a file
+        made later at one of its paths is never written through a descriptor of the old one."""
+        prefix = directory.rstrip("/") + "/"
+        for path in [p for p in self._handles if p.startswith(prefix)]:
+            self.forget(path)
+
     def clear(self) -> None:
         self._handles.clear()

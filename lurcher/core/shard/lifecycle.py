@@ -1,7 +1,8 @@
 """Partition lifecycle driven by metadata events.
 
 Every shard observes the metadata events it applies (its own, or those published by the
-metadata owner) and opens or drops the partitions it owns. Handlers therefore only record
+metadata owner) and opens or drops the partitions it owns (one it cannot open now is opened
+at its next use: ``partition_files``; the handlers made its files before the event). Handlers therefore only record
 events; the same code path serves one shard or many, at run time and never during replay
 (``Shard`` opens what it owns after the replay). The metadata owner moves deleted
 directories aside before it records the event (``tombstones``); a shard dropping a
@@ -16,6 +17,7 @@ from typing import Any
 
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.users import end_stale_sessions
+from lurcher.core.shard.partition_files import open_now_or_later
 
 
 class PartitionLifecycle:
@@ -41,7 +43,7 @@ def _open_owned(shard: Any, topic: Any) -> None:
     for pid in range(topic.partitions_count):
         if shard.owns(topic.stream_id, topic.id, pid) and \
                 (topic.stream_id, topic.id, pid) not in shard.partitions:
-            shard.open_partition(topic, pid)
+            open_now_or_later(shard, topic, pid)
 
 
 def _drop_owned(shard: Any, topic: Any, pids: range) -> None:

@@ -40,6 +40,7 @@ from lurcher.core.shard.dispatch import Dispatcher
 from lurcher.core.shard.groups import GroupRuntime, Groups, Member
 from lurcher.core.shard.peers import PartitionStats
 from lurcher.core.shard.lifecycle import PartitionLifecycle
+from lurcher.core.shard.partition_files import open_later
 from lurcher.core.shard.handlers.users import end_stale_sessions
 from lurcher.core.shard.tombstones import Graveyard, entity_path
 from lurcher.core.wire.error_codes import ErrorCode
@@ -210,6 +211,8 @@ class Shard:
     def partition(self, topic: TopicMeta, partition_id: int) -> Partition:
         """The partition, or IggyError PARTITION_NOT_FOUND."""
         found = self.partitions.get((topic.stream_id, topic.id, partition_id))
+        if found is None:
+            found = open_later(self, topic, partition_id)
         if found is None:
             raise IggyError(ErrorCode.PARTITION_NOT_FOUND,
                             f"partition {partition_id} of topic {topic.id}")

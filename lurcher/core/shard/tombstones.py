@@ -140,9 +140,9 @@ class Graveyard:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            _remove_trees(paths)
+            remove_trees(paths)
             return
-        loop.run_in_executor(None, _remove_trees, paths)
+        loop.run_in_executor(None, remove_trees, paths)
 
     def settle(self, event_at: Callable[[int], ev.Event | None]) -> None:
         """Finish committed deletions and undo uncommitted ones (start-up, before partitions
@@ -157,7 +157,7 @@ class Graveyard:
                 self.restore([stone])
             else:
                 log.info("finishing deletion %s", entry.name)
-                _remove_trees([entry])
+                remove_trees([entry])
 
     def sweep(self, state: Any) -> None:
         """Move every stream/topic/partition directory ``state`` does not know to
@@ -201,11 +201,13 @@ def _numbered(path: Path) -> list[Path]:
     return [p for p in path.iterdir() if number_in_name(p.name) is not None and p.is_dir()]
 
 
-def _remove_trees(paths: list[Path]) -> None:
+def remove_trees(paths: list[Path], otherwise: str = "it is removed at the next start") -> None:
+    """Remove each directory; one that stays is logged with ``otherwise`` (what becomes
+    of it)."""
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
         if path.exists():
-            log.error("could not remove %s; it is removed at the next start", path)
+            log.error("could not remove %s; %s", path, otherwise)
 
 
 _BURY_ERRORS = {"stream": ErrorCode.CANNOT_DELETE_STREAM_DIRECTORY,

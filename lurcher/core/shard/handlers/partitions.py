@@ -18,6 +18,7 @@ from typing import Any
 
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
+from lurcher.core.shard.partition_files import create_partition_files
 from lurcher.auth.session import Session
 from lurcher.core.shard.face import ShardFace
 from lurcher.core.wire.requests.partitions.create_partitions import CreatePartitions
@@ -42,6 +43,9 @@ def check_partition_budget(shard: ShardFace, more: int) -> None:
 def create_partitions(shard: ShardFace, session: Session, req: CreatePartitions) -> Any:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     check_partition_budget(shard, req.partitions_count)
+    first = topic.partitions_count
+    create_partition_files(shard, topic.stream_id, topic.id,
+                           range(first, first + req.partitions_count))
     shard.meta.record(ev.PartitionsCreated(topic.stream_id, topic.id, req.partitions_count,
                                            shard.clock()))
     return None

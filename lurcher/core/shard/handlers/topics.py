@@ -13,6 +13,7 @@ from lurcher.auth.permissions import may_read
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.partitions import check_partition_budget
 from lurcher.core.shard.handlers.registry import handles
+from lurcher.core.shard.partition_files import create_partition_files
 from lurcher.auth.session import Session
 from lurcher.core.shard.face import ShardFace
 from lurcher.core.wire.units import U64_MAX
@@ -89,6 +90,7 @@ def create_topic(shard: ShardFace, session: Session, req: CreateTopic) -> Any:
     expiry, max_size = resolve_limits(shard, req.message_expiry_us, req.max_topic_size_bytes)
     check_partition_budget(shard, req.partitions_count)
     tid = stream.topic_ids.peek()
+    create_partition_files(shard, stream.id, tid, range(req.partitions_count))
     shard.meta.record(ev.TopicCreated(stream.id, tid, req.name, shard.clock(),
                                       req.partitions_count, req.compression, expiry, max_size,
                                       replication_factor(shard, req.replication_factor)))

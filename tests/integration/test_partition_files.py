@@ -1,0 +1,125 @@
+"""CreateTopic and CreatePartitions when a partition's files cannot be made, on a real server.
+
+Checked: descriptors used up (a low open-files limit, held by idle connections) answer
+CANNOT_CREATE_PARTITION (3000) and a directory that cannot be made (a file in its place)
+CANNOT_CREATE_PARTITION_DIRECTORY (3002), with no traceback in the log; nothing is recorded
+(the same name is created once the cause is gone, and the topic has only the partitions
+created); the server keeps answering; what is created afterwards takes messages at once,
+and a restart keeps them and finds every partition directory.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from tests.support import admin, raw
+from tests.support.raw import RawClient, StatusError
+from tests.support.server import LurcherServer, ServerFactory
+
+CANNOT_CREATE_PARTITION = 3000
+CANNOT_CREATE_PARTITION_DIRECTORY = 3002
+PARTITION_NOT_FOUND = 3007
+OPEN_FILES = 64
+WAIT_S = 30.0
+
+
+def refused(call, *args) -> int:
+    """The error status ``call(*args)`` answers (fails when it succeeds)."""
+    with pytest.raises(StatusError) as caught:
+        call(*args)
+    return caught.value.status
+
+
+def hold_descriptors(server: LurcherServer) -> list[socket.socket]:
+    """Idle connections until the server has no descriptor left (connecting still works
+    past that: the kernel queues them); returns once it has accepted its last one."""
+    held = [socket.create_connection((server.host, server.tcp_port))
+            for _ in range(OPEN_FILES)]
+    wait_for_descriptors(server, lambda count: count >= OPEN_FILES)
+    return held
+
+
+def release_descriptors(server: LurcherServer, held: list[socket.socket]) -> None:
+    """Close the idle connections; returns once the server has closed most of its side."""
+    for connection in held:
+        connection.close()
+    wait_for_descriptors(server, lambda count: count < OPEN_FILES // 2)
+
+
+def wait_for_descriptors(server: LurcherServer, done: Callable[[int], bool]) -> None:
+    descriptors = Path(f"/proc/{server.pid}/fd")
+    deadline = time.monotonic() + WAIT_S
+    while not done(len(list(descriptors.iterdir()))):
+        assert time.monotonic() < deadline, "the server's descriptor count never changed"
+        time.sleep(0.05)
+
+
+def send_and_read(client: RawClient, topic: str, partition: int, payload: bytes) -> None:
+    client.send("s", topic, raw.partition_id(partition), [raw.message(payload)])
+    assert [m.payload for m in client.poll("s", topic, partition).messages] == [payload]
+
+
+def assert_no_traceback(server: LurcherServer) -> None:
+    assert "Traceback" not in server.log_tail(10**6)
+
+
+def test_create_topic_out_of_descriptors_records_nothing(tmp_path: Path) -> None:
+    server = LurcherServer()
+    server.open_files_limit = (OPEN_FILES, OPEN_FILES)
+    with server:
+        server.start(tmp_path / "data", {"LURCHER_SYSTEM_SHARDING_SHARDS": "1"})
+        with RawClient(server.tcp_address) as c:
+            c.login()
+            c.create_stream("s")
+            held = hold_descriptors(server)
+            try:
+                assert refused(c.create_topic, "s", "t", 2) == CANNOT_CREATE_PARTITION
+            finally:
+                release_descriptors(server, held)
+            c.create_topic("s", "t", 2)  # no TOPIC_NAME_ALREADY_EXISTS: nothing recorded
+            send_and_read(c, "t", 1, b"after descriptors came back")
+        assert_no_traceback(server)
+        server.restart()
+        assert "is missing" not in server.log_tail(10**6)
+        with RawClient(server.tcp_address) as c:
+            c.login()
+            assert [m.payload for m in c.poll("s", "t", 1).messages] == [
+                b"after descriptors came back"]
+
+
+def block_directory(server: LurcherServer, *ids: int) -> Path:
+    """A regular file where the directory ``streams/<s>/topics/<t>[/partitions/<p>]``
+    goes, so that it cannot be made (EACCES does not stop root; this stops anyone)."""
+    path = server.data_dir / "streams" / str(ids[0]) / "topics" / str(ids[1])
+    if len(ids) == 3:
+        path = path / "partitions" / str(ids[2])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"in the way")
+    return path
+
+
+def test_topic_and_partitions_whose_directories_cannot_be_made(
+        server_factory: ServerFactory) -> None:
+    server = server_factory()
+    with RawClient(server.tcp_address) as c:
+        c.login()
+        c.create_stream("s")
+        blocker = block_directory(server, 0, 0)
+        assert refused(c.create_topic, "s", "t", 1) == CANNOT_CREATE_PARTITION_DIRECTORY
+        blocker.unlink()
+        c.create_topic("s", "t", 1)
+        blocker = block_directory(server, 0, 0, 1)
+        assert refused(admin.create_partitions, c, "s", "t", 2) == \
+            CANNOT_CREATE_PARTITION_DIRECTORY
+        assert refused(c.send, "s", "t", raw.partition_id(1), [raw.message(b"x")]) == \
+            PARTITION_NOT_FOUND  # the topic still has its one partition
+        assert not (blocker.parent / "2").exists()  # what the refused command made is gone
+        blocker.unlink()
+        admin.create_partitions(c, "s", "t", 2)
+        send_and_read(c, "t", 2, b"to the third partition")
+    assert_no_traceback(server)
