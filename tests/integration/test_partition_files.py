@@ -5,15 +5,17 @@ CANNOT_CREATE_PARTITION (3000) and a directory that cannot be made (a file in it
 CANNOT_CREATE_PARTITION_DIRECTORY (3002), with no traceback in the log; nothing is recorded
 (the same name is created once the cause is gone, and the topic has only the partitions
 created); the server keeps answering; what is created afterwards takes messages at once,
-and a restart keeps them and finds every partition directory.
+and a restart keeps them and finds every partition directory. A consumer offset whose file
+cannot be opened answers CANNOT_OPEN_CONSUMER_OFFSETS_FILE (3023) and keeps the stored one.
 """
 
 from __future__ import annotations
 
 import socket
+import struct
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 
@@ -24,6 +26,9 @@ from tests.support.server import LurcherServer, ServerFactory
 CANNOT_CREATE_PARTITION = 3000
 CANNOT_CREATE_PARTITION_DIRECTORY = 3002
 PARTITION_NOT_FOUND = 3007
+CANNOT_OPEN_CONSUMER_OFFSETS_FILE = 3023
+STORE_CONSUMER_OFFSET = 121
+GET_CONSUMER_OFFSET = 120
 OPEN_FILES = 64
 WAIT_S = 30.0
 
@@ -68,28 +73,37 @@ def assert_no_traceback(server: LurcherServer) -> None:
     assert "Traceback" not in server.log_tail(10**6)
 
 
-def test_create_topic_out_of_descriptors_records_nothing(tmp_path: Path) -> None:
-    server = LurcherServer()
-    server.open_files_limit = (OPEN_FILES, OPEN_FILES)
-    with server:
+@pytest.fixture
+def few_descriptors(tmp_path: Path) -> Iterator[LurcherServer]:
+    """A one-shard server limited to ``OPEN_FILES`` descriptors, stream "s" created."""
+    with LurcherServer() as server:
+        server.open_files_limit = (OPEN_FILES, OPEN_FILES)
         server.start(tmp_path / "data", {"LURCHER_SYSTEM_SHARDING_SHARDS": "1"})
         with RawClient(server.tcp_address) as c:
             c.login()
             c.create_stream("s")
-            held = hold_descriptors(server)
-            try:
-                assert refused(c.create_topic, "s", "t", 2) == CANNOT_CREATE_PARTITION
-            finally:
-                release_descriptors(server, held)
-            c.create_topic("s", "t", 2)  # no TOPIC_NAME_ALREADY_EXISTS: nothing recorded
-            send_and_read(c, "t", 1, b"after descriptors came back")
-        assert_no_traceback(server)
-        server.restart()
-        assert "is missing" not in server.log_tail(10**6)
-        with RawClient(server.tcp_address) as c:
-            c.login()
-            assert [m.payload for m in c.poll("s", "t", 1).messages] == [
-                b"after descriptors came back"]
+        yield server
+
+
+def test_create_topic_out_of_descriptors_records_nothing(
+        few_descriptors: LurcherServer) -> None:
+    server = few_descriptors
+    with RawClient(server.tcp_address) as c:
+        c.login()
+        held = hold_descriptors(server)
+        try:
+            assert refused(c.create_topic, "s", "t", 2) == CANNOT_CREATE_PARTITION
+        finally:
+            release_descriptors(server, held)
+        c.create_topic("s", "t", 2)  # no TOPIC_NAME_ALREADY_EXISTS: nothing recorded
+        send_and_read(c, "t", 1, b"after descriptors came back")
+    assert_no_traceback(server)
+    server.restart()
+    assert "is missing" not in server.log_tail(10**6)
+    with RawClient(server.tcp_address) as c:
+        c.login()
+        assert [m.payload for m in c.poll("s", "t", 1).messages] == [
+            b"after descriptors came back"]
 
 
 def block_directory(server: LurcherServer, *ids: int) -> Path:
@@ -122,4 +136,37 @@ def test_topic_and_partitions_whose_directories_cannot_be_made(
         blocker.unlink()
         admin.create_partitions(c, "s", "t", 2)
         send_and_read(c, "t", 2, b"to the third partition")
+    assert_no_traceback(server)
+
+
+def offset_request(consumer: int, partition: int) -> bytes:
+    """Consumer ``consumer``, stream "s", topic "t", partition ``partition``."""
+    return (b"\x01" + raw.ident(consumer) + raw.ident("s") + raw.ident("t") + b"\x01"
+            + struct.pack("<I", partition))
+
+
+def stored_offset(client: RawClient, consumer: int) -> int:
+    """The offset consumer ``consumer`` stored on partition 0 (GetConsumerOffset: partition
+    id u32, current offset u64, stored offset u64)."""
+    return struct.unpack_from("<IQQ", client.call(GET_CONSUMER_OFFSET,
+                                                  offset_request(consumer, 0)))[2]
+
+
+def test_consumer_offset_out_of_descriptors_keeps_the_stored_one(
+        few_descriptors: LurcherServer) -> None:
+    server = few_descriptors
+    with RawClient(server.tcp_address) as c:
+        c.login()
+        c.create_topic("s", "t", 1)
+        c.send("s", "t", raw.partition_id(0), [raw.message(b"a"), raw.message(b"b")])
+        c.call(STORE_CONSUMER_OFFSET, offset_request(1, 0) + struct.pack("<Q", 0))
+        held = hold_descriptors(server)
+        try:
+            assert refused(c.call, STORE_CONSUMER_OFFSET,
+                           offset_request(1, 0) + struct.pack("<Q", 1)) == \
+                CANNOT_OPEN_CONSUMER_OFFSETS_FILE
+            c.ping()
+        finally:
+            release_descriptors(server, held)
+        assert stored_offset(c, 1) == 0
     assert_no_traceback(server)

@@ -20,6 +20,10 @@ not, so a poll reads on from an offset being stored and a delete (a deleted grou
 removes an offset whose store is still queued. A failed call fails its future with
 CANNOT_WRITE_TO_FILE. ``clear`` (a purge) is immediate; the calls still queued then change
 no memory, and a removal queued behind them deletes any file they leave.
+A call that fails at once (its file or directory cannot be opened: descriptors used up; a
+failed write without fsync) raises IggyError and changes nothing in memory
+(``_refusal``): CANNOT_OPEN_CONSUMER_OFFSETS_FILE, CANNOT_WRITE_TO_FILE (a full disk, a
+failed write) or CANNOT_DELETE_CONSUMER_OFFSET_FILE.
 A clean stop (``Shard.close``) waits up to ``DRAIN_TIMEOUT_S`` for the calls queued before
 it (``drain``); the thread is a daemon and ends with the process.
 """
@@ -33,7 +37,7 @@ import struct
 from collections.abc import Callable
 from typing import Literal
 
-from lurcher.core.log.io import IoBackend, WriterThread
+from lurcher.core.log.io import IoBackend, WriterThread, is_no_space
 from lurcher.core.log.segment import number_in_name
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -140,11 +144,14 @@ class ConsumerOffsets:
         self._dir(kind)
         values = self._values[kind]
         if self.fsync:
-            folder, name = self._open_dir(kind), str(int(key))
+            folder, name = self._open_dir_for_call(kind), str(int(key))
             return self._queue((kind, key), offset,
                                lambda: self._durable_replace(folder, name, offset),
                                lambda: values.__setitem__(key, offset))
-        self._replace(self._path(kind, key), offset)
+        try:
+            self._replace(self._path(kind, key), offset)
+        except OSError as exc:
+            raise _refusal(exc, ErrorCode.CANNOT_WRITE_TO_FILE) from exc
         values[key] = offset
         return None
 
@@ -156,11 +163,14 @@ class ConsumerOffsets:
             raise IggyError(ErrorCode.CONSUMER_OFFSET_NOT_FOUND, f"{kind} {key}")
         values = self._values[kind]
         if self.fsync:
-            folder, name = self._open_dir(kind), str(int(key))
+            folder, name = self._open_dir_for_call(kind), str(int(key))
             return self._queue((kind, key), None, lambda: self._durable_remove(folder, name),
                                lambda: values.pop(key, None))
+        try:
+            self.io.remove(self._path(kind, key))
+        except OSError as exc:
+            raise _refusal(exc, ErrorCode.CANNOT_DELETE_CONSUMER_OFFSET_FILE) from exc
         del values[key]
-        self.io.remove(self._path(kind, key))
         return None
 
     def clear(self) -> None:
@@ -187,8 +197,12 @@ class ConsumerOffsets:
     # -- the files -----------------------------------------------------------------------
 
     def _replace(self, path: str, offset: int) -> None:
-        """Without fsync: write ``offset`` to ``path`` through a temporary file and a rename."""
-        fd = self.io.open(path + _TMP)
+        """Without fsync: write ``offset`` to ``path`` through a temporary file and a rename.
+        Raises IggyError (the file cannot be opened: ``_refusal``), OSError."""
+        try:
+            fd = self.io.open(path + _TMP)
+        except OSError as exc:
+            raise _refusal(exc, ErrorCode.CANNOT_OPEN_CONSUMER_OFFSETS_FILE) from exc
         try:
             self.io.truncate(fd, 0)
             self.io.pwrite(fd, _U64.pack(offset), 0)
@@ -201,6 +215,13 @@ class ConsumerOffsets:
         thread then works in this directory, wherever it is moved: a deleted topic's goes
         to the graveyard, and a queued write never lands in a re-created topic's)."""
         return os.open(self._dir(kind), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def _open_dir_for_call(self, kind: str) -> int:
+        """``_open_dir`` for a store or delete. Raises IggyError (``_refusal``)."""
+        try:
+            return self._open_dir(kind)
+        except OSError as exc:
+            raise _refusal(exc, ErrorCode.CANNOT_OPEN_CONSUMER_OFFSETS_FILE) from exc
 
     def _open_dirs(self) -> list[int]:
         """Descriptors of both kinds' directories (for ``clear``'s queued removal), or none
@@ -287,6 +308,15 @@ class ConsumerOffsets:
 
         self._writer.run(job, done)
         return future
+
+
+def _refusal(exc: OSError, code: int) -> IggyError:
+    """The error of a store or delete that failed at once with ``exc`` (logged in one line,
+    nothing changed in memory): CANNOT_WRITE_TO_FILE on a full disk, as every write, else
+    ``code`` (as Iggy 0.8: CannotOpenConsumerOffsetsFile when the file cannot be opened)."""
+    log.error("consumer offset not changed: %s", exc)
+    return IggyError(ErrorCode.CANNOT_WRITE_TO_FILE if is_no_space(exc) else code,
+                     f"consumer offset not changed: {exc}")
 
 
 def _log_failed_removal(error: OSError | None) -> None:

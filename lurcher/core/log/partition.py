@@ -635,7 +635,7 @@ class Partition:
             return
         try:
             pending = self.offsets.delete(kind, key)
-        except OSError as exc:
+        except IggyError as exc:  # its file cannot be removed now (``ConsumerOffsets``)
             log.error("cannot delete the stored offset of %s %d: %s", kind, key, exc)
             return
         if pending is not None:

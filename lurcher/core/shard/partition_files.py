@@ -81,7 +81,7 @@ def open_now_or_later(shard: Any, topic: Any, partition_id: int) -> None:
     line: ``open_later`` opens it at its next use."""
     try:
         shard.open_partition(topic, partition_id)
-    except OSError as exc:
+    except (OSError, IggyError) as exc:
         log.error("partition %d of topic %d in stream %d cannot be opened now (%s): it is "
                   "opened when next used", partition_id, topic.id, topic.stream_id, exc)
 

@@ -350,3 +350,58 @@ async def test_a_purge_that_cannot_queue_its_removal_still_purges(part_dir, monk
     io.gate.set()
     await queued
     assert offsets.items("groups") == {} and stored_file(part_dir, "groups", 1) is None
+
+
+class OutOfDescriptorsIo(PosixIo):
+    """Opening a file fails with EMFILE while ``failing`` (descriptors used up)."""
+
+    failing = False
+
+    def open(self, path, create=True, mode=0o644):
+        if self.failing:
+            raise OSError(errno.EMFILE, "Too many open files (injected)", path)
+        return super().open(path, create, mode)
+
+
+def test_a_store_that_cannot_open_its_file_answers_cannot_open_and_changes_nothing(part_dir):
+    io = OutOfDescriptorsIo()
+    offsets = ConsumerOffsets(part_dir, io)
+    offsets.load()
+    offsets.store("consumers", 3, 10)
+    io.failing = True
+    with pytest.raises(IggyError) as info:
+        offsets.store("consumers", 3, 11)
+    assert info.value.code == ErrorCode.CANNOT_OPEN_CONSUMER_OFFSETS_FILE
+    assert offsets.get("consumers", 3) == 10 == stored_file(part_dir, "consumers", 3)
+    io.failing = False
+    offsets.store("consumers", 3, 11)
+    assert offsets.get("consumers", 3) == 11 == stored_file(part_dir, "consumers", 3)
+
+
+def test_a_delete_that_cannot_remove_its_file_keeps_the_offset(part_dir, monkeypatch):
+    offsets = ConsumerOffsets(part_dir, PosixIo())
+    offsets.load()
+    offsets.store("groups", 4, 7)
+
+    def cannot_remove(self, path):
+        raise OSError(errno.EACCES, "Permission denied (injected)", path)
+
+    monkeypatch.setattr(PosixIo, "remove", cannot_remove)
+    with pytest.raises(IggyError) as info:
+        offsets.delete("groups", 4)
+    assert info.value.code == ErrorCode.CANNOT_DELETE_CONSUMER_OFFSET_FILE
+    assert offsets.get("groups", 4) == 7 == stored_file(part_dir, "groups", 4)  # as on disk
+
+
+async def test_an_fsync_store_out_of_descriptors_answers_cannot_open(part_dir, monkeypatch):
+    io, offsets = await one_stored(part_dir, "consumers", 5, 1)
+
+    def out_of_descriptors(self, kind):
+        raise OSError(errno.EMFILE, "Too many open files (injected)")
+
+    monkeypatch.setattr(ConsumerOffsets, "_open_dir", out_of_descriptors)
+    for call in (lambda: offsets.store("consumers", 5, 2), lambda: offsets.delete("consumers", 5)):
+        with pytest.raises(IggyError) as info:
+            call()
+        assert info.value.code == ErrorCode.CANNOT_OPEN_CONSUMER_OFFSETS_FILE
+    assert offsets.get("consumers", 5) == 1 == stored_file(part_dir, "consumers", 5)
