@@ -16,7 +16,9 @@ ids are appended to ``<system.path>/state/tokens`` as ``jti expiry_s`` lines; en
 their expiry are dropped when the file is loaded (and the file rewritten; damaged lines,
 a torn append or bytes that are not UTF-8, are dropped with one warning) and as later ids
 are revoked (the file rewritten once most of its lines expired), so neither grows with
-repeated login/logout. A refresh revokes the token it replaces, and needs no password, so
+repeated login/logout. A revocation whose line cannot be written (descriptors used up, a
+full disk) is refused with CANNOT_WRITE_TO_FILE and changes nothing, in memory either: the
+token stays valid, as a restart would find it. A refresh revokes the token it replaces, and needs no password, so
 one client could refresh hundreds of times a second and fill memory and that file with
 ids for a whole token lifetime; ``[http.jwt] max_refreshes_per_user`` caps the ids a user's
 refreshes keep revoked at once (line ``jti expiry_s user_id user_created_at``): beyond it a
@@ -116,6 +118,15 @@ def load_secret(section: Jwt, state_path: Path) -> tuple[str, str]:
     return secret, secret
 
 
+def _revoked_line(jti: str, expiry_s: int, login: RefreshLogin | None) -> str:
+    """A line of the revoked tokens file (``RevokedTokens._load`` reads it back)."""
+    if login is None:
+        return f"{jti} {expiry_s}\n"
+    user, created = login
+    return f"{jti} {expiry_s} {user}\n" if created is None else \
+        f"{jti} {expiry_s} {user} {created}\n"
+
+
 class RevokedTokens:
     """Revoked ``jti``s with their expiry, persisted as an append-only text file.
 
@@ -164,12 +175,7 @@ class RevokedTokens:
         self.refreshes[login] += 1
 
     def _line(self, jti: str, expiry_s: int) -> str:
-        login = self.refreshed_by.get(jti)
-        if login is None:
-            return f"{jti} {expiry_s}\n"
-        user, created = login
-        return f"{jti} {expiry_s} {user}\n" if created is None else \
-            f"{jti} {expiry_s} {user} {created}\n"
+        return _revoked_line(jti, expiry_s, self.refreshed_by.get(jti))
 
     def __contains__(self, jti: str) -> bool:
         return jti in self.revoked
@@ -192,7 +198,10 @@ class RevokedTokens:
                 if not self.refreshes[login]:
                     del self.refreshes[login]
         if self.lines_dropped > len(self.revoked):
-            self._rewrite()
+            try:
+                self._rewrite()
+            except OSError as exc:  # the file keeps its expired lines until the next try
+                log.error("cannot compact %s: %s", self.path, exc)
 
     def revoke(self, jti: str, expiry_s: int, now_s: int,
                refreshed_by: RefreshLogin | None = None) -> None:
@@ -201,12 +210,22 @@ class RevokedTokens:
         if jti in self.revoked:
             return
         self._drop_expired(now_s)
+        self._append(_revoked_line(jti, expiry_s, refreshed_by))
         self.revoked[jti] = expiry_s
         if refreshed_by is not None:
             self._count(jti, refreshed_by)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as out:
-            out.write(self._line(jti, expiry_s))
+
+    def _append(self, line: str) -> None:
+        """Add ``line`` to the file. Raises IggyError CANNOT_WRITE_TO_FILE (logged) when it
+        cannot be written: the token is then not revoked, in memory either, so what a
+        restart reads is what was answered."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as out:
+                out.write(line)
+        except OSError as exc:
+            log.error("cannot record a revoked token in %s: %s", self.path, exc)
+            raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE, f"token not revoked: {exc}") from exc
 
     def refreshes_of(self, login: RefreshLogin, now_s: int) -> int:
         """How many unexpired ids the refreshes of ``login`` revoked."""

@@ -4,6 +4,10 @@ repeated login/logout does not grow them until a restart."""
 
 from __future__ import annotations
 
+import pytest
+
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
 from lurcher.transports.http.jwt import RevokedTokens
 
 LIFETIME_S = 60
@@ -75,3 +79,20 @@ def test_a_torn_last_line_that_still_parses_is_counted_as_damaged(tmp_path, capl
     revoked = RevokedTokens(path, now_s=50)
     assert "kept" in revoked
     assert f"{path}: 1 damaged line(s) ignored" in caplog.text
+
+
+def test_an_id_whose_line_cannot_be_written_is_not_revoked(tmp_path):
+    """The file cannot be written (here a directory in its place; descriptors used up does
+    the same): CANNOT_WRITE_TO_FILE, and the id is not revoked in memory either, so the
+    answer, memory and a restart agree; once it can be written the revocation goes through."""
+    path = tmp_path / "tokens"
+    revoked = RevokedTokens(path, now_s=0)
+    login = (7, 1_000)
+    path.mkdir()
+    with pytest.raises(IggyError) as refused:
+        revoked.revoke("jti", LIFETIME_S, now_s=0, refreshed_by=login)
+    assert refused.value.code == ErrorCode.CANNOT_WRITE_TO_FILE
+    assert "jti" not in revoked and revoked.refreshes_of(login, now_s=0) == 0
+    path.rmdir()
+    revoked.revoke("jti", LIFETIME_S, now_s=0, refreshed_by=login)
+    assert "jti" in RevokedTokens(path, now_s=1)
