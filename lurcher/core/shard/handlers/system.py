@@ -5,7 +5,8 @@ bytes read/written by the process), whole-machine cpu % and memory, run and star
 µs, counts of streams/topics/partitions/groups from metadata, segments/messages/bytes summed
 over the partitions (live counters, so retention shows at once), connected clients, and the
 free/total space of the file system holding ``system.path``. Only Ping refreshes a client's
-heartbeat (as in 0.8).
+heartbeat (as in 0.8). The process and machine figures are read from ``/proc``: when they
+cannot be (descriptors used up) they are 0, logged in one line, and the rest still answers.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import asyncio
+import logging
 import os
 import platform
 import shutil
@@ -32,8 +34,6 @@ from lurcher.core.wire.requests.system.get_me import GetMe
 from lurcher.core.wire.requests.system.get_stats import GetStats
 from lurcher.core.wire.requests.system.ping import Ping
 from lurcher.core.shard.snapshot import build_snapshot, zip_method
-from lurcher.core.wire.error_codes import ErrorCode
-from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.responses.clients import ClientDetails, ClientGroup, ClientHeader
 from lurcher.core.wire.responses.cluster import ClusterMetadata, ClusterNode
 from lurcher.core.wire.responses.snapshot import SnapshotFile
@@ -43,6 +43,7 @@ SERVER_VERSION = "0.8.0"
 SERVER_SEMVER = 8000
 NOT_LOGGED_IN = 0xFFFF_FFFF
 _process = psutil.Process()
+log = logging.getLogger(__name__)
 
 
 @handles("ping")
@@ -113,27 +114,41 @@ def _os_names(system: str) -> tuple[str, str]:
     return name, " ".join(x for x in (system, release.get("VERSION_ID", ""), name) if x)
 
 
+_PROC_FIGURES = ("cpu_usage", "total_cpu_usage", "memory_usage_bytes", "total_memory_bytes",
+                 "available_memory_bytes", "read_bytes", "written_bytes", "threads_count")
+
+
+def _proc_figures() -> dict[str, Any]:
+    """The Stats fields read from ``/proc``; all 0 (logged) when they cannot be read."""
+    try:
+        memory = psutil.virtual_memory()
+        io = _process.io_counters() if hasattr(_process, "io_counters") else None
+        return dict(
+            cpu_usage=float(_process.cpu_percent(None)),
+            total_cpu_usage=float(psutil.cpu_percent(None)),
+            memory_usage_bytes=_process.memory_info().rss,
+            total_memory_bytes=memory.total,
+            available_memory_bytes=memory.available,
+            read_bytes=io.read_bytes if io else 0,
+            written_bytes=io.write_bytes if io else 0,
+            threads_count=_process.num_threads())
+    except OSError as exc:
+        log.warning("stats: process and memory figures cannot be read now (%s): sent as 0", exc)
+        return dict.fromkeys(_PROC_FIGURES, 0)
+
+
 @handles("get_stats")
 def get_stats(shard: ShardFace, session: Session, req: GetStats) -> Any:
     state = shard.meta.state
     topics = list(state.topics())
     partitions = shard.all_partition_stats()
-    memory = psutil.virtual_memory()
     disk = shutil.disk_usage(shard.data_path)
-    io = _process.io_counters() if hasattr(_process, "io_counters") else None
     uname = platform.uname()
     os_name, os_version = _os_names(uname.system)
     return Stats(
         process_id=os.getpid(),
-        cpu_usage=float(_process.cpu_percent(None)),
-        total_cpu_usage=float(psutil.cpu_percent(None)),
-        memory_usage_bytes=_process.memory_info().rss,
-        total_memory_bytes=memory.total,
-        available_memory_bytes=memory.available,
         run_time_us=shard.clock() - shard.started_at_us,
         start_time_us=shard.started_at_us,
-        read_bytes=io.read_bytes if io else 0,
-        written_bytes=io.write_bytes if io else 0,
         messages_size_bytes=sum(p.size_bytes for p in partitions),
         streams_count=len(state.streams),
         topics_count=len(topics),
@@ -149,7 +164,7 @@ def get_stats(shard: ShardFace, session: Session, req: GetStats) -> Any:
         iggy_server_version=SERVER_VERSION,
         iggy_server_semver=SERVER_SEMVER,
         cache_metrics=[],
-        threads_count=_process.num_threads(),
+        **_proc_figures(),
         free_disk_space_bytes=disk.free,
         total_disk_space_bytes=disk.total,
     )
