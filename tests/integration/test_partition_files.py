@@ -7,11 +7,15 @@ CANNOT_CREATE_PARTITION_DIRECTORY (3002), with no traceback in the log; nothing 
 created); the server keeps answering; what is created afterwards takes messages at once,
 and a restart keeps them and finds every partition directory. A consumer offset whose file
 cannot be opened answers CANNOT_OPEN_CONSUMER_OFFSETS_FILE (3023) and keeps the stored one.
+DeleteSegments in a partition directory that refuses removals (made immutable with
+``chattr +i``; skipped where that is not possible) answers CANNOT_DELETE_FILE (10008) and
+keeps every segment, in memory as on disk.
 """
 
 from __future__ import annotations
 
 import socket
+import subprocess
 import struct
 import time
 from pathlib import Path
@@ -27,6 +31,8 @@ CANNOT_CREATE_PARTITION = 3000
 CANNOT_CREATE_PARTITION_DIRECTORY = 3002
 PARTITION_NOT_FOUND = 3007
 CANNOT_OPEN_CONSUMER_OFFSETS_FILE = 3023
+CANNOT_DELETE_FILE = 10008
+DELETE_SEGMENTS = 503
 STORE_CONSUMER_OFFSET = 121
 GET_CONSUMER_OFFSET = 120
 OPEN_FILES = 64
@@ -169,4 +175,38 @@ def test_consumer_offset_out_of_descriptors_keeps_the_stored_one(
         finally:
             release_descriptors(server, held)
         assert stored_offset(c, 1) == 0
+    assert_no_traceback(server)
+
+
+def set_immutable(path: Path, on: bool) -> None:
+    """``chattr +i`` / ``-i`` (even root cannot then add or remove entries); skips the test
+    where that is not possible."""
+    try:
+        done = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True)
+    except FileNotFoundError:
+        pytest.skip("no chattr")
+    if done.returncode:
+        pytest.skip(f"chattr not possible here: {done.stderr.decode().strip()}")
+
+
+def test_delete_segments_that_cannot_be_removed_keeps_them(server_factory: ServerFactory) -> None:
+    server = server_factory({"LURCHER_SYSTEM_SEGMENT_SIZE": "64KiB"})
+    payload = b"x" * 30_000  # three per 64 KiB segment
+    with RawClient(server.tcp_address) as c:
+        c.login()
+        c.create_stream("s")
+        c.create_topic("s", "t", 1)
+        for _ in range(9):
+            c.send("s", "t", raw.partition_id(0), [raw.message(payload)])
+        directory = server.data_dir / "streams" / "0" / "topics" / "0" / "partitions" / "0"
+        delete_two = raw.ident("s") + raw.ident("t") + struct.pack("<II", 0, 2)
+        set_immutable(directory, True)
+        try:
+            assert refused(c.call, DELETE_SEGMENTS, delete_two) == CANNOT_DELETE_FILE
+            assert len(c.poll_all("s", "t", 0)) == 9
+        finally:
+            set_immutable(directory, False)
+        c.call(DELETE_SEGMENTS, delete_two)
+        assert [m.offset for m in c.poll("s", "t", 0, raw.STRATEGY_FIRST, 0, 10).messages] == [
+            6, 7, 8]  # offsets 0-5 are gone
     assert_no_traceback(server)

@@ -104,6 +104,18 @@ def _remove_orphan_indexes(path: str, io: IoBackend) -> None:
             io.remove(os.path.join(path, n))
 
 
+def _delete_files(segment: Segment) -> None:
+    """Remove a segment's files. Raises OSError while its log file is still there; an
+    index file left alone is logged and removed at the next open (``_remove_orphan_indexes``)."""
+    try:
+        segment.delete()
+    except OSError as exc:
+        if os.path.exists(segment.log_path):
+            raise
+        log.warning("%s removed, but not its index (%s): removed at the next start",
+                    segment.log_path, exc)
+
+
 class Partition:
     """Segments and stored offsets of one partition directory."""
 
@@ -678,20 +690,30 @@ class Partition:
         ``barrier``, see ``deletable_segments``). Offsets are kept: the next append still
         gets ``next_offset`` and polls of deleted offsets start at the first one left.
 
-        Returns (segments deleted, messages deleted). Raises OSError.
+        Returns (segments deleted, messages deleted). Raises OSError when a segment's log
+        file cannot be removed: that segment and the later ones stay, in memory as on disk.
         """
         doomed = self.segments[:max(0, min(n, self.deletable_segments(barrier)))]
-        self.segments = self.segments[len(doomed):]
-        messages = 0
-        for segment in doomed:
-            messages += segment.count
-            self.messages_count -= segment.count
-            self.size_bytes -= segment.size_bytes
-            segment.delete()
-        if doomed:
+        gone: list[Segment] = []
+        try:
+            for segment in doomed:
+                _delete_files(segment)
+                gone.append(segment)
+        finally:
+            messages = self._forget_oldest(gone)
+        return len(gone), messages
+
+    def _forget_oldest(self, gone: list[Segment]) -> int:
+        """Drop the oldest segments ``gone`` (their files deleted) from the segments and
+        counters; their message count."""
+        self.segments = self.segments[len(gone):]
+        messages = sum(segment.count for segment in gone)
+        self.messages_count -= messages
+        self.size_bytes -= sum(segment.size_bytes for segment in gone)
+        if gone:
             log.info("deleted %d segment(s) (%d message(s), offsets below %d) in %s",
-                     len(doomed), messages, self.first_offset, self.path)
-        return len(doomed), messages
+                     len(gone), messages, self.first_offset, self.path)
+        return messages
 
     def purge(self) -> None:
         """Drop every segment and stored offset; restart empty at offset 0 (as 0.8 does).

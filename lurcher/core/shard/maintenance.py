@@ -162,8 +162,8 @@ def clean_all_topics(shard: Any, now_us: int,
     for topic in list(shard.meta.state.topics()):
         try:
             s, m = clean_topic(shard, topic, now_us, elsewhere.get((topic.stream_id, topic.id), 0))
-        except OSError:
-            log.exception("cleaning topic %d/%d failed", topic.stream_id, topic.id)
+        except OSError as exc:  # its segments stay: tried again at the next run
+            log.error("cleaning topic %d/%d failed: %s", topic.stream_id, topic.id, exc)
             continue
         if s:
             log.info("retention: deleted %d segment(s), %d message(s) of topic %d/%d",

@@ -69,3 +69,27 @@ def test_delete_everything_but_the_open_segment_then_roll(spread, open_partition
     spread.close()
     again = open_partition(segment_size_bytes=SEGMENT_BYTES)
     assert (again.first_offset, again.current_offset, again.segments_count) == (45, 49, 1)
+
+
+def test_a_segment_whose_log_cannot_be_removed_stays_with_the_later_ones(spread, monkeypatch):
+    """The second segment's log cannot be removed (a directory that refuses, EPERM): the
+    first is deleted, the second and third stay in memory as on disk, with their counters;
+    once removal works they go."""
+    io = spread.files.io
+    real_remove = io.remove
+    refused = spread.segments[1].log_path
+
+    def remove(path):
+        if path == refused:
+            raise PermissionError(1, "Operation not permitted (injected)", path)
+        real_remove(path)
+
+    monkeypatch.setattr(io, "remove", remove)
+    with pytest.raises(OSError):
+        spread.delete_oldest_segments(3)
+    assert [s.start_offset for s in spread.segments] == [15, 30, 45]
+    assert (spread.first_offset, spread.messages_count, spread.size_bytes) == (
+        15, 35, 35 * MESSAGE_BYTES)
+    assert spread.read_offset(15, 1).first_offset == 15
+    monkeypatch.setattr(io, "remove", real_remove)
+    assert spread.delete_oldest_segments(3) == (2, 30)

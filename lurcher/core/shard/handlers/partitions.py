@@ -4,7 +4,9 @@ Creating or deleting partitions rebalances every consumer group of the topic. De
 partitions removes the last N (their files, offsets and deduplication windows).
 DeleteSegments deletes the oldest N sealed segments of a partition, never the open one nor
 one holding messages past the lowest stored consumer offset (as 0.8 does); offsets are
-kept, so the next message still gets the next offset.
+kept, so the next message still gets the next offset. A segment whose log file cannot be
+removed stays (with the later ones), in memory as on disk: CANNOT_DELETE_FILE (10008), as
+0.8 answers.
 
 Partition counts are bounded twice: at most 1,000 per request (0.8's
 ``MAX_PARTITIONS_COUNT``, checked by the request codecs) and at most
@@ -14,6 +16,7 @@ answer TOO_MANY_PARTITIONS (2015).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from lurcher.core.meta import events as ev
@@ -27,6 +30,8 @@ from lurcher.core.wire.requests.segments.delete_segments import DeleteSegments
 from lurcher.core.shard.tombstones import record_deletion
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
+
+log = logging.getLogger(__name__)
 
 
 def check_partition_budget(shard: ShardFace, more: int) -> None:
@@ -66,5 +71,9 @@ def delete_partitions(shard: ShardFace, session: Session, req: DeletePartitions)
 def delete_segments(shard: ShardFace, session: Session, req: DeleteSegments) -> Any:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     partition = shard.partition(topic, req.partition_id)
-    partition.delete_oldest_segments(req.segments_count, partition.min_stored_offset())
+    try:
+        partition.delete_oldest_segments(req.segments_count, partition.min_stored_offset())
+    except OSError as exc:
+        log.error("DeleteSegments on %s: %s", partition.path, exc)
+        raise IggyError(ErrorCode.CANNOT_DELETE_FILE, f"segment not deleted: {exc}") from exc
     return None
