@@ -621,11 +621,7 @@ class Partition:
         """Persist a consumer's (``consumers``) or group's (``groups``) offset: None once
         stored, or with ``enforce_fsync`` a future (``ConsumerOffsets``). Raises OSError,
         IggyError PARTITION_NOT_FOUND (``_refuse_if_deleted``)."""
-        try:
-            return self.offsets.store(kind, key, offset)
-        except OSError as exc:
-            self._refuse_if_deleted(exc)
-            raise
+        return self._offsets_call(lambda: self.offsets.store(kind, key, offset))
 
     def get_offset(self, kind: OffsetKind, key: int) -> int | None:
         return self.offsets.get(kind, key)
@@ -634,8 +630,18 @@ class Partition:
         """None once deleted, or with ``enforce_fsync`` a future. Raises IggyError
         CONSUMER_OFFSET_NOT_FOUND when nothing is stored, PARTITION_NOT_FOUND
         (``_refuse_if_deleted``), OSError."""
+        return self._offsets_call(lambda: self.offsets.delete(kind, key))
+
+    def _offsets_call(self, call: Callable[[], asyncio.Future | None]) -> asyncio.Future | None:
+        """``call()``, a store or delete of ``ConsumerOffsets``, whose failure to open a file
+        (OSError, or the IggyError it became) is PARTITION_NOT_FOUND while this partition's
+        directory is gone for its deletion (``_refuse_if_deleted``)."""
         try:
-            return self.offsets.delete(kind, key)
+            return call()
+        except IggyError as exc:
+            if isinstance(exc.__cause__, OSError):
+                self._refuse_if_deleted(exc.__cause__)
+            raise
         except OSError as exc:
             self._refuse_if_deleted(exc)
             raise
