@@ -1,6 +1,6 @@
 """CreateTopic and CreatePartitions when a partition's files cannot be made, on a real server.
 
-Checked: descriptors used up (a low open-files limit, held by idle connections) answer
+Checked: descriptors used up (the server's open-files limit lowered under it) answer
 CANNOT_CREATE_PARTITION (3000) and a directory that cannot be made (a file in its place)
 CANNOT_CREATE_PARTITION_DIRECTORY (3002), with no traceback in the log; nothing is recorded
 (the same name is created once the cause is gone, and the topic has only the partitions
@@ -14,12 +14,12 @@ keeps every segment, in memory as on disk.
 
 from __future__ import annotations
 
-import socket
+import os
+import resource
 import subprocess
 import struct
-import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import pytest
 
@@ -46,28 +46,17 @@ def refused(call, *args) -> int:
     return caught.value.status
 
 
-def hold_descriptors(server: LurcherServer) -> list[socket.socket]:
-    """Idle connections until the server has no descriptor left (connecting still works
-    past that: the kernel queues them); returns once it has accepted its last one."""
-    held = [socket.create_connection((server.host, server.tcp_port))
-            for _ in range(OPEN_FILES)]
-    wait_for_descriptors(server, lambda count: count >= OPEN_FILES)
-    return held
+def hold_descriptors(server: LurcherServer) -> None:
+    """Leave the server no descriptor to open: its soft open-files limit lowered (prlimit)
+    to its lowest free descriptor number, so every new open or accept fails with EMFILE.
+    (Idle connections cannot do it: the connection caps keep descriptors for storage.)"""
+    open_now = {int(fd) for fd in os.listdir(f"/proc/{server.pid}/fd")}
+    lowest_free = next(n for n in range(len(open_now) + 1) if n not in open_now)
+    resource.prlimit(server.pid, resource.RLIMIT_NOFILE, (lowest_free, OPEN_FILES))
 
 
-def release_descriptors(server: LurcherServer, held: list[socket.socket]) -> None:
-    """Close the idle connections; returns once the server has closed most of its side."""
-    for connection in held:
-        connection.close()
-    wait_for_descriptors(server, lambda count: count < OPEN_FILES // 2)
-
-
-def wait_for_descriptors(server: LurcherServer, done: Callable[[int], bool]) -> None:
-    descriptors = Path(f"/proc/{server.pid}/fd")
-    deadline = time.monotonic() + WAIT_S
-    while not done(len(list(descriptors.iterdir()))):
-        assert time.monotonic() < deadline, "the server's descriptor count never changed"
-        time.sleep(0.05)
+def release_descriptors(server: LurcherServer) -> None:
+    resource.prlimit(server.pid, resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
 
 
 def send_and_read(client: RawClient, topic: str, partition: int, payload: bytes) -> None:
@@ -96,11 +85,11 @@ def test_create_topic_out_of_descriptors_records_nothing(
     server = few_descriptors
     with RawClient(server.tcp_address) as c:
         c.login()
-        held = hold_descriptors(server)
+        hold_descriptors(server)
         try:
             assert refused(c.create_topic, "s", "t", 2) == CANNOT_CREATE_PARTITION
         finally:
-            release_descriptors(server, held)
+            release_descriptors(server)
         c.create_topic("s", "t", 2)  # no TOPIC_NAME_ALREADY_EXISTS: nothing recorded
         send_and_read(c, "t", 1, b"after descriptors came back")
     assert_no_traceback(server)
@@ -166,14 +155,14 @@ def test_consumer_offset_out_of_descriptors_keeps_the_stored_one(
         c.create_topic("s", "t", 1)
         c.send("s", "t", raw.partition_id(0), [raw.message(b"a"), raw.message(b"b")])
         c.call(STORE_CONSUMER_OFFSET, offset_request(1, 0) + struct.pack("<Q", 0))
-        held = hold_descriptors(server)
+        hold_descriptors(server)
         try:
             assert refused(c.call, STORE_CONSUMER_OFFSET,
                            offset_request(1, 0) + struct.pack("<Q", 1)) == \
                 CANNOT_OPEN_CONSUMER_OFFSETS_FILE
             c.ping()
         finally:
-            release_descriptors(server, held)
+            release_descriptors(server)
         assert stored_offset(c, 1) == 0
     assert_no_traceback(server)
 
