@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import time
@@ -109,7 +110,13 @@ def test_a_sync_client_never_closed_is_closed_at_exit(server) -> None:
               "client.ping()\n")
     done = subprocess.run([sys.executable, "-X", "dev", "-c", script], capture_output=True,
                           text=True, timeout=60)
-    assert done.returncode == 0 and done.stderr == ""
+    assert done.returncode == 0 and without_slow_callbacks(done.stderr) == ""
+
+
+def without_slow_callbacks(stderr: str) -> str:
+    """``stderr`` less asyncio debug mode's timing lines ("Executing <Handle ...> took 0.2
+    seconds": a loaded machine, not a fault of the script)."""
+    return re.sub(r"(?m)^Executing <.*> took [0-9.]+ seconds\n", "", stderr)
 
 
 def test_a_sync_client_finalized_on_its_own_loop_thread_ends_it(server) -> None:
