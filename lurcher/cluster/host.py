@@ -52,6 +52,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lurcher.cluster.config import ClusterConfig
 from lurcher.cluster.journal_file import Completion, FileJournal
@@ -88,13 +89,21 @@ NOOP = b""  # the empty request a new primary announces itself with (``_announce
 FORWARD_GROUP = 0xFFFF_FFFF  # link frames of node-to-node calls, not of a group
 
 
-async def done_within(future: asyncio.Future, timeout_s: float) -> bool:
-    """True once ``future`` is done (its waiters' common wait); False after ``timeout_s``
-    (``future`` is then cancelled)."""
+async def wait_listed(waiters: list[tuple[Any, asyncio.Future]], condition: Any,
+                      timeout_s: float) -> bool:
+    """Wait, listed in ``waiters`` as ``(condition, future)``, until whoever wakes them sets
+    the future: True; False after ``timeout_s``. The entry leaves ``waiters`` however the
+    wait ends (timed out, or its caller gone), so waits that keep timing out (reads on a
+    node that stays behind) never pile up. ``waiters`` is changed in place only."""
+    waiter = (condition, asyncio.get_running_loop().create_future())
+    waiters.append(waiter)
     try:
-        await asyncio.wait_for(future, timeout_s)
+        await asyncio.wait_for(waiter[1], timeout_s)
     except asyncio.TimeoutError:
         return False
+    finally:
+        if waiter in waiters:
+            waiters.remove(waiter)
     return True
 
 

@@ -68,7 +68,7 @@ from typing import Any, Awaitable, Callable
 
 import msgspec
 
-from lurcher.cluster.host import NOOP, ClusterBusy, done_within
+from lurcher.cluster.host import NOOP, ClusterBusy, wait_listed
 from lurcher.core.meta.events import AnyEvent, Event, PartitionsDeleted, StreamDeleted, \
     TopicDeleted
 from lurcher.core.meta.store import MetaLogCorrupt
@@ -267,7 +267,7 @@ class MetaService:
         for target, future in [w for w in self.waiters if w[0] <= self.accepted]:
             if not future.done():
                 future.set_result(None)
-        self.waiters = [w for w in self.waiters if w[0] > self.accepted]
+        self.waiters[:] = [w for w in self.waiters if w[0] > self.accepted]
 
     async def reached(self, count: int, timeout_s: float) -> bool:
         """True once this node has applied ``count`` changes; False after ``timeout_s``."""
@@ -275,9 +275,7 @@ class MetaService:
             return True
         if timeout_s <= 0:
             return False
-        future = asyncio.get_running_loop().create_future()
-        self.waiters.append((count, future))
-        return await done_within(future, timeout_s)
+        return await wait_listed(self.waiters, count, timeout_s)
 
     # ---- checkpoints ------------------------------------------------------------------
 

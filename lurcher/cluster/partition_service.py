@@ -57,7 +57,7 @@ from typing import Any
 
 import msgspec
 
-from lurcher.cluster.host import NOOP, done_within
+from lurcher.cluster.host import NOOP, wait_listed
 from lurcher.cluster.partition_ops import Append, DeleteOffset, Op, PurgePartition, \
     StoreOffset, op_decoder
 from lurcher.cluster.partition_state import RETRY_S, Filler, decode_state, encode_state
@@ -179,18 +179,16 @@ class PartitionService:
         (``holds`` is false); False after ``timeout_s``."""
         if not self.holds(key):
             return True
-        future = asyncio.get_running_loop().create_future()
-        self.settling.append((key, future))
-        return await done_within(future, timeout_s)
+        return await wait_listed(self.settling, key, timeout_s)
 
     def _wake_settled(self) -> None:
-        waiting, self.settling = self.settling, []
-        for key, future in waiting:
-            if future.done():
-                continue
+        waiting = list(self.settling)
+        self.settling.clear()  # in place: ``wait_listed`` takes its entry out of this list
+        for waiter in waiting:
+            key, future = waiter
             if self.holds(key):
-                self.settling.append((key, future))
-            else:
+                self.settling.append(waiter)
+            elif not future.done():
                 future.set_result(None)
 
     def _drop_fills_of_deleted(self) -> None:

@@ -4,6 +4,7 @@ through a one-node metadata group (the reply comes after the commit, effects onl
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import msgspec
@@ -186,3 +187,25 @@ def test_a_marker_this_version_cannot_read_stops_the_start_with_one_line(
     with pytest.raises(MetaLogCorrupt, match="cannot be upgraded in place") as caught:
         MetaService(harness.shard, harness.shard.meta, path)
     assert "\n" not in str(caught.value)
+
+
+async def test_waits_for_metadata_that_time_out_or_are_cancelled_leave_no_waiter(
+        tmp_path: Path) -> None:
+    """A node behind the metadata a call was made on answers it TaskTimeout after the
+    wait; the waits that timed out, or whose caller went away, are no longer listed (they
+    piled up for as long as the node stayed behind), and one still waiting is woken."""
+    harness = ShardHarness(tmp_path)
+    service = await service_of(harness)
+    for _ in range(3):
+        assert not await service.reached(5, 0.001)
+    gone = asyncio.ensure_future(service.reached(5, 60))
+    await asyncio.sleep(0)
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert service.waiters == []  # four waiters on the old code
+    waiting = asyncio.ensure_future(service.reached(1, 60))
+    await asyncio.sleep(0)
+    service.apply(body(0, ev.StreamCreated(0, "a", 1)))
+    assert await asyncio.wait_for(waiting, 5)
+    assert service.waiters == []

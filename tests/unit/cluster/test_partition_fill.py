@@ -444,3 +444,28 @@ async def test_an_adopted_checkpoint_s_unreached_counts_are_looked_at_per_metada
     assert looked == [] and node.service.unreached == {gone}
     node.service.metadata_applied()
     assert looked == [1]
+
+
+async def test_reads_that_time_out_or_are_cancelled_waiting_for_a_partition_leave_no_waiter(
+        tmp_path):
+    """A primary whose partition stays held (an op waiting for metadata, as a stuck fill
+    would hold it) answers reads TaskTimeout; each read that timed out, or whose caller
+    went away, is no longer listed (they piled up until the next drain), and a read still
+    waiting is woken as before."""
+    node = Node(tmp_path, batches_held=1)
+    node.service.meta.accepted = 0
+    node.service.apply(msgspec.msgpack.encode(StoreOffset(1, *KEY, 0, "consumers", 7, 5)))
+    for _ in range(3):
+        assert not await node.service.settled(KEY, 0)
+    gone = asyncio.ensure_future(node.service.settled(KEY, 60))
+    await settle()
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert node.service.settling == []  # four waiters on the old code
+    waiting = asyncio.ensure_future(node.service.settled(KEY, 60))
+    await settle()
+    node.service.meta.accepted = 1
+    node.service.metadata_applied()
+    assert await asyncio.wait_for(waiting, 5)
+    assert node.service.settling == []
