@@ -177,14 +177,21 @@ class Consumer:
         try:
             if self.commit_mode != "disabled":
                 await self.commit()
-        finally:
-            if self._joined:
-                self._joined = False
-                try:
-                    await self.client.leave_consumer_group(self.stream, self.topic, self.group)
-                except IggyError as e:  # a reconnect already ended the membership
-                    if e.code != ErrorCode.CONSUMER_GROUP_MEMBER_NOT_FOUND:
-                        raise
+        except Exception:  # not when cancelled past timeout_s: nothing more is awaited then
+            await self._leave()
+            raise
+        await self._leave()
+
+    async def _leave(self) -> None:
+        """Leave the group, if this consumer joined it."""
+        if not self._joined:
+            return
+        self._joined = False
+        try:
+            await self.client.leave_consumer_group(self.stream, self.topic, self.group)
+        except IggyError as e:  # a reconnect already ended the membership
+            if e.code != ErrorCode.CONSUMER_GROUP_MEMBER_NOT_FOUND:
+                raise
 
     async def __aenter__(self) -> "Consumer":
         return await self.init()

@@ -114,20 +114,23 @@ async def test_a_commit_forgets_a_partition_moved_to_another_member(sdk_client, 
     await other.close()
 
 
+@pytest.mark.parametrize("group", [None, "g"], ids=["plain", "group"])
 @pytest.mark.parametrize("mode", ["interval:20ms", "each_message"])
-async def test_close_with_a_timeout_ends_while_the_server_is_down(server_factory, mode) -> None:
+async def test_close_with_a_timeout_ends_while_the_server_is_down(server_factory, mode,
+                                                                  group) -> None:
     """A consumer with an offset to store when its server dies: the final commit (and an
     interval committer stuck in its own) waits while the client reconnects for ever
     (reconnection_retries is unlimited), so close never ended. close(timeout_s) ends with
-    TASK_TIMEOUT and stops the committer."""
+    TASK_TIMEOUT and stops the committer, a group member's too (whose leaving the group,
+    run after the cancelled commit, is bounded by the same timeout)."""
     server = server_factory()
     client = Client.from_connection_string(
         root_connstring(server, reconnection_interval="50ms", heartbeat_interval="1h"))
     await client.create_stream("dead")
     await client.create_topic("dead", "t", 1)
     await client.send_messages("dead", "t", [b"a", b"b"], 0)
-    consumer = Consumer(client, "dead", "t", partition=0, strategy="first",
-                        auto_commit=mode, poll_interval_s=0.01)
+    consumer = Consumer(client, "dead", "t", group, partition=None if group else 0,
+                        strategy="first", auto_commit=mode, poll_interval_s=0.01)
     messages = aiter(consumer)
     assert (await anext(messages)).payload == b"a"
     server.kill()
