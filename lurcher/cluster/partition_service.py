@@ -51,7 +51,7 @@ import asyncio
 import inspect
 import logging
 import weakref
-from collections import deque
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +113,7 @@ class PartitionService:
         self.shard, self.meta = shard, meta
         self.calls = 0  # requests executed since the replica started: the same everywhere
         self.queue: deque[tuple[int, Op]] = deque()  # executed, waiting for metadata
+        self.queued: Counter[tuple[int, int, int]] = Counter()  # ops in ``queue`` per partition
         self.done: dict[int, asyncio.Future] = {}  # position -> its local effect, until done
         self.failed: dict[int, BaseException] = {}  # recent positions whose effect failed
         self.stored: dict[tuple[int, int, int], int] = {}  # messages per partition so far
@@ -134,7 +135,7 @@ class PartitionService:
         position = self.calls
         self.calls += 1
         self.done[position] = asyncio.get_running_loop().create_future()
-        self.queue.append((position, op_decoder.decode(body)))
+        self._enqueue(position, op_decoder.decode(body))
         self.drain()
         return position.to_bytes(8, "little")
 
@@ -160,7 +161,7 @@ class PartitionService:
             self._count_generation(self.queue[0][1])
             if self._short_of(self.queue[0][1]):
                 return  # filled first; ``_fill`` drains again when done
-            position, op = self.queue.popleft()
+            position, op = self._dequeue()
             try:
                 effect = self._execute(op)
             except Exception as exc:  # noqa: BLE001 - every replica sees the same op
@@ -171,8 +172,19 @@ class PartitionService:
         """Whether ops the group executed may not have reached partition ``key`` here yet:
         one is queued (waiting for metadata or a fill), or the partition is being filled or
         mended. (A new primary may be in this state; what it reads then is not current.)"""
-        return key in self.fill_to or key in self.broken or any(
-            (op.stream_id, op.topic_id, op.partition_id) == key for _, op in self.queue)
+        return key in self.queued or key in self.fill_to or key in self.broken
+
+    def _enqueue(self, position: int, op: Op) -> None:
+        self.queue.append((position, op))
+        self.queued[op.stream_id, op.topic_id, op.partition_id] += 1
+
+    def _dequeue(self) -> tuple[int, Op]:
+        position, op = self.queue.popleft()
+        key = (op.stream_id, op.topic_id, op.partition_id)
+        self.queued[key] -= 1
+        if not self.queued[key]:
+            del self.queued[key]
+        return position, op
 
     async def settled(self, key: tuple[int, int, int], timeout_s: float) -> bool:
         """True once partition ``key`` holds every op the group executed before this call
@@ -397,10 +409,10 @@ class PartitionService:
         for position, _ in self.queue:  # covered by the checkpoint (stored or queued)
             self._finish(position, self.done[position], None)
         self.calls = decoded.calls
-        self.queue = deque()
+        self.queue, self.queued = deque(), Counter()
         for position, body in decoded.queued:
             self.done.setdefault(position, asyncio.get_running_loop().create_future())
-            self.queue.append((position, op_decoder.decode(body)))
+            self._enqueue(position, op_decoder.decode(body))
         self.unreached = set(self.stored) | set(self.purged)
         self._reach_counts()
 

@@ -6,6 +6,7 @@ here step by step instead of by timing)."""
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from types import SimpleNamespace
 
 import msgspec
@@ -469,3 +470,36 @@ async def test_reads_that_time_out_or_are_cancelled_waiting_for_a_partition_leav
     node.service.metadata_applied()
     assert await asyncio.wait_for(waiting, 5)
     assert node.service.settling == []
+
+
+class Unscanned(deque):
+    """A group's queue of ops that fails the test when it is scanned op by op."""
+
+    def __iter__(self):
+        raise AssertionError("the queued ops were scanned")
+
+
+async def test_waiting_reads_are_checked_without_scanning_the_queued_ops(tmp_path):
+    """Whether a partition still has ops to reach (a read waiting on a primary that is
+    catching up) is known without going through the group's queued ops: that was done for
+    every waiting read at every op the group ran, so reads waiting during a long catch-up
+    cost the send path in proportion to the queue."""
+    node = Node(tmp_path, batches_held=1)
+    Offsets(node.partition)
+    node.service.meta.accepted = 0
+    node.service.queue = Unscanned()
+    other = (0, 0, 2)
+    node.service.apply(msgspec.msgpack.encode(StoreOffset(1, *other, 0, "consumers", 7, 5)))
+    node.service.apply(msgspec.msgpack.encode(StoreOffset(1, *KEY, 0, "consumers", 7, 5)))
+    assert node.service.holds(KEY) and node.service.holds(other)  # scanned on the old code
+    assert not node.service.holds((0, 0, 3))
+    waiting = asyncio.ensure_future(node.service.settled(KEY, 60))
+    await settle()
+    node.service.apply(msgspec.msgpack.encode(StoreOffset(1, *KEY, 0, "consumers", 8, 5)))
+    assert not waiting.done()
+    node.service.shard.meta.state.streams[0].topics[0].partition_created_at[2] = 0
+    node.service.shard.partitions[other] = node.partition
+    node.service.meta.accepted = 1
+    node.service.metadata_applied()
+    assert await asyncio.wait_for(waiting, 5)
+    assert not node.service.holds(KEY) and not node.service.holds(other)
