@@ -16,13 +16,15 @@ own record and change its own password; for any other target (including one that
 exist, so a refusal says nothing about existence) the named global rule applies.
 Personal-access-token commands act only on the caller's own tokens and need no rule.
 
-A logged-in session acts only while its login still holds (``stale_login``; ``require_login``
-raises its reason, checked by the dispatcher before every command that needs a login, on the
-shard holding the session, which then logs it out, and with the rule again by ``recheck`` in
-a handler that awaited): its user exists, is active and is the user it logged in as (ids are reused after
-a delete), and the personal access token it logged in with, if any, still exists. Deleting
-or deactivating a user and deleting a token end the sessions of the shard that ran the
-command at once; with several shards the others' sessions are refused by this check.
+A logged-in session acts only while its login still holds (``stale_login``;
+``require_login`` raises its reason, checked by the dispatcher before every command that
+needs a login, on the shard holding the session, which then logs it out, and with the rule
+again by ``recheck`` in a handler that awaited): its user exists, is active and is the user
+it logged in as (ids are reused after a delete), and the personal access token it logged in
+with, if any, still exists. Deleting or deactivating a user and deleting a token end the
+sessions of the shard that ran the command at once; the other shards, and the other nodes of
+a cluster, end theirs as they apply the change (``users.end_stale_sessions``), and this check
+refuses any command that comes first.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ limits drive the core's back-pressure (``pause_writing``/``resume_writing``). Ev
 else (framing, order, errors, session, migration state) is the core's
 (``lurcher.core.connection.server``). Given a ``ConnectionCap`` (``transports.admission``),
 a connection counts in it from ``connection_made`` to ``connection_lost`` (a migration away
-ends with the latter too), and one beyond it is closed at once. Background tasks of the transports (``run_tracked``)
-are held until done and an unexpected error in one is logged.
+ends with the latter too), and one beyond it is closed at once. Background tasks of the
+transports (``run_tracked``) are held until done and an unexpected error in one is logged.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """Retention on a real server: the message cleaner deletes expired segments and trims topics
-over their maximum size (the whole topic's, with several shards); polls of deleted offsets start at the first offset left; topic
-details and GetStats reflect the deletions; the open segment always stays.
+over their maximum size (the whole topic's, with several shards); polls of deleted offsets
+start at the first offset left; topic details and GetStats reflect the deletions; the open
+segment always stays.
 
-Small segments (4 KiB: 32 messages of 100-byte payloads sent 8 per batch) and a 200 ms cleaner interval.
+Small segments (4 KiB: 32 messages of 100-byte payloads sent 8 per batch) and a 200 ms
+cleaner interval.
 """
 
 from __future__ import annotations

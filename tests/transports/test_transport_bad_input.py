@@ -1,9 +1,10 @@
 """Bad input on every new front end: clear errors, no crash, the server keeps serving.
 
 HTTP: malformed JSON, wrong content type, oversize bodies, missing/garbage/expired/forged/
-revoked JWTs, shape errors, the §14 status mapping, CORS, metrics, upgrade requests. WebSocket: text frames,
-short and oversized frames, a frame split over messages. QUIC (raw aioquic client, no ALPN):
-a stream reset mid-request, a truncated frame, then normal requests on the same connection.
+revoked JWTs, shape errors, the §14 status mapping, CORS, metrics, upgrade requests.
+WebSocket: text frames, short and oversized frames, a frame split over messages. QUIC (raw
+aioquic client, no ALPN): a stream reset mid-request, a truncated frame, then normal
+requests on the same connection.
 """
 
 from __future__ import annotations

@@ -2,13 +2,13 @@
 
 Every shard observes the metadata events it applies (its own, or those published by the
 metadata owner) and opens or drops the partitions it owns (one it cannot open now is opened
-at its next use: ``partition_files``; the handlers made its files before the event). Handlers therefore only record
-events; the same code path serves one shard or many, at run time and never during replay
-(``Shard`` opens what it owns after the replay). The metadata owner moves deleted
-directories aside before it records the event (``tombstones``); a shard dropping a
-partition closes it and removes whatever is still at its path. A shard where no handler made
-a user or token change (another shard, another cluster node) ends the sessions whose login it
-ended.
+at its next use: ``partition_files``; the handlers made its files before the event).
+Handlers therefore only record events; the same code path serves one shard or many, at run
+time and never during replay (``Shard`` opens what it owns after the replay). The metadata
+owner moves deleted directories aside before it records the event (``tombstones``); a shard
+dropping a partition closes it and removes whatever is still at its path. A shard where no
+handler made a user or token change (another shard, another cluster node) ends the sessions
+whose login it ended.
 """
 
 from __future__ import annotations

@@ -8,16 +8,17 @@ routes; a request's session is transient (opened for the request, closed after i
 carries the token's user, whose login must still hold as a binary session's must
 (``auth.permissions.stale_login``: the user exists, is active and is the user the token was
 issued to, a later user given a deleted user's id inheriting none of its tokens, and the
-personal access token of a token login still exists).
-Missing or bad tokens get a bare 401. Errors are ``{"id","code","reason","field"}`` with the
-§14 status mapping; malformed JSON and shape errors are 400 INVALID_FORMAT, invalid UTF-8 is
-400 INVALID_UTF8, a body that is not ``application/json`` is 415, a body above
-``max_request_size`` is 413, and so is a body of a route taken before any login (login,
-token login, refresh) above ``limits.max_unauthenticated_payload_bytes``, as a binary
-frame before login is held to it (``unauthenticated_body``: no more is buffered, so a
-client trickling such bodies holds no more than that per connection). A built request must have a binary form
-(``validation.check_encodable``: integers in their wire ranges) and passes the same ``validate()`` as a binary one, in the dispatcher.
-One lurcher-only route: ``GET /cluster/status`` (``cluster.status``), authenticated.
+personal access token of a token login still exists). Missing or bad tokens get a bare 401.
+Errors are ``{"id","code","reason","field"}`` with the §14 status mapping; malformed JSON
+and shape errors are 400 INVALID_FORMAT, invalid UTF-8 is 400 INVALID_UTF8, a body that is
+not ``application/json`` is 415, a body above ``max_request_size`` is 413, and so is a body
+of a route taken before any login (login, token login, refresh) above
+``limits.max_unauthenticated_payload_bytes``, as a binary frame before login is held to it
+(``unauthenticated_body``: no more is buffered, so a client trickling such bodies holds no
+more than that per connection). A built request must have a binary form
+(``validation.check_encodable``: integers in their wire ranges) and passes the same
+``validate()`` as a binary one, in the dispatcher. One lurcher-only route: ``GET
+/cluster/status`` (``cluster.status``), authenticated.
 
 A poll answer above ``RENDER_OFF_LOOP_BYTES`` is turned into JSON on the API's one renderer
 thread, not on the event loop: its JSON costs Python work per message and per header (a

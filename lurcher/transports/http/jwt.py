@@ -1,31 +1,31 @@
 """JWT access tokens of the HTTP API (wire §14.4): issue, verify, refresh, revoke.
 
-HS256 tokens with claims ``jti`` (UUIDv7-like: time-ordered), ``iss``, ``aud``, ``sub`` (user id
-as a string), ``iat``, ``nbf``, ``exp`` (seconds), ``user_created_at`` (the user's creation
-time in µs: user ids are reused after a delete, so the HTTP API accepts a token only while
-the user with its id is the one it was issued to) and, after a personal-access-token login,
-``token_name`` (the HTTP API accepts the JWT only while that token exists, as a binary
-session logged in with it ends with it). Settings come from ``[http.jwt]``. When
-``encoding_secret`` is empty a random secret is generated once and kept in
-``<system.path>/state/jwt_secret`` (mode 0600), so tokens survive a restart. That file
+HS256 tokens with claims ``jti`` (UUIDv7-like: time-ordered), ``iss``, ``aud``, ``sub``
+(user id as a string), ``iat``, ``nbf``, ``exp`` (seconds), ``user_created_at`` (the user's
+creation time in µs: user ids are reused after a delete, so the HTTP API accepts a token
+only while the user with its id is the one it was issued to) and, after a
+personal-access-token login, ``token_name`` (the HTTP API accepts the JWT only while that
+token exists, as a binary session logged in with it ends with it). Settings come from
+``[http.jwt]``. When ``encoding_secret`` is empty a random secret is generated once and kept
+in ``<system.path>/state/jwt_secret`` (mode 0600), so tokens survive a restart. That file
 empty (a crash before its bytes reached the disk) gets a new secret (logged: tokens issued
 before are invalid); one holding fewer than ``SECRET_BYTES`` characters or not UTF-8
-(damaged: a short key would let anyone forge tokens) stops the start (``SecretDamaged``,
-one line naming it). Revoked token
-ids are appended to ``<system.path>/state/tokens`` as ``jti expiry_s`` lines; entries past
-their expiry are dropped when the file is loaded (and the file rewritten; damaged lines,
-a torn append or bytes that are not UTF-8, are dropped with one warning) and as later ids
-are revoked (the file rewritten once most of its lines expired), so neither grows with
-repeated login/logout. A revocation whose line cannot be written (descriptors used up, a
-full disk) is refused with CANNOT_WRITE_TO_FILE and changes nothing, in memory either: the
-token stays valid, as a restart would find it. A refresh revokes the token it replaces, and needs no password, so
-one client could refresh hundreds of times a second and fill memory and that file with
-ids for a whole token lifetime; ``[http.jwt] max_refreshes_per_user`` caps the ids a user's
-refreshes keep revoked at once (line ``jti expiry_s user_id user_created_at``): beyond it a
-refresh is refused (401) until some expire, and the user logs in again. The count is the
-login's, a user id with its creation time (``RefreshLogin``): a user given a deleted user's
-id starts from none (lines of older servers, without the creation time, count for no user
-that can refresh, until they expire).
+(damaged: a short key would let anyone forge tokens) stops the start (``SecretDamaged``, one
+line naming it). Revoked token ids are appended to ``<system.path>/state/tokens`` as ``jti
+expiry_s`` lines; entries past their expiry are dropped when the file is loaded (and the
+file rewritten; damaged lines, a torn append or bytes that are not UTF-8, are dropped with
+one warning) and as later ids are revoked (the file rewritten once most of its lines
+expired), so neither grows with repeated login/logout. A revocation whose line cannot be
+written (descriptors used up, a full disk) is refused with CANNOT_WRITE_TO_FILE and changes
+nothing, in memory either: the token stays valid, as a restart would find it. A refresh
+revokes the token it replaces, and needs no password, so one client could refresh hundreds
+of times a second and fill memory and that file with ids for a whole token lifetime;
+``[http.jwt] max_refreshes_per_user`` caps the ids a user's refreshes keep revoked at once
+(line ``jti expiry_s user_id user_created_at``): beyond it a refresh is refused (401) until
+some expire, and the user logs in again. The count is the login's, a user id with its
+creation time (``RefreshLogin``): a user given a deleted user's id starts from none (lines
+of older servers, without the creation time, count for no user that can refresh, until they
+expire).
 """
 
 from __future__ import annotations
