@@ -366,16 +366,10 @@ async def test_a_fill_of_a_partition_deleted_meanwhile_gives_way_to_its_successo
     node.service.restore(encode_state(3, {KEY: 30}, [], node.shard.dedup, {}, {KEY: 0}))
     await settle()
     assert node.service.filling
-    successor = LogPartition(str(tmp_path / "new"), 0)  # the topic again, created at 5
-    node.shard.partitions[KEY] = successor
-    node.shard.meta.state.streams[0].topics[0].partition_created_at[KEY[2]] = 5
+    successor = created_again(node, tmp_path)
     node.service.metadata_applied()
     await asyncio.wait_for(node.service.fill_task, 5)
-    batch = client_batch(0)
-    result = node.service.apply(msgspec.msgpack.encode(Append(
-        0, *KEY, 5, stamp_of(0), batch.count, bytes(batch.index), batch.blob)))
-    await asyncio.wait_for(node.service.effect(result), 5)
-    assert successor.blobs == [stored_batch_at(0, 0)]
+    await first_batch_lands_at_offset_0(node, successor)
 
 
 async def test_the_counts_of_deleted_partitions_leave_the_state_at_the_next_checkpoint(
@@ -415,19 +409,13 @@ async def test_an_op_of_a_deleted_partition_never_starts_a_fill_of_its_successor
     node = Node(tmp_path / "old", batches_held=0)
     for number in range(3):
         await asyncio.wait_for(node.service.effect(node.service.apply(append_op(number))), 5)
-    successor = LogPartition(str(tmp_path / "new"), 0)  # the topic again, created at 5
-    node.shard.partitions[KEY] = successor
-    node.shard.meta.state.streams[0].topics[0].partition_created_at[KEY[2]] = 5
+    successor = created_again(node, tmp_path)
     late = node.service.apply(append_op(3))  # the deleted partition's last op
     await settle()
     assert not node.service.filling and node.asked == []
     with pytest.raises(IggyError):
         await asyncio.wait_for(node.service.effect(late), 5)
-    batch = client_batch(0)
-    result = node.service.apply(msgspec.msgpack.encode(Append(
-        0, *KEY, 5, stamp_of(0), batch.count, bytes(batch.index), batch.blob)))
-    await asyncio.wait_for(node.service.effect(result), 5)
-    assert successor.blobs == [stored_batch_at(0, 0)]
+    await first_batch_lands_at_offset_0(node, successor)
 
 
 async def test_an_adopted_checkpoint_s_unreached_counts_are_looked_at_per_metadata_change(
@@ -503,3 +491,21 @@ async def test_waiting_reads_are_checked_without_scanning_the_queued_ops(tmp_pat
     node.service.metadata_applied()
     assert await asyncio.wait_for(waiting, 5)
     assert not node.service.holds(KEY) and not node.service.holds(other)
+
+
+def created_again(node, tmp_path) -> LogPartition:
+    """The topic of ``KEY`` deleted and created again (its partition created at 5): the
+    new, empty partition that holds the deleted one's ids."""
+    successor = LogPartition(str(tmp_path / "new"), 0)
+    node.shard.partitions[KEY] = successor
+    node.shard.meta.state.streams[0].topics[0].partition_created_at[KEY[2]] = 5
+    return successor
+
+
+async def first_batch_lands_at_offset_0(node, successor: LogPartition) -> None:
+    """The new partition's first op (made at 5) is stored from offset 0."""
+    batch = client_batch(0)
+    result = node.service.apply(msgspec.msgpack.encode(Append(
+        0, *KEY, 5, stamp_of(0), batch.count, bytes(batch.index), batch.blob)))
+    await asyncio.wait_for(node.service.effect(result), 5)
+    assert successor.blobs == [stored_batch_at(0, 0)]
