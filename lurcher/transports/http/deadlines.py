@@ -131,15 +131,23 @@ class DeadlineH11Protocol(H11Protocol):
     def _start_body(self) -> None:
         """The body begins: its rate is due from now, after the grace of ``body_s``."""
         grace, rate = self.deadlines.body_s, self.deadlines.body_min_rate
-        self.body_due = self.loop.time() + grace if grace and rate else math.inf
-        self._arm("body", grace)
+        now = self.loop.time()
+        self.body_due = now + grace if grace and rate else math.inf
+        self._arm("body", grace, now)
 
-    def _arm(self, phase: str, seconds: float | None) -> None:
+    def _arm(self, phase: str, seconds: float | None, now: float | None = None) -> None:
+        """Arm ``phase``'s timer for ``seconds``, or (for a body) until the rate's due time
+        when that comes first; which of the two limits it is, is decided here, from one
+        reading of the clock (a tie is the gap: at the body's start they are equal)."""
         self._disarm()
         self.waiting_for = phase
-        if seconds is not None:
-            wait = seconds if phase != "body" else min(seconds, self.body_due - self.loop.time())
-            self.read_timer = self.loop.call_later(max(wait, 0.0), self._late, phase, wait)
+        if seconds is None:
+            return
+        by_rate, wait = False, seconds
+        if phase == "body":
+            rate_wait = self.body_due - (self.loop.time() if now is None else now)
+            by_rate, wait = rate_wait < seconds, min(seconds, rate_wait)
+        self.read_timer = self.loop.call_later(max(wait, 0.0), self._late, phase, by_rate)
 
     def _disarm(self) -> None:
         self.waiting_for = None
@@ -147,7 +155,7 @@ class DeadlineH11Protocol(H11Protocol):
             self.read_timer.cancel()
             self.read_timer = None
 
-    def _late(self, phase: str, waited: float) -> None:
+    def _late(self, phase: str, by_rate: bool) -> None:
         self.read_timer = None
         seconds = self.deadlines.body_s if phase == "body" else self.deadlines.header_s
         assert seconds is not None
@@ -160,15 +168,15 @@ class DeadlineH11Protocol(H11Protocol):
             return
         started = phase == "body" or bool(self.conn.trailing_data[0])
         log.info("HTTP %s: request %s, connection closed", peer_address(self.client),
-                 self._lateness(phase, seconds, waited))
+                 self._lateness(phase, seconds, by_rate))
         if started:
             self.transport.write(REQUEST_TIMEOUT)
         self.waiting_for = None
         self.transport.close()
 
-    def _lateness(self, phase: str, seconds: float, waited: float) -> str:
-        """What the late request failed: a deadline or gap of ``seconds``, or (when the
-        timer ran for less) the body's least rate."""
-        if waited < seconds:
+    def _lateness(self, phase: str, seconds: float, by_rate: bool) -> str:
+        """What the late request failed: a deadline or gap of ``seconds``, or the body's
+        least rate."""
+        if by_rate:
             return f"body slower than {self.deadlines.body_min_rate:g} bytes/s"
         return f"{phase} not received within {seconds:g} s"
