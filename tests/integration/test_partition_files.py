@@ -7,16 +7,16 @@ CANNOT_CREATE_PARTITION_DIRECTORY (3002), with no traceback in the log; nothing 
 created); the server keeps answering; what is created afterwards takes messages at once,
 and a restart keeps them and finds every partition directory. A consumer offset whose file
 cannot be opened answers CANNOT_OPEN_CONSUMER_OFFSETS_FILE (3023) and keeps the stored one.
-DeleteSegments in a partition directory that refuses removals (made immutable with
-``chattr +i``; skipped where that is not possible) answers CANNOT_DELETE_FILE (10008) and
-keeps every segment, in memory as on disk.
+DeleteSegments whose first file removal fails (``remove-eio`` injected through
+``TEST_LURCHER_IO_FAULT``, one and two shards, posix and io_uring) answers
+CANNOT_DELETE_FILE (10008) and keeps every segment, in memory as on disk; the same call
+afterwards deletes them.
 """
 
 from __future__ import annotations
 
 import os
 import resource
-import subprocess
 import struct
 from pathlib import Path
 from typing import Iterator
@@ -37,6 +37,7 @@ STORE_CONSUMER_OFFSET = 121
 GET_CONSUMER_OFFSET = 120
 OPEN_FILES = 64
 WAIT_S = 30.0
+IO_FAULT = "TEST_LURCHER_IO_FAULT"
 
 
 def refused(call, *args) -> int:
@@ -167,19 +168,19 @@ def test_consumer_offset_out_of_descriptors_keeps_the_stored_one(
     assert_no_traceback(server)
 
 
-def set_immutable(path: Path, on: bool) -> None:
-    """``chattr +i`` / ``-i`` (even root cannot then add or remove entries); skips the test
-    where that is not possible."""
-    try:
-        done = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True)
-    except FileNotFoundError:
-        pytest.skip("no chattr")
-    if done.returncode:
-        pytest.skip(f"chattr not possible here: {done.stderr.decode().strip()}")
+def segment_logs(server: LurcherServer) -> list[str]:
+    """The names of the .log files in partition 0 of stream 0, topic 0."""
+    directory = server.data_dir / "streams" / "0" / "topics" / "0" / "partitions" / "0"
+    return sorted(p.name for p in directory.glob("*.log"))
 
 
-def test_delete_segments_that_cannot_be_removed_keeps_them(server_factory: ServerFactory) -> None:
-    server = server_factory({"LURCHER_SYSTEM_SEGMENT_SIZE": "64KiB"})
+@pytest.mark.parametrize("io", ["posix", "uring"])
+@pytest.mark.parametrize("shards", [1, 2])
+def test_delete_segments_that_cannot_be_removed_keeps_them(server_factory: ServerFactory,
+                                                           shards: int, io: str) -> None:
+    server = server_factory({"LURCHER_SYSTEM_SEGMENT_SIZE": "64KiB", "LURCHER_SYSTEM_IO": io,
+                             "LURCHER_SYSTEM_SHARDING_SHARDS": str(shards),
+                             IO_FAULT: "remove-eio@1"})
     payload = b"x" * 30_000  # three per 64 KiB segment
     with RawClient(server.tcp_address) as c:
         c.login()
@@ -187,15 +188,13 @@ def test_delete_segments_that_cannot_be_removed_keeps_them(server_factory: Serve
         c.create_topic("s", "t", 1)
         for _ in range(9):
             c.send("s", "t", raw.partition_id(0), [raw.message(payload)])
-        directory = server.data_dir / "streams" / "0" / "topics" / "0" / "partitions" / "0"
+        logs = segment_logs(server)
         delete_two = raw.ident("s") + raw.ident("t") + struct.pack("<II", 0, 2)
-        set_immutable(directory, True)
-        try:
-            assert refused(c.call, DELETE_SEGMENTS, delete_two) == CANNOT_DELETE_FILE
-            assert len(c.poll_all("s", "t", 0)) == 9
-        finally:
-            set_immutable(directory, False)
-        c.call(DELETE_SEGMENTS, delete_two)
+        assert refused(c.call, DELETE_SEGMENTS, delete_two) == CANNOT_DELETE_FILE
+        assert len(c.poll_all("s", "t", 0)) == 9
+        assert segment_logs(server) == logs
+        c.call(DELETE_SEGMENTS, delete_two)  # the fault was the first removal only
         assert [m.offset for m in c.poll("s", "t", 0, raw.STRATEGY_FIRST, 0, 10).messages] == [
             6, 7, 8]  # offsets 0-5 are gone
+        assert segment_logs(server) == logs[2:]
     assert_no_traceback(server)

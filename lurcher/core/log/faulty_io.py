@@ -13,6 +13,9 @@ the ``n``-th call (1-based, counted per shard process) of one kind fails once:
 - ``fsync-eio@n``: the n-th fsync (``fsync`` or ``fsync_in_worker``, any file) raises EIO
   without syncing. With group commit and one partition a send costs two fsyncs (log, index),
   so send k's first fsync is number 2k - 1.
+- ``remove-eio@n``: the n-th file removal (``remove``: a segment's log or index file, a
+  consumer offset file) raises EIO and leaves the file in place, as a directory that refuses
+  to let go of its entries does.
 
 Every other call goes to the wrapped backend unchanged. Unset (production), ``select_io``
 returns the backend itself: no wrapper, no cost.
@@ -28,7 +31,7 @@ from typing import Any
 from lurcher.core.wire.buffer import Buffer
 
 IO_FAULT_ENV = "TEST_LURCHER_IO_FAULT"
-FAULT_KINDS = ("write-eio", "short-write", "fsync-eio")
+FAULT_KINDS = ("write-eio", "short-write", "fsync-eio", "remove-eio")
 
 
 def _eio(what: str) -> OSError:
@@ -36,7 +39,8 @@ def _eio(what: str) -> OSError:
 
 
 class FaultyIo:
-    """Delegates to ``inner``; fails the ``at``-th write or fsync as ``kind`` says, once."""
+    """Delegates to ``inner``; fails the ``at``-th write, fsync or removal as ``kind`` says,
+    once."""
 
     def __init__(self, inner: Any, kind: str, at: int) -> None:
         if kind not in FAULT_KINDS or at < 1:
@@ -45,6 +49,7 @@ class FaultyIo:
         self.inner, self.kind, self.at = inner, kind, at
         self.writes = 0
         self.fsyncs = 0
+        self.removals = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -53,7 +58,7 @@ class FaultyIo:
         """Count a batch write; the injected error when this one fails (a short write has
         put the first half of the messages into the log by then)."""
         self.writes += 1
-        if self.kind == "fsync-eio" or self.writes != self.at:
+        if self.kind not in ("write-eio", "short-write") or self.writes != self.at:
             return None
         if self.kind == "short-write":
             view = memoryview(blob).cast("B")
@@ -96,6 +101,12 @@ class FaultyIo:
     def fsync_in_worker(self, fd: int) -> None:
         self._fsync_fault()
         self.inner.fsync_in_worker(fd)
+
+    def remove(self, path: str) -> None:
+        self.removals += 1
+        if self.kind == "remove-eio" and self.removals == self.at:
+            raise _eio(f"remove #{self.removals} of {path}")
+        self.inner.remove(path)
 
 
 def wrap_for_faults(backend: Any) -> Any:
