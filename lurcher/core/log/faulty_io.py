@@ -16,6 +16,8 @@ the ``n``-th call (1-based, counted per shard process) of one kind fails once:
 - ``remove-eio@n``: the n-th file removal (``remove``: a segment's log or index file, a
   consumer offset file) raises EIO and leaves the file in place, as a directory that refuses
   to let go of its entries does.
+- ``rename-eio@n``: the n-th rename (``replace``: a purge setting a segment file aside, a
+  consumer offset file written without fsync) raises EIO and leaves both names as they were.
 
 Every other call goes to the wrapped backend unchanged. Unset (production), ``select_io``
 returns the backend itself: no wrapper, no cost.
@@ -31,7 +33,8 @@ from typing import Any
 from lurcher.core.wire.buffer import Buffer
 
 IO_FAULT_ENV = "TEST_LURCHER_IO_FAULT"
-FAULT_KINDS = ("write-eio", "short-write", "fsync-eio", "remove-eio")
+FAULT_KINDS = ("write-eio", "short-write", "fsync-eio", "remove-eio",
+               "rename-eio")
 
 
 def _eio(what: str) -> OSError:
@@ -39,8 +42,8 @@ def _eio(what: str) -> OSError:
 
 
 class FaultyIo:
-    """Delegates to ``inner``; fails the ``at``-th write, fsync or removal as ``kind`` says,
-    once."""
+    """Delegates to ``inner``; fails the ``at``-th write, fsync, removal or rename as ``kind``
+    says, once."""
 
     def __init__(self, inner: Any, kind: str, at: int) -> None:
         if kind not in FAULT_KINDS or at < 1:
@@ -50,6 +53,7 @@ class FaultyIo:
         self.writes = 0
         self.fsyncs = 0
         self.removals = 0
+        self.renames = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -107,6 +111,12 @@ class FaultyIo:
         if self.kind == "remove-eio" and self.removals == self.at:
             raise _eio(f"remove #{self.removals} of {path}")
         self.inner.remove(path)
+
+    def replace(self, src: str, dst: str) -> None:
+        self.renames += 1
+        if self.kind == "rename-eio" and self.renames == self.at:
+            raise _eio(f"rename #{self.renames} of {src}")
+        self.inner.replace(src, dst)
 
 
 def wrap_for_faults(backend: Any) -> Any:

@@ -29,7 +29,9 @@ files may succeed without the lost pages. A partition whose directory is gone (m
 for its deletion before its shard closes it) answers PARTITION_NOT_FOUND to whatever needs
 a file it does not hold open (``_refuse_if_deleted``). A purge starts a new ``epoch``: a
 group-commit round begun before it reports nothing about the new files (``synced_to``), and
-the last synced offset starts at 0.
+the last synced offset starts at 0. A purge is all or nothing per partition: its segment
+files are renamed aside (``PURGED_SUFFIX``) before any is removed, and such a file left
+behind is removed at the next open, never read as a segment.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import bisect
 import logging
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -61,6 +63,9 @@ from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
 log = logging.getLogger(__name__)
+
+PURGED_SUFFIX = ".purged"
+"""Appended to a segment file's name by a purge before the file is removed."""
 
 
 # The wire's polling strategies (one enum, ``core.wire.values.polling``), by the name the
@@ -94,19 +99,62 @@ def _refuse_misnamed(path: str, starts: list[int], io: IoBackend) -> None:
                                   f"move it away")
 
 
-def _remove_orphan_indexes(path: str, io: IoBackend) -> None:
+def _remove_leftovers(path: str, io: IoBackend) -> None:
     """Remove the .index files without their .log (a crash between creating a segment's
-    two files, or a deletion between removing them)."""
+    two files, or a deletion between removing them), and the files a purge set aside but
+    could not remove (``PURGED_SUFFIX``; one that still cannot be is logged and left: it is
+    never read). Raises OSError when an orphan index cannot be removed."""
     names = os.listdir(path)
     logs = {n[:-len(LOG_SUFFIX)] for n in names if n.endswith(LOG_SUFFIX)}
     for n in names:
         if n.endswith(INDEX_SUFFIX) and n[:-len(INDEX_SUFFIX)] not in logs:
             io.remove(os.path.join(path, n))
+    _remove_set_aside([os.path.join(path, n) for n in names if n.endswith(PURGED_SUFFIX)], io)
+
+
+def _set_aside(paths: list[str], io: IoBackend) -> list[str]:
+    """Rename each file to its name + ``PURGED_SUFFIX`` (a name recovery never opens as a
+    segment); a missing one is skipped. Returns the new names. Raises OSError after
+    renaming back the ones already renamed: then nothing has changed."""
+    moved: list[str] = []
+    try:
+        for path in paths:
+            try:
+                io.replace(path, path + PURGED_SUFFIX)
+            except FileNotFoundError:
+                continue
+            moved.append(path)
+    except OSError:
+        _put_back(moved, io)
+        raise
+    return [path + PURGED_SUFFIX for path in moved]
+
+
+def _put_back(paths: list[str], io: IoBackend) -> None:
+    """Undo ``_set_aside`` for ``paths``; a file that cannot be renamed back is logged (it
+    is removed at the next start)."""
+    for path in reversed(paths):
+        try:
+            io.replace(path + PURGED_SUFFIX, path)
+        except OSError as exc:
+            log.error("%s set aside for a purge that failed and cannot be put back (%s): "
+                      "its messages are lost at the next start", path, exc)
+
+
+def _remove_set_aside(paths: list[str], io: IoBackend) -> None:
+    """Remove the files a purge set aside; one that stays is logged (removed at the next
+    start, ``_remove_leftovers``)."""
+    for path in paths:
+        try:
+            io.remove(path)
+        except OSError as exc:
+            log.warning("%s purged, but not removed (%s): removed at the next start",
+                        path, exc)
 
 
 def _delete_files(segment: Segment) -> None:
     """Remove a segment's files. Raises OSError while its log file is still there; an
-    index file left alone is logged and removed at the next open (``_remove_orphan_indexes``)."""
+    index file left alone is logged and removed at the next open (``_remove_leftovers``)."""
     try:
         segment.delete()
     except OSError as exc:
@@ -163,7 +211,7 @@ class Partition:
         part = cls(path, partition_id, config or LogConfig(), files, clock, created)
         starts = _segment_starts(path)
         _refuse_misnamed(path, starts, files.io)
-        _remove_orphan_indexes(path, files.io)
+        _remove_leftovers(path, files.io)
         starts = starts or [0]
         for start in starts:
             segment = Segment(path, start, files)
@@ -727,12 +775,32 @@ class Partition:
         rest: they came before the purge (not refused: 0.8 runs a purge between two sends).
         When the new segment's files cannot be created now (full disk, no descriptor) they
         are created by the first send (``Segment`` with ``create=False``); until then polls
-        find nothing and a send fails with CANNOT_WRITE_TO_FILE."""
+        find nothing and a send fails with CANNOT_WRITE_TO_FILE.
+
+        All or nothing for the messages: every segment file is first renamed aside
+        (``_set_aside``), so a file that cannot be renamed leaves every segment in place, in
+        memory as on disk; set aside, they are removed, and one that cannot be is removed at
+        the next start. The stored offsets go first.
+        Raises IggyError CANNOT_DELETE_FILE (10008, as 0.8) when a file cannot be removed
+        or set aside."""
+        try:
+            self.offsets.clear()
+            set_aside = _set_aside([path for segment in self.segments
+                                    for path in (segment.log_path, segment.index_path)],
+                                   self.io)
+        except OSError as exc:
+            log.error("partition %s not purged: %s", self.path, exc)
+            raise IggyError(ErrorCode.CANNOT_DELETE_FILE, f"not purged: {exc}") from exc
         self._abandon_inflight(refuse_with=None)
         for segment in self.segments:
-            segment.delete()
+            segment.close()
+        _remove_set_aside(set_aside, self.io)
+        self._start_empty()
+
+    def _start_empty(self) -> None:
+        """Counters and timestamps of an empty partition, a new ``epoch``, a new segment at
+        offset 0 (see ``purge``)."""
         self.segments = []
-        self.offsets.clear()
         self.next_offset = self.messages_count = self.size_bytes = 0
         self._last_timestamp = 0
         self.epoch += 1
@@ -762,6 +830,19 @@ class Partition:
             self.segments[-1].release_reservation()
         for segment in self.segments:
             segment.close()
+
+
+def purge_each(partitions: Iterable[Partition]) -> None:
+    """Purge every partition, also after one that could not be purged (each is purged
+    whole or not at all, ``Partition.purge``). Raises the first one's IggyError."""
+    failed: IggyError | None = None
+    for partition in partitions:
+        try:
+            partition.purge()
+        except IggyError as exc:
+            failed = failed or exc
+    if failed is not None:
+        raise failed
 
 
 _STRATEGIES = {

@@ -102,14 +102,25 @@ class Cluster:
         return await result if inspect.isawaitable(result) else result
 
     async def _broadcast(self, route: Any, session: Any, request: Any) -> Any:
-        result = self.shard.dispatcher.run_here(route, session, request)
-        if inspect.isawaitable(result):
-            result = await result
+        """A purge: here, then on every other shard, also when some files here could not
+        be removed (each partition is purged whole or not at all); that failure is then
+        answered, after the others' (a refusal of the command itself purges nothing)."""
+        failed: IggyError | None = None
+        try:
+            result = self.shard.dispatcher.run_here(route, session, request)
+            if inspect.isawaitable(result):
+                result = await result
+        except IggyError as exc:
+            if exc.status != ErrorCode.CANNOT_DELETE_FILE:
+                raise
+            failed, result = exc, None
         state = self.shard.meta.state
         stream = state.stream(request.stream_id)
         topic_id = state.topic(request.stream_id, request.topic_id).id \
             if hasattr(request, "topic_id") else None
         await self.purge_everywhere(stream.id, topic_id)
+        if failed is not None:
+            raise failed
         return result
 
     # -- answering peers -----------------------------------------------------------------
@@ -139,7 +150,10 @@ class Cluster:
         return Reply(rid=msg.rid, data=[parts, sessions])
 
     def _on_purge(self, link: Link, msg: Purge) -> Reply:
-        self.shard.purge_local(msg.stream_id, msg.topic_id)
+        try:
+            self.shard.purge_local(msg.stream_id, msg.topic_id)
+        except IggyError as exc:
+            return Reply(rid=msg.rid, status=exc.status)
         return Reply(rid=msg.rid)
 
     # -- asking peers ----------------------------------------------------------------------
@@ -161,8 +175,16 @@ class Cluster:
         self.remote_partitions, self.remote_sessions = partitions, sessions
 
     async def purge_everywhere(self, stream_id: int, topic_id: int | None) -> None:
-        await asyncio.gather(*(self.bus.request(p, lambda rid: Purge(
-            rid=rid, stream_id=stream_id, topic_id=topic_id)) for p in self.peers))
+        """Purge the stream's or topic's partitions on every other shard; each shard does
+        its part even when another fails. Raises IggyError: the first refusal's status."""
+        replies = await asyncio.gather(*(self.bus.request(p, lambda rid: Purge(
+            rid=rid, stream_id=stream_id, topic_id=topic_id)) for p in self.peers),
+            return_exceptions=True)
+        for reply in replies:
+            if isinstance(reply, PeerRefused):
+                raise IggyError(reply.status, "purge on another shard") from reply
+            if isinstance(reply, BaseException):
+                raise IggyError(ErrorCode.ERROR, f"purge on another shard: {reply}") from reply
 
     async def forward(self, shard_id: int, session: Any, code: int, payload: bytes) -> bytes:
         """Run a command on another shard for this client. Raises IggyError."""

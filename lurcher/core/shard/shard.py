@@ -30,7 +30,7 @@ from lurcher.core.log.config import LogConfig
 from lurcher.core.log.files import DescriptorCache
 from lurcher.core.log.io import select_io
 from lurcher.core.log.offsets import ConsumerOffsets
-from lurcher.core.log.partition import Partition
+from lurcher.core.log.partition import Partition, purge_each
 from lurcher.core.meta.state import TopicMeta
 from lurcher.core.meta.store import MetaStore
 from lurcher.core.shard.dedup import Deduplication
@@ -248,9 +248,8 @@ class Shard:
         a cluster node: its partitions are purged through their replication groups."""
         if self.config.typed.cluster.enabled:
             return
-        for (sid, tid, _), partition in self.partitions.items():
-            if sid == stream_id and (topic_id is None or tid == topic_id):
-                partition.purge()
+        purge_each(partition for (sid, tid, _), partition in self.partitions.items()
+                   if sid == stream_id and (topic_id is None or tid == topic_id))
 
     def catch_up(self, bodies: list[bytes]) -> None:
         """Apply replicated history like a replay (no observers), close what it deleted,

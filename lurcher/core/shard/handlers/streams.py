@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lurcher.auth.permissions import may_read
+from lurcher.core.log.partition import purge_each
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
 from lurcher.core.shard.handlers.topics import purge_on_cluster
@@ -78,7 +79,6 @@ def purge_stream(shard: ShardFace, session: Session, req: PurgeStream) -> Any:
     if forwarded is not None:
         return forwarded
     stream = shard.meta.state.stream(req.stream_id)
-    for topic in stream.topics.values():
-        for partition in shard.topic_partitions(topic):
-            partition.purge()
+    purge_each(partition for topic in stream.topics.values()
+               for partition in shard.topic_partitions(topic))
     return None
