@@ -8,18 +8,25 @@ still readable from the same files, or all gone; the others are purged all the s
 restart shows the same state, and the purge asked again empties everything. A file set
 aside that cannot be removed (``remove-eio``) does not stop the purge: it answers OK, every
 partition is empty and takes messages from offset 0, and a start removes the file (one that
-cannot does not stop the start). No traceback in the log.
+cannot does not stop the start). A stored consumer offset whose file cannot be removed
+answers 10008 and keeps the offset and every message. No traceback in the log.
 """
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
 
 from lurcher.core.wire.identifier import Identifier
+from lurcher.core.wire.requests.consumer_offsets.get_consumer_offset import GetConsumerOffset
+from lurcher.core.wire.requests.consumer_offsets.store_consumer_offset import (
+    StoreConsumerOffset,
+)
 from lurcher.core.wire.requests.streams.purge_stream import PurgeStream
 from lurcher.core.wire.requests.topics.purge_topic import PurgeTopic
+from lurcher.core.wire.values.consumer import Consumer
 from tests.support import raw
 from tests.support.raw import RawClient, StatusError
 from tests.support.server import LurcherServer, ServerFactory
@@ -127,3 +134,27 @@ def test_purge_whose_set_aside_file_stays_empties_every_partition(
         assert [offsets for offsets, _ in state(c, server)] == [[0]] * PARTITIONS
     assert restarted_state(server) == [([0], FRESH)] * PARTITIONS  # the leftover is gone
     assert_no_traceback(server)
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_purge_whose_consumer_offset_file_stays_keeps_offset_and_messages(
+        server_factory: ServerFactory, shards: int) -> None:
+    server = start(server_factory, "remove-eio@1", shards, "posix")
+    with connect(server) as c:
+        fill(c)
+        call(c, StoreConsumerOffset(Consumer.of(1), S, T, 0, 4))
+        full = state(c, server)
+        assert refused(c, PurgeTopic(S, T)) == CANNOT_DELETE_FILE
+        assert state(c, server)[0] == full[0]
+        assert stored_offset(c) == 4
+    restarted = restarted_state(server)
+    assert restarted[0] == full[0]
+    with connect(server) as c:
+        assert stored_offset(c) == 4
+    assert_no_traceback(server)
+
+
+def stored_offset(c: RawClient) -> int | None:
+    """The offset consumer 1 stored on partition 0."""
+    reply = call(c, GetConsumerOffset(Consumer.of(1), S, T, 0))
+    return struct.unpack_from("<IQQ", reply)[2] if reply else None

@@ -175,14 +175,15 @@ class ConsumerOffsets:
 
     def clear(self) -> None:
         """Delete every stored offset (files and memory) now, and with fsync any file a
-        call still queued leaves behind."""
+        call still queued leaves behind. Raises OSError when a file cannot be removed: the
+        offsets not removed yet stay, in memory as on disk, and the queued calls go on."""
+        for kind in KINDS:
+            for key in list(self._values[kind]):
+                self.io.remove(self._path(kind, key))
+                del self._values[kind][key]
         folders = self._open_dirs() if self._pending else []
         self._generation += 1
         self._pending.clear()
-        for kind in KINDS:
-            for key in list(self._values[kind]):
-                del self._values[kind][key]
-                self.io.remove(self._path(kind, key))
         if folders:
             self._writer.run(lambda: self._durable_remove_all(folders), _log_failed_removal)
 

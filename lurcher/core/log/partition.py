@@ -780,7 +780,7 @@ class Partition:
         All or nothing for the messages: every segment file is first renamed aside
         (``_set_aside``), so a file that cannot be renamed leaves every segment in place, in
         memory as on disk; set aside, they are removed, and one that cannot be is removed at
-        the next start. The stored offsets go first.
+        the next start. The stored offsets go first, each file before its value in memory.
         Raises IggyError CANNOT_DELETE_FILE (10008, as 0.8) when a file cannot be removed
         or set aside."""
         try:
