@@ -548,12 +548,20 @@ class Partition:
     def truncate_to(self, next_offset: int) -> None:
         """Drop every message at or after ``next_offset`` (whole later segments are
         deleted, the first segment is kept; an offset before it empties it). Raises
-        OSError."""
+        OSError when a segment's log file cannot be removed or cut: the partition then
+        ends where the files left on disk end, counters included."""
         next_offset = max(next_offset, self.segments[0].start_offset)
-        while len(self.segments) > 1 and self.segments[-1].start_offset >= next_offset:
-            self.segments.pop().delete()
-        self.segments[-1].sealed = False
-        self.segments[-1].truncate_to(next_offset - self.segments[-1].start_offset)
+        try:
+            while len(self.segments) > 1 and self.segments[-1].start_offset >= next_offset:
+                _delete_files(self.segments[-1])
+                self.segments.pop()
+            self.segments[-1].sealed = False
+            self.segments[-1].truncate_to(next_offset - self.segments[-1].start_offset)
+        finally:
+            self._recount()
+
+    def _recount(self) -> None:
+        """The next offset, counters and last timestamp from the segments held."""
         self.next_offset = self.segments[-1].next_offset
         self.messages_count = sum(segment.count for segment in self.segments)
         self.size_bytes = sum(segment.size_bytes for segment in self.segments)

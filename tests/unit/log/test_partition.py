@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from log_helpers import MESSAGE_BYTES, FailingIo, RecordingIo, batch, messages, read_file
 
-from lurcher.core.log import EMPTY, PollKind
+from lurcher.core.log import EMPTY, PollKind, PosixIo
+from lurcher.core.log.faulty_io import FaultyIo
 from lurcher.core.wire.batch import INDEX_DTYPE
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -237,6 +238,23 @@ def test_delete_oldest_segments(spread, open_partition):
     spread.close()
     again = open_partition(segment_size_bytes=12 * MESSAGE_BYTES)
     assert (again.first_offset, again.current_offset, again.messages_count) == (45, 49, 5)
+
+
+def test_a_cut_whose_segment_cannot_be_removed_ends_where_the_files_end(open_partition,
+                                                                       clock, part_dir):
+    io = FaultyIo(PosixIo(), "remove-eio", 3)  # the log of the second segment cut off
+    p = open_partition(segment_size_bytes=12 * MESSAGE_BYTES, io=io)
+    fill(p, clock, batches=10, per_batch=5)  # segments at 0, 15, 30 and 45
+    with pytest.raises(OSError):
+        p.truncate_to(5)
+    assert [s.start_offset for s in p.segments] == [0, 15, 30]
+    assert sorted(n for n in os.listdir(part_dir) if n.endswith(".log")) == [
+        f"{start:020d}.log" for start in (0, 15, 30)]
+    assert (p.current_offset, p.messages_count, p.size_bytes) == (44, 45, 45 * MESSAGE_BYTES)
+    assert offsets_of(p.read_last(1)) == [44]
+    p.close()
+    again = open_partition(segment_size_bytes=12 * MESSAGE_BYTES)
+    assert (again.current_offset, again.messages_count) == (44, 45)
 
 
 def test_purge_restarts_at_zero_and_drops_offsets(spread, part_dir, open_partition):
