@@ -8,7 +8,7 @@ could not be created. Two caps, each the configured count bounded by the open-fi
 
 - HTTP (``limits.http_max_connections``, ``listener_cap``): never more than a quarter of the
   open-files limit; a connection beyond it is answered ``503 Service Unavailable`` and
-  closed (uvicorn counts it only until it is gone);
+  closed (counted only until it is gone);
 - the binary listeners of one shard process together, TCP (and TLS), WebSocket and the Unix
   socket (``limits.binary_max_connections``, ``binary_cap``): never more than the limit
   leaves once the segment files (``system.segment.max_open_files``), HTTP's share (shard 0)
@@ -16,13 +16,11 @@ could not be created. Two caps, each the configured count bounded by the open-fi
   segment file cache gives way: it evicts when out of descriptors). A TCP or Unix-socket
   connection beyond it is closed at once, a WebSocket one answered 503 before its upgrade.
 
-``ConnectionCap.admits`` is asked with a count the caller keeps (uvicorn's for HTTP);
-``admit``/``adopt``/``release`` keep the count themselves (the binary listeners). One
+``admit``/``adopt``/``release`` keep the count (``admits`` answers for a given count). One
 warning is logged when the cap is first reached, and again only after the count fell below
-it. Sans-IO but for that log line. Over TLS a connection counts once its handshake is done:
-one still in it is bounded by its handshake timeout only (asyncio's 60 s; WebSocket 10 s).
-Invariant (counting caps): ``open`` is the number of connections admitted or adopted and
-not yet released.
+it. Sans-IO but for that log line. Over TLS a connection counts from its accept, its
+handshake included (``transports.handshake``); one beyond the cap is closed before it.
+Invariant: ``open`` is the number of connections admitted or adopted and not yet released.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """The TCP front end (TLS with ``[tcp.tls]``): a listener whose connections are
-``StreamConnection`` adapters of the connection core."""
+``StreamConnection`` adapters of the connection core. With TLS the listener accepts plain
+connections and each runs its handshake counted in the binary cap (``transports.handshake``),
+within ``limits.login_timeout``."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from lurcher.auth.session import TRANSPORT_TCP
 from lurcher.core.wire.address import split_address
 from lurcher.transports.connection import StreamConnection
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener, tls_context
+from lurcher.transports.handshake import gated, tls_accept
 
 if TYPE_CHECKING:
     from lurcher.runtime.settings import Tcp
@@ -18,9 +21,10 @@ if TYPE_CHECKING:
 async def listen(shard: Any, section: Tcp, context: ListenContext) -> Listener:
     """Listen on ``section.address``. Raises OSError, TlsConfigError."""
     host, port = split_address(section.address)
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(
-        lambda: StreamConnection(shard, TRANSPORT_TCP, cap=context.connection_cap), host, port,
-        ssl=tls_context(section.tls, context.data_path), reuse_port=context.reuse_port or None,
-        backlog=1024)
+    cap = context.connection_cap
+    tls = tls_accept(tls_context(section.tls, context.data_path),
+                     shard.config.typed.limits.login_timeout)
+    server = await asyncio.get_running_loop().create_server(
+        gated(lambda: StreamConnection(shard, TRANSPORT_TCP, cap=cap), tls, cap), host, port,
+        reuse_port=context.reuse_port or None, backlog=1024)
     return ServerListener(server, server.sockets[0].getsockname())

@@ -20,7 +20,9 @@ the transport's output is above the library's write limit, so a client that send
 never reads the pongs cannot make the server buffer without bound. A connection counts in
 the binary listeners' cap (``transports.admission``) from the start of its opening
 handshake to its end; one beyond the cap is answered ``503 Service Unavailable`` and closed
-before its upgrade is read.
+before its upgrade is read. With ``[websocket.tls]`` the TLS handshake counts too
+(``transports.handshake``: within ``limits.login_timeout``; one beyond the cap is closed at
+once, before it).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from lurcher.core.shard.reply import read_parts
 from lurcher.transports.admission import SERVICE_UNAVAILABLE, ConnectionCap
 from lurcher.transports.connection import peer_address, run_tracked
 from lurcher.transports.frontend import ListenContext, Listener, ServerListener, tls_context
+from lurcher.transports.handshake import gated, tls_accept
 from lurcher.transports.sendfile import WRITE_HIGH_WATER_BYTES, WRITE_LOW_WATER_BYTES
 
 if TYPE_CHECKING:
@@ -229,10 +232,13 @@ async def listen(shard: Any, section: WebSocket, context: ListenContext) -> List
     async def handler(ws: ServerConnection) -> None:
         await WebSocketClient(shard, ws, max_message).serve()
 
-    server = await serve(handler, host, port, ssl=tls_context(section.tls, context.data_path),
-                         compression=None, max_size=max_message, max_queue=MAX_QUEUED_FRAMES,
-                         ping_interval=None, server_header=None,
+    cap = context.connection_cap
+    tls = tls_accept(tls_context(section.tls, context.data_path),
+                     shard.config.typed.limits.login_timeout)
+    # the library returns what create_connection builds as the listener's protocol
+    server = await serve(handler, host, port, compression=None, max_size=max_message,
+                         max_queue=MAX_QUEUED_FRAMES, ping_interval=None, server_header=None,
                          reuse_port=context.reuse_port or None,
-                         create_connection=functools.partial(
-                             ReadPausingConnection, cap=context.connection_cap))
+                         create_connection=gated(
+                             functools.partial(ReadPausingConnection, cap=cap), tls, cap))
     return ServerListener(server, server.sockets[0].getsockname())

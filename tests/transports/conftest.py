@@ -7,15 +7,19 @@ our SDK's ``Client`` and the transport's connection class. Servers are module-sc
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from lurcher.sdk.client import Client
 from lurcher.transports.tls import CertPaths, make_ca, make_server_cert, write_pair
+from tests.support import raw
 from tests.support.server import LurcherServer
 
 
@@ -53,6 +57,22 @@ def tls_env(ca: CaFiles) -> dict[str, str]:
     env["LURCHER_QUIC_CERTIFICATE_CERT_FILE"] = str(ca.cert_file)
     env["LURCHER_QUIC_CERTIFICATE_KEY_FILE"] = str(ca.key_file)
     return env
+
+
+def all_served(connect: Callable[[], Any], count: int, within_s: float = 10.0) -> bool:
+    """Whether ``count`` new clients (``connect``: a ``raw.RawClient``) all answer a Ping at
+    once, within a bounded wait (connections closed just before may still count until the
+    server sees them go)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        with ExitStack() as stack:
+            try:
+                for _ in range(count):
+                    stack.enter_context(connect()).ping()
+                return True
+            except (OSError, raw.PeerClosed):
+                if time.monotonic() > deadline:
+                    return False
 
 
 def _serve(tmp: Path, env: dict[str, str]) -> Iterator[LurcherServer]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 
@@ -24,7 +23,7 @@ import pytest
 
 from tests.support import raw
 from tests.support.server import LurcherServer
-from tests.transports.conftest import ALL_ON, _serve
+from tests.transports.conftest import ALL_ON, _serve, all_served
 
 CAP = 8
 READ_S = 10.0
@@ -90,18 +89,9 @@ def _refused(server: LurcherServer, listener: str) -> bytes:
 
 
 def _all_served(server: LurcherServer, count: int) -> bool:
-    """Whether ``count`` new TCP connections are all served at once, within a bounded wait
-    (connections closed just before may still count until the server sees them go)."""
-    deadline = time.monotonic() + SERVED_WITHIN_S
-    while True:
-        with ExitStack() as stack:
-            try:
-                for _ in range(count):
-                    stack.enter_context(raw.RawClient(server.tcp_address, timeout_s=READ_S)).ping()
-                return True
-            except (OSError, raw.PeerClosed):
-                if time.monotonic() > deadline:
-                    return False
+    """Whether ``count`` new TCP connections are all served at once (``all_served``)."""
+    return all_served(lambda: raw.RawClient(server.tcp_address, timeout_s=READ_S), count,
+                      SERVED_WITHIN_S)
 
 
 def _topic_served(client: raw.RawClient, stream: str) -> None:

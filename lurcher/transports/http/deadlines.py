@@ -21,8 +21,10 @@ the connection closed; a connection that sent nothing is closed. Once the reques
 complete no timer runs: the application's time is not the client's. ``None`` disables a
 timer. Invariant: at most one timer is armed per connection, and none once it is lost.
 
-Given a ``ConnectionCap`` (``transports.admission``), the protocol also answers a connection
-beyond the listener's cap 503 and closes it as it is made, arming no timer. A request
+Given a ``ConnectionCap`` (``transports.admission``), the protocol counts in it from
+``connection_made`` to ``connection_lost`` (with the connections still in their TLS
+handshake, ``transports.handshake``), and answers a connection beyond the cap 503 and
+closes it as it is made, arming no timer. A request
 asking to upgrade the connection (no listener here upgrades: WebSocket has its own) is
 served as a plain request, and said at debug level only: uvicorn warned twice for each
 (advising to install a WebSocket library), so any client could fill the log.
@@ -75,16 +77,19 @@ class DeadlineH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self.deadlines = deadlines
         self.cap = cap
+        self.counted = False  # in cap's count until connection_lost
         self.read_timer: asyncio.TimerHandle | None = None
         self.waiting_for: str | None = None  # "header", "body" or None
         self.body_due = math.inf  # loop time by which the body received so far was due
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if self.cap is not None and not self.cap.admits(len(self.connections)):
-            transport.write(SERVICE_UNAVAILABLE)
-            transport.close()
-            return
+        if self.cap is not None:
+            self.counted = self.cap.admit()
+            if not self.counted:
+                transport.write(SERVICE_UNAVAILABLE)
+                transport.close()
+                return
         self._follow_request()
 
     def data_received(self, data: bytes) -> None:
@@ -100,6 +105,9 @@ class DeadlineH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self.counted:
+            self.counted = False
+            self.cap.release()
         super().connection_lost(exc)
 
     def _unsupported_upgrade_warning(self) -> None:

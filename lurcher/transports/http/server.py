@@ -5,7 +5,9 @@ before serving), then runs uvicorn's startup and main loop as a task; uvicorn in
 signal handlers this way. ``HttpServer.close()`` stops it. Connections are served by
 uvicorn's h11 protocol with read deadlines (``http.deadlines``, the ``limits.http_*_timeout``
 and ``limits.http_body_min_rate`` keys) and a connection cap (``transports.admission``,
-``limits.http_max_connections``).
+``limits.http_max_connections``). With ``[http.tls]`` uvicorn is given plain connections:
+each runs its TLS handshake counted in that cap, within ``limits.http_header_timeout``
+(``transports.handshake``).
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from lurcher.transports.http.console import Console
 from lurcher.transports.http.jwt import JwtManager
 from lurcher.transports.http.metrics import Metrics, observe_commands
 from lurcher.transports.net import listening_socket
-from lurcher.transports.frontend import ListenContext, format_address
-from lurcher.transports.tls import ensure_certificate
+from lurcher.transports.frontend import ListenContext, format_address, tls_context
+from lurcher.transports.handshake import gated, tls_accept
 
 if TYPE_CHECKING:
     from lurcher.runtime.settings import Http
@@ -87,18 +89,15 @@ async def start_http(shard: Any, section: Http, data_path: Path,
     api = HttpApi(shard, jwt, metrics, section.metrics.endpoint)
     console = Console() if section.web_ui else None
     app = build_app(api, section.max_request_size, section.cors, console)
-    tls: dict[str, Any] = {}
-    if section.tls.enabled:
-        paths = ensure_certificate(section.tls, data_path)
-        tls = {"ssl_certfile": str(paths.cert_file), "ssl_keyfile": str(paths.key_file)}
     limits = shard.config.typed.limits
     deadlines = ReadDeadlines(seconds(limits.http_header_timeout) or None,
                               seconds(limits.http_body_timeout) or None,
                               body_rate(limits.http_body_min_rate))
-    protocol = protocol_factory(deadlines, http_connections(limits))
+    cap = http_connections(limits)
+    tls = tls_accept(tls_context(section.tls, data_path), limits.http_header_timeout)
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
-                            http=protocol, ws="none", loop="none", server_header=False,
-                            proxy_headers=False, **tls)
+                            http=gated(protocol_factory(deadlines, cap), tls, cap), ws="none",
+                            loop="none", server_header=False, proxy_headers=False)
     config.load()
     server = uvicorn.Server(config)
     server.lifespan = config.lifespan_class(config)

@@ -1,0 +1,179 @@
+"""TLS handshakes count in the listeners' connection caps, on a real server with TLS on.
+
+The event loop did the TLS handshake before our protocol's ``connection_made``, so a
+connection still in it counted in no cap: under a limit of 256 open files, 300 connections
+that never sent their ClientHello held the descriptors (for 60 s) and a logged-in client's
+CreateTopic was answered Error 3000, new clients reset. Now a connection counts from its
+accept, one beyond the cap is closed before its handshake, and the count goes down however
+the handshake ends (done, failed, timed out, peer reset). Every read is bounded so a
+regression fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import struct
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+
+import httpx
+import pytest
+
+from tests.support import raw
+from tests.support.server import LurcherServer
+from tests.transports.conftest import CaFiles, _serve, all_served, tls_env
+
+CAP = 4
+READ_S = 10.0
+SERVED_WITHIN_S = 10.0
+# the first bytes of a TLS 1.2 ClientHello record that announces more than it sends
+HALF_CLIENT_HELLO = bytes.fromhex("160301020001") + b"\x00" * 10
+
+
+def _context(ca: CaFiles) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(ca.ca_file))
+
+
+def _tls_client(server: LurcherServer, ca: CaFiles) -> raw.RawClient:
+    """A raw-frame client over TLS on the TCP listener (raises OSError when refused)."""
+    client = raw.RawClient(server.tcp_address, timeout_s=READ_S)
+    try:
+        client.sock = _context(ca).wrap_socket(client.sock, server_hostname="localhost")
+    except OSError:
+        client.close()
+        raise
+    return client
+
+
+def _half_open(stack: ExitStack, server: LurcherServer, listener: str, count: int,
+               first: bytes = b"") -> list[socket.socket]:
+    """``count`` connections to ``listener`` that send ``first`` and never finish their
+    TLS handshake (closed with ``stack``)."""
+    host, port = server.endpoints[listener].rsplit(":", 1)
+    socks = []
+    for _ in range(count):
+        sock = stack.enter_context(socket.create_connection((host, int(port)), timeout=READ_S))
+        sock.sendall(first)
+        socks.append(sock)
+    return socks
+
+
+def _all_served(server: LurcherServer, ca: CaFiles, count: int) -> bool:
+    """Whether ``count`` new TLS clients are all served at once (``all_served``)."""
+    return all_served(lambda: _tls_client(server, ca), count, SERVED_WITHIN_S)
+
+
+def _refused(server: LurcherServer, ca: CaFiles) -> bool:
+    """Whether a new TLS client is closed before its handshake within a bounded wait (the
+    connections held before may not all be accepted yet)."""
+    deadline = time.monotonic() + SERVED_WITHIN_S
+    while time.monotonic() < deadline:
+        try:
+            _tls_client(server, ca).close()
+        except OSError:
+            return True
+    return False
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server closes ``sock`` (its read ends, or is reset) within ``READ_S``."""
+    try:
+        return sock.recv(4096) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close ``sock`` with a reset (SO_LINGER 0) instead of a FIN."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+@pytest.fixture(scope="module")
+def capped_tls_server(tmp_path_factory: pytest.TempPathFactory,
+                      test_ca: CaFiles) -> Iterator[LurcherServer]:
+    env = {**tls_env(test_ca), "LURCHER_LIMITS_BINARY_MAX_CONNECTIONS": str(CAP)}
+    yield from _serve(tmp_path_factory.mktemp("capped_tls"), env)
+
+
+def test_connections_in_their_handshake_count_and_those_beyond_are_closed(
+        capped_tls_server: LurcherServer, test_ca: CaFiles) -> None:
+    with ExitStack() as stack:
+        _half_open(stack, capped_tls_server, "tcp", 2)
+        _half_open(stack, capped_tls_server, "websocket", 2, HALF_CLIENT_HELLO)
+        assert _refused(capped_tls_server, test_ca)
+    assert _all_served(capped_tls_server, test_ca, CAP)
+    log = capped_tls_server.log_tail(10**6)
+    assert "Traceback" not in log
+
+
+def test_the_count_goes_down_when_handshakes_fail_or_are_reset(
+        capped_tls_server: LurcherServer, test_ca: CaFiles) -> None:
+    with ExitStack() as stack:
+        for sock in _half_open(stack, capped_tls_server, "tcp", CAP, b"not a ClientHello\r\n"):
+            assert _closed_by_server(sock)  # the handshake failed
+    assert _all_served(capped_tls_server, test_ca, CAP)
+    with ExitStack() as stack:
+        for sock in _half_open(stack, capped_tls_server, "tcp", CAP, HALF_CLIENT_HELLO):
+            _reset(sock)
+    assert _all_served(capped_tls_server, test_ca, CAP)
+    assert "Traceback" not in capped_tls_server.log_tail(10**6)
+
+
+def test_a_handshake_not_done_within_the_login_timeout_is_dropped_and_uncounted(
+        tmp_path, test_ca: CaFiles) -> None:
+    env = {**tls_env(test_ca), "LURCHER_LIMITS_BINARY_MAX_CONNECTIONS": str(CAP),
+           "LURCHER_LIMITS_LOGIN_TIMEOUT": "1 s"}
+    with ExitStack() as stack:
+        server = stack.enter_context(LurcherServer())
+        server.start(tmp_path / "data", env)
+        for sock in _half_open(stack, server, "tcp", CAP, HALF_CLIENT_HELLO):
+            assert _closed_by_server(sock)
+        assert _all_served(server, test_ca, CAP)
+
+
+def _taken(server: LurcherServer) -> None:
+    """Wait (bounded) until the server took what it takes of the half-open connections:
+    a cap reached (logged), or its descriptors nearly used up."""
+    deadline = time.monotonic() + SERVED_WITHIN_S
+    while time.monotonic() < deadline:
+        if ("connections open" in server.log_tail(10**6)
+                or len(os.listdir(f"/proc/{server.pid}/fd")) > 240):
+            return
+        time.sleep(0.05)
+
+
+def _topic_served(client: raw.RawClient, stream: str) -> None:
+    """``client`` creates a 20-partition topic, sends to its last partition and polls."""
+    client.create_stream(stream)
+    client.create_topic(stream, "t", 20)
+    client.send(stream, "t", raw.partition_id(19), [raw.message(b"kept")])
+    assert [m.payload for m in client.poll(stream, "t", 19, count=1).messages] == [b"kept"]
+
+
+@pytest.mark.parametrize("listener", ["tcp", "websocket", "http"])
+def test_half_open_handshakes_leave_descriptors_for_logged_in_clients_and_storage(
+        tmp_path, test_ca: CaFiles, listener: str) -> None:
+    """Under a limit of 256 open files (no key set) the binary cap is a quarter, 64, and
+    HTTP's too: 300 connections stuck in their handshake no longer leave a logged-in TLS
+    client's new topic without its partition files; once they are gone, the cap's worth
+    of new TLS clients is served again (and HTTPS answers)."""
+    server = LurcherServer()
+    server.open_files_limit = (256, 256)
+    with server, ExitStack() as stack:
+        server.start(tmp_path / "data", tls_env(test_ca))
+        with _tls_client(server, test_ca) as client:
+            client.login()
+            _half_open(stack, server, listener, 300, HALF_CLIENT_HELLO)
+            _taken(server)
+            _topic_served(client, "s")
+            stack.close()
+        assert _all_served(server, test_ca, 64)
+        with httpx.Client(verify=_context(test_ca), timeout=READ_S) as http:
+            assert http.get(f"https://{server.endpoints['http']}/ping").status_code == 200
+        assert "Traceback" not in server.log_tail(10**6)
