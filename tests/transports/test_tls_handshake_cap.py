@@ -125,6 +125,40 @@ def test_the_count_goes_down_when_handshakes_fail_or_are_reset(
     assert "Traceback" not in capped_tls_server.log_tail(10**6)
 
 
+def _pipelined_pings(server: LurcherServer, ca: CaFiles, count: int) -> bytes:
+    """A TLS client whose handshake's last flight and ``count`` Pings go out in one write;
+    what the server answers them."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = _context(ca).wrap_bio(incoming, outgoing, server_hostname="localhost")
+    with socket.create_connection(("127.0.0.1", server.tcp_port), timeout=READ_S) as sock:
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                sock.sendall(outgoing.read())
+                incoming.write(sock.recv(65536))
+        tls.write(struct.pack("<II", 4, raw.PING) * count)
+        sock.sendall(outgoing.read())
+        answers = b""
+        while len(answers) < 8 * count:
+            try:
+                answers += tls.read(4096)
+            except ssl.SSLWantReadError:
+                if not (received := sock.recv(65536)):
+                    break
+                incoming.write(received)
+        return answers
+
+
+def test_requests_that_come_with_the_end_of_the_handshake_are_answered(
+        capped_tls_server: LurcherServer, test_ca: CaFiles) -> None:
+    """They reach the server before the connection is handed to its protocol (the TLS
+    layer has them then): passed on, in order."""
+    for _ in range(5):
+        assert _pipelined_pings(capped_tls_server, test_ca, 3) == struct.pack("<II", 0, 0) * 3
+
+
 def test_a_handshake_not_done_within_the_login_timeout_is_dropped_and_uncounted(
         tmp_path, test_ca: CaFiles) -> None:
     env = {**tls_env(test_ca), "LURCHER_LIMITS_BINARY_MAX_CONNECTIONS": str(CAP),
