@@ -153,7 +153,8 @@ class TlsHandshake(asyncio.Protocol):
             if tls.is_closing():
                 return
             deliver(self.app, data)
-        if self.eof and not tls.is_closing() and not self.app.eof_received():  # type: ignore[attr-defined]
+        ended = self.eof and not tls.is_closing()
+        if ended and not self.app.eof_received():  # type: ignore[attr-defined]
             tls.close()
 
     # -- calls of the plain transport (before start_tls), then of the TLS layer ------------
