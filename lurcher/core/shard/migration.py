@@ -11,6 +11,9 @@ namespace), together with a small msgpack header: the session and the bytes rece
 not yet handled (at most ``MAX_CARRIED_BYTES``; a connection with more buffered is
 forwarded instead). The receiving shard wraps the descriptor in a new connection that
 starts with those bytes, so no request is lost or reordered.
+
+The move is logged by the receiving shard (``client N migrated to shard M``) before it
+serves the connection: the line precedes every answer the client gets from its new shard.
 """
 
 from __future__ import annotations
@@ -143,8 +146,10 @@ class Migration:
             return False
         finally:
             os.close(fd)
-        log.info("client %d migrated to shard %d", session.client_id, target)
         return True
 
     def _adopt(self, sock: socket.socket, handoff: Handoff) -> None:
+        """Log the move, then serve the connection: the line is written before any answer
+        from this shard can reach the client (the shard it left may not have run again)."""
+        log.info("client %d migrated to shard %d", handoff.client_id, self.shard.shard_id)
         asyncio.ensure_future(self.shard.adopt_connection(sock, handoff))
