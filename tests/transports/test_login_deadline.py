@@ -58,7 +58,7 @@ async def _pinging_only(server: LurcherServer, name: str, ca: CaFiles) -> None:
 
 async def _logged_out(server: LurcherServer, name: str, ca: CaFiles) -> None:
     async with _connected(server, name, ca) as client:
-        await asyncio.sleep(PAST_DEADLINE_S / 2)
+        await asyncio.sleep(PAST_DEADLINE_S)
         await _closed(client.login_user("iggy", "iggy"))  # too late
     async with _connected(server, name, ca, username="iggy", password="iggy") as client:
         await client.logout_user()
