@@ -10,6 +10,8 @@ import pytest
 from lurcher.sdk import Client, ErrorCode, IggyError
 from lurcher.sdk.connection.base import Connection
 from tests.sdk.conftest import raised_within
+from tests.support import raw
+from tests.support.cluster import eventually
 from tests.support.server import free_ports
 
 
@@ -71,9 +73,12 @@ async def test_heartbeat_pings_in_the_background(server, monkeypatch) -> None:
         return await original(self, code, payload)
 
     monkeypatch.setattr(Connection, "request", counting)
+
+    async def three_pings() -> bool:
+        return codes.count(raw.PING) >= 3
+
     async with client_for(server, heartbeat_interval="50ms") as client:
-        await asyncio.sleep(0.4)
-        assert codes.count(1) >= 3
+        await eventually(three_pings, "three heartbeat pings while the client is idle")
         await client.get_streams()
     count = len(codes)
     await asyncio.sleep(0.2)
