@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 import struct
+import time
 from pathlib import Path
 
 import httpx
@@ -129,7 +130,8 @@ def test_the_scrape_shows_tallied_counts_buckets_and_sums() -> None:
 
 class SlowPartitions:
     """Stands in for a shard's partitions whose series take ``cost_s`` of a fake clock to
-    collect (a rendering's cost grows with the partitions: 0.1 s for 5,000 of them)."""
+    collect (a rendering's cost grows with the partitions: 0.1 s for 5,000 of them); the
+    fake clock is both the time that passes and the loop's work."""
 
     def __init__(self, cost_s: float) -> None:
         self.now, self.cost_s, self.collected = 100.0, cost_s, 0
@@ -150,7 +152,7 @@ def test_an_expensive_scrape_is_reused_for_ten_times_its_cost() -> None:
 
     partitions = SlowPartitions(cost_s=0.1)
     shard = type("Shard", (), {"partitions": partitions})()
-    metrics = Metrics(shard, clock=partitions.clock)
+    metrics = Metrics(shard, clock=partitions.clock, work_clock=partitions.clock)
     first = metrics.render()
     for _ in range(50):
         partitions.now += 0.015  # 50 scrapes within the next 0.75 s ...
@@ -168,8 +170,33 @@ def test_a_cheap_scrape_is_never_reused() -> None:
 
     partitions = SlowPartitions(cost_s=0.001)
     shard = type("Shard", (), {"partitions": partitions})()
-    metrics = Metrics(shard, clock=partitions.clock)
+    metrics = Metrics(shard, clock=partitions.clock, work_clock=partitions.clock)
     metrics.render()
     metrics.on_command(1, 0, 0.001)
     assert counter(metrics.render().decode(), "ping", "ok") == 1
     assert partitions.collected == 2
+
+
+class PreemptedPartitions:
+    """A shard's few partitions, collected while the process is preempted for ``pause_s``
+    (a busy machine): time passes, the event loop does no work."""
+
+    def __init__(self, pause_s: float) -> None:
+        self.pause_s = pause_s
+
+    def items(self):
+        time.sleep(self.pause_s)
+        return []
+
+
+def test_a_cheap_scrape_preempted_mid_rendering_is_not_reused() -> None:
+    """A rendering's cost is what it took of the loop, not the time that passed: a process
+    preempted for 50 ms while rendering cost the loop nothing, and was reused for 0.5 s on
+    the old code (a scrape right after a command did not count it, on a loaded machine)."""
+    from lurcher.transports.http.metrics import Metrics
+
+    shard = type("Shard", (), {"partitions": PreemptedPartitions(pause_s=0.05)})()
+    metrics = Metrics(shard)
+    metrics.render()
+    metrics.on_command(1, 0, 0.001)
+    assert counter(metrics.render().decode(), "ping", "ok") == 1

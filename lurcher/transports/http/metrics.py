@@ -18,7 +18,8 @@ proportion to the partitions (about 0.1 s for 5,000 of them). So an expensive re
 (``REUSE_FROM_S`` or more) is answered again to scrapes that come within ``REUSE_FACTOR``
 times its cost: however often clients scrape, rendering takes at most about a tenth of the
 loop. A cheap one (a server with few partitions) is never reused, so a scrape right after a
-command counts it.
+command counts it. The cost is the loop thread's CPU time, not the time that passed: on a
+busy machine the process may be preempted mid-rendering, which costs the loop nothing.
 """
 
 from __future__ import annotations
@@ -151,8 +152,12 @@ class Metrics:
     counter and histogram cost about 4.6 us a request, as much as the rest of a ping's path),
     and turned into series at scrape time (``CommandCollector``)."""
 
-    def __init__(self, shard: Any, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
+    def __init__(self, shard: Any, clock: Callable[[], float] = time.monotonic,
+                 work_clock: Callable[[], float] = time.thread_time) -> None:
+        """``clock`` times the reuse of a rendering; ``work_clock`` measures what a rendering
+        cost the event loop (its thread's CPU time: a process preempted mid-rendering on a
+        busy machine must not make a cheap rendering look expensive)."""
+        self.clock, self.work_clock = clock, work_clock
         self._rendered = b""
         self._reuse_until = float("-inf")
         self.registry = CollectorRegistry()
@@ -174,8 +179,9 @@ class Metrics:
         started = self.clock()
         if started < self._reuse_until:
             return self._rendered
+        work_started = self.work_clock()
         self._rendered = generate_latest(self.registry)
-        cost = self.clock() - started
+        cost = self.work_clock() - work_started
         self._reuse_until = started + REUSE_FACTOR * cost if cost >= REUSE_FROM_S \
             else float("-inf")
         return self._rendered
