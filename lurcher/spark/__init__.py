@@ -22,9 +22,9 @@ ending options on a streaming read; ``maxMessagesPerPartition`` (largest Spark s
 default 1,000,000);
 ``maxMessagesPerTrigger`` (streaming); ``pollMessages`` (messages per poll, default 5,000);
 ``failOnDataLoss`` (default true: messages deleted by retention inside a range, a
-streaming partition whose offsets restarted after a purge, or planned offsets that hold
-other messages after a purge and refill, fail the read instead of being skipped or mixed
-in); ``filterPushdown`` (default false: Spark evaluates
+streaming partition whose offsets restarted after a purge or that is gone (partitions
+deleted), or planned offsets that hold other messages after a purge and refill, fail the
+read instead of being skipped or mixed in); ``filterPushdown`` (default false: Spark evaluates
 every filter). Filter pushdown (filters on partition, offset and timestamp narrow the
 read) is refused on PySpark 4.1-4.3, where Spark reuses one scan's pushed-down reader for
 other scans of the same DataFrame and so would return wrong rows (see

@@ -26,9 +26,11 @@ micro-batch (Spark's ``ReadMaxRows``, PySpark >= 4.2). Partitions added to the t
 are read from their first offset. A partition whose end falls below the checkpoint's
 offset (topic purged, partition created again: offsets restart at 0) fails the query with
 ``failOnDataLoss`` (default), as Kafka's source does; without it reading goes on from the
-new end (messages stored before that are skipped). A purge refilled past the checkpoint's
-offset is seen from the checksum of the message before a micro-batch's start, which the
-checkpointed offset carries (``plan.plan_stream``), also across a restart of the query
+new end (messages stored before that are skipped). A checkpointed partition the topic no
+longer has (partitions deleted) fails it too (messages sent there after the last
+micro-batch were never read); without ``failOnDataLoss`` it is dropped from the offset. A
+purge refilled past the checkpoint's offset is seen from the checksum of the message
+before a micro-batch's start, which the checkpointed offset carries (``plan.plan_stream``), also across a restart of the query
 (not for a checkpoint written before offsets carried checksums). ``commitConsumer`` /
 ``commitConsumerGroup`` also store each committed micro-batch's end in lurcher as consumer
 offsets (display only: the checkpoint stays the source of truth, and a restart never reads
@@ -42,7 +44,7 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
-from lurcher.spark.client import connected, store_progress
+from lurcher.spark.client import TopicLayout, connected, store_progress
 from lurcher.spark.filters import RowBounds, push
 from lurcher.spark.offsets import (
     StreamOffset,
@@ -151,10 +153,10 @@ class LurcherStreamReader(DataSourceStreamReader):
         """Every partition's end, or less when ``limit`` caps the micro-batch, with the
         checksum of the message before each (``plan.checksums_before``)."""
         with connected(self.options.config, read_description(self.options)) as client:
-            latest = ends_now(client, self.options)[1]
+            layout, latest = ends_now(client, self.options)
             if start is None:
                 return stream_offset(latest, checksums_before(client, self.options, latest))
-            positions = offset_positions(start)
+            positions = self._present(offset_positions(start), layout)
             begin = self._rebased({p: positions.get(p, 0) for p in latest}, latest)
             if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
                 end = cap_offsets(begin, latest, limit.max_rows)
@@ -162,6 +164,24 @@ class LurcherStreamReader(DataSourceStreamReader):
                 end = {p: max(latest[p], begin[p]) for p in latest}
             ends = {**positions, **end}
             return stream_offset(ends, checksums_before(client, self.options, ends, start))
+
+    def _present(self, positions: StreamOffset, layout: TopicLayout) -> StreamOffset:
+        """``positions`` of the partitions the topic still has. A checkpointed partition
+        that is gone (partitions deleted, the topic created again with fewer) may have held
+        messages not yet read: raises LurcherSparkError with ``failOnDataLoss`` (default), as
+        Kafka's source does; without it, or when the ``partitions`` option no longer names
+        it (one it names that is gone failed already, ``selected_partitions``), the partition
+        is dropped from the offset (read from its first offset if it is created again, as
+        partitions added later are)."""
+        gone = sorted((p for p in positions if int(p) not in layout.ends), key=int)
+        if gone and self.options.fail_on_data_loss and self.options.partitions is None:
+            raise LurcherSparkError(
+                f"lurcher read of stream {self.options.stream!r}, topic "
+                f"{self.options.topic!r}: partitions {[int(p) for p in gone]} of the checkpoint are "
+                "gone (deleted, or the topic created again with fewer), so messages not yet "
+                "read there may have been missed; set failOnDataLoss=false to continue "
+                "without them")
+        return {p: offset for p, offset in positions.items() if p not in gone}
 
     def _rebased(self, begin: StreamOffset, latest: StreamOffset) -> StreamOffset:
         """``begin``, where a partition's offsets restarted (``went_back``), moved down to

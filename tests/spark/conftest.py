@@ -12,12 +12,14 @@ Every test here needs pyspark (the ``spark`` extra, part of ``dev``) and Java.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterator
 
 import pytest
 
+from lurcher.sdk.sync import SyncClient
 from tests.spark.spark_session import BASE_CONF, LOOPBACK
 from tests.support.server import REPO_ROOT, LurcherServer
 from tests.support.system import require_system
@@ -85,6 +87,14 @@ def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LurcherS
 
 def connection(server: LurcherServer) -> str:
     return f"iggy://iggy:iggy@{server.tcp_address}"
+
+
+@contextlib.contextmanager
+def client_with_stream(server: LurcherServer, stream: str) -> Iterator[SyncClient]:
+    """An SDK client of ``server`` that has just created ``stream`` (a test module's own)."""
+    with SyncClient.from_connection_string(connection(server)) as client:
+        client.create_stream(stream)
+        yield client
 
 
 @pytest.fixture()

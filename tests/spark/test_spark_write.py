@@ -10,8 +10,7 @@ import pytest
 from apache_iggy import PollingStrategy
 
 from lurcher.sdk import ReceivedMessage
-from lurcher.sdk.sync import SyncClient
-from tests.spark.conftest import connection
+from tests.spark.conftest import client_with_stream, connection
 from tests.support.official import connect_client
 from tests.support.server import LurcherServer
 
@@ -24,8 +23,7 @@ ROWS = 3_000
 
 @pytest.fixture(scope="module")
 def client(module_server: LurcherServer):
-    with SyncClient.from_connection_string(connection(module_server)) as sdk:
-        sdk.create_stream(STREAM)
+    with client_with_stream(module_server, STREAM) as sdk:
         yield sdk
 
 
