@@ -5,7 +5,8 @@ SDK failure into ``LurcherSparkError`` naming what was being done and the Iggy e
 (name and code). ``describe_topic`` answers names and per-partition end offsets;
 ``first_offset`` / ``offset_at_timestamp`` resolve ``earliest`` and timestamps;
 ``poll_range`` polls ``[start, end)`` of one partition in bounded chunks;
-``store_progress`` stores a streaming read's progress as a consumer's offsets.
+``store_progress`` stores a streaming read's progress as a consumer's offsets (of the
+partitions the topic still has).
 
 Invariant: ``poll_range`` asks for offsets strictly in order and never for more than
 ``end - next`` messages, so it yields each offset at most once and stops at ``end`` (or
@@ -155,12 +156,14 @@ def _group_id(client: SyncClient, stream: str, topic: str, group: str) -> int:
 
 def store_progress(client: SyncClient, stream: str, topic: str, consumer: str, group: bool,
                    ends: dict[int, int]) -> None:
-    """Stores ``end - 1`` (the last offset read) of every partition with ``end > 0`` as the
-    offset of consumer ``consumer`` (a name or id), or of consumer group ``consumer`` when
-    ``group`` (``_group_id``: created when missing; joined by this client). Raises IggyError."""
+    """Stores ``end - 1`` (the last offset read) of every partition with ``end > 0`` that
+    the topic still has (a deleted one has nowhere to store it) as the offset of consumer
+    ``consumer`` (a name or id), or of consumer group ``consumer`` when ``group``
+    (``_group_id``: created when missing; joined by this client). Raises IggyError."""
+    present = describe_topic(client, stream, topic).ends
     who = _group_id(client, stream, topic, consumer) if group else _consumer_id(consumer)
     if group:
         client.join_consumer_group(stream, topic, who)
     for partition_id, end in sorted(ends.items()):
-        if end > 0:
+        if end > 0 and partition_id in present:
             client.store_consumer_offset(who, stream, topic, end - 1, partition_id, group=group)

@@ -69,3 +69,19 @@ def test_a_deleted_partition_with_unread_messages_fails_the_query(spark, module_
                        match=r"partitions \[1\] of the checkpoint are gone"):
         run_once(spark, module_server, "deleted", tmp_path)
     assert len(stored(spark, tmp_path)) == 13
+
+
+def test_progress_commits_skip_a_deleted_partition(spark, module_server, admin, tmp_path):
+    """With commitConsumer and failOnDataLoss=false, the run after partition 1 was deleted
+    failed storing the previous micro-batch's progress there (PartitionNotFound from
+    store_consumer_offset): display-only progress stopped the query."""
+    _two_partitions(admin, "deleted-committed")
+    options = {"commitConsumer": "job", "failOnDataLoss": "false"}
+    run_once(spark, module_server, "deleted-committed", tmp_path, **options)
+    admin.delete_partitions(STREAM, "deleted-committed", 1)
+    admin.send_messages(STREAM, "deleted-committed", [b"p0-3", b"p0-4"], 0)
+    run_once(spark, module_server, "deleted-committed", tmp_path, **options)
+    assert stored(spark, tmp_path) == sorted([(0, i) for i in range(5)] +
+                                             [(1, i) for i in range(10)])
+    offset = admin.get_consumer_offset("job", STREAM, "deleted-committed", 0)
+    assert offset is not None and offset.stored_offset == 2  # the first run's end, 3
