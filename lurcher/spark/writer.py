@@ -2,7 +2,7 @@
 
 Columns (other columns are ignored):
 
-    payload   binary or string, required
+    payload   binary or string, required; at most 64,000,000 bytes (Iggy's limit)
     partition integer: send to this partition id (wins over key)
     key       binary or string: messages-key partitioning (the server hashes it)
     headers   map<string, binary|string|...>: user headers (keys as string headers; binary
@@ -59,8 +59,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from lurcher.core.wire.batch import HEADER_BYTES, INDEX_ENTRY_BYTES
+from lurcher.core.wire.batch import HEADER_BYTES, INDEX_ENTRY_BYTES, MAX_PAYLOAD_BYTES
 from lurcher.core.wire.buffer import U32_MAX, U128_MAX
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.units import shown
 from lurcher.core.wire.values.partitioning import Partitioning
 from lurcher.sdk.messages import build_batch, encode_header_block
@@ -273,9 +275,10 @@ def send_record_batch(client: SyncClient, options: SourceOptions, batch: pa.Reco
     payloads = _binary_list(batch.column("payload"))
     if any(p is None for p in payloads):
         raise LurcherSparkError("lurcher write: column 'payload' has a null value")
+    payload_sizes = _payload_sizes(payloads)
     derived, spread = placement.take(batch.num_rows) if placement else (None, None)
     ids, headers = _ids(batch, derived), _headers(batch)
-    sizes = _message_sizes(payloads, headers)
+    sizes = _message_sizes(payload_sizes, headers)
     for partitioning, rows in groups(batch, spread):
         for begin, end in chunks(sizes[rows], options.send_messages, SEND_BYTES):
             chunk = rows[begin:end].tolist()
@@ -285,9 +288,22 @@ def send_record_batch(client: SyncClient, options: SourceOptions, batch: pa.Reco
     return batch.num_rows
 
 
-def _message_sizes(payloads: list[bytes], headers: list[bytes] | None) -> np.ndarray:
-    """Each row's bytes in a SendMessages request (header, index entry, payload, headers)."""
+def _payload_sizes(payloads: list[bytes]) -> np.ndarray:
+    """Each payload's length. Raises IggyError TOO_BIG_MESSAGE_PAYLOAD (as Iggy's message
+    builder) for one over ``MAX_PAYLOAD_BYTES``, before any row of the batch is sent."""
     sizes = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
+    too_big = np.flatnonzero(sizes > MAX_PAYLOAD_BYTES)
+    if len(too_big):
+        row = int(too_big[0])
+        raise IggyError(ErrorCode.TOO_BIG_MESSAGE_PAYLOAD,
+                        f"column 'payload': {int(sizes[row])} bytes in row {row} of a batch, "
+                        f"over {MAX_PAYLOAD_BYTES}")
+    return sizes
+
+
+def _message_sizes(payload_sizes: np.ndarray, headers: list[bytes] | None) -> np.ndarray:
+    """Each row's bytes in a SendMessages request (header, index entry, payload, headers)."""
+    sizes = payload_sizes.copy()
     if headers is not None:
         sizes += np.fromiter(map(len, headers), dtype=np.int64, count=len(headers))
     return sizes + HEADER_BYTES + INDEX_ENTRY_BYTES

@@ -123,3 +123,21 @@ def test_write_failures_name_the_iggy_error(spark, module_server, client):
         writer(spark.createDataFrame([(b"x",)], "value binary"), module_server, "strict").save()
     with pytest.raises(Exception, match="cannot overwrite"):
         writer(df, module_server, "strict").mode("overwrite").save()
+
+
+def test_a_payload_over_iggys_limit_fails_before_its_batch_is_sent(spark, module_server,
+                                                                  client):
+    """Three small rows and one of 64 MiB + 1 bytes in one task: the small ones were stored,
+    then the server closed the connection on the large one (ConnectionClosed, which names
+    no limit). Iggy's message builder refuses a payload over 64,000,000 bytes
+    (TooBigMessagePayload); now so does the writer, before the batch is sent."""
+    from pyspark.sql import functions as F
+
+    client.create_topic(STREAM, "too-big", partitions_count=1)
+    big = (64 << 20) + 1  # past the server's request limit too (limits.max_send_payload_bytes)
+    df = spark.range(0, 4, 1, numPartitions=1).select(
+        F.when(F.col("id") == 3, F.repeat(F.lit("q"), big)).otherwise(F.lit("small"))
+        .alias("payload"))
+    with pytest.raises(Exception, match=r"TooBigMessagePayload \(4022\)"):
+        writer(df, module_server, "too-big").save()
+    assert [p.messages_count for p in client.get_topic(STREAM, "too-big").partitions] == [0]
