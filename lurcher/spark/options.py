@@ -7,7 +7,9 @@ string (option ``connection``) or the separate options ``address``, ``transport`
 options override what the connection string says. ``SourceOptions`` is everything a
 reader or writer needs; it is a frozen msgspec Struct, so it pickles to executors.
 
-Every parse failure raises ``LurcherSparkError`` naming the option.
+Every parse failure raises ``LurcherSparkError`` naming the option, also for a value the
+wire could not carry (an address without a port, a name or credential over 255 bytes of
+UTF-8), which would otherwise fail later as a ValueError deep in the SDK.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from typing import Any
 
 import msgspec
 
-from lurcher.core.wire.buffer import U32_MAX
+from lurcher.core.wire.address import split_address
+from lurcher.core.wire.buffer import U32_MAX, Writer
 from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.identifier import Identifier, wire_form
 from lurcher.core.wire.units import decimal, shown
 from lurcher.sdk.config import ClientConfig
 from lurcher.sdk.connstring import parse as parse_connection_string
@@ -61,14 +65,34 @@ def _seconds(value: str) -> float:
     return seconds
 
 
+def _address(value: str) -> str:
+    """A "host:port" (``split_address``: a port within 65535)."""
+    split_address(value)
+    return value
+
+
+def _wire_name(value: str) -> str:
+    """A text the wire carries with a u8 length (credentials): UTF-8 of at most 255 bytes,
+    as ``Writer.name`` encodes it (its ValueError otherwise)."""
+    Writer().name(value)
+    return value
+
+
+def _identifier(value: str) -> str:
+    """A stream, topic or consumer: a u32 id or a name the wire can carry (``wire_form``;
+    its ValueError for a name over 255 bytes or text that is not UTF-8)."""
+    wire_form(Identifier.parse(value).value)
+    return value
+
+
 # option (lower case) -> (ClientConfig field, converter)
 _CONNECTION_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "address": ("address", _text),
+    "address": ("address", _address),
     "transport": ("transport", _text),
-    "username": ("username", _text),
-    "password": ("password", _text),
-    "token": ("token", _text),
-    "pat": ("token", _text),
+    "username": ("username", _wire_name),
+    "password": ("password", _wire_name),
+    "token": ("token", _wire_name),
+    "pat": ("token", _wire_name),
     "tls": ("tls", _bool),
     "tls_domain": ("tls_domain", _text),
     "tls_ca_file": ("tls_ca_file", _text),
@@ -102,6 +126,9 @@ def connection_config(options: Mapping[str, str]) -> ClientConfig:
             config = parse_connection_string(opts["connection"])
         except IggyError as e:
             raise LurcherSparkError(f"lurcher option 'connection': {e}") from None
+        for credential in (config.username, config.password, config.token):
+            if credential is not None:
+                _convert("connection", _wire_name, credential)
     fields = {field: _convert(name, convert, opts[name])
               for name, (field, convert) in _CONNECTION_FIELDS.items() if name in opts}
     if "token" in fields:
@@ -153,8 +180,8 @@ _SOURCE_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "filterpushdown": ("filter_pushdown", _bool),
     "failondataloss": ("fail_on_data_loss", _bool),
     "exactlyonce": ("exactly_once", _bool),
-    "commitconsumer": ("commit_consumer", _text),
-    "commitconsumergroup": ("commit_consumer_group", _text),
+    "commitconsumer": ("commit_consumer", _identifier),
+    "commitconsumergroup": ("commit_consumer_group", _identifier),
 }
 
 
@@ -164,6 +191,7 @@ def source_options(options: Mapping[str, str]) -> SourceOptions:
     for required in ("stream", "topic"):
         if not opts.get(required):
             raise LurcherSparkError(f"lurcher option {required!r} is required")
+        _convert(required, _identifier, opts[required])
     fields = {field: _convert(name, convert, opts[name])
               for name, (field, convert) in _SOURCE_FIELDS.items() if name in opts}
     return SourceOptions(config=connection_config(opts), stream=opts["stream"],
