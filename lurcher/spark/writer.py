@@ -34,7 +34,10 @@ least the messages one partition receives in that time (0 = no limit).
 
 ``check_columns`` refuses a schema without ``payload`` or with a column of the wrong type;
 a stream or topic that does not exist fails on the driver before any task runs; an Iggy
-error inside a task fails the task with a ``LurcherSparkError`` naming the Iggy error.
+error inside a task fails the task with a ``LurcherSparkError`` naming the Iggy error. The
+rows of each Arrow batch are all checked before the first is sent (a bad payload, id,
+header, key or a partition the topic lacks stores none of the batch; batches sent
+before it stay stored).
 """
 
 from __future__ import annotations
@@ -232,17 +235,32 @@ def _partitioning(code: int, keys: list[bytes]) -> Partitioning:
     return Partitioning.messages_key(keys[code - KEYED_BASE])
 
 
-def groups(batch: pa.RecordBatch, balanced: np.ndarray | None = None
-           ) -> Iterator[tuple[Partitioning, np.ndarray]]:
-    """(partitioning, row indices in input order) for every target of ``batch``."""
+def _check_known(codes: np.ndarray, partition_ids: np.ndarray) -> None:
+    """Raises IggyError PARTITION_NOT_FOUND when a group code names a partition id that is
+    not one of ``partition_ids`` (the topic's)."""
+    named = codes[(codes >= 0) & (codes < KEYED_BASE)]
+    missing = np.setdiff1d(named, partition_ids)
+    if len(missing):
+        raise IggyError(ErrorCode.PARTITION_NOT_FOUND,
+                        f"column 'partition': {missing[:10].tolist()} not among the topic's "
+                        f"{len(partition_ids)} partitions")
+
+
+def groups(batch: pa.RecordBatch, balanced: np.ndarray | None = None,
+           partition_ids: np.ndarray | None = None
+           ) -> list[tuple[Partitioning, np.ndarray]]:
+    """(partitioning, row indices in input order) for every target of ``batch``. Raises
+    IggyError for a key that cannot be one (empty, over 255 bytes) and, with
+    ``partition_ids`` (the topic's), PARTITION_NOT_FOUND for a partition it lacks."""
     codes, keys = _group_codes(batch, balanced)
     unique, inverse = np.unique(codes, return_inverse=True)
+    if partition_ids is not None:
+        _check_known(unique, partition_ids)
     order = np.argsort(inverse, kind="stable")
     bounds = np.cumsum(np.bincount(inverse, minlength=len(unique)))
-    begin = 0
-    for code, stop in zip(unique.tolist(), bounds.tolist()):
-        yield _partitioning(code, keys), order[begin:stop]
-        begin = stop
+    begins = [0, *bounds.tolist()[:-1]]
+    return [(_partitioning(code, keys), order[begin:stop])
+            for code, begin, stop in zip(unique.tolist(), begins, bounds.tolist())]
 
 
 def _pick(values: list | None, rows: list[int]) -> list | None:
@@ -270,8 +288,12 @@ class Placement:
 
 
 def send_record_batch(client: SyncClient, options: SourceOptions, batch: pa.RecordBatch,
-                      placement: Placement | None = None) -> int:
-    """Sends every row of ``batch``; returns how many. Raises IggyError, LurcherSparkError."""
+                      placement: Placement | None = None,
+                      partition_ids: np.ndarray | None = None) -> int:
+    """Sends every row of ``batch``; returns how many. Every row is checked before the
+    first is sent (payload, id, headers, key and, with ``partition_ids``, the topic's,
+    partition), so a bad row fails the batch with none of it stored. Raises IggyError,
+    LurcherSparkError."""
     payloads = _binary_list(batch.column("payload"))
     if any(p is None for p in payloads):
         raise LurcherSparkError("lurcher write: column 'payload' has a null value")
@@ -279,7 +301,7 @@ def send_record_batch(client: SyncClient, options: SourceOptions, batch: pa.Reco
     derived, spread = placement.take(batch.num_rows) if placement else (None, None)
     ids, headers = _ids(batch, derived), _headers(batch)
     sizes = _message_sizes(payload_sizes, headers)
-    for partitioning, rows in groups(batch, spread):
+    for partitioning, rows in groups(batch, spread, partition_ids):
         for begin, end in chunks(sizes[rows], options.send_messages, SEND_BYTES):
             chunk = rows[begin:end].tolist()
             messages = build_batch(_pick(payloads, chunk), _pick(ids, chunk),
@@ -337,13 +359,12 @@ def write_batches(options: SourceOptions, batches: Iterator[pa.RecordBatch],
     sent = 0
     with connected(options.config, f"write to stream {options.stream!r}, "
                                    f"topic {options.topic!r}") as client:
-        placement = None
-        if origin is not None:
-            layout = describe_topic(client, options.stream, options.topic)
-            placement = Placement(origin, np.array(sorted(layout.ends), dtype=np.int64))
+        layout = describe_topic(client, options.stream, options.topic)
+        partition_ids = np.array(sorted(layout.ends), dtype=np.int64)
+        placement = Placement(origin, partition_ids) if origin is not None else None
         for batch in batches:
             if batch.num_rows:
-                sent += send_record_batch(client, options, batch, placement)
+                sent += send_record_batch(client, options, batch, placement, partition_ids)
     return WriteReport(sent)
 
 

@@ -141,3 +141,19 @@ def test_a_payload_over_iggys_limit_fails_before_its_batch_is_sent(spark, module
     with pytest.raises(Exception, match=r"TooBigMessagePayload \(4022\)"):
         writer(df, module_server, "too-big").save()
     assert [p.messages_count for p in client.get_topic(STREAM, "too-big").partitions] == [0]
+
+
+@pytest.mark.parametrize("rows, schema, error", [
+    ([(b"a", "k"), (b"b", "")], "payload binary, key string", r"InvalidKeyValueLength \(4028\)"),
+    ([(b"a", 0), (b"b", 7)], "payload binary, partition int", r"PartitionNotFound \(3007\)"),
+])
+def test_a_bad_target_fails_its_batch_before_any_row_is_sent(spark, module_server, client,
+                                                             rows, schema, error):
+    """One task, one good row and one whose key is empty or whose partition the topic
+    lacks: the good row was stored, then the task failed (a retried task stores it again)."""
+    topic = f"bad-target-{schema.split(', ')[1].split()[0]}"
+    client.create_topic(STREAM, topic, partitions_count=2)
+    df = spark.createDataFrame(rows, schema).coalesce(1)
+    with pytest.raises(Exception, match=error):
+        writer(df, module_server, topic).save()
+    assert [p.messages_count for p in client.get_topic(STREAM, topic).partitions] == [0, 0]
