@@ -60,7 +60,9 @@ partition, row position) and rows without ``partition``/``key`` a partition deri
 those, so a replayed micro-batch resends identical messages that the server drops. This
 needs a deterministic plan (per Spark partition the same rows in the same order on a
 replay: a lurcher or other replayable source and row-wise transforms; sort within
-partitions after a shuffle). Without deduplication on the server it is at-least-once.
+partitions after a shuffle). Without deduplication on the server it is at-least-once, and
+so it is across a server restart (the window is in memory, as in Iggy) and for rows placed
+by lurcher when partitions are added or deleted between a batch and its replay.
 ``df.write`` (batch) is at-least-once: a retried task resends its rows; give rows an
 ``id`` (and a server with deduplication) to drop the resent ones.
 """

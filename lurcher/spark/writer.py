@@ -30,7 +30,10 @@ replayed row carries the id and partition it had the first time, and the server 
 as a duplicate. The server must run with ``system.message_deduplication.enabled = true``,
 an ``expiry`` longer than the longest time between a micro-batch's first attempt and its
 replay (restart time plus trigger interval plus batch duration), and ``max_entries`` at
-least the messages one partition receives in that time (0 = no limit).
+least the messages one partition receives in that time (0 = no limit). The window is in
+the server's memory (as in Iggy), so a replay after a server restart stores again what the
+first attempt stored; ``Placement`` spreads rows over the topic's partitions of the moment,
+so a replay after partitions were added or deleted sends those rows elsewhere (duplicates).
 
 ``check_columns`` refuses a schema without ``payload`` or with a column of the wrong type;
 a stream or topic that does not exist fails on the driver before any task runs; an Iggy
