@@ -5,9 +5,10 @@ Columns (other columns are ignored):
     payload   binary or string, required; at most 64,000,000 bytes (Iggy's limit)
     partition integer: send to this partition id (wins over key)
     key       binary or string: messages-key partitioning (the server hashes it)
-    headers   map<string, binary|string|...>: user headers (keys as string headers; binary
-              values as raw headers, strings as string headers, numbers/booleans typed;
-              an entry whose value is null is left out: a header cannot be empty)
+    headers   map<string, binary|string|boolean|number>: user headers (keys as string
+              headers; binary values as raw headers, strings as string headers,
+              numbers/booleans typed; other value types are refused on the driver; an
+              entry whose value is null is left out: a header cannot be empty)
     id        binary (16 bytes, big-endian / UUID order), string (a UUID) or integer;
               null or absent: the server assigns one
 
@@ -56,10 +57,14 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import (
     BinaryType,
+    BooleanType,
     ByteType,
+    DoubleType,
+    FloatType,
     IntegerType,
     LongType,
     MapType,
+    NullType,
     ShortType,
     StringType,
     StructType,
@@ -89,6 +94,10 @@ _ACCEPTED = {
     "headers": (MapType,),
     "id": (BinaryType, StringType, *_INTEGERS),
 }
+# headers value types that have a header kind (lurcher.sdk.messages.header_value), and
+# void (every value null: entries left out)
+_HEADER_VALUES = (BinaryType, StringType, BooleanType, FloatType, DoubleType, NullType,
+                  *_INTEGERS)
 BALANCED = -1
 # Most bytes of messages in one SendMessages request (a single larger message goes alone):
 # well below the server's limits.max_send_payload_bytes (default 64 MiB).
@@ -110,6 +119,10 @@ def check_columns(schema: StructType) -> None:
     headers = fields.get("headers")
     if isinstance(headers, MapType) and not isinstance(headers.keyType, StringType):
         raise LurcherSparkError("lurcher write: 'headers' keys must be strings")
+    if isinstance(headers, MapType) and not isinstance(headers.valueType, _HEADER_VALUES):
+        raise LurcherSparkError(
+            "lurcher write: 'headers' values must be binary, string, boolean, integers, float or "
+            f"double (what a header kind holds), not {headers.valueType.simpleString()}")
 
 
 def check_target(options: SourceOptions) -> None:

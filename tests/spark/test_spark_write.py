@@ -157,3 +157,24 @@ def test_a_bad_target_fails_its_batch_before_any_row_is_sent(spark, module_serve
     with pytest.raises(Exception, match=error):
         writer(df, module_server, topic).save()
     assert [p.messages_count for p in client.get_topic(STREAM, topic).partitions] == [0, 0]
+
+
+def test_header_values_without_a_header_kind_are_refused_before_any_task(spark, module_server,
+                                                                        client):
+    """A headers map of timestamps (no Iggy header kind) was found only when a task met a
+    row with one: the rows before it, in earlier Arrow batches, were stored, then the task
+    failed with InvalidHeaderValue (4019)."""
+    import datetime as dt
+
+    client.create_topic(STREAM, "timestamp-headers", partitions_count=1)
+    moment = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    df = spark.createDataFrame([(b"plain", {}), (b"stamped", {"at": moment})],
+                               "payload binary, headers map<string, timestamp>").coalesce(1)
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1")
+    try:
+        with pytest.raises(Exception, match=r"'headers' values must be .*not timestamp"):
+            writer(df, module_server, "timestamp-headers").save()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert [p.messages_count for p in client.get_topic(STREAM, "timestamp-headers").partitions
+            ] == [0]
