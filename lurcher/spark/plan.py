@@ -13,7 +13,7 @@ offsets in ``[start, end)``, each once, ascending. With ``failOnDataLoss`` (defa
 range whose messages are no longer stored (retention) fails the task instead of
 silently skipping them, and so does a range whose last message is not the one planned
 (``RangeSplit.last_checksum``: the topic was purged and refilled in between, so the
-offsets hold other messages), and a micro-batch whose start offset's message before it is
+offsets hold other messages; checked after each poll, before its rows are yielded), and a micro-batch whose start offset's message before it is
 not the one the checkpoint saw (purged and refilled past the checkpoint, whether the query
 ran or was stopped meanwhile).
 """
@@ -283,6 +283,20 @@ def _last_checksum(view: PolledView, end: int) -> int | None:
     return None
 
 
+def _check_not_replaced(client: SyncClient, split: RangeSplit, view: PolledView) -> None:
+    """Raise when the split's last message, as of after ``view`` was polled, is not the one
+    planned: ``view`` itself when it holds it, else one poll of it. Checked before the rows
+    of ``view`` go to Spark, which may stop at any batch (a ``limit``): checking only once
+    the last message was read let the rows of a purged and refilled topic through."""
+    if split.last_checksum is None:
+        return
+    now = _last_checksum(view, split.end)
+    if now is None:
+        now = checksum_at(client, split.stream, split.topic, split.partition_id, split.end - 1)
+    if now != split.last_checksum:
+        raise _replaced(split)
+
+
 def _filtered(view: PolledView, bounds: RowBounds) -> PolledView:
     if bounds.offset.bounded:
         view = view.select(bounds.offset.mask(view.offsets))
@@ -304,9 +318,8 @@ def read_split(options: SourceOptions, bounds: RowBounds,
             if first > expected and options.fail_on_data_loss:
                 raise _lost(split, expected, first)
             expected = int(view.offsets[-1]) + 1
-            if (split.last_checksum is not None and options.fail_on_data_loss
-                    and _last_checksum(view, split.end) not in (None, split.last_checksum)):
-                raise _replaced(split)
+            if options.fail_on_data_loss:
+                _check_not_replaced(client, split, view)
             view = _filtered(view, bounds)
             if view.count:
                 yield record_batch(view, split.stream, split.topic)

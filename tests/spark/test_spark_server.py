@@ -144,6 +144,23 @@ def test_a_batch_planned_before_a_purge_and_refill_fails(module_server, client):
     assert len(read_rows(opts)) == 120  # planned again: the new messages
 
 
+def test_the_first_rows_of_a_purged_and_refilled_split_are_refused(module_server, client):
+    """As above, read in polls of 10 and stopped after the first (as a ``limit`` stops a
+    task): the check came with the split's last message only, so the first batch held
+    ten of the new messages as if they were the planned ones."""
+    client.create_topic(STREAM, "purged-limit", partitions_count=1)
+    client.send_messages(STREAM, "purged-limit", [b"old %d" % i for i in range(100)], 0)
+    opts = options(module_server, "purged-limit", pollMessages="10")
+    [split] = plan_batch(opts, RowBounds())
+    assert next(read_split(opts, RowBounds(), split)).num_rows == 10  # as planned
+    _refill_after_purge(client, "purged-limit", 50)  # the planned last offset, 99, is gone
+    with pytest.raises(LurcherSparkError, match="not the one there when the read was planned"):
+        next(read_split(opts, RowBounds(), split))
+    _refill_after_purge(client, "purged-limit", 120)  # 99 is there again, another message
+    with pytest.raises(LurcherSparkError, match="not the one there when the read was planned"):
+        next(read_split(opts, RowBounds(), split))
+
+
 def test_a_stream_purged_and_refilled_past_its_offset_fails(module_server, client):
     """A micro-batch read offsets 0..99; the topic was purged and refilled with 150 other
     messages before the next one: the next micro-batch read 100..149 and the new
