@@ -7,7 +7,7 @@ once); consumer-group lag; a read-only user gets no delete buttons and the serve
 forged request; stored HTML/script in names and payloads renders as text and runs nothing;
 bidi controls in names do not reorder the page's words; page weight of the first load;
 rendering 1,000 messages (time reported, not asserted); huge payloads cut and laid out only
-in view, and at most 50 headers a message.
+in view, at most 50 headers a message, and JSON numbers shown as written.
 Screenshots and measurements are written to ``test-artifacts/ui``.
 """
 
@@ -371,6 +371,21 @@ def test_many_headers_show_the_first_fifty(page, rest):
     for shown in lines:
         assert shown[:2] == ["k0 (uint32) = 0", "k1 (uint32) = 1"] and len(shown) == 51
         assert shown[-1] == "… 450 more headers (500 in all)"
+
+
+def test_json_view_shows_numbers_as_written(page, rest):
+    """The JSON view parsed payloads to doubles and printed them again, so a stored
+    12345678901234567890 showed as 12345678901234567000 and 1.50 as 1.5."""
+    sid, tid = make_topic(rest, "numbers-s", "numbers-t")
+    send(rest, sid, tid, ['{"amount": 12345678901234567890, "near": 9007199254740993, '
+                          '"price": 1.50, "scaled": 1e2, "list": [-0, 0.1]}'])
+    page.sign_in()
+    page.go(f"#/streams/{sid}/topics/{tid}/messages")
+    page.one("#poll-submit").click()
+    page.wait(lambda: page.css("#messages .payload"), "polled message")
+    shown = json.loads(page.text("#messages .payload"), parse_float=str, parse_int=str)
+    assert shown == {"amount": "12345678901234567890", "near": "9007199254740993",
+                     "price": "1.50", "scaled": "1e2", "list": ["-0", "0.1"]}
 
 
 def row_button(page, table: str, name: str, action: str):

@@ -86,9 +86,16 @@ export function payloadView(data, view, size = data.length) {
   let text;
   try { text = strictUtf8.decode(data); } catch (err) { return view === 'json' ? hex(data) : utf8.decode(data); }
   if (view === 'json') {
-    try { return JSON.stringify(JSON.parse(text), null, 2); } catch (err) { return text; }
+    try { return JSON.stringify(JSON.parse(text, asWritten), null, 2); } catch (err) { return text; }
   }
   return text;
+}
+
+// JSON view reviver: every number is printed again as written in the payload. Parsed to a
+// double, 12345678901234567890 showed as 12345678901234567000, 9007199254740993 as
+// ...992 and 1.50 as 1.5, so the page showed values the message does not hold.
+function asWritten(key, value, context) {
+  return typeof value === 'number' && context && context.source ? JSON.rawJSON(context.source) : value;
 }
 
 const FIXED = {
