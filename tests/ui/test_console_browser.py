@@ -5,9 +5,10 @@ the browser and the live tail, then a message from the official client arrives i
 without a reload; the overview's live chart; personal-access-token sign-in (token shown
 once); consumer-group lag; a read-only user gets no delete buttons and the server refuses the
 forged request; stored HTML/script in names and payloads renders as text and runs nothing;
-bidi controls in names do not reorder the page's words; page weight of the first load;
-rendering 1,000 messages (time reported, not asserted); huge payloads cut and laid out only
-in view, at most 50 headers a message, and JSON numbers shown as written.
+bidi controls in names do not reorder the page's words and invisible characters are shown
+as marks; page weight of the first load; rendering 1,000 messages (time reported, not
+asserted); huge payloads cut and laid out only in view, at most 50 headers a message, and
+JSON numbers shown as written.
 Screenshots and measurements are written to ``test-artifacts/ui``.
 """
 
@@ -277,6 +278,20 @@ def test_bidi_controls_in_names_do_not_reorder_the_page(page, rest):
         "return document.querySelectorAll('.crumbs a')[2].getBoundingClientRect().right")
     assert page.script(LEFT_OF, ".crumbs", "messages") > topic_end, "crumbs reordered"
     assert "\u202e" not in page.script("return document.getElementById('main').textContent")
+
+
+def test_invisible_characters_in_names_are_shown(page, rest):
+    """A stream named "zw-orders" + U+200B (zero-width space) looked exactly like the
+    stream "zw-orders" beside it, and so did names with a word joiner or a byte order mark.
+    Now each invisible character is shown as a mark; the joiners of emoji are kept."""
+    for name in ("zw-orders", "zw-orders\u200b", "zw\u2060-\ufefforders", "zw-\U0001F469\u200d\U0001F52C"):
+        rest.call("POST", "/streams", {"name": name}, ok=200)
+    page.sign_in()
+    page.go("#/streams")
+    page.wait(lambda: "zw-orders[U+200B]" in page.text("#streams-table"), "marks shown")
+    names = [a.text for a in page.css("#streams-table a") if a.text.startswith("zw")]
+    assert sorted(names) == ["zw-orders", "zw-orders[U+200B]", "zw-\U0001F469\u200d\U0001F52C",
+                             "zw[U+2060]-[U+FEFF]orders"]
 
 
 def test_first_load_weight(page):

@@ -1,6 +1,7 @@
 // DOM building without HTML strings: every piece of data becomes a text node or a
 // property, never markup. Attribute names come from code only. Text nodes show explicit
-// bidi controls as visible marks (shown), so data cannot reorder the text around it.
+// bidi controls and invisible characters as visible marks (shown), so data cannot reorder
+// the text around it nor pass for other text.
 
 export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -30,10 +31,14 @@ export function add(el, children) {
 // or reason would reorder the console's own words after it (a stream named "x" + U+202E made
 // 'Delete stream "x" and all its topics?' read '"x?scipot sti lla dna"'), and <bdi> does not
 // hold them (a U+2069 inside ends its isolate): text shows each as a visible [U+202E].
-const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/g;
+// Characters that draw nothing and join nothing (soft hyphen, zero-width space, direction
+// marks, word joiner, invisible operators, byte order mark) are shown the same way: a stream
+// "orders" + U+200B or a user "iggy" + U+2060 looked exactly like "orders" and "iggy" beside
+// them. The joiners U+200C and U+200D stay, as emoji and scripts are drawn with them.
+const HIDDEN = /[\u00AD\u061C\u180E\u200B\u200E\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
 
 export function shown(text) {
-  return text.replace(BIDI_CONTROLS, c => `[U+${c.charCodeAt(0).toString(16).toUpperCase()}]`);
+  return text.replace(HIDDEN, c => `[U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}]`);
 }
 
 export function clear(el) {
