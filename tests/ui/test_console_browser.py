@@ -4,11 +4,11 @@ Scenarios: sign in, create a stream and a topic, send from the page and see the 
 the browser and the live tail, then a message from the official client arrives in the tail
 without a reload; the overview's live chart; personal-access-token sign-in (token shown
 once); consumer-group lag; a read-only user gets no delete buttons and the server refuses the
-forged request; stored HTML/script in names and payloads renders as text and runs nothing;
-bidi controls in names do not reorder the page's words and invisible characters are shown
-as marks; page weight of the first load; rendering 1,000 messages (time reported, not
-asserted); huge payloads cut and laid out only in view, at most 50 headers a message, and
-JSON numbers shown as written.
+forged request; a tab reloaded on a revoked session shows the sign-in form; stored
+HTML/script in names and payloads renders as text and runs nothing; bidi controls in names
+do not reorder the page's words and invisible characters are shown as marks; page weight of
+the first load; rendering 1,000 messages (time reported, not asserted); huge payloads cut
+and laid out only in view, at most 50 headers a message, and JSON numbers shown as written.
 Screenshots and measurements are written to ``test-artifacts/ui``.
 """
 
@@ -210,6 +210,24 @@ def test_read_only_user_gets_no_delete_and_server_refuses(page, rest):
     """, sid)
     assert status == 403
     assert any(s["name"] == "guarded-s" for s in rest.call("GET", "/streams"))
+
+
+def revoke_page_token(page, rest) -> None:
+    """Signs the page's session out behind its back (as an expiry or a revocation would)."""
+    token = page.script("return sessionStorage.getItem('lurcher.console.token')")
+    reply = rest.http.delete("/users/logout", headers={"Authorization": f"Bearer {token}"})
+    assert reply.status_code == 204
+
+
+def test_revoked_session_on_reload_shows_the_sign_in_form(page, rest):
+    """A tab reloaded with a token that expired or was revoked read the user, got 401 and
+    showed only 'Signed out: ...' where the sign-in form had just been drawn."""
+    page.sign_in()
+    revoke_page_token(page, rest)
+    page.d.refresh()
+    page.one("#login-form")
+    page.sign_in()
+    assert page.text("#username") == "iggy"
 
 
 def test_html_in_names_and_payloads_renders_as_text(page, rest):

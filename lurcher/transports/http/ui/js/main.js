@@ -1,6 +1,7 @@
 // The console shell: sign-in state, navigation and a hash router. Each page module exports
 // render(ctx, params) -> Node; timers a page starts through ctx.every() stop when the page
-// is left.
+// is left. Only the latest call of show() draws: one that an awaited request outlived (a
+// 401 signs out and shows the sign-in form meanwhile, or the user moved on) draws nothing.
 
 import { Api } from './api.js';
 import { h, clear, link, button } from './dom.js';
@@ -33,6 +34,7 @@ const ctx = {
   caps: null,
   me: null,
   timers: [],
+  shows: 0, // calls of show() so far: the latest one owns #main
   every(fn, ms) { fn(); this.timers.push(setInterval(fn, ms)); },
   go(hash) { if (location.hash === hash) show(); else location.hash = hash; },
 };
@@ -68,6 +70,8 @@ function match(hash) {
 
 async function show() {
   stopTimers();
+  const turn = ++ctx.shows;
+  const current = () => turn === ctx.shows;
   const main = document.getElementById('main');
   if (!ctx.api.signedIn) {
     ctx.caps = null;
@@ -78,9 +82,10 @@ async function show() {
   try {
     if (!ctx.caps) await loadMe();
   } catch (err) {
-    clear(main).append(h('p', { class: 'error' }, err.message));
+    if (current()) clear(main).append(h('p', { class: 'error', id: 'page-error' }, err.message));
     return;
   }
+  if (!current()) return;
   renderNav();
   const found = match(location.hash) || match('#/overview');
   const [page, params] = found;
@@ -88,9 +93,9 @@ async function show() {
   clear(main).append(view);
   try {
     const content = await page.render(ctx, params);
-    view.replaceChildren(content);
+    if (current()) view.replaceChildren(content);
   } catch (err) {
-    view.replaceChildren(h('p', { class: 'error', id: 'page-error' }, err.message));
+    if (current()) view.replaceChildren(h('p', { class: 'error', id: 'page-error' }, err.message));
   }
 }
 
