@@ -4,11 +4,12 @@ Scenarios: sign in, create a stream and a topic, send from the page and see the 
 the browser and the live tail, then a message from the official client arrives in the tail
 without a reload; the overview's live chart; personal-access-token sign-in (token shown
 once); consumer-group lag; a read-only user gets no delete buttons and the server refuses the
-forged request; a tab reloaded on a revoked session shows the sign-in form; stored
-HTML/script in names and payloads renders as text and runs nothing; bidi controls in names
-do not reorder the page's words and invisible characters are shown as marks; page weight of
-the first load; rendering 1,000 messages (time reported, not asserted); huge payloads cut
-and laid out only in view, at most 50 headers a message, and JSON numbers shown as written.
+forged request; pages follow permissions changed while the console is open; a tab reloaded
+on a revoked session shows the sign-in form; stored HTML/script in names and payloads
+renders as text and runs nothing; bidi controls in names do not reorder the page's words and
+invisible characters are shown as marks; page weight of the first load; rendering 1,000
+messages (time reported, not asserted); huge payloads cut and laid out only in view, at most
+50 headers a message, and JSON numbers shown as written.
 Screenshots and measurements are written to ``test-artifacts/ui``.
 """
 
@@ -228,6 +229,30 @@ def test_revoked_session_on_reload_shows_the_sign_in_form(page, rest):
     page.one("#login-form")
     page.sign_in()
     assert page.text("#username") == "iggy"
+
+
+def test_pages_follow_permissions_changed_while_open(page, rest):
+    """The console read the user's permissions once, at sign-in: after an administrator took
+    manage_streams away, every page went on offering create, purge and delete (each refused
+    by the server), and a permission given later was not offered until a reload."""
+    rest.call("POST", "/streams", {"name": "shrink-s"}, ok=200)
+    rest.call("POST", "/users", {"username": "shrinking", "password": "shrinking-pass",
+                                 "permissions": {"global": {"manage_streams": True,
+                                                            "read_streams": True}}}, ok=200)
+    uid = next(u["id"] for u in rest.call("GET", "/users") if u["username"] == "shrinking")
+    page.sign_in("shrinking", "shrinking-pass")
+    page.go("#/streams")
+    page.one("#create-stream")
+    assert page.css("[data-action=delete]") and "Clients" not in page.text("#nav")
+
+    rest.call("PUT", f"/users/{uid}/permissions", {"permissions": {
+        "global": {"read_streams": True, "read_servers": True}, "streams": None}}, ok=204)
+    page.go("#/tokens")
+    page.one("#create-token")
+    page.go("#/streams")
+    page.wait(lambda: "shrink-s" in page.text("#streams-table"), "streams listed again")
+    assert not page.css("#create-stream") and not page.css("[data-action=delete]")
+    assert "Clients" in page.text("#nav")
 
 
 def test_html_in_names_and_payloads_renders_as_text(page, rest):

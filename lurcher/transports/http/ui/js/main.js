@@ -2,6 +2,8 @@
 // render(ctx, params) -> Node; timers a page starts through ctx.every() stop when the page
 // is left. Only the latest call of show() draws: one that an awaited request outlived (a
 // 401 signs out and shows the sign-in form meanwhile, or the user moved on) draws nothing.
+// The signed-in user (ctx.me, ctx.caps) is read again on every navigation, so what a page
+// offers follows permissions changed while the console is open.
 
 import { Api } from './api.js';
 import { h, clear, link, button } from './dom.js';
@@ -76,11 +78,11 @@ async function show() {
   if (!ctx.api.signedIn) {
     ctx.caps = null;
     renderNav();
-    clear(main).append(login.render(ctx, async () => { await loadMe(); ctx.go('#/overview'); show(); }));
+    clear(main).append(login.render(ctx, async () => ctx.go('#/overview')));
     return;
   }
   try {
-    if (!ctx.caps) await loadMe();
+    await loadMe();
   } catch (err) {
     if (current()) clear(main).append(h('p', { class: 'error', id: 'page-error' }, err.message));
     return;
