@@ -1,7 +1,8 @@
 """Bad input on every new front end: clear errors, no crash, the server keeps serving.
 
 HTTP: malformed JSON, wrong content type, oversize bodies, missing/garbage/expired/forged/
-revoked JWTs, shape errors, the §14 status mapping, CORS, metrics, upgrade requests.
+revoked JWTs, shape errors, the §14 status mapping, CORS, metrics, upgrade requests, names
+holding '/' or '%' in path segments.
 WebSocket: text frames, short and oversized frames, a frame split over messages. QUIC (raw
 aioquic client, no ALPN): a stream reset mid-request, a truncated frame, then normal
 requests on the same connection.
@@ -356,3 +357,38 @@ async def test_http_integer_parameters_are_ascii_digits(plain_server: LurcherSer
 def assert_invalid_format(r: httpx.Response) -> None:
     assert r.status_code == 400 and r.json()["id"] == ErrorCode.INVALID_FORMAT, (
         r.request.url, r.text)
+
+
+async def test_http_names_with_slashes_and_percents_in_path_segments(
+        plain_server: LurcherServer) -> None:
+    """uvicorn decodes the whole raw path before routing, so ``a%2Fb`` in a segment was two
+    segments: a personal access token named "tok/1" (the console creates any name) could not
+    be deleted (404), nor could a stream "s/1" be read by name or a consumer "w/1"'s offset
+    deleted. Iggy routes on the raw path and decodes each parameter; so does lurcher now,
+    once: "p%41" is read as "p%41", not "pA"."""
+    async with httpx.AsyncClient(base_url=http_base(plain_server)) as http:
+        auth = bearer(await login(http))
+        r = await http.post("/personal-access-tokens", json={"name": "tok/1", "expiry": 0},
+                            headers=auth)
+        assert r.status_code == 200, r.text
+        assert (await http.delete("/personal-access-tokens/tok%2F1", headers=auth)).status_code == 204
+        names = [t["name"] for t in (await http.get("/personal-access-tokens", headers=auth)).json()]
+        assert "tok/1" not in names
+
+        for name in ("s/1", "p%41"):
+            assert (await http.post("/streams", json={"name": name}, headers=auth)).status_code == 200
+        assert (await http.get("/streams/p%2541", headers=auth)).json()["name"] == "p%41"
+        r = await http.post("/streams/s%2F1/topics", headers=auth,
+                            json={"name": "t/%2", "partitions_count": 1})
+        assert r.status_code == 200, r.text
+        topic = "/streams/s%2f1/topics/t%2F%252"
+        assert (await http.get(topic, headers=auth)).json()["name"] == "t/%2"
+        r = await http.post(f"{topic}/messages", headers=auth, json={
+            "partitioning": {"kind": "balanced", "value": ""}, "messages": [{"payload": "AA=="}]})
+        assert r.status_code == 201, r.text
+        r = await http.put(f"{topic}/consumer-offsets", headers=auth,
+                           json={"consumer_id": "w/1", "partition_id": 0, "offset": 0})
+        assert r.status_code == 204, r.text
+        r = await http.delete(f"{topic}/consumer-offsets/w%2F1", params={"partition_id": "0"},
+                              headers=auth)
+        assert r.status_code == 204, r.text

@@ -2,22 +2,23 @@
 
 Every route builds a typed request from ``core.wire.requests`` and runs it with
 ``Dispatcher.execute``; the reply payload is decoded with the command table and written as
-the §14.2 JSON shape. No command logic lives here. Authentication: ``Authorization: Bearer
-<JWT>`` on every route except ``/``, ``/ping``, the metrics endpoint, the login and refresh
-routes; a request's session is transient (opened for the request, closed after it) and
-carries the token's user, whose login must still hold as a binary session's must
-(``auth.permissions.stale_login``: the user exists, is active and is the user the token was
-issued to, a later user given a deleted user's id inheriting none of its tokens, and the
-personal access token of a token login still exists). Missing or bad tokens get a bare 401.
-Errors are ``{"id","code","reason","field"}`` with the §14 status mapping; malformed JSON
-and shape errors are 400 INVALID_FORMAT, invalid UTF-8 is 400 INVALID_UTF8, a body that is
-not ``application/json`` is 415, a body above ``max_request_size`` is 413, and so is a body
-of a route taken before any login (login, token login, refresh) above
-``limits.max_unauthenticated_payload_bytes``, as a binary frame before login is held to it
-(``unauthenticated_body``: no more is buffered, so a client trickling such bodies holds no
-more than that per connection). A built request must have a binary form
-(``validation.check_encodable``: integers in their wire ranges) and passes the same
-``validate()`` as a binary one, in the dispatcher. One lurcher-only route: ``GET
+the §14.2 JSON shape. No command logic lives here. Routes match the raw path
+(``paths.EscapedSlashes``), so a name holding '/' is one segment as ``%2F``, as in Iggy.
+Authentication: ``Authorization: Bearer <JWT>`` on every route except ``/``, ``/ping``, the
+metrics endpoint, the login and refresh routes; a request's session is transient (opened for
+the request, closed after it) and carries the token's user, whose login must still hold as a
+binary session's must (``auth.permissions.stale_login``: the user exists, is active and is
+the user the token was issued to, a later user given a deleted user's id inheriting none of
+its tokens, and the personal access token of a token login still exists). Missing or bad
+tokens get a bare 401. Errors are ``{"id","code","reason","field"}`` with the §14 status
+mapping; malformed JSON and shape errors are 400 INVALID_FORMAT, invalid UTF-8 is 400
+INVALID_UTF8, a body that is not ``application/json`` is 415, a body above
+``max_request_size`` is 413, and so is a body of a route taken before any login (login,
+token login, refresh) above ``limits.max_unauthenticated_payload_bytes``, as a binary frame
+before login is held to it (``unauthenticated_body``: no more is buffered, so a client
+trickling such bodies holds no more than that per connection). A built request must have a
+binary form (``validation.check_encodable``: integers in their wire ranges) and passes the
+same ``validate()`` as a binary one, in the dispatcher. One lurcher-only route: ``GET
 /cluster/status`` (``cluster.status``), authenticated.
 
 A poll answer above ``RENDER_OFF_LOOP_BYTES`` is turned into JSON on the API's one renderer
@@ -111,6 +112,7 @@ from lurcher.core.wire.values.consumer import Consumer
 from lurcher.core.wire.values.partitioning import Partitioning
 from lurcher.core.wire.values.polling import PollingKind, PollingStrategy
 from lurcher.transports.http import bodies as b
+from lurcher.transports.http.paths import EscapedSlashes, path_parameter
 from lurcher.core.wire import json_shapes as s
 from lurcher.core.wire import units
 from lurcher.core.wire.units import U64_MAX
@@ -460,7 +462,8 @@ class HttpApi:
         async def run(request: Request) -> Response:
             token = self.bearer(request)
             body = await self.body(request, body_type) if body_type else None
-            req = build(Call(dict(request.path_params), request.query_params, body))
+            params = {name: path_parameter(value) for name, value in request.path_params.items()}
+            req = build(Call(params, request.query_params, body))
             req.validate()  # as Iggy's HTTP API: field rules before permissions
             if not isinstance(req, SendMessages):  # build_send checks its own fields
                 check_encodable(req)
@@ -630,7 +633,7 @@ def build_app(api: HttpApi, limit_bytes: int, cors: Cors | None, console: Any = 
     routes: list[Any] = list(api.routes())
     if console is not None:
         routes.extend(console.routes())
-    app: Any = Starlette(routes=routes)
+    app: Any = EscapedSlashes(Starlette(routes=routes))
     if cors is not None and cors.enabled:
         from starlette.middleware.cors import CORSMiddleware
         app = CORSMiddleware(
