@@ -8,9 +8,9 @@ once) and a token named with a slash deleted; consumer-group lag, also of 3 grou
 request; pages follow permissions changed while the console is open; a tab reloaded on a
 revoked session shows the sign-in form; stored HTML/script in names and payloads renders as
 text and runs nothing; bidi controls in names do not reorder the page's words and invisible
-characters are shown as marks; page weight of the first load; rendering 1,000 messages (time
-reported, not asserted); huge payloads cut and laid out only in view, at most 50 headers a
-message, and JSON numbers shown as written.
+characters are shown as marks; 255-character names wrap inside the page; page weight of the
+first load; rendering 1,000 messages (time reported, not asserted); huge payloads cut and
+laid out only in view, at most 50 headers a message, and JSON numbers shown as written.
 Screenshots and measurements are written to ``test-artifacts/ui``.
 """
 
@@ -366,6 +366,21 @@ def test_invisible_characters_in_names_are_shown(page, rest):
     names = [a.text for a in page.css("#streams-table a") if a.text.startswith("zw")]
     assert sorted(names) == ["zw-orders", "zw-orders[U+200B]", "zw-\U0001F469\u200d\U0001F52C",
                              "zw[U+2060]-[U+FEFF]orders"]
+
+
+def test_long_names_wrap_inside_the_page(page, rest):
+    """A 255-character name (no spaces) kept its table cell on one line, which pushed the
+    row's Rename, Purge and Delete buttons 1,300 px past the window's right edge, and the
+    topics page's heading and crumbs widened the page to 3,600 px."""
+    sid = make_topic(rest, "W" * 255, "V" * 255)[0]
+    page.sign_in()
+    page.go("#/streams")
+    delete = row_button(page, "#streams-table", "W" * 255, "delete")
+    assert page.script("return arguments[0].getBoundingClientRect().right <= window.innerWidth",
+                       delete)
+    page.go(f"#/streams/{sid}")
+    page.wait(lambda: "V" * 255 in page.text("#topics-table"), "topic listed")
+    assert page.script("return document.documentElement.scrollWidth <= window.innerWidth")
 
 
 def test_first_load_weight(page):

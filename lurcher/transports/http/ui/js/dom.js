@@ -46,13 +46,18 @@ export function clear(el) {
   return el;
 }
 
-// A table from column specs [{title, cell: row => node|string}] and rows.
+// A table from column specs [{title, cell: row => node|string}] and rows. A string cell is
+// a span.text, which the style sheet lets wrap past a width (like a link cell).
 export function table(columns, rows, attrs) {
   const head = h('thead', null, h('tr', null, columns.map(c => h('th', null, c.title))));
   const body = h('tbody');
-  for (const row of rows) body.append(h('tr', null, columns.map(c => h('td', null, c.cell(row)))));
+  for (const row of rows) body.append(h('tr', null, columns.map(c => h('td', null, cellContent(c.cell(row))))));
   const empty = rows.length ? null : h('p', { class: 'muted' }, 'Nothing here yet.');
   return h('div', { class: 'table-wrap' }, h('table', attrs, head, body), empty);
+}
+
+function cellContent(value) {
+  return typeof value === 'string' ? h('span', { class: 'text' }, value) : value;
 }
 
 export function link(href, text) {
