@@ -6,11 +6,12 @@ without a reload; the overview's live chart; personal-access-token sign-in (toke
 once) and a token named with a slash deleted; consumer-group lag, also of 3 groups over
 1,000 partitions; a read-only user gets no delete buttons and the server refuses the forged
 request; pages follow permissions changed while the console is open; a tab reloaded on a
-revoked session shows the sign-in form; stored HTML/script in names and payloads renders as
-text and runs nothing; bidi controls in names do not reorder the page's words and invisible
-characters are shown as marks; 255-character names wrap inside the page; page weight of the
-first load; rendering 1,000 messages (time reported, not asserted); huge payloads cut and
-laid out only in view, at most 50 headers a message, and JSON numbers shown as written.
+revoked session shows the sign-in form; a server out of reach is said so; stored HTML/script
+in names and payloads renders as text and runs nothing; bidi controls in names do not
+reorder the page's words and invisible characters are shown as marks; 255-character names
+wrap inside the page; page weight of the first load; rendering 1,000 messages (time
+reported, not asserted); huge payloads cut and laid out only in view, at most 50 headers a
+message, and JSON numbers shown as written.
 Screenshots and measurements are written to ``test-artifacts/ui``.
 """
 
@@ -284,6 +285,23 @@ def test_pages_follow_permissions_changed_while_open(page, rest):
     page.wait(lambda: "shrink-s" in page.text("#streams-table"), "streams listed again")
     assert not page.css("#create-stream") and not page.css("[data-action=delete]")
     assert "Clients" in page.text("#nav")
+
+
+def test_server_out_of_reach_is_said_so(page):
+    """With no answer from the server (down, or the network gone) pages, forms and the
+    overview showed the browser's bare "Failed to fetch"; now they say what happened."""
+    page.sign_in()
+    page.d.execute_cdp_cmd("Network.enable", {})
+    page.d.execute_cdp_cmd("Network.emulateNetworkConditions", {
+        "offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+    try:
+        page.go("#/streams")
+        assert page.text("#page-error").startswith("Cannot reach the server: no answer")
+    finally:
+        page.d.execute_cdp_cmd("Network.emulateNetworkConditions", {
+            "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+    page.go("#/tokens")
+    page.one("#tokens-table")
 
 
 def test_html_in_names_and_payloads_renders_as_text(page, rest):

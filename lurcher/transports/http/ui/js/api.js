@@ -94,7 +94,7 @@ export class Api {
     const headers = {};
     if (authorised) headers.Authorization = `Bearer ${this.token}`;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
-    const response = await fetch(path, {
+    const response = await reach(path, {
       method, headers, credentials: 'omit', cache: 'no-store', redirect: 'error',
       body: body === undefined ? undefined : JSON.stringify(body),
     });
@@ -110,7 +110,7 @@ export class Api {
 
   // Prometheus text (unauthenticated); null when metrics are off.
   async metrics() {
-    const response = await fetch('/metrics', { credentials: 'omit', cache: 'no-store' });
+    const response = await reach('/metrics', { credentials: 'omit', cache: 'no-store' });
     return response.ok ? response.text() : null;
   }
 }
@@ -121,6 +121,18 @@ export function parseJson(text) {
   return JSON.parse(text, (key, value, context) =>
     (typeof value === 'number' && !Number.isSafeInteger(value) && Number.isInteger(value) && context && context.source
       ? context.source : value));
+}
+
+// fetch, whose failure to get any answer (server down, network gone) the browser reports
+// only as "Failed to fetch": the console says what happened and what to do.
+const UNREACHABLE = 'Cannot reach the server: no answer (it is down, or the network is); try again or reload the page';
+
+async function reach(path, options) {
+  try {
+    return await fetch(path, options);
+  } catch (err) {
+    throw new ApiError(0, UNREACHABLE);
+  }
 }
 
 async function failure(response) {
