@@ -2,16 +2,16 @@
 
 Scenarios: sign in, create a stream and a topic, send from the page and see the message in
 the browser and the live tail, then a message from the official client arrives in the tail
-without a reload; the overview's live chart; personal-access-token sign-in (token shown
-once) and a token named with a slash deleted; consumer-group lag, also of 3 groups over
-1,000 partitions; a read-only user gets no delete buttons and the server refuses the forged
-request; pages follow permissions changed while the console is open; a tab reloaded on a
-revoked session shows the sign-in form; a server out of reach is said so; stored HTML/script
-in names and payloads renders as text and runs nothing; bidi controls in names do not
-reorder the page's words and invisible characters are shown as marks; 255-character names
-wrap inside the page; page weight of the first load; rendering 1,000 messages (time
-reported, not asserted); huge payloads cut and laid out only in view, at most 50 headers a
-message, and JSON numbers shown as written.
+without a reload; the send form refuses values it cannot encode; the overview's live chart;
+personal-access-token sign-in (token shown once) and a token named with a slash deleted;
+consumer-group lag, also of 3 groups over 1,000 partitions; a read-only user gets no delete
+buttons and the server refuses the forged request; pages follow permissions changed while
+the console is open; a tab reloaded on a revoked session shows the sign-in form; a server
+out of reach is said so; stored HTML/script in names and payloads renders as text and runs
+nothing; bidi controls in names do not reorder the page's words and invisible characters are
+shown as marks; 255-character names wrap inside the page; page weight of the first load;
+rendering 1,000 messages (time reported, not asserted); huge payloads cut and laid out only
+in view, at most 50 headers a message, and JSON numbers shown as written.
 Screenshots and measurements are written to ``test-artifacts/ui``.
 """
 
@@ -108,6 +108,35 @@ def test_create_send_browse_and_tail_with_official_client(page, rest, loop, cons
     stored = rest.call("GET", f"/streams/{sid}/topics/0/messages?partition_id=0&kind=first&count=10")
     payloads = [base64.b64decode(m["payload"]).decode() for m in stored["messages"]]
     assert payloads == ['{"order": 1, "item": "lamp"}', "from the official client"]
+
+
+def test_send_form_refuses_values_it_cannot_encode(page, rest):
+    """The send form wrote the partition id and fixed-size header values with DataView's
+    setters, which made "abc" and "" partition 0, "3x" a uint32 0 and 300 an int8 44: the
+    message went to another partition, or with other headers, than the operator typed."""
+    sid, tid = make_topic(rest, "typed-s", "typed-t", partitions=2)
+    page.sign_in()
+    page.go(f"#/streams/{sid}/topics/{tid}/messages")
+    page.choose("#send-form select[name=partitioning]", "partition_id")
+    page.type("#send-payload", "typed")
+    for partition, headers, refusal in (("abc", "", "partition id: not a whole number"),
+                                        ("4294967297", "", "partition id: 4294967297 is outside"),
+                                        ("1", "n:uint32=3x", "header value for uint32: not a whole"),
+                                        ("1", "n:int8=300", "header value for int8: 300 is outside"),
+                                        ("1", "n:bool=yes", "header value for bool: not true")):
+        page.type("#send-partition-value", partition)
+        page.type("#send-headers", headers)
+        page.one("#send-submit").click()
+        page.wait(lambda: refusal in page.text("#send-form .form-status"), refusal)
+    page.type("#send-headers", "n:int8=-128\nok:bool=true")
+    page.one("#send-submit").click()
+    page.wait(lambda: rest.call("GET", f"/streams/{sid}/topics/{tid}")["messages_count"] == 1,
+              "the valid message stored")
+    polled = rest.call("GET", f"/streams/{sid}/topics/{tid}/messages?partition_id=1&count=10")
+    assert [m["payload"] for m in polled["messages"]] == [b64("typed")]
+    values = {base64.b64decode(h["key"]["value"]).decode(): base64.b64decode(h["value"]["value"])
+              for h in polled["messages"][0]["user_headers"]}
+    assert values == {"n": b"\x80", "ok": b"\x01"}
 
 
 def test_overview_chart_follows_traffic(page, rest):

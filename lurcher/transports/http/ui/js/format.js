@@ -98,18 +98,23 @@ function asWritten(key, value, context) {
   return typeof value === 'number' && context && context.source ? JSON.rawJSON(context.source) : value;
 }
 
+// kind: [size, read(view, offset), write(view, offset, value), parse(text) -> value]. parse
+// refuses what the kind cannot hold: DataView's setters wrote 0 for "3x" or "yes" and
+// wrapped 300 to 44 in an int8, so the header sent was not the one typed.
+const int = (bits, signed) => text => Number(wholeNumber(text, bits, signed));
+const big = (bits, signed) => text => wholeNumber(text, bits, signed);
 const FIXED = {
-  bool: [1, (v, o) => v.getUint8(o) !== 0, (v, o, x) => v.setUint8(o, x === 'true' || x === '1' ? 1 : 0)],
-  int8: [1, (v, o) => v.getInt8(o), (v, o, x) => v.setInt8(o, Number(x))],
-  int16: [2, (v, o) => v.getInt16(o, true), (v, o, x) => v.setInt16(o, Number(x), true)],
-  int32: [4, (v, o) => v.getInt32(o, true), (v, o, x) => v.setInt32(o, Number(x), true)],
-  int64: [8, (v, o) => v.getBigInt64(o, true), (v, o, x) => v.setBigInt64(o, BigInt(x), true)],
-  uint8: [1, (v, o) => v.getUint8(o), (v, o, x) => v.setUint8(o, Number(x))],
-  uint16: [2, (v, o) => v.getUint16(o, true), (v, o, x) => v.setUint16(o, Number(x), true)],
-  uint32: [4, (v, o) => v.getUint32(o, true), (v, o, x) => v.setUint32(o, Number(x), true)],
-  uint64: [8, (v, o) => v.getBigUint64(o, true), (v, o, x) => v.setBigUint64(o, BigInt(x), true)],
-  float32: [4, (v, o) => v.getFloat32(o, true), (v, o, x) => v.setFloat32(o, Number(x), true)],
-  float64: [8, (v, o) => v.getFloat64(o, true), (v, o, x) => v.setFloat64(o, Number(x), true)],
+  bool: [1, (v, o) => v.getUint8(o) !== 0, (v, o, x) => v.setUint8(o, x ? 1 : 0), flag],
+  int8: [1, (v, o) => v.getInt8(o), (v, o, x) => v.setInt8(o, x), int(8, true)],
+  int16: [2, (v, o) => v.getInt16(o, true), (v, o, x) => v.setInt16(o, x, true), int(16, true)],
+  int32: [4, (v, o) => v.getInt32(o, true), (v, o, x) => v.setInt32(o, x, true), int(32, true)],
+  int64: [8, (v, o) => v.getBigInt64(o, true), (v, o, x) => v.setBigInt64(o, x, true), big(64, true)],
+  uint8: [1, (v, o) => v.getUint8(o), (v, o, x) => v.setUint8(o, x), int(8, false)],
+  uint16: [2, (v, o) => v.getUint16(o, true), (v, o, x) => v.setUint16(o, x, true), int(16, false)],
+  uint32: [4, (v, o) => v.getUint32(o, true), (v, o, x) => v.setUint32(o, x, true), int(32, false)],
+  uint64: [8, (v, o) => v.getBigUint64(o, true), (v, o, x) => v.setBigUint64(o, x, true), big(64, false)],
+  float32: [4, (v, o) => v.getFloat32(o, true), (v, o, x) => v.setFloat32(o, x, true), decimal],
+  float64: [8, (v, o) => v.getFloat64(o, true), (v, o, x) => v.setFloat64(o, x, true), decimal],
 };
 export const HEADER_KINDS = ['string', ...Object.keys(FIXED), 'raw'];
 
@@ -155,10 +160,36 @@ export function parseHeaderLines(text) {
 function encodeHeader(kind, text) {
   if (kind === 'string') return encodeText(text);
   if (kind === 'raw') return fromHex(text);
-  const [size, , write] = FIXED[kind];
+  const [size, , write, parse] = FIXED[kind];
   const out = new Uint8Array(size);
-  write(new DataView(out.buffer), 0, text.trim());
+  try {
+    write(new DataView(out.buffer), 0, parse(text.trim()));
+  } catch (err) {
+    throw new Error(`header value for ${kind}: ${err.message}`);
+  }
   return out;
+}
+
+// A whole number in decimal that fits `bits` (signed or not), as a BigInt; else an Error.
+export function wholeNumber(text, bits, signed) {
+  if (!/^[+-]?\d+$/.test(text)) throw new Error(`not a whole number: "${text}"`);
+  const value = BigInt(text);
+  const top = 1n << BigInt(signed ? bits - 1 : bits);
+  const [low, high] = signed ? [-top, top - 1n] : [0n, top - 1n];
+  if (value < low || value > high) throw new Error(`${text} is outside ${low}…${high}`);
+  return value;
+}
+
+function flag(text) {
+  if (/^(true|1)$/i.test(text)) return true;
+  if (/^(false|0)$/i.test(text)) return false;
+  throw new Error(`not true, false, 1 or 0: "${text}"`);
+}
+
+function decimal(text) {
+  const value = Number(text);
+  if (text === '' || (Number.isNaN(value) && text !== 'NaN')) throw new Error(`not a number: "${text}"`);
+  return value;
 }
 
 function fromHex(text) {

@@ -3,7 +3,7 @@
 
 import { h, link, form, field, input, select, toast, shown } from '../dom.js';
 import { topicPath, seg } from '../api.js';
-import { encodeText, headerLines, micros, parseHeaderLines, payloadView, fromBase64, toBase64, SHOWN_BYTES } from '../format.js';
+import { encodeText, headerLines, micros, parseHeaderLines, payloadView, fromBase64, toBase64, wholeNumber, SHOWN_BYTES } from '../format.js';
 
 const TAIL_MS = 1000;
 const TAIL_BATCH = 200;
@@ -149,10 +149,14 @@ function sendForm(page) {
   });
 }
 
+// A partition id that is not a u32 is refused: setUint32 sent "abc", "" and "1.5" to
+// partition 0 and 4294967297 to partition 1.
 function partitioning(kind, value) {
   if (kind === 'partition_id') {
     const id = new Uint8Array(4);
-    new DataView(id.buffer).setUint32(0, Number(value), true);
+    let number;
+    try { number = wholeNumber(value.trim(), 32, false); } catch (err) { throw new Error(`partition id: ${err.message}`); }
+    new DataView(id.buffer).setUint32(0, Number(number), true);
     return { kind, value: toBase64(id) };
   }
   if (kind === 'messages_key') return { kind, value: toBase64(encodeText(value)) };
