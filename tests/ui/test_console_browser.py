@@ -10,8 +10,9 @@ the console is open; a tab reloaded on a revoked session shows the sign-in form;
 out of reach is said so; stored HTML/script in names and payloads renders as text and runs
 nothing; bidi controls in names do not reorder the page's words and invisible characters are
 shown as marks; 255-character names wrap inside the page; page weight of the first load;
-rendering 1,000 messages (time reported, not asserted); huge payloads cut and laid out only
-in view, at most 50 headers a message, and JSON numbers shown as written.
+paging through a partition; rendering 1,000 messages (time reported, not asserted); huge
+payloads cut and laid out only in view, at most 50 headers a message, and JSON numbers shown
+as written.
 Screenshots and measurements are written to ``test-artifacts/ui``.
 """
 
@@ -465,6 +466,28 @@ def test_message_browser_renders_1000_messages(page, rest):
     print(f"message browser: {rendered} messages rendered in {ms:.1f} ms")
     assert rendered == 1000
     assert '"n": 999' in page.css("#messages article")[-1].text
+
+
+def test_message_browser_pages_through_a_partition(page, rest):
+    """The browser polled one page and offered no way on: the next page of a partition of
+    millions of offsets had to be found and typed by hand."""
+    sid, tid = make_topic(rest, "pages-s", "pages-t")
+    send(rest, sid, tid, [f"m{i}" for i in range(120)])
+    page.sign_in()
+    page.go(f"#/streams/{sid}/topics/{tid}/messages")
+    page.one("#poll-submit").click()
+
+    def first_offset() -> tuple[str, int] | None:
+        articles = page.css("#messages article")
+        return (articles[0].get_attribute("data-offset"), len(articles)) if articles else None
+
+    page.wait(lambda: first_offset() == ("0", 50), "first page")
+    assert not page.css("#poll-previous")
+    for expected in (("50", 50), ("100", 20)):
+        page.one("#poll-next").click()
+        page.wait(lambda: first_offset() == expected, f"page from {expected[0]}")
+    page.one("#poll-previous").click()
+    page.wait(lambda: first_offset() == ("50", 50), "back a page")
 
 
 def test_huge_payloads_do_not_freeze_the_page(page, rest, loop, console_server):

@@ -1,7 +1,8 @@
-// The message browser of one topic: poll a partition by offset, timestamp, first or last;
-// show payloads as JSON, text or hex with decoded headers; a live tail; a send form.
+// The message browser of one topic: poll a partition by offset, timestamp, first or last,
+// then page back and forth; show payloads as JSON, text or hex with decoded headers; a live
+// tail; a send form.
 
-import { h, link, form, field, input, select, toast, shown } from '../dom.js';
+import { h, link, button, form, field, input, select, toast, shown } from '../dom.js';
 import { topicPath, seg } from '../api.js';
 import { encodeText, headerLines, micros, parseHeaderLines, payloadView, fromBase64, toBase64, wholeNumber, SHOWN_BYTES } from '../format.js';
 
@@ -36,6 +37,7 @@ async function poll(page, partition, kind, value, count) {
 function browser(page) {
   const list = h('div', { id: 'messages', class: 'messages' });
   const status = h('p', { id: 'poll-status', class: 'muted' });
+  const pager = h('p', { class: 'actions', id: 'poll-pager' });
   const el = form({ id: 'poll-form', class: 'form inline' }, [
     field('Partition', select('partition', partitionIds(page.topic), partitionIds(page.topic)[0])),
     field('From', select('kind', ['offset', 'timestamp', 'first', 'last'], 'offset')),
@@ -45,7 +47,9 @@ function browser(page) {
     h('button', { type: 'submit', id: 'poll-submit' }, 'Poll')],
   async v => {
     page.view = v.view;
-    const polled = await poll(page, v.partition, v.kind, pollValue(v.kind, v.value), Math.min(Number(v.count) || 1, MAX_COUNT));
+    const count = Math.min(Number(v.count) || 1, MAX_COUNT);
+    const polled = await poll(page, v.partition, v.kind, pollValue(v.kind, v.value), count);
+    pager.replaceChildren(...pageButtons(el, polled.messages, count));
     const started = performance.now();
     list.replaceChildren(renderMessages(polled.messages, page.view, polled.partition_id));
     void list.offsetHeight; // include layout in the measurement
@@ -54,7 +58,23 @@ function browser(page) {
     status.dataset.count = String(polled.messages.length);
     status.textContent = `${polled.messages.length} messages (partition offset ${polled.current_offset}), rendered in ${ms.toFixed(1)} ms`;
   });
-  return h('section', null, h('h2', null, 'Browse'), el, status, list);
+  return h('section', null, h('h2', null, 'Browse'), el, status, pager, list);
+}
+
+// Previous and next page of a poll, from the offsets of the messages shown: a partition of
+// millions of offsets is browsed a page at a time, not by typing each page's offset.
+function pageButtons(formEl, messages, count) {
+  if (!messages.length) return [];
+  const first = BigInt(String(messages[0].header.offset));
+  const last = BigInt(String(messages[messages.length - 1].header.offset));
+  const from = offset => () => {
+    formEl.elements.namedItem('kind').value = 'offset';
+    formEl.elements.namedItem('value').value = String(offset);
+    formEl.requestSubmit();
+  };
+  const back = first > BigInt(count) ? first - BigInt(count) : 0n;
+  return [first > 0n && button('← Previous', from(back), { class: 'secondary', id: 'poll-previous' }),
+    button('Next →', from(last + 1n), { class: 'secondary', id: 'poll-next' })].filter(Boolean);
 }
 
 // A timestamp may be typed as µs or as a date the browser can parse.
