@@ -6,13 +6,13 @@ without a reload; the send form refuses values it cannot encode; the overview's 
 personal-access-token sign-in (token shown once) and a token named with a slash deleted;
 consumer-group lag, also of 3 groups over 1,000 partitions; a read-only user gets no delete
 buttons and the server refuses the forged request; pages follow permissions changed while
-the console is open; a tab reloaded on a revoked session shows the sign-in form; a server
-out of reach is said so; stored HTML/script in names and payloads renders as text and runs
-nothing; bidi controls in names do not reorder the page's words and invisible characters are
-shown as marks; 255-character names wrap inside the page; page weight of the first load;
-paging through a partition; rendering 1,000 messages (time reported, not asserted); huge
-payloads cut and laid out only in view, at most 50 headers a message, and JSON numbers shown
-as written.
+the console is open; a tab reloaded on a revoked session shows the sign-in form, and signing
+in again returns to the page the session ended on; a server out of reach is said so; stored
+HTML/script in names and payloads renders as text and runs nothing; bidi controls in names
+do not reorder the page's words and invisible characters are shown as marks; 255-character
+names wrap inside the page; page weight of the first load; paging through a partition;
+rendering 1,000 messages (time reported, not asserted); huge payloads cut and laid out only
+in view, at most 50 headers a message, and JSON numbers shown as written.
 Screenshots and measurements are written to ``test-artifacts/ui``.
 """
 
@@ -291,6 +291,25 @@ def test_revoked_session_on_reload_shows_the_sign_in_form(page, rest):
     page.one("#login-form")
     page.sign_in()
     assert page.text("#username") == "iggy"
+
+
+def test_signing_in_after_a_session_ended_returns_to_the_page(page, rest):
+    """When a session ended (expired or revoked) on a page, signing in again went to the
+    overview, not back to the page the operator was working on."""
+    rest.call("POST", "/streams", {"name": "return-s"}, ok=200)
+    sid = stream_id(rest, "return-s")
+    page.sign_in()
+    page.go("#/tokens")
+    page.one("#create-token")
+    revoke_page_token(page, rest)
+    page.go(f"#/streams/{sid}")
+    page.one("#login-form")
+    page.type("#login-username", "iggy")
+    page.type("#login-password", "iggy")
+    page.one("#login-submit").click()
+    page.wait(lambda: page.css("#stream-title") and page.text("#stream-title") == "return-s",
+              "back on the stream's page")
+    assert page.script("return location.hash") == f"#/streams/{sid}"
 
 
 def test_pages_follow_permissions_changed_while_open(page, rest):

@@ -1,8 +1,8 @@
 // The console shell: sign-in state, navigation and a hash router. Each page module exports
 // render(ctx, params) -> Node; timers a page starts through ctx.every() stop when the page
-// is left. Only the latest call of show() draws: one that an awaited request outlived (a
-// 401 signs out and shows the sign-in form meanwhile, or the user moved on) draws nothing.
-// The signed-in user (ctx.me, ctx.caps) is read again on every navigation, so what a page
+// is left; signing in again after a session ended goes back to the page it ended on. Only
+// the latest call of show() draws: one that an awaited request outlived (a 401 signs out and
+// shows the sign-in form meanwhile, or the user moved on) draws nothing. The signed-in user (ctx.me, ctx.caps) is read again on every navigation, so what a page
 // offers follows permissions changed while the console is open.
 
 import { Api } from './api.js';
@@ -78,7 +78,7 @@ async function show() {
   if (!ctx.api.signedIn) {
     ctx.caps = null;
     renderNav();
-    clear(main).append(login.render(ctx, async () => ctx.go('#/overview')));
+    clear(main).append(login.render(ctx, async () => ctx.go(match(location.hash) ? location.hash : '#/overview')));
     return;
   }
   try {
