@@ -3,16 +3,17 @@
 Scenarios: sign in, create a stream and a topic, send from the page and see the message in
 the browser and the live tail, then a message from the official client arrives in the tail
 without a reload; the send form refuses values it cannot encode; the overview's live chart;
-personal-access-token sign-in (token shown once) and a token named with a slash deleted;
-consumer-group lag, also of 3 groups over 1,000 partitions; a read-only user gets no delete
-buttons and the server refuses the forged request; pages follow permissions changed while
-the console is open; a tab reloaded on a revoked session shows the sign-in form, and signing
-in again returns to the page the session ended on; a server out of reach is said so; stored
-HTML/script in names and payloads renders as text and runs nothing; bidi controls in names
-do not reorder the page's words and invisible characters are shown as marks; 255-character
-names wrap inside the page; page weight of the first load; paging through a partition;
-rendering 1,000 messages (time reported, not asserted); huge payloads cut and laid out only
-in view, at most 50 headers a message, and JSON numbers shown as written.
+personal-access-token sign-in (token shown once), a token's expiry taken in seconds and a
+token named with a slash deleted; consumer-group lag, also of 3 groups over 1,000
+partitions; a read-only user gets no delete buttons and the server refuses the forged
+request; pages follow permissions changed while the console is open; a tab reloaded on a
+revoked session shows the sign-in form, and signing in again returns to the page the session
+ended on; a server out of reach is said so; stored HTML/script in names and payloads renders
+as text and runs nothing; bidi controls in names do not reorder the page's words and
+invisible characters are shown as marks; 255-character names wrap inside the page; page
+weight of the first load; paging through a partition; rendering 1,000 messages (time
+reported, not asserted); huge payloads cut and laid out only in view, at most 50 headers a
+message, and JSON numbers shown as written.
 Screenshots and measurements are written to ``test-artifacts/ui``.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 
 import pytest
 from apache_iggy import SendMessage
@@ -187,6 +189,21 @@ def test_personal_access_token_sign_in_shows_token_once(page):
     page.one("#login-submit").click()
     page.wait(lambda: page.css("#username") and page.css("#username")[0].text == "iggy",
               "signed in with the token")
+
+
+def test_token_expiry_is_taken_in_seconds(page, rest):
+    """The token form asks for its expiry in seconds but sent the number as the API's
+    microseconds: a token meant to last an hour (3600) expired 3.6 ms after it was made."""
+    page.sign_in()
+    page.go("#/tokens")
+    page.type("#create-token input[name=name]", "hourly")
+    page.type("#create-token input[name=expiry]", "3600")
+    before_us = time.time_ns() // 1000
+    page.one("#create-token button[type=submit]").click()
+    page.wait(lambda: "hourly" in page.text("#tokens-table"), "token listed")
+    expiry_at = next(t["expiry_at"] for t in rest.call("GET", "/personal-access-tokens")
+                     if t["name"] == "hourly")
+    assert 3_500_000_000 < expiry_at - before_us < 3_700_000_000, expiry_at - before_us
 
 
 def test_token_with_a_slash_in_its_name_is_deleted_from_the_page(page, rest):

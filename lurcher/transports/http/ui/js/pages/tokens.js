@@ -17,7 +17,8 @@ export async function render(ctx) {
     field('Expires after (s, 0 = never)', input('expiry', { type: 'number', min: 0, value: '0' })),
     h('button', { type: 'submit' }, 'Create token')],
   async (v, el) => {
-    const reply = await ctx.api.post('/personal-access-tokens', { name: v.name, expiry: Number(v.expiry) });
+    // the API's expiry is in microseconds (as Iggy's), the field in seconds
+    const reply = await ctx.api.post('/personal-access-tokens', { name: v.name, expiry: Math.round(Number(v.expiry) * 1e6) });
     el.reset();
     created.replaceChildren(h('div', { class: 'notice' },
       h('p', null, 'Copy this token now: it is shown only once and cannot be read again.'),
