@@ -2,7 +2,8 @@
 // this origin only; never localStorage or cookies) and goes out as an Authorization bearer
 // header, so no request is authorised by anything a browser attaches on its own: a
 // cross-site page cannot make an authenticated request (no CSRF surface). At most
-// MAX_IN_FLIGHT requests are out at once; the others wait their turn in order.
+// MAX_IN_FLIGHT requests are out at once; the others wait their turn in order, and those
+// still waiting when the page is left or the user signs out are dropped (never sent).
 
 const TOKEN_KEY = 'lurcher.console.token';
 const USER_KEY = 'lurcher.console.user';
@@ -15,17 +16,25 @@ const MAX_IN_FLIGHT = 6;
 class Slots {
   constructor(count) {
     this.free = count;
-    this.waiting = [];
+    this.waiting = []; // [resolve, reject] of each request waiting for a slot, in order
   }
 
   async take() {
     if (this.free > 0) this.free -= 1;
-    else await new Promise(resolve => this.waiting.push(resolve));
+    else await new Promise((resolve, reject) => this.waiting.push([resolve, reject]));
   }
 
   give() {
     const next = this.waiting.shift();
-    if (next) next(); else this.free += 1;
+    if (next) next[0](); else this.free += 1;
+  }
+
+  // Fails every waiting request: a page left behind must not hold the next one's requests
+  // (or a sign-out) behind thousands of its own.
+  drop(error) {
+    const dropped = this.waiting;
+    this.waiting = [];
+    for (const [, reject] of dropped) reject(error);
   }
 }
 
@@ -62,7 +71,13 @@ export class Api {
     sessionStorage.setItem(USER_KEY, String(reply.user_id));
   }
 
+  // Requests of the page being left that wait for a slot are not sent.
+  dropQueued() {
+    this.slots.drop(new ApiError(0, 'Not sent: the page was left'));
+  }
+
   async signOut() {
+    this.dropQueued();
     if (this.signedIn) {
       try { await this.request('DELETE', '/users/logout'); } catch (err) { /* token already gone */ }
     }

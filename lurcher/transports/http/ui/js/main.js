@@ -72,6 +72,7 @@ function match(hash) {
 
 async function show() {
   stopTimers();
+  ctx.api.dropQueued();
   const turn = ++ctx.shows;
   const current = () => turn === ctx.shows;
   const main = document.getElementById('main');
