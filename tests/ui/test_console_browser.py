@@ -2,18 +2,18 @@
 
 Scenarios: sign in, create a stream and a topic, send from the page and see the message in
 the browser and the live tail, then a message from the official client arrives in the tail
-without a reload; the send form refuses values it cannot encode; the overview's live chart;
-personal-access-token sign-in (token shown once), a token's expiry taken in seconds and a
-token named with a slash deleted; consumer-group lag, also of 3 groups over 1,000
-partitions; a read-only user gets no delete buttons and the server refuses the forged
-request; pages follow permissions changed while the console is open; a tab reloaded on a
-revoked session shows the sign-in form, and signing in again returns to the page the session
-ended on; a server out of reach is said so; stored HTML/script in names and payloads renders
-as text and runs nothing; bidi controls in names do not reorder the page's words and
-invisible characters are shown as marks; 255-character names wrap inside the page; page
-weight of the first load; paging through a partition; rendering 1,000 messages (time
-reported, not asserted); huge payloads cut and laid out only in view, at most 50 headers a
-message, and JSON numbers shown as written.
+without a reload; the tail goes on after a purge; the send form refuses values it cannot
+encode; the overview's live chart; personal-access-token sign-in (token shown once), a
+token's expiry taken in seconds and a token named with a slash deleted; consumer-group lag,
+also of 3 groups over 1,000 partitions; a read-only user gets no delete buttons and the
+server refuses the forged request; pages follow permissions changed while the console is
+open; a tab reloaded on a revoked session shows the sign-in form, and signing in again
+returns to the page the session ended on; a server out of reach is said so; stored
+HTML/script in names and payloads renders as text and runs nothing; bidi controls in names
+do not reorder the page's words and invisible characters are shown as marks; 255-character
+names wrap inside the page; page weight of the first load; paging through a partition;
+rendering 1,000 messages (time reported, not asserted); huge payloads cut and laid out only
+in view, at most 50 headers a message, and JSON numbers shown as written.
 Screenshots and measurements are written to ``test-artifacts/ui``.
 """
 
@@ -687,6 +687,22 @@ def test_tail_follows_every_partition_once(page, rest):
     seen = sorted((a.get_attribute("data-partition"), a.find_element("css selector", ".payload").text)
                   for a in page.css("#tail article"))
     assert seen == sorted((str(p), f"to-{p}-{x}") for p in (0, 1, 2) for x in "ab")
+
+
+def test_tail_goes_on_after_a_purge(page, rest):
+    """Offsets start again at 0 after a purge; the tail waited for the offset after the last
+    one it had shown (3 here) and showed nothing sent after the purge."""
+    sid, tid = make_topic(rest, "purged-s", "purged-t")
+    page.sign_in()
+    page.go(f"#/streams/{sid}/topics/{tid}/messages")
+    page.one("#tail-toggle").click()
+    page.wait(lambda: page.text("#tail-state") == "following all partitions", "tail running")
+    send(rest, sid, tid, ["before-0", "before-1", "before-2"])
+    page.wait(lambda: len(page.css("#tail article")) == 3, "three tailed messages")
+    rest.call("DELETE", f"/streams/{sid}/topics/{tid}/purge", ok=204)
+    send(rest, sid, tid, ["after-purge"])
+    page.wait(lambda: "after-purge" in page.text("#tail"), "the message sent after the purge")
+    assert page.css("#tail article")[-1].get_attribute("data-offset") == "0"
 
 
 def test_consumer_offsets_and_clients_pages(page, rest, loop, console_server):

@@ -115,6 +115,7 @@ function tail(page) {
       const pids = partition.value === 'all' ? partitionIds(page.topic) : [partition.value];
       for (const pid of pids) {
         const polled = await poll(page, pid, 'offset', next.get(pid) || 0, TAIL_BATCH);
+        if (restarted(polled, next.get(pid) || 0)) next.set(pid, 0);
         if (!polled.messages.length) continue;
         next.set(pid, polled.messages[polled.messages.length - 1].header.offset + 1);
         list.append(renderMessages(polled.messages, page.view, pid));
@@ -142,6 +143,13 @@ function tail(page) {
   return h('section', null, h('h2', null, 'Live tail'),
     h('div', { class: 'form inline' }, field('Partition', partition), h('label', { class: 'check' }, toggle, ' follow new messages'), state),
     list);
+}
+
+// A partition whose newest offset is now below the one the tail read last was purged (its
+// offsets start again at 0): the tail goes on from 0, where it waited for the old next
+// offset and missed every message until the partition grew past it.
+function restarted(polled, from) {
+  return !polled.messages.length && from > 0 && Number(polled.current_offset) + 1 < from;
 }
 
 // The tail starts after the newest message of each partition when it is switched on.
