@@ -1,9 +1,10 @@
 // The console shell: sign-in state, navigation and a hash router. Each page module exports
 // render(ctx, params) -> Node; timers a page starts through ctx.every() stop when the page
-// is left; signing in again after a session ended goes back to the page it ended on. Only
-// the latest call of show() draws: one that an awaited request outlived (a 401 signs out and
-// shows the sign-in form meanwhile, or the user moved on) draws nothing. The signed-in user (ctx.me, ctx.caps) is read again on every navigation, so what a page
-// offers follows permissions changed while the console is open.
+// is left, and so do its requests still queued; signing in again after a session ended goes
+// back to the page it ended on. Only the latest call of show() draws: one that an awaited
+// request outlived (a 401 signs out and shows the sign-in form meanwhile, or the user moved
+// on) draws nothing. The signed-in user (ctx.me, ctx.caps) is read again on every
+// navigation, so what a page offers follows permissions changed while the console is open.
 
 import { Api } from './api.js';
 import { h, clear, link, button } from './dom.js';
