@@ -3,17 +3,18 @@
 Scenarios: sign in, create a stream and a topic, send from the page and see the message in
 the browser and the live tail, then a message from the official client arrives in the tail
 without a reload; the tail goes on after a purge; the send form refuses values it cannot
-encode; the overview's live chart; personal-access-token sign-in (token shown once), a
-token's expiry taken in seconds and a token named with a slash deleted; consumer-group lag,
-also of 3 groups over 1,000 partitions; a read-only user gets no delete buttons and the
-server refuses the forged request; pages follow permissions changed while the console is
-open; a tab reloaded on a revoked session shows the sign-in form, and signing in again
-returns to the page the session ended on; a server out of reach is said so; stored
-HTML/script in names and payloads renders as text and runs nothing; bidi controls in names
-do not reorder the page's words and invisible characters are shown as marks; 255-character
-names wrap inside the page; page weight of the first load; paging through a partition;
-rendering 1,000 messages (time reported, not asserted); huge payloads cut and laid out only
-in view, at most 50 headers a message, and JSON numbers shown as written.
+encode; a topic's never and unlimited are sent as such, not as the server's default; the
+overview's live chart; personal-access-token sign-in (token shown once), a token's expiry
+taken in seconds and a token named with a slash deleted; consumer-group lag, also of 3
+groups over 1,000 partitions; a read-only user gets no delete buttons and the server refuses
+the forged request; pages follow permissions changed while the console is open; a tab
+reloaded on a revoked session shows the sign-in form, and signing in again returns to the
+page the session ended on; a server out of reach is said so; stored HTML/script in names and
+payloads renders as text and runs nothing; bidi controls in names do not reorder the page's
+words and invisible characters are shown as marks; 255-character names wrap inside the page;
+page weight of the first load; paging through a partition; rendering 1,000 messages (time
+reported, not asserted); huge payloads cut and laid out only in view, at most 50 headers a
+message, and JSON numbers shown as written.
 Screenshots and measurements are written to ``test-artifacts/ui``.
 """
 
@@ -29,11 +30,14 @@ from apache_iggy import SendMessage
 from lurcher.sdk.client import Client
 from tests.support.browser import artifact
 from tests.support.official import connect_client
+from tests.support.server import LurcherServer
+from tests.ui.conftest import HTTP_ON, Page, Rest
 
 pytestmark = pytest.mark.slow
 
 WEIGHT_LIMIT = 500_000
 BIG_ID = str(2**128 - 12345)
+U64_MAX = 2**64 - 1
 XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
 
 
@@ -271,6 +275,37 @@ def test_lag_of_many_groups_over_a_thousand_partitions(page, rest):
     rows = page.script("return [...document.querySelectorAll('.lag-table tbody')].map("
                        "b => b.rows.length)")
     assert rows == [1000, 1000, 1000]
+
+
+def test_never_and_unlimited_are_not_the_server_default(browser, tmp_path):
+    """The topic form sent its "0 = never" expiry and "0 = unlimited" size as 0, which the API
+    reads as the server's default: on a server whose default expiry is 7 days, a topic
+    created from the page, or one that never expired and was only renamed there, kept its
+    messages 7 days."""
+    server = LurcherServer()
+    server.start(tmp_path / "defaults", {**HTTP_ON, "LURCHER_SYSTEM_TOPIC_MESSAGE_EXPIRY": "7 days",
+                                         "LURCHER_SYSTEM_TOPIC_MAX_SIZE": "10 GB"})
+    rest = Rest(f"http://{server.endpoints['http']}")
+    try:
+        page = Page(browser, rest.base)
+        sid, kept = make_topic(rest, "defaults-s", "kept")
+        forever = {"message_expiry": U64_MAX, "max_topic_size": U64_MAX}
+        rest.call("PUT", f"/streams/{sid}/topics/{kept}", {
+            "name": "kept", "compression_algorithm": "none", **forever}, ok=204)
+        page.sign_in()
+        page.go(f"#/streams/{sid}")
+        page.type("#create-topic input[name=name]", "made")
+        page.one("#create-topic button[type=submit]").click()
+        row_button(page, "#topics-table", "kept", "edit").click()
+        page.type("#edit-topic input[name=name]", "renamed")
+        page.one("#edit-topic button[type=submit]").click()
+        page.wait(lambda: "renamed" in page.text("#topics-table") and "made" in page.text(
+            "#topics-table"), "topic made and topic renamed")
+        for topic in rest.call("GET", f"/streams/{sid}/topics"):
+            assert {k: topic[k] for k in forever} == forever, topic["name"]
+    finally:
+        rest.close()
+        server.close()
 
 
 def test_read_only_user_gets_no_delete_and_server_refuses(page, rest):

@@ -4,6 +4,10 @@ const UNITS = { B: 1, KB: 1e3, MB: 1e6, GB: 1e9, TB: 1e12, PB: 1e15, EB: 1e18,
   KIB: 1024, MIB: 1024 ** 2, GIB: 1024 ** 3, TIB: 1024 ** 4 };
 const NEVER = 18446744073709551615n;
 
+// u64::MAX as exact JSON: the API's "never" for an expiry and "unlimited" for a size. Its 0
+// means the server's configured default (system.topic), which need not be either.
+export const neverJson = () => JSON.rawJSON(String(NEVER));
+
 // "1.234 KB" (the API's exact size strings) or a number -> bytes.
 export function parseSize(value) {
   if (typeof value === 'number') return value;

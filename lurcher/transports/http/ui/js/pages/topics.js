@@ -2,7 +2,7 @@
 
 import { h, table, link, button, form, field, input, select } from '../dom.js';
 import { seg, topicPath } from '../api.js';
-import { bytes, expiry, maxSize, micros, parseSize } from '../format.js';
+import { bytes, expiry, maxSize, micros, neverJson, parseSize } from '../format.js';
 import { dangerous } from './streams.js';
 
 export async function render(ctx, [sid]) {
@@ -34,6 +34,19 @@ export async function render(ctx, [sid]) {
     caps.createTopic(sid) && topicForm(ctx, sid, null));
 }
 
+// The form's 0 (never, unlimited) is sent as u64::MAX: the API's 0 is the server's default,
+// so with system.topic.message_expiry = "7 days" a topic created, or only renamed, with
+// "0 = never" got 7 days and lost its messages.
+function expiryMicros(secondsText) {
+  const seconds = Number(secondsText);
+  return seconds ? Math.round(seconds * 1e6) : neverJson();
+}
+
+function maxSizeValue(text) {
+  if (/^\s*0*\s*$/.test(text)) return neverJson();
+  return /^\d+$/.test(text) ? Number(text) : text;
+}
+
 // Create (topic null) or edit form. Expiry is entered in seconds (0: never).
 function topicForm(ctx, sid, topic) {
   const secs = topic && topic.message_expiry && topic.message_expiry < 1.8e19 ? Math.round(topic.message_expiry / 1e6) : 0;
@@ -49,7 +62,7 @@ function topicForm(ctx, sid, topic) {
     h('button', { type: 'submit' }, topic ? 'Save topic' : 'Create topic')],
   async v => {
     const body = { name: v.name, compression_algorithm: v.compression_algorithm,
-      message_expiry: Number(v.expiry) * 1e6, max_topic_size: /^\d+$/.test(v.max_topic_size) ? Number(v.max_topic_size) : v.max_topic_size,
+      message_expiry: expiryMicros(v.expiry), max_topic_size: maxSizeValue(v.max_topic_size),
       replication_factor: Number(v.replication_factor) };
     if (topic) await ctx.api.put(topicPath(sid, topic.id), body);
     else await ctx.api.post(`/streams/${seg(sid)}/topics`, { ...body, partitions_count: Number(v.partitions_count) });
