@@ -66,6 +66,9 @@ class HttpConfig(Section):
     header_timeout_s: float = 30.0
     body_timeout_s: float = 30.0
     body_min_rate: float = 1024.0
+    # ours: connections open at once (0: no count of its own), never more than a quarter of
+    # the open-files limit; one beyond it is answered 503 and closed
+    max_connections: int = 1024
     # ours: when set, the MCP endpoint answers only requests with "Authorization: Bearer
     # <auth_token>" (or the token read from "file:<path>"); "": anyone who reaches it
     auth_token: str = ""
@@ -146,6 +149,8 @@ def _check_http(c: McpConfig) -> str | None:
         value = getattr(c.http, key)
         if not 0 <= value < math.inf:
             return f"http.{key} must be 0 (none) or a finite number above it, not {value}"
+    if c.http.max_connections < 0:
+        return f"http.max_connections must be 0 or more, not {c.http.max_connections}"
     return None
 
 

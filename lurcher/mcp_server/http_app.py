@@ -2,6 +2,11 @@
 optional CORS and TLS, served by uvicorn on a socket bound before serving (so port 0 works
 and the real address can be announced).
 
+Connections get the server's read deadlines (``http.header_timeout_s``, ``body_timeout_s``,
+``body_min_rate``: ``transports.http.deadlines``) and a cap (``http.max_connections``, at
+most a quarter of the open-files limit: ``transports.admission``): one beyond it is answered
+503 and closed, so idle connections cannot use up the process's descriptors.
+
 DNS-rebinding protection (Host and Origin checks) is on when bound to a loopback address, as
 the MCP SDK recommends; origins allowed by the CORS configuration are allowed by it too
 (``*`` turns the Origin check off).
@@ -36,6 +41,7 @@ from starlette.routing import Route
 
 from lurcher.core.wire import address as addresses
 from lurcher.transports import net
+from lurcher.transports.admission import listener_connections
 from lurcher.transports.http.bearer import bearer_credentials
 from lurcher.transports.http.deadlines import ReadDeadlines, protocol_factory
 from lurcher.mcp_server.config import ConfigError, CorsConfig, HttpConfig, resolve_token
@@ -172,8 +178,9 @@ async def serve_http(server: Server, http: HttpConfig,
         if http.tls.enabled else {}
     deadlines = ReadDeadlines(http.header_timeout_s or None, http.body_timeout_s or None,
                               http.body_min_rate or None)
+    cap = listener_connections("MCP over HTTP", "http.max_connections", http.max_connections)
     config = uvicorn.Config(app, log_level="warning", lifespan="on",
-                            http=protocol_factory(deadlines), ws="none", **tls)
+                            http=protocol_factory(deadlines, cap), ws="none", **tls)
     server_ = _Uvicorn(config, lambda: announce(endpoint_url(sock, http)))
     loop = asyncio.get_running_loop()
     for sig in STOP_SIGNALS:

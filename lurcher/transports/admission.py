@@ -8,7 +8,8 @@ could not be created. Two caps, each the configured count bounded by the open-fi
 
 - HTTP (``limits.http_max_connections``, ``listener_cap``): never more than a quarter of the
   open-files limit; a connection beyond it is answered ``503 Service Unavailable`` and
-  closed (counted only until it is gone);
+  closed (counted only until it is gone). ``lurcher-mcp``'s HTTP listener has the same
+  kind of cap (``http.max_connections``, ``listener_connections``);
 - the binary listeners of one shard process together, TCP (and TLS), WebSocket and the Unix
   socket (``limits.binary_max_connections``, ``binary_cap``): never more than the limit
   leaves once the segment files (``system.segment.max_open_files``), HTTP's share (shard 0)
@@ -80,12 +81,19 @@ def binary_cap(configured: int, segment_files: int, http_share: int,
 
 def http_connections(limits: Any) -> ConnectionCap | None:
     """The cap of the HTTP listener from the typed ``[limits]``; None: no cap."""
-    cap = listener_cap(limits.http_max_connections)
+    return listener_connections("HTTP", "limits.http_max_connections",
+                                limits.http_max_connections)
+
+
+def listener_connections(listener: str, key: str, configured: int) -> ConnectionCap | None:
+    """The cap of an HTTP ``listener`` whose configuration ``key`` says ``configured`` (0:
+    none), at most a quarter of the open-files limit (``listener_cap``); None: no cap."""
+    cap = listener_cap(configured)
     if cap is None:
         return None
-    return ConnectionCap(cap, f"HTTP: {cap} connections open (limits.http_max_connections, "
-                              f"at most a quarter of the open-files limit): new ones are "
-                              f"answered 503 until fewer are open")
+    return ConnectionCap(cap, f"{listener}: {cap} connections open ({key}, at most a quarter "
+                              f"of the open-files limit): new ones are answered 503 until "
+                              f"fewer are open")
 
 
 def binary_connections(config: Any, shard_id: int) -> ConnectionCap:

@@ -22,6 +22,7 @@ from contextlib import ExitStack
 import pytest
 
 from tests.support import raw
+from tests.support.idle import answer_until_closed
 from tests.support.server import LurcherServer
 from tests.transports.conftest import ALL_ON, _serve, all_served
 
@@ -70,22 +71,11 @@ def _held(stack: ExitStack, server: LurcherServer, listener: str, count: int) ->
             assert sock.recv(8, socket.MSG_WAITALL) == struct.pack("<II", 0, 0)
 
 
-def _answer(sock: socket.socket) -> bytes:
-    """Everything the server sends until it closes the connection (a reset ends it too)."""
-    received = b""
-    try:
-        while chunk := sock.recv(4096):
-            received += chunk
-    except ConnectionResetError:
-        pass
-    return received
-
-
 def _refused(server: LurcherServer, listener: str) -> bytes:
     """What a new connection to ``listener`` gets before the server closes it (a connection
     the server keeps fails the read with a timeout)."""
     with _connect(server, listener) as sock:
-        return _answer(sock)
+        return answer_until_closed(sock)
 
 
 def _all_served(server: LurcherServer, count: int) -> bool:

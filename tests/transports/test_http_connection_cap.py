@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.support import raw
+from tests.support.idle import answer_until_closed, idle_connections
 from tests.support.server import LurcherServer
 from tests.transports.conftest import ALL_ON, _serve
 
@@ -37,16 +38,7 @@ def capped_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LurcherS
 def _idle(stack: ExitStack, server: LurcherServer, count: int) -> list[socket.socket]:
     """``count`` HTTP connections that send nothing (closed with ``stack``)."""
     host, port = server.endpoints["http"].rsplit(":", 1)
-    return [stack.enter_context(socket.create_connection((host, int(port)), timeout=READ_S))
-            for _ in range(count)]
-
-
-def _answer(sock: socket.socket) -> bytes:
-    """Everything the server sends until it closes the connection."""
-    received = b""
-    while chunk := sock.recv(4096):
-        received += chunk
-    return received
+    return idle_connections(stack, host, int(port), count, READ_S)
 
 
 def _served_again(server: LurcherServer) -> int:
@@ -64,7 +56,7 @@ def test_a_connection_beyond_the_cap_is_answered_503_and_closed(
     with ExitStack() as stack:
         _idle(stack, capped_server, CAP)
         beyond = _idle(stack, capped_server, 1)[0]
-        answer = _answer(beyond)
+        answer = answer_until_closed(beyond)
         assert answer.startswith(b"HTTP/1.1 503 "), answer
         assert answer.endswith(b"too many connections")
         with raw.RawClient(capped_server.tcp_address) as tcp:  # other listeners are not capped
