@@ -28,6 +28,13 @@ ORDERS = [{"order": i, "item": f"widget-{i}", "price": 9.5 + i} for i in range(5
 TOPIC = {"stream_id": "mcp", "topic_id": "t"}
 LONG_NAME = "é" * 200  # 200 characters (within the schema's 255), 400 bytes as UTF-8
 TOO_LONG = "9" * 400 + "s"
+
+
+def typed_header(kind: str, value: object) -> dict[str, object]:
+    """A message whose one header is of ``kind`` with ``value``."""
+    return {"payload": "x", "headers": {"k": {"kind": kind, "value": value}}}
+
+
 # (tool, arguments, text the error must contain): all refused before anything is sent
 BAD_ARGUMENTS = [
     ("get_stream", {"stream_id": -1}, ">= 0"),
@@ -56,6 +63,13 @@ BAD_ARGUMENTS = [
      "outside 0..2^128-1"),
     ("send_messages", {**TOPIC, "messages": [{"payload": "x", "id": "²"}]}, "neither"),
     ("send_messages", {**TOPIC, "messages": [{"payload": "x", "id": "١"}]}, "neither"),
+    ("send_messages", {**TOPIC, "messages": [typed_header("string", 5)]}, "must be text"),
+    ("send_messages", {**TOPIC, "messages": [typed_header("string", None)]}, "must be text"),
+    ("send_messages", {**TOPIC, "messages": [typed_header("raw", 1234)]}, "base64 text"),
+    ("send_messages", {**TOPIC, "messages": [typed_header("uint128", 1.9)]}, "an integer"),
+    ("send_messages", {**TOPIC, "messages": [typed_header("uint128", "7")]}, "an integer"),
+    ("send_messages", {**TOPIC, "messages": [typed_header("int64", True)]}, "an integer"),
+    ("send_messages", {**TOPIC, "messages": [typed_header("bool", 1)]}, "a bool"),
     ("update_permissions", {"user_id": 0, "permissions": {"streams": {"99999999999": {}}}},
      "<= 4294967295"),
     ("update_permissions", {"user_id": 0, "permissions": {"streams": {"-1": {}}}}, ">= 0"),
@@ -144,9 +158,11 @@ async def test_errors_are_tool_errors(mcp_target) -> None:
 
 
 async def test_out_of_range_and_unsendable_arguments_are_invalid(mcp_target) -> None:
-    """Numbers outside their wire type, names over 255 UTF-8 bytes, durations too long and
-    message ids that are not ASCII digits within u128 (or a UUID) are invalid arguments, and
-    such resource parameters invalid parameters; nothing reaches the wire encoder."""
+    """Numbers outside their wire type, names over 255 UTF-8 bytes, durations too long,
+    message ids that are not ASCII digits within u128 (or a UUID) and typed header values
+    of another JSON type than their kind takes (they were an internal error, or turned into
+    another value: raw 1234 read as base64, uint128 1.9 sent as 1) are invalid arguments,
+    and such resource parameters invalid parameters; nothing reaches the wire encoder."""
     async with mcp_session(*mcp_target()) as mcp:
         await mcp.call("create_stream", name="mcp")
         await mcp.call("create_topic", stream_id="mcp", name="t")

@@ -72,8 +72,9 @@ class HeaderValue(msgspec.Struct, frozen=True):
     def of(cls, kind: HeaderKind, python_value: Any) -> "HeaderValue":
         """Encode a Python value for ``kind`` (str for STRING, bytes for RAW, numbers...).
 
-        Raises IggyError INVALID_HEADER_VALUE if the value does not fit the kind (a raw or
-        string value of 0 or more than 255 bytes included).
+        Raises IggyError INVALID_HEADER_VALUE if the value is not of a type the kind takes
+        (nothing is converted: ``_check_type``) or does not fit it (a raw or string value of
+        0 or more than 255 bytes included).
         """
         try:
             return cls(int(kind), _pack(HeaderKind(kind), python_value))
@@ -136,13 +137,32 @@ _KIND_NAMES = frozenset(kind.name.lower() for kind in HeaderKind)
 
 
 def _pack(kind: HeaderKind, v: Any) -> bytes:
+    _check_type(kind, v)
     if kind in (HeaderKind.RAW, HeaderKind.STRING):
         return _sized(bytes(v) if kind == HeaderKind.RAW else v.encode())
     if kind in (HeaderKind.INT128, HeaderKind.UINT128):
-        return int(v).to_bytes(16, "little", signed=kind == HeaderKind.INT128)
-    if kind == HeaderKind.BOOL and v not in (True, False):
-        raise ValueError(f"not a bool: {v!r}")
+        return v.to_bytes(16, "little", signed=kind == HeaderKind.INT128)
     return struct.pack(_FORMATS[kind], v)
+
+
+_FLOAT_KINDS = (HeaderKind.FLOAT32, HeaderKind.FLOAT64)
+_TAKES: dict[HeaderKind, tuple[tuple[type, ...], str]] = {
+    HeaderKind.RAW: ((bytes, bytearray, memoryview), "bytes"),
+    HeaderKind.STRING: ((str,), "text"),
+    HeaderKind.BOOL: ((bool,), "a bool"),
+}
+
+
+def _check_type(kind: HeaderKind, v: Any) -> None:
+    """Raises TypeError when ``v`` is not of a type ``kind`` takes: bytes for RAW, text for
+    STRING, a bool for BOOL, an int for an integer kind, an int or a float for a float kind
+    (a bool is no number here); nothing is converted (``int("7")``, ``bytes(5)`` or a float
+    cut to an int would send another value than the one given)."""
+    types, wanted = _TAKES.get(kind) or (
+        ((int, float), "a number") if kind in _FLOAT_KINDS else ((int,), "an integer"))
+    if not isinstance(v, types) or (isinstance(v, bool) and kind != HeaderKind.BOOL):
+        raise TypeError(f"a {kind.name.lower()} header value must be {wanted}, "
+                        f"not {type(v).__name__}")
 
 
 def _sized(value: bytes) -> bytes:

@@ -212,7 +212,11 @@ def _header_value(key: str, value: Any) -> Any:
 
 
 def _b64(key: str, value: Any) -> bytes:
+    """A raw header's value: base64 text (nothing else is turned into text first)."""
+    if not isinstance(value, str):
+        raise ArgumentError(f"header {key!r}: a raw value must be base64 text, not "
+                            f"{type(value).__name__}")
     try:
-        return base64.b64decode(str(value), validate=True)
+        return base64.b64decode(value, validate=True)
     except binascii.Error:
         raise ArgumentError(f"header {key!r}: a raw value must be base64") from None

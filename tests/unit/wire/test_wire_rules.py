@@ -230,6 +230,21 @@ def test_header_value_rejects_bad_python_values() -> None:
         with pytest.raises(IggyError) as err:
             HeaderValue.of(kind, value)
         assert err.value.code == E.INVALID_HEADER_VALUE
+
+
+@pytest.mark.parametrize("kind,value", [(HeaderKind.STRING, 5), (HeaderKind.STRING, None),
+                                        (HeaderKind.RAW, 5), (HeaderKind.RAW, "ab"),
+                                        (HeaderKind.UINT128, 1.9), (HeaderKind.INT128, "7"),
+                                        (HeaderKind.INT64, True), (HeaderKind.UINT8, 1.0),
+                                        (HeaderKind.FLOAT64, False), (HeaderKind.BOOL, 1)])
+def test_header_value_takes_only_the_types_of_its_kind(kind, value) -> None:
+    """A value of another type is INVALID_HEADER_VALUE naming both; it was an AttributeError
+    (a string of a number), or converted into another value (bytes(5) five zero bytes,
+    int(1.9) 1, True 1, 1 true)."""
+    with pytest.raises(IggyError) as err:
+        HeaderValue.of(kind, value)
+    assert err.value.code == E.INVALID_HEADER_VALUE
+    assert f"a {kind.name.lower()} header value must be" in str(err.value)
     with pytest.raises(IggyError):
         encode_headers({"k": HeaderValue(HeaderKind.UINT16, b"\x01")})
 
