@@ -97,10 +97,21 @@ def _match(uri: str) -> tuple[str, dict[str, str], dict[str, list[str]]]:
     for kind, pattern in _PATHS:
         m = pattern.match(parts.path)
         if m:
-            params = {k: unquote(v) for k, v in m.groupdict().items()}
+            params = {k: _unescaped(k, v) for k, v in m.groupdict().items()}
             _check_params(params)
             return kind, params, parse_qs(parts.query)
     raise ResourceError(RESOURCE_NOT_FOUND, f"unknown resource {uri!r}")
+
+
+def _unescaped(key: str, value: str) -> str:
+    """A path parameter percent-decoded as UTF-8. Raises ResourceError (invalid params) for
+    escapes that are not UTF-8 (decoded leniently they read as U+FFFD: another name than
+    the one asked for)."""
+    try:
+        return unquote(value, errors="strict")
+    except UnicodeDecodeError:
+        raise ResourceError(INVALID_PARAMS, f"{key}: {value[:40]!r} has percent-escapes that "
+                                            "are not UTF-8") from None
 
 
 def _check_params(params: dict[str, str]) -> None:

@@ -80,6 +80,8 @@ BAD_RESOURCES = [
     ("lurcher://streams/mcp/topics/t/partitions/99999999999/messages", "outside 0..4294967295"),
     ("lurcher://streams/mcp/topics/t/partitions/0/messages?count=%D9%A1", "count"),
     ("lurcher://streams/" + "%C3%A9" * 200, "at most 255 bytes"),
+    ("lurcher://streams/%FF", "not UTF-8"),  # read stream "\ufffd" (another name)
+    ("lurcher://streams/mcp/topics/t%C3", "not UTF-8"),
 ]
 
 
@@ -162,10 +164,13 @@ async def test_out_of_range_and_unsendable_arguments_are_invalid(mcp_target) -> 
     message ids that are not ASCII digits within u128 (or a UUID) and typed header values
     of another JSON type than their kind takes (they were an internal error, or turned into
     another value: raw 1234 read as base64, uint128 1.9 sent as 1) are invalid arguments,
-    and such resource parameters invalid parameters; nothing reaches the wire encoder."""
+    and such resource parameters invalid parameters, as are percent-escapes that are not
+    UTF-8 (they read as U+FFFD: "%FF" was the stream named "\ufffd"); nothing reaches the
+    wire encoder."""
     async with mcp_session(*mcp_target()) as mcp:
         await mcp.call("create_stream", name="mcp")
         await mcp.call("create_topic", stream_id="mcp", name="t")
+        await mcp.call("create_stream", name="\ufffd")
         for tool, arguments, expected in BAD_ARGUMENTS:
             message, data = await mcp.call_error(tool, **arguments)
             assert data["kind"] == "invalid_arguments", (tool, arguments, message)
