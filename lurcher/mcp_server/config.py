@@ -69,6 +69,8 @@ class HttpConfig(Section):
     # ours: connections open at once (0: no count of its own), never more than a quarter of
     # the open-files limit; one beyond it is answered 503 and closed
     max_connections: int = 1024
+    # ours: the largest request body (a 413 beyond it); the MCP SDK's default
+    max_request_bytes: int = 4 * 1024 * 1024
     # ours: when set, the MCP endpoint answers only requests with "Authorization: Bearer
     # <auth_token>" (or the token read from "file:<path>"); "": anyone who reaches it
     auth_token: str = ""
@@ -151,6 +153,8 @@ def _check_http(c: McpConfig) -> str | None:
             return f"http.{key} must be 0 (none) or a finite number above it, not {value}"
     if c.http.max_connections < 0:
         return f"http.max_connections must be 0 or more, not {c.http.max_connections}"
+    if c.http.max_request_bytes < 1:
+        return f"http.max_request_bytes must be 1 or more, not {c.http.max_request_bytes}"
     return None
 
 

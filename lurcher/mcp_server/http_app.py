@@ -2,7 +2,9 @@
 optional CORS and TLS, served by uvicorn on a socket bound before serving (so port 0 works
 and the real address can be announced).
 
-Connections get the server's read deadlines (``http.header_timeout_s``, ``body_timeout_s``,
+A request body above ``http.max_request_bytes`` is answered 413 by the MCP SDK, with a
+JSON-RPC error naming the key (``TooLargeAnswer``: MCP clients show the bare 413 as "Server
+returned an error response"). Connections get the server's read deadlines (``http.header_timeout_s``, ``body_timeout_s``,
 ``body_min_rate``: ``transports.http.deadlines``) and a cap (``http.max_connections``, at
 most a quarter of the open-files limit: ``transports.admission``): one beyond it is answered
 503 and closed, so idle connections cannot use up the process's descriptors.
@@ -30,6 +32,7 @@ import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import mcp_types as types
 import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
@@ -121,13 +124,44 @@ class BearerAuth:
         return path == self.path or path.startswith(self.path + "/")
 
 
+class TooLargeAnswer:
+    """ASGI middleware: the MCP SDK's bare 413 (a request body above ``limit`` bytes) becomes
+    a JSON-RPC error naming the limit and its key, which MCP clients hand to the caller."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.answer = JSONResponse({"jsonrpc": "2.0", "id": None, "error": {
+            "code": types.INVALID_REQUEST,
+            "message": f"request body above {limit} bytes (lurcher-mcp's "
+                       f"http.max_request_bytes): send fewer or smaller messages per call"}},
+            status_code=413)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        replaced = False
+
+        async def answering(message: Any) -> None:
+            nonlocal replaced
+            if message["type"] == "http.response.start" and message["status"] == 413:
+                replaced = True
+                await self.answer(scope, receive, send)
+            elif not replaced:
+                await send(message)
+
+        await self.app(scope, receive, answering)
+
+
 def build_app(server: Server, http: HttpConfig) -> Starlette:
     """The ASGI app (its lifespan runs the MCP session manager). Raises ConfigError (an
     ``auth_token`` file that cannot be read)."""
     host, _ = split_address(http.address)
     app = server.streamable_http_app(
         streamable_http_path=http.path, host=host, transport_security=security(host, http.cors),
-        custom_starlette_routes=[Route("/", _index), Route("/health", _health)])
+        custom_starlette_routes=[Route("/", _index), Route("/health", _health)],
+        max_request_body_size=http.max_request_bytes)
+    app.add_middleware(TooLargeAnswer, limit=http.max_request_bytes)
     token = resolve_token(http.auth_token) if http.auth_token else ""
     if token:
         app.add_middleware(BearerAuth, path=http.path, token=token)
