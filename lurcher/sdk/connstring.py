@@ -12,7 +12,8 @@ IPv6 host (``[::1]:8090``) is accepted. Durations are humantime strings; retries
 number or ``unlimited`` (HTTP's ``retries`` is the others' ``reconnection_retries``: the
 reconnect attempts after a lost connection, default unlimited); timeouts are more than 0
 (``request_timeout=none``: no request timeout). Every failure is IggyError
-INVALID_CONNECTION_STRING (8000) with a message naming the problem.
+INVALID_CONNECTION_STRING (8000) with a message naming the problem; no message repeats
+the credentials (errors are printed at start-up and logged).
 """
 
 from __future__ import annotations
@@ -103,13 +104,24 @@ def split_scheme(text: str) -> tuple[str, str]:
     """``(transport, rest after '://')``. Raises IggyError INVALID_CONNECTION_STRING."""
     scheme, sep, rest = text.partition("://")
     if not sep:
-        raise _fail(f"missing '://' in {text!r}")
+        raise _fail("missing '://': expected iggy://user:password@host:port or "
+                    "iggy+<transport>://...")
     base, plus, transport = scheme.lower().partition("+")
     if base not in SCHEMES:
-        raise _fail(f"unknown scheme {scheme!r}: expected iggy:// or iggy+<transport>://")
+        raise _fail(f"unknown scheme {_shown_scheme(scheme)}: expected iggy:// or "
+                    f"iggy+<transport>://")
     if plus and transport not in TRANSPORTS:
         raise _fail(f"unknown transport {transport!r}: expected one of {', '.join(TRANSPORTS)}")
     return (transport if plus else "tcp"), rest
+
+
+def _shown_scheme(scheme: str) -> str:
+    """``scheme`` quoted when it has only the characters of a scheme (RFC 3986: letters,
+    digits, ``+-.``), else a description: text before '://' that is not a scheme may be
+    credentials (``iggy:/user:pass://...``), and errors are printed and logged."""
+    if scheme and all(c.isascii() and (c.isalnum() or c in "+-.") for c in scheme):
+        return repr(scheme)
+    return "(the text before '://' is not a scheme)"
 
 
 def split_credentials(rest: str) -> tuple[dict[str, str], str]:

@@ -55,11 +55,12 @@ def _tls_without_cert(tmp_path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("case", ["cors", "utf8", "http_port", "iggy_port", "tls",
-                                  "auth_token"])
+                                  "auth_token", "connection_string"])
 def test_startup_errors_are_one_line_and_exit_2(case, tmp_path, monkeypatch, capsys) -> None:
     """Bad configuration (a broken JSON list, a config file that is not UTF-8, an address
-    with a bad port, a missing TLS certificate) ends lurcher-mcp with one "cannot start"
-    line and exit status 2: no traceback, and nothing announced as serving."""
+    with a bad port, a missing TLS certificate, a connection string without '://') ends
+    lurcher-mcp with one "cannot start" line and exit status 2: no traceback, nothing
+    announced as serving, and no password (the connection string's was printed whole)."""
     (tmp_path / "bad.toml").write_bytes(b'transport = "http"\n\xff\xfe = 1\n')
     env = {"cors": {"LURCHER_MCP_HTTP_CORS_ALLOWED_ORIGINS": "[1,2"},
            "utf8": {"LURCHER_MCP_CONFIG_PATH": str(tmp_path / "bad.toml")},
@@ -69,7 +70,9 @@ def test_startup_errors_are_one_line_and_exit_2(case, tmp_path, monkeypatch, cap
                          **_tls_without_cert(tmp_path)},
            "tls": _tls_without_cert(tmp_path),
            "auth_token": {"LURCHER_MCP_HTTP_ADDRESS": "127.0.0.1:0",
-                          "LURCHER_MCP_HTTP_AUTH_TOKEN": f"file:{tmp_path / 'no-token'}"}}[case]
+                          "LURCHER_MCP_HTTP_AUTH_TOKEN": f"file:{tmp_path / 'no-token'}"},
+           "connection_string": {"LURCHER_MCP_IGGY_CONNECTION_STRING":
+                                 "iggy:/agent:pw-SECRET@127.0.0.1:8090"}}[case]
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert cli.main(["--transport", "http"]) == cli.CONFIG_ERROR_EXIT
@@ -77,7 +80,9 @@ def test_startup_errors_are_one_line_and_exit_2(case, tmp_path, monkeypatch, cap
     assert len(lines) == 1 and lines[0].startswith("lurcher-mcp: cannot start: "), lines
     assert {"cors": "LURCHER_MCP_HTTP_CORS_ALLOWED_ORIGINS", "utf8": "bad.toml",
             "http_port": "http.address", "iggy_port": "iggy.address",
-            "tls": "No such file", "auth_token": "cannot read token file"}[case] in lines[0]
+            "tls": "No such file", "auth_token": "cannot read token file",
+            "connection_string": "missing '://'"}[case] in lines[0]
+    assert "pw-SECRET" not in lines[0]  # the password is never printed
 
 
 def test_gate() -> None:

@@ -92,6 +92,17 @@ def test_invalid_strings_name_the_problem(text: str, problem: str) -> None:
     assert problem in str(err.value)
 
 
+@pytest.mark.parametrize("text", ["iggy:/u:pw-SECRET@h:1", "iggy//u:pw-SECRET@h:1",
+                                  "u:pw-SECRET@h:1", "iggy:/u:pw-SE://CRET@h:1",
+                                  "iggy+tcp:/pw-SECRET-token@h:1"])
+def test_invalid_strings_never_repeat_the_credentials(text: str) -> None:
+    """A string without '://' was repeated whole in its error (and the text before a
+    '://' inside the password as its scheme), which lurcher-mcp printed at start-up."""
+    with pytest.raises(IggyError) as err:
+        parse_connection_string(text)
+    assert "pw-SE" not in str(err.value) and "://" in str(err.value)
+
+
 @pytest.mark.parametrize("text,seconds", [
     ("5s", 5), ("1m", 60), ("500ms", 0.5), ("1h 30m", 5400), ("1m30s", 90), ("2min", 120),
     ("1.5s", 1.5), ("10", 10), ("250us", 0.00025), ("1d", 86400), ("3 seconds", 3),
