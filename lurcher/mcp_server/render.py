@@ -1,9 +1,9 @@
 """What a model sees: wire values as plain JSON, message payloads and headers decoded, and
 every answer held under the configured size limits.
 
-Payloads: UTF-8 text that parses as a JSON object or array is given as parsed JSON
-(``payload_encoding: "json"``), other UTF-8 text as a string (``"text"``), anything else as
-base64 (``"base64"``). A payload longer than ``max_payload_bytes`` is cut (``"text"`` or
+Payloads: UTF-8 text that parses as a JSON object or array nested at most
+``MAX_JSON_DEPTH`` deep is given as parsed JSON (``payload_encoding: "json"``), other UTF-8
+text as a string (``"text"``), anything else as base64 (``"base64"``). A payload longer than ``max_payload_bytes`` is cut (``"text"`` or
 ``"base64"``, with ``payload_truncated: true`` and the full ``payload_bytes``).
 
 Invariants: ``render_polled`` returns at most ``max_messages`` messages and its JSON text is
@@ -36,6 +36,10 @@ from lurcher.mcp_server.config import LimitsConfig
 
 _encoder = msgspec.json.Encoder()
 MIN_PAYLOAD_PREVIEW_BYTES = 32
+# JSON payloads nested deeper are shown as text: the MCP SDK refuses to serialize an answer
+# nested about 250 deep (the message and the answer around it included), msgspec to parse
+# about 1000 levels
+MAX_JSON_DEPTH = 64
 
 # field name -> code -> name, applied to every dict rendered from a wire value
 _NAMED_CODES: dict[str, dict[int, str]] = {
@@ -115,13 +119,34 @@ def _utf8(raw: bytes) -> str | None:
 
 
 def _json_container(text: str) -> Any:
+    """``text`` parsed when it is a JSON object or array nested at most ``MAX_JSON_DEPTH``
+    deep, else None (it is shown as text)."""
     stripped = text.lstrip()
     if not stripped[:1] in ("{", "["):
         return None
     try:
-        return msgspec.json.decode(text)
-    except msgspec.DecodeError:
+        parsed = msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError):
         return None
+    shallow = text.count("[") + text.count("{") <= MAX_JSON_DEPTH  # no need to walk it
+    return parsed if shallow or _nested_within(parsed, MAX_JSON_DEPTH) else None
+
+
+def _nested_within(value: Any, depth: int) -> bool:
+    """Whether lists and objects in ``value`` nest at most ``depth`` deep (walked a level at
+    a time, without recursion)."""
+    level = [value]
+    for _ in range(depth):
+        level = [child for item in level for child in _children(item)]
+        if not level:
+            return True
+    return not any(isinstance(item, (list, dict)) for item in level)
+
+
+def _children(value: Any) -> Iterable[Any]:
+    if isinstance(value, dict):
+        return value.values()
+    return value if isinstance(value, list) else ()
 
 
 def header_text(field: HeaderValue) -> Any:

@@ -71,3 +71,26 @@ async def test_next_poll_cut_by_bytes_commits_only_what_it_shows(mcp_target,
             if not result["truncated"]:
                 break
     assert seen == list(range(10))
+
+
+def nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+async def test_deeply_nested_json_payloads_are_shown_as_text(mcp_target,
+                                                             sdk_client: Client) -> None:
+    """A JSON payload nested deeper than render.MAX_JSON_DEPTH is shown as its text: one
+    nested 300 deep failed every poll and resource read meeting it (the MCP SDK refused to
+    serialize the answer), 1000 deep was an internal error (msgspec's RecursionError)."""
+    await sdk_client.create_stream("deep")
+    await sdk_client.create_topic("deep", "t", partitions_count=1)
+    depths = [64, 65, 300, 1000, 5000]
+    await sdk_client.send_messages("deep", "t", build_batch([nested(d) for d in depths]), 0)
+    async with mcp_session(*mcp_target()) as mcp:
+        polled = await mcp.call("poll_messages", stream_id="deep", topic_id="t",
+                                partition_id=0, strategy="first", count=10)
+        shown = [(m["payload_encoding"], m["payload"]) for m in polled["messages"]]
+        assert shown[0][0] == "json"
+        assert shown[1:] == [("text", nested(d).decode()) for d in depths[1:]]
+        latest = await mcp.read("lurcher://streams/deep/topics/t/partitions/0/messages?count=5")
+        assert [m["payload_encoding"] for m in latest["messages"]] == ["json"] + ["text"] * 4
