@@ -71,6 +71,10 @@ class HttpConfig(Section):
     max_connections: int = 1024
     # ours: the largest request body (a 413 beyond it); the MCP SDK's default
     max_request_bytes: int = 4 * 1024 * 1024
+    # ours: MCP sessions open at once (a new one beyond is answered 503), and how long one
+    # with no request in flight is kept (0: until its client ends it)
+    max_sessions: int = 1000
+    session_idle_timeout_s: float = 1800.0
     # ours: when set, the MCP endpoint answers only requests with "Authorization: Bearer
     # <auth_token>" (or the token read from "file:<path>"); "": anyone who reaches it
     auth_token: str = ""
@@ -147,14 +151,16 @@ def _check_http(c: McpConfig) -> str | None:
         return f"http.path must start with '/' and not be '/' alone, not {c.http.path!r}"
     if c.http.tls.enabled and not (c.http.tls.cert_file and c.http.tls.key_file):
         return "http.tls.enabled needs http.tls.cert_file and http.tls.key_file"
-    for key in ("header_timeout_s", "body_timeout_s", "body_min_rate"):
+    for key in ("header_timeout_s", "body_timeout_s", "body_min_rate",
+                "session_idle_timeout_s"):
         value = getattr(c.http, key)
         if not 0 <= value < math.inf:
             return f"http.{key} must be 0 (none) or a finite number above it, not {value}"
     if c.http.max_connections < 0:
         return f"http.max_connections must be 0 or more, not {c.http.max_connections}"
-    if c.http.max_request_bytes < 1:
-        return f"http.max_request_bytes must be 1 or more, not {c.http.max_request_bytes}"
+    for key in ("max_request_bytes", "max_sessions"):
+        if getattr(c.http, key) < 1:
+            return f"http.{key} must be 1 or more, not {getattr(c.http, key)}"
     return None
 
 

@@ -2,7 +2,9 @@
 optional CORS and TLS, served by uvicorn on a socket bound before serving (so port 0 works
 and the real address can be announced).
 
-A request body above ``http.max_request_bytes`` is answered 413 by the MCP SDK, with a
+Sessions are bounded: at most ``http.max_sessions`` at once (a new one beyond is answered
+503 by the MCP SDK), each ended after ``http.session_idle_timeout_s`` with no request in
+flight. A request body above ``http.max_request_bytes`` is answered 413 by the MCP SDK, with a
 JSON-RPC error naming the key (``TooLargeAnswer``: MCP clients show the bare 413 as "Server
 returned an error response"). Connections get the server's read deadlines (``http.header_timeout_s``, ``body_timeout_s``,
 ``body_min_rate``: ``transports.http.deadlines``) and a cap (``http.max_connections``, at
@@ -160,7 +162,8 @@ def build_app(server: Server, http: HttpConfig) -> Starlette:
     app = server.streamable_http_app(
         streamable_http_path=http.path, host=host, transport_security=security(host, http.cors),
         custom_starlette_routes=[Route("/", _index), Route("/health", _health)],
-        max_request_body_size=http.max_request_bytes)
+        max_request_body_size=http.max_request_bytes, max_sessions=http.max_sessions,
+        session_idle_timeout=http.session_idle_timeout_s or None)
     app.add_middleware(TooLargeAnswer, limit=http.max_request_bytes)
     token = resolve_token(http.auth_token) if http.auth_token else ""
     if token:

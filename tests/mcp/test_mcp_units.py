@@ -41,7 +41,9 @@ def test_config_file_then_env(tmp_path) -> None:
                                  {"LURCHER_MCP_HTTP_BODY_MIN_RATE": "-1"},
                                  {"LURCHER_MCP_HTTP_BODY_MIN_RATE": "nan"},
                                  {"LURCHER_MCP_HTTP_MAX_CONNECTIONS": "-1"},
-                                 {"LURCHER_MCP_HTTP_MAX_REQUEST_BYTES": "0"}])
+                                 {"LURCHER_MCP_HTTP_MAX_REQUEST_BYTES": "0"},
+                                 {"LURCHER_MCP_HTTP_MAX_SESSIONS": "0"},
+                                 {"LURCHER_MCP_HTTP_SESSION_IDLE_TIMEOUT_S": "inf"}])
 def test_config_rejects(env) -> None:
     with pytest.raises(ConfigError):
         load_config(None, env)
