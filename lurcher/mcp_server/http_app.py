@@ -4,12 +4,13 @@ and the real address can be announced).
 
 Sessions are bounded: at most ``http.max_sessions`` at once (a new one beyond is answered
 503 by the MCP SDK), each ended after ``http.session_idle_timeout_s`` with no request in
-flight. A request body above ``http.max_request_bytes`` is answered 413 by the MCP SDK, with a
-JSON-RPC error naming the key (``TooLargeAnswer``: MCP clients show the bare 413 as "Server
-returned an error response"). Connections get the server's read deadlines (``http.header_timeout_s``, ``body_timeout_s``,
-``body_min_rate``: ``transports.http.deadlines``) and a cap (``http.max_connections``, at
-most a quarter of the open-files limit: ``transports.admission``): one beyond it is answered
-503 and closed, so idle connections cannot use up the process's descriptors.
+flight. A request body above ``http.max_request_bytes`` is answered 413 by the MCP SDK,
+with a JSON-RPC error naming the key (``TooLargeAnswer``: MCP clients show the bare 413 as
+"Server returned an error response"). Connections get the server's read deadlines
+(``http.header_timeout_s``, ``body_timeout_s``, ``body_min_rate``:
+``transports.http.deadlines``) and a cap (``http.max_connections``, at most a quarter of
+the open-files limit: ``transports.admission``): one beyond it is answered 503 and closed,
+so idle connections cannot use up the process's descriptors.
 
 DNS-rebinding protection (Host and Origin checks) is on when bound to a loopback address, as
 the MCP SDK recommends; origins allowed by the CORS configuration are allowed by it too

@@ -3,8 +3,9 @@ every answer held under the configured size limits.
 
 Payloads: UTF-8 text that parses as a JSON object or array nested at most
 ``MAX_JSON_DEPTH`` deep is given as parsed JSON (``payload_encoding: "json"``), other UTF-8
-text as a string (``"text"``), anything else as base64 (``"base64"``). A payload longer than ``max_payload_bytes`` is cut (``"text"`` or
-``"base64"``, with ``payload_truncated: true`` and the full ``payload_bytes``).
+text as a string (``"text"``), anything else as base64 (``"base64"``). A payload longer
+than ``max_payload_bytes`` is cut (``"text"`` or ``"base64"``, with ``payload_truncated:
+true`` and the full ``payload_bytes``).
 
 Invariants: ``render_polled`` returns at most ``max_messages`` messages and its JSON text is
 at most ``max_response_bytes`` long (messages that do not fit are left out and
