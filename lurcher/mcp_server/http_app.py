@@ -61,8 +61,11 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 class _Uvicorn(uvicorn.Server):
     """uvicorn without its signal capture (which re-raises the signal after shutdown, so the
-    process would die by SIGTERM instead of exiting 0); ``serve_http`` handles signals.
-    ``on_started`` runs once serving really started (TLS loaded, app started, listening)."""
+    process would die by SIGTERM instead of exiting 0); ``serve_http`` handles signals by
+    calling ``handle_exit`` as uvicorn's handler would: the SSE library the MCP SDK streams
+    with hooks it to end open event streams (an agent's session GET), which a stop would
+    otherwise wait for until the agent went. ``on_started`` runs once serving really
+    started (TLS loaded, app started, listening)."""
 
     def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
         super().__init__(config)
@@ -222,7 +225,7 @@ async def serve_http(server: Server, http: HttpConfig,
     server_ = _Uvicorn(config, lambda: announce(endpoint_url(sock, http)))
     loop = asyncio.get_running_loop()
     for sig in STOP_SIGNALS:
-        loop.add_signal_handler(sig, setattr, server_, "should_exit", True)
+        loop.add_signal_handler(sig, server_.handle_exit, sig, None)
     try:
         await server_.serve(sockets=[sock])
     finally:
