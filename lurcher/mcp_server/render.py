@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -266,15 +266,23 @@ def fit(value: dict[str, Any], max_bytes: int) -> dict[str, Any]:
             "total": len(value[key])}, max_bytes)
         if cut is not None:
             return cut
-    text = dumps(value)
-    return {"truncated": True, "total_bytes": len(text),
-            "preview": text[: max(0, max_bytes - 80)]}
+    return _preview(dumps(value), max_bytes)
 
 
-def _longest_prefix(items: list[Any], wrap: Callable[[list[Any]], dict[str, Any]],
+def _preview(text: str, max_bytes: int) -> dict[str, Any]:
+    """The longest beginning of ``text`` whose answer's JSON fits ``max_bytes`` (counted as
+    sent: UTF-8, with its escapes), with the full size."""
+    def wrap(cut: str) -> dict[str, Any]:
+        return {"truncated": True, "total_bytes": len(text.encode()), "preview": cut}
+    return _longest_prefix(text, wrap, max_bytes) or wrap("")
+
+
+def _longest_prefix(items: Sequence[Any], wrap: Callable[[Any], dict[str, Any]],
                     max_bytes: int) -> dict[str, Any] | None:
+    """``wrap`` of the longest prefix of ``items`` (a list or a text) whose JSON fits
+    ``max_bytes``; None when not even the empty one fits."""
     lo, hi = 0, len(items)
-    if size_of(wrap([])) > max_bytes:
+    if size_of(wrap(items[:0])) > max_bytes:
         return None
     while lo < hi:
         mid = (lo + hi + 1) // 2

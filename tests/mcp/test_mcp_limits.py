@@ -94,3 +94,21 @@ async def test_deeply_nested_json_payloads_are_shown_as_text(mcp_target,
         assert shown[1:] == [("text", nested(d).decode()) for d in depths[1:]]
         latest = await mcp.read("lurcher://streams/deep/topics/t/partitions/0/messages?count=5")
         assert [m["payload_encoding"] for m in latest["messages"]] == ["json"] + ["text"] * 4
+
+
+async def test_an_answer_without_a_list_to_cut_fits_the_byte_limit(mcp_target) -> None:
+    """An answer whose size is not in a list (a user's permissions for many streams) is a
+    text preview within max_response_bytes: the preview was cut at max_response_bytes - 80
+    characters, so its escaped quotes (and UTF-8 beyond ASCII) went past the limit."""
+    permissions = {"streams": {str(i): {"read_stream": True, "topics": {
+        "1": {"poll_messages": True}}} for i in range(200)}}
+    target = mcp_target(limits_max_response_bytes="4096", limits_max_payload_bytes="1024")
+    async with mcp_session(*target) as mcp:
+        await mcp.call("create_user", username="wide-reader", password="secret-pw",
+                       permissions=permissions)
+        answer = await mcp.session.call_tool("get_user", {"user_id": "wide-reader"})
+        text = answer.content[0].text
+        assert len(text.encode()) <= 4096, len(text.encode())
+        shown = json.loads(text)
+        assert shown["truncated"] and shown["total_bytes"] > 4096
+        assert shown["preview"].startswith('{"id":')

@@ -155,3 +155,10 @@ def test_every_tool_has_schema_and_description() -> None:
         tool = spec.tool()
         assert tool.description and tool.input_schema["type"] == "object"
         json.dumps(tool.input_schema)
+
+
+def test_fit_preview_counts_escapes_and_utf8() -> None:
+    value = {"permissions": {str(i): '"名前"' * 5 for i in range(500)}}
+    cut = fit(value, 4096)
+    assert len(dumps(cut).encode()) <= 4096 < cut["total_bytes"] == len(dumps(value).encode())
+    assert cut["preview"] and dumps(value).startswith(cut["preview"])
