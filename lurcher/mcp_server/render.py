@@ -9,7 +9,9 @@ true`` and the full ``payload_bytes``).
 
 Invariants: ``render_polled`` returns at most ``max_messages`` messages and its JSON text is
 at most ``max_response_bytes`` long (messages that do not fit are left out and
-``next_offset`` says where to continue); ``fit`` cuts any other answer to the byte limit.
+``next_offset`` says where to continue; the first is always shown, its payload and then
+its headers cut as much as needed: ``headers_truncated``); ``fit`` cuts any other answer
+to the byte limit.
 """
 
 from __future__ import annotations
@@ -235,11 +237,26 @@ def _render_within(messages: list[Message], limits: LimitsConfig,
 
 
 def _shrink_first(m: Message, item: dict[str, Any], budget: int, cap: int) -> dict[str, Any]:
-    """The first message is always shown, with its payload cut further if it must be."""
+    """The first message is always shown: its payload cut further if it must be, then its
+    headers (a message's headers may hold 100,000 bytes: left whole, such a message was
+    never shown, and a poll from it never went past it)."""
     while size_of(item) + 1 > budget and cap > MIN_PAYLOAD_PREVIEW_BYTES:
         cap //= 2
         item = render_message(m, cap)
+    if size_of(item) + 1 > budget and "headers" in item:
+        item = _cut_headers(item, budget - 1)
     return item
+
+
+def _cut_headers(item: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """``item`` with the first of its headers that fit ``max_bytes``, ``headers_truncated``
+    and ``headers_count`` (how many it has)."""
+    headers = list(item["headers"].items())
+
+    def wrap(kept: list[tuple[str, Any]]) -> dict[str, Any]:
+        return {**item, "headers": dict(kept), "headers_truncated": True,
+                "headers_count": len(headers)}
+    return _longest_prefix(headers, wrap, max_bytes) or wrap([])
 
 
 def _set_continuation(result: dict[str, Any], messages: list[Message], total: int) -> None:

@@ -112,3 +112,28 @@ async def test_an_answer_without_a_list_to_cut_fits_the_byte_limit(mcp_target) -
         shown = json.loads(text)
         assert shown["truncated"] and shown["total_bytes"] > 4096
         assert shown["preview"].startswith('{"id":')
+
+
+async def test_a_message_with_headers_above_the_byte_limit_is_shown(mcp_target,
+                                                                   sdk_client: Client) -> None:
+    """A message whose headers alone pass max_response_bytes (Iggy allows 100,000 bytes of
+    them) is shown with the first headers that fit, and "next" polls go past it: it was
+    never shown (count 0, next_offset its own offset), so every poll from it stopped there
+    and auto-commit never moved."""
+    await sdk_client.create_stream("hdr")
+    await sdk_client.create_topic("hdr", "t", partitions_count=1)
+    headers = {f"k{i:04d}": "v" * 200 for i in range(400)}  # about 85 KB
+    await sdk_client.send_messages("hdr", "t", [b"first"], 0, headers=[headers])
+    await sdk_client.send_messages("hdr", "t", [b"second"], 0)
+    async with mcp_session(*mcp_target()) as mcp:
+        shown = []
+        for _ in range(2):
+            polled = await mcp.call("poll_messages", stream_id="hdr", topic_id="t",
+                                    partition_id=0, strategy="next", count=5)
+            shown += polled["messages"]
+    assert [m["payload"] for m in shown] == ["first", "second"]
+    first = shown[0]
+    assert first["headers_truncated"] and first["headers_count"] == 400
+    assert 0 < len(first["headers"]) < 400
+    assert all(first["headers"][k] == {"kind": "string", "value": "v" * 200}
+               for k in first["headers"])
