@@ -394,3 +394,25 @@ async def test_http_names_with_slashes_and_percents_in_path_segments(
         r = await http.delete(f"{topic}/consumer-offsets/w%2F1", params={"partition_id": "0"},
                               headers=auth)
         assert r.status_code == 204, r.text
+
+
+async def test_http_path_segments_that_are_not_utf8_are_refused(
+        plain_server: LurcherServer) -> None:
+    """A path segment whose escapes are not UTF-8 ("%FF") was read with U+FFFD in place of
+    the bad bytes, so it named the stream called "\ufffd": a GET read it and a DELETE
+    deleted it. Iggy's router refuses such a parameter (400); lurcher answers it 400
+    INVALID_UTF8, and nothing is touched."""
+    async with httpx.AsyncClient(base_url=http_base(plain_server)) as http:
+        auth = bearer(await login(http))
+        for name in ("\ufffd", "\ufffd("):
+            r = await http.post("/streams", json={"name": name}, headers=auth)
+            assert r.status_code == 200, r.text
+        for method, path in (("GET", "/streams/%FF"), ("DELETE", "/streams/%FF"),
+                             ("DELETE", "/streams/%C3%28"), ("GET", "/streams/%ff/topics")):
+            r = await http.request(method, path, headers=auth)
+            assert r.status_code == 400, (method, path, r.text)
+            assert r.json()["id"] == ErrorCode.INVALID_UTF8, r.text
+        names = [s["name"] for s in (await http.get("/streams", headers=auth)).json()]
+        assert "\ufffd" in names and "\ufffd(" in names
+        r = await http.get("/streams/%EF%BF%BD", headers=auth)  # the name, well encoded
+        assert r.status_code == 200 and r.json()["name"] == "\ufffd", r.text

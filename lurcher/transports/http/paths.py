@@ -4,13 +4,16 @@ Owns the ``path`` that Starlette's router matches: uvicorn fills ``scope["path"]
 whole raw path percent-decoded, so ``/personal-access-tokens/a%2Fb`` became three segments
 and a name holding '/' (a token, consumer, stream or topic name; Iggy 0.8 routes on the raw
 path and decodes each parameter) matched no route. ``EscapedSlashes`` re-decodes the raw
-path keeping '/' and '%' escaped inside segments; ``path_parameter`` then decodes a matched
-parameter once.
+path keeping '/', '%' and the bytes beyond ASCII escaped inside segments; ``path_parameter``
+then decodes a matched parameter once, as UTF-8: one that is not is refused INVALID_UTF8, as
+Iggy's router refuses it (decoding with U+FFFD for the bad bytes named another stream, topic
+or user: "%FF" was the stream called "\ufffd").
 
-Invariants: after ``routing_path`` the only '%' in a path are the escapes ``%2F`` and
-``%25`` (a raw '%' that starts no escape becomes ``%25``), so ``path_parameter`` (one
-``unquote``) gives back exactly the bytes the client encoded; a path without '%' is left as
-uvicorn decoded it (no parameter of it holds a '%').
+Invariants: after ``routing_path`` the only '%' in a path are the escapes of '/', '%' and
+bytes beyond ASCII (a raw '%' that starts no escape becomes ``%25``), so ``path_parameter``
+(one ``unquote``) gives back exactly the bytes the client encoded; a path without '%' is left
+as uvicorn decoded it (no parameter of it holds a '%' or a byte beyond ASCII: h11 takes
+visible ASCII only).
 """
 
 from __future__ import annotations
@@ -20,25 +23,37 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
 _ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})|%")
-_KEPT = {0x25: b"%25", 0x2F: b"%2F"}
+_KEPT = frozenset({0x25, 0x2F})  # '%' and '/'; and every byte beyond ASCII
+_ASCII_END = 0x80
 
 
 def _decoded(match: re.Match[bytes]) -> bytes:
     if match.group(1) is None:
         return b"%25"
     byte = int(match.group(1), 16)
-    return _KEPT.get(byte) or bytes([byte])
+    return match.group(0) if byte in _KEPT or byte >= _ASCII_END else bytes([byte])
 
 
 def routing_path(raw: bytes) -> str:
-    """The raw path decoded, except '/' and '%' inside a segment, which stay escaped."""
+    """The raw path decoded, except '/', '%' and the bytes beyond ASCII inside a segment,
+    which stay escaped."""
     return _ESCAPE.sub(_decoded, raw).decode("utf-8", "replace")
 
 
 def path_parameter(value: str) -> str:
-    """A path parameter matched on a ``routing_path``, decoded."""
-    return unquote(value) if "%" in value else value
+    """A path parameter matched on a ``routing_path``, decoded. Raises IggyError
+    INVALID_UTF8 when its bytes are not UTF-8."""
+    if "%" not in value:
+        return value
+    try:
+        return unquote(value, errors="strict")
+    except UnicodeDecodeError as exc:
+        raise IggyError(ErrorCode.INVALID_UTF8,
+                        f"path parameter {value!r} is not UTF-8: {exc.reason}") from None
 
 
 class EscapedSlashes:
