@@ -166,11 +166,12 @@ class TlsHandshake(asyncio.Protocol):
         self.transport.pause_reading()  # until start_tls reads on
 
     def eof_received(self) -> bool:
-        if self.raw is None:
-            self.eof = True
-        elif self.raw_end is None:
+        if self.raw is None:  # the peer's close_notify, from the TLS layer, which shuts down
+            self.eof = True  # whatever this answers (and logs a warning for a true answer)
+            return False
+        if self.raw_end is None:
             self.raw_end = ("eof", None)
-        return True  # the TLS layer, then the application protocol, decides
+        return True  # the plain transport stays open: the TLS layer decides
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.raw is not None and self.raw_end is None:

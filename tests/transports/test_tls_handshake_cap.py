@@ -180,6 +180,44 @@ def test_requests_that_come_with_the_end_of_the_handshake_are_answered(
         assert _pipelined_answers(capped_tls_server, test_ca, 3) == struct.pack("<II", 0, 0) * 3
 
 
+def _closed_with_the_handshake(server: LurcherServer, ca: CaFiles) -> None:
+    """A TLS client whose handshake's last flight, a Ping and its close_notify go out in one
+    write; returns once the server closed the connection. Raises OSError (refused: the
+    connections of a test just before may still count)."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = _context(ca).wrap_bio(incoming, outgoing, server_hostname="localhost")
+    with socket.create_connection(("127.0.0.1", server.tcp_port), timeout=READ_S) as sock:
+        _handshake(sock, tls, incoming, outgoing)
+        tls.write(struct.pack("<II", 4, raw.PING))
+        try:
+            tls.unwrap()  # its close_notify into ``outgoing``
+        except ssl.SSLWantReadError:
+            pass
+        sock.sendall(outgoing.read())
+        while sock.recv(65536):
+            pass
+
+
+def test_a_client_that_closes_with_the_end_of_its_handshake_logs_nothing(
+        capped_tls_server: LurcherServer, test_ca: CaFiles) -> None:
+    """A client that closes (TLS close_notify) with its handshake's last flight, as a load
+    balancer's TLS health check does, had the TLS layer log asyncio's warning "returning
+    true from eof_received() has no effect when using ssl" for each such connection: the
+    close reached TlsHandshake before the hand-over. Nothing is logged now, and the count
+    goes down."""
+    deadline = time.monotonic() + SERVED_WITHIN_S
+    for _ in range(3):
+        while True:
+            try:
+                _closed_with_the_handshake(capped_tls_server, test_ca)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+    assert _all_served(capped_tls_server, test_ca, CAP)
+    assert "eof_received" not in capped_tls_server.log_tail(10**6)
+
+
 def test_a_handshake_not_done_within_the_login_timeout_is_dropped_and_uncounted(
         tmp_path, test_ca: CaFiles) -> None:
     env = {**tls_env(test_ca), "LURCHER_LIMITS_BINARY_MAX_CONNECTIONS": str(CAP),
