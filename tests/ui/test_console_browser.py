@@ -9,12 +9,13 @@ taken in seconds and a token named with a slash deleted; consumer-group lag, als
 groups over 1,000 partitions; a read-only user gets no delete buttons and the server refuses
 the forged request; pages follow permissions changed while the console is open; a tab
 reloaded on a revoked session shows the sign-in form, and signing in again returns to the
-page the session ended on; a server out of reach is said so; stored HTML/script in names and
-payloads renders as text and runs nothing; bidi controls in names do not reorder the page's
-words and invisible characters are shown as marks; 255-character names wrap inside the page;
-page weight of the first load; paging through a partition; rendering 1,000 messages (time
-reported, not asserted); huge payloads cut and laid out only in view, at most 50 headers a
-message, and JSON numbers shown as written.
+page the session ended on; a console in use outlives its token (refreshed); a server out of
+reach is said so; stored HTML/script in names and payloads renders as text and runs nothing;
+bidi controls in names do not reorder the page's words and invisible characters are shown as
+marks; 255-character names wrap inside the page; page weight of the first load; paging
+through a partition; rendering 1,000 messages (time reported, not asserted); huge payloads
+cut and laid out only in view, at most 50 headers a message, and JSON numbers shown as
+written.
 Screenshots and measurements are written to ``test-artifacts/ui``.
 """
 
@@ -24,6 +25,7 @@ import base64
 import json
 import time
 
+import jwt as pyjwt
 import pytest
 from apache_iggy import SendMessage
 
@@ -372,6 +374,38 @@ def test_signing_in_after_a_session_ended_returns_to_the_page(page, rest):
     page.wait(lambda: page.css("#stream-title") and page.text("#stream-title") == "return-s",
               "back on the stream's page")
     assert page.script("return location.hash") == f"#/streams/{sid}"
+
+
+def page_token_expiry(page) -> int:
+    token = page.script("return sessionStorage.getItem('lurcher.console.token')")
+    return int(pyjwt.decode(token, options={"verify_signature": False})["exp"])
+
+
+def test_console_in_use_outlives_its_token(browser, tmp_path):
+    """The console never refreshed its token: an operator working in it was sent to the
+    sign-in form when the token expired (after an hour by default; 4 s here), each hour."""
+    server = LurcherServer()
+    server.start(tmp_path / "short", {**HTTP_ON, "LURCHER_HTTP_JWT_ACCESS_TOKEN_EXPIRY": "4 s",
+                                      "LURCHER_HTTP_JWT_CLOCK_SKEW": "0 s"})
+    rest = Rest(f"http://{server.endpoints['http']}")
+    try:
+        rest.call("POST", "/streams", {"name": "outlived-s"}, ok=200)
+        page = Page(browser, rest.base)
+        page.sign_in()
+        first_expiry = page_token_expiry(page)
+        deadline = time.monotonic() + 60
+        while time.time() < first_expiry + 2 and time.monotonic() < deadline:
+            for route, element in (("#/tokens", "#create-token"), ("#/streams", "#streams-table")):
+                page.go(route)
+                page.one(element)
+            time.sleep(0.3)
+        page.go("#/streams")
+        page.wait(lambda: "outlived-s" in page.text("#main"), "streams page, still signed in")
+        assert not page.css("#login-form")
+        assert page_token_expiry(page) > first_expiry
+    finally:
+        rest.close()
+        server.close()
 
 
 def test_pages_follow_permissions_changed_while_open(page, rest):

@@ -4,9 +4,15 @@
 // cross-site page cannot make an authenticated request (no CSRF surface). At most
 // MAX_IN_FLIGHT requests are out at once; the others wait their turn in order, and those
 // still waiting when the page is left or the user signs out are dropped (never sent).
+// A token past half its lifetime is exchanged for a new one (POST /users/refresh-token,
+// which revokes the old one) before the next request, so a console in use is never signed
+// out by its token's expiry (an hour by default); a request sent with the old token that the
+// exchange revoked is sent again with the new one.
 
 const TOKEN_KEY = 'lurcher.console.token';
 const USER_KEY = 'lurcher.console.user';
+const REFRESH_AT_KEY = 'lurcher.console.refresh_at'; // Date.now() ms past which to refresh
+const REFRESH_RETRY_MS = 30000; // after a refused or failed refresh: the old token serves on
 
 // A page asking one request per partition (consumer-group lag: groups x partitions) started
 // 3,000 fetches at once for a topic of 1,000 partitions and 3 groups, and Chromium failed
@@ -67,8 +73,37 @@ export class Api {
   }
 
   keep(reply) {
-    sessionStorage.setItem(TOKEN_KEY, reply.access_token.token);
+    const token = reply.access_token.token;
+    sessionStorage.setItem(TOKEN_KEY, token);
     sessionStorage.setItem(USER_KEY, String(reply.user_id));
+    sessionStorage.setItem(REFRESH_AT_KEY, String(Date.now() + halfLifeMs(token)));
+  }
+
+  // Waits for a refresh of the token when it is due (one at a time, shared by all requests).
+  async fresh() {
+    if (!this.signedIn) return;
+    if (!(Date.now() >= Number(sessionStorage.getItem(REFRESH_AT_KEY)))) return;
+    if (!this.refreshing) {
+      this.refreshing = this.refresh().finally(() => { this.refreshing = null; });
+    }
+    await this.refreshing;
+  }
+
+  // Outside the request slots, so a page's full slots never hold it up.
+  async refresh() {
+    const old = this.token;
+    sessionStorage.setItem(REFRESH_AT_KEY, String(Date.now() + REFRESH_RETRY_MS));
+    let response;
+    try {
+      response = await reach('/users/refresh-token', {
+        method: 'POST', headers: { 'Content-Type': 'application/json' }, credentials: 'omit',
+        cache: 'no-store', redirect: 'error', body: JSON.stringify({ token: old }),
+      });
+    } catch (err) {
+      return; // no answer: the old token serves until it expires
+    }
+    if (!response.ok || this.token !== old) return; // refused, or signed out/in meanwhile
+    this.keep(await response.json());
   }
 
   // Requests of the page being left that wait for a slot are not sent.
@@ -87,6 +122,7 @@ export class Api {
   forget() {
     sessionStorage.removeItem(TOKEN_KEY);
     sessionStorage.removeItem(USER_KEY);
+    sessionStorage.removeItem(REFRESH_AT_KEY);
   }
 
   get(path) { return this.request('GET', path); }
@@ -103,17 +139,24 @@ export class Api {
     }
   }
 
-  // One request; a queued one whose session ended meanwhile is not sent.
-  async send(method, path, body, authorised) {
+  // One request; a queued one whose session ended meanwhile is not sent. retried: sent
+  // again because a refresh revoked the token it went out with.
+  async send(method, path, body, authorised, retried = false) {
+    if (authorised) await this.fresh();
     if (authorised && !this.signedIn) throw new ApiError(401, 'Signed out');
+    const used = this.token;
     const headers = {};
-    if (authorised) headers.Authorization = `Bearer ${this.token}`;
+    if (authorised) headers.Authorization = `Bearer ${used}`;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     const response = await reach(path, {
       method, headers, credentials: 'omit', cache: 'no-store', redirect: 'error',
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     if (response.status === 401 && authorised) {
+      if (this.refreshing) await this.refreshing;
+      if (!retried && this.signedIn && this.token !== used) {
+        return this.send(method, path, body, authorised, true);
+      }
       this.forget();
       this.onSignedOut();
       throw new ApiError(401, 'Signed out: the session expired or was revoked');
@@ -127,6 +170,18 @@ export class Api {
   async metrics() {
     const response = await reach('/metrics', { credentials: 'omit', cache: 'no-store' });
     return response.ok ? response.text() : null;
+  }
+}
+
+// Half the lifetime the server gave the token (its claims' exp - iat, both the server's
+// clock, so the browser's clock may be off), in ms; Infinity when the token does not say.
+function halfLifeMs(token) {
+  try {
+    const claims = JSON.parse(atob(token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/')));
+    const life = Number(claims.exp) - Number(claims.iat);
+    return life > 0 ? life * 500 : Infinity;
+  } catch (err) {
+    return Infinity;
   }
 }
 
