@@ -42,7 +42,12 @@ out). When the log is executed again after a restart, an op the partition alread
 past (its file counts more purges than ``purged`` so far) is not stored again, so purged
 messages are not resurrected, and a purge it already did is not done again, so messages
 sent after it survive. A replica adopting a checkpoint that counts more purges than its
-partition went through purges it before copying the messages it lacks.
+partition went through purges it before copying the messages it lacks. A purge the
+partition's files refuse here (CannotDeleteFile: a segment file that cannot be set aside)
+is owed, never counted done: the partition is ``broken`` from offset 0, so it serves no
+read and every later op of it waits, and ``_repair`` purges it again (every
+``PURGE_RETRY_S``) before filling it and letting the ops run. Invariant: a partition
+whose file counts fewer purges than ``purged`` is in ``broken`` (``_owes_purge``).
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ from lurcher.core.wire.errors import IggyError
 log = logging.getLogger(__name__)
 
 REMEMBERED_FAILURES = 1024
+PURGE_RETRY_S = 1.0  # a purge the partition's files refused is tried again this often
 PURGES_FILE = "cluster-purges"
 
 
@@ -231,13 +237,14 @@ class PartitionService:
             self.unreached.discard(key)
 
     def _short_of(self, op: Op) -> bool:
-        """Whether ``op`` appends at an offset this replica's partition has not reached; if
-        so a fill up to it is started (the op waits)."""
+        """Whether ``op`` appends at an offset this replica's partition has not reached (if
+        so a fill up to it is started), or is an op of a partition that owes the group a
+        purge: either way it waits (``_repair`` or ``_fill`` drains again)."""
+        key = (op.stream_id, op.topic_id, op.partition_id)
+        if key in self.broken and (isinstance(op, Append) or self._owes_purge(key)):
+            return True  # a write or a purge failed here: ``_repair`` drains once mended
         if not isinstance(op, Append):
             return False
-        key = (op.stream_id, op.topic_id, op.partition_id)
-        if key in self.broken:
-            return True  # a write failed here: ``_repair`` drains again once mended
         partition = self.shard.partitions.get(key)
         if partition is None or self.generation(key)[0] != op.created_at or \
                 purges_of(partition) != self.purged.get(key, 0):
@@ -310,12 +317,44 @@ class PartitionService:
             lambda kept: self._store(key, partition, kept, op.timestamp_us))
 
     def _purge(self, key: tuple[int, int, int], partition: Any) -> None:
+        """The group's purge: counted in the group's order; done on the partition unless it
+        was before this start; if its files refuse, owed (``_purge_or_owe``)."""
         purges = self.purged[key] = self.purged.get(key, 0) + 1
         self.stored[key] = 0
         self.fill_to.pop(key, None)
         self.broken.pop(key, None)  # what failed is purged: nothing to mend
         if purges_of(partition) < purges:  # else purged before this start
-            purge(partition, purges)
+            self._purge_or_owe(key, partition)
+
+    def _owes_purge(self, key: tuple[int, int, int]) -> bool:
+        """Whether partition ``key`` (the one the group's counts are of, not a successor
+        that took its ids) went through fewer purges than the group executed."""
+        partition, counted = self.shard.partitions.get(key), self.created.get(key)
+        return partition is not None and counted in (None, self.generation(key)[0]) and \
+            purges_of(partition) < self.purged.get(key, 0)
+
+    def _purge_to_count(self, key: tuple[int, int, int], partition: Any) -> Exception | None:
+        """Purge ``partition`` and record the group's purge count; what refused it."""
+        try:
+            purge(partition, self.purged.get(key, 0))
+        except (IggyError, OSError) as exc:  # CannotDeleteFile, or its count not written
+            return exc
+        return None
+
+    def _purge_or_owe(self, key: tuple[int, int, int], partition: Any) -> bool:
+        """Purge ``partition`` up to the group's count; when its files refuse, the purge is
+        owed: the partition is broken from offset 0 (no read served, its ops held) and
+        ``_repair`` tries again. Whether it is purged."""
+        refused = self._purge_to_count(key, partition)
+        if refused is None:
+            return True
+        log.error("partition %s: the group's purge failed on this node (%s); its reads and "
+                  "later ops wait until it is purged (tried again every %.0f s)", key,
+                  refused, PURGE_RETRY_S)
+        self.broken[key] = 0
+        if key not in self.handed:  # else ``_handed_back`` repairs once they finished
+            asyncio.get_running_loop().call_soon(self._repair, key)
+        return False
 
     def _store(self, key: tuple[int, int, int], partition: Any, batch: MessageBatch,
                timestamp_us: int) -> Any:
@@ -369,16 +408,21 @@ class PartitionService:
                 asyncio.get_running_loop().call_soon(self._repair, key)
 
     def _repair(self, key: tuple[int, int, int]) -> None:
-        """Every append handed to a broken partition finished: cut it back to where the
-        first failed write belonged and copy the group's messages from there from a peer,
-        then let the held ops run. (A rare repair: the cut is done in place.)"""
+        """Every append handed to a broken partition finished: purge it first if it owes
+        the group a purge, cut it back to where the first failed write belonged and copy
+        the group's messages from there from a peer, then let the held ops run. (A rare
+        repair: the cut is done in place.)"""
         if key in self.handed or key not in self.broken:
+            return
+        owed_purge = self._owes_purge(key)
+        if owed_purge and not self._purge_again(key):
             return
         start, partition = self.broken.pop(key), self.shard.partitions.get(key)
         if partition is not None:
-            log.error("partition %s: a replicated write failed at offset %d on this node; "
-                      "cutting back to it and copying the group's messages from a peer",
-                      key, start)
+            if not owed_purge:
+                log.error("partition %s: a replicated write failed at offset %d on this "
+                          "node; cutting back to it and copying the group's messages from "
+                          "a peer", key, start)
             if partition.next_offset > start:
                 try:
                     partition.truncate_to(start)
@@ -390,6 +434,17 @@ class PartitionService:
                 self._fill_up_to(key, want)
                 return
         self.drain()
+
+    def _purge_again(self, key: tuple[int, int, int]) -> bool:
+        """Try the purge partition ``key`` owes once more (its ops are held meanwhile);
+        when refused again, try later. Whether it is purged now."""
+        refused = self._purge_to_count(key, self.shard.partitions[key])
+        if refused is not None:
+            log.debug("partition %s: purging it again failed (%s)", key, refused)
+            asyncio.get_running_loop().call_later(PURGE_RETRY_S, self._repair, key)
+            return False
+        log.warning("partition %s: purged as the group did; its held ops run now", key)
+        return True
 
     # ---- checkpoints (``partition_state``) ---------------------------------------------
 
@@ -446,10 +501,10 @@ class PartitionService:
             partition = self.shard.partitions.get(key)
             if partition is None:
                 continue
-            purges = self.purged.get(key, 0)
-            if purges_of(partition) < purges:
-                purge(partition, purges)  # purged on the others while this one was behind
-                self.fill_to.pop(key, None)
+            if purges_of(partition) < self.purged.get(key, 0):
+                self.fill_to.pop(key, None)  # purged on the others while this one was behind
+                if not self._purge_or_owe(key, partition):
+                    continue  # filled once purged (``_repair``)
             if self.stored.get(key, 0) > end_of(partition):
                 self._fill_up_to(key, self.stored[key])
 

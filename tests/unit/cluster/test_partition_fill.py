@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import msgspec
 import pytest
 
-from lurcher.cluster import partition_state
+from lurcher.cluster import partition_service, partition_state
 from lurcher.cluster.host import ClusterNode
 from lurcher.core.replication.replica import Status
 from lurcher.cluster.partition_ops import Append, PurgePartition, StoreOffset
@@ -491,6 +491,60 @@ async def test_waiting_reads_are_checked_without_scanning_the_queued_ops(tmp_pat
     node.service.metadata_applied()
     assert await asyncio.wait_for(waiting, 5)
     assert not node.service.holds(KEY) and not node.service.holds(other)
+
+
+def refusing_purges(partition: LogPartition, times: int) -> None:
+    """``partition``'s next ``times`` purges fail as a file that cannot be set aside does
+    (CannotDeleteFile, nothing changed); a purge also drops its stored offsets."""
+    purge = partition.purge
+    offsets = Offsets(partition)
+
+    def refusing() -> None:
+        nonlocal times
+        if times:
+            times -= 1
+            raise IggyError(10008, "not purged: [Errno 5] Input/output error")
+        purge()
+        offsets.stored.clear()
+    partition.purge = refusing
+
+
+async def test_a_purge_the_partition_refuses_is_done_again_before_its_later_ops(
+        tmp_path, monkeypatch):
+    """The group purged; this replica's files refused it twice. Its later ops (an offset,
+    a send) wait, and it serves no read, until the purge is done here; then they run on
+    the empty partition, as on every other replica. (The old code counted the purge done:
+    the send was skipped as 'stored already' within the old messages, and the offset kept.)"""
+    monkeypatch.setattr(partition_service, "PURGE_RETRY_S", 0)
+    node = Node(tmp_path, batches_held=3)
+    node.service.stored[KEY] = 30
+    refusing_purges(node.partition, times=2)
+    node.service.apply(purge_op())
+    node.service.apply(msgspec.msgpack.encode(StoreOffset(0, *KEY, 0, "consumers", 7, 0)))
+    send = node.service.apply(append_op(7))
+    assert node.service.holds(KEY)  # a primary answers no read of it meanwhile
+    assert len(node.partition.blobs) == 3 and node.partition.get_offset("consumers", 7) is None
+    await asyncio.wait_for(node.service.effect(send), 5)
+    assert node.partition.blobs == [stored_batch_at(7, 0)]
+    assert node.partition.get_offset("consumers", 7) == 0
+    assert not node.service.holds(KEY)
+
+
+async def test_an_adopted_checkpoint_s_purge_the_partition_refuses_is_done_before_its_fill(
+        tmp_path, monkeypatch):
+    """A checkpoint counting a purge this replica missed, adopted while its files refuse
+    the purge: adopting it does not fail (the old code raised CannotDeleteFile out of
+    ``restore``), and the partition is purged, then filled from the peer."""
+    monkeypatch.setattr(partition_service, "PURGE_RETRY_S", 0)
+    node = Node(tmp_path, batches_held=3)
+    refusing_purges(node.partition, times=1)
+    node.service.restore(encode_state(4, {KEY: 10}, [], node.shard.dedup, {KEY: 1}))
+    assert node.service.holds(KEY)
+    await settle()
+    await node.answer_one()  # asked from offset 0 once purged
+    await asyncio.wait_for(node.service.fill_task, 5)
+    assert node.partition.blobs == [stored_batch(0)]
+    assert not node.service.holds(KEY)
 
 
 def created_again(node, tmp_path) -> LogPartition:
