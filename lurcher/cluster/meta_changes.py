@@ -256,7 +256,7 @@ class MetaService:
     def _record(self, event: Event) -> None:
         try:
             if isinstance(event, DELETIONS):
-                record_deletion(self.shard, event)
+                record_deletion(self.shard, event, committed=True)
             else:
                 self.store.record(event)
         except Exception:

@@ -5,7 +5,10 @@ SDK, which stays where it connected) is answered once committed on a quorum, and
 node shows it; a node killed and restarted catches up from the group; with two nodes down a
 change fails with TaskTimeout (12001) within the configured ``commit_timeout_ms``. A user
 deleted or deactivated, or a token deleted, on one node ends that login's sessions on every
-node (disconnected, as on the node that made the change).
+node (disconnected, as on the node that made the change). A deletion one node cannot move
+its directories aside for (its ``deleting/`` blocked) is applied there all the same: its
+metadata stays the group's, the directories go, and a topic created again with the same
+ids starts empty on it as everywhere.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from apache_iggy import IggyClient
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from tests.support import raw
+from lurcher.core.shard.tombstones import TOMBSTONE_DIR, entity_path
+from tests.cluster.test_replicated_partitions import polled, topic_everywhere
 from tests.support.cluster import LIVENESS_S, eventually, leader_of, observer, running_cluster
 from tests.support.official import ROOT_PASSWORD, ROOT_USERNAME
 from tests.support.raw import StatusError
@@ -124,6 +129,54 @@ async def test_concurrent_changes_on_every_node_all_apply_once(
         f"s-{i}-{j}" for i in range(3) for j in range(4))
     assert sorted(sid for sid, _, _ in expected[0]) == list(range(12))
     await same_everywhere(nodes, expected)
+
+
+def partition_dirs(server: LurcherServer) -> list[str]:
+    """The partition directories of stream 0's topic 0 on ``server``'s disk."""
+    root = entity_path(server.data_dir, 0, 0) / "partitions"
+    return sorted(p.name for p in root.iterdir()) if root.exists() else []
+
+
+async def test_a_deletion_one_node_cannot_move_aside_is_applied_there_all_the_same(
+        tmp_path: Path) -> None:
+    """Node 2's ``deleting/`` is replaced by a file, so moving a directory aside fails
+    there (CannotDelete...Directory on a single node). The group committed the deletion:
+    node 2 applies it as well (on the old code it kept the partitions, then the topic, in
+    its metadata for good, refused the topic created again, and served the deleted
+    partition's messages as the new one's)."""
+    with running_cluster(tmp_path, 3, f"commit_timeout_ms = {COMMIT_TIMEOUT_MS}\n") as nodes:
+        connected = [await observer(server) for server in nodes]
+        try:
+            await topic_everywhere(connected, "d", "t", 3)
+            for p in range(3):
+                await connected[0].send_messages("d", "t", [f"old-{p}".encode()], p)
+            blocked = nodes[2].data_dir / TOMBSTONE_DIR
+            blocked.rmdir()
+            blocked.write_text("not a directory")
+            await connected[0].delete_partitions("d", "t", 2)
+            await same_everywhere(nodes, await metadata_of(nodes[0]))
+            assert partition_dirs(nodes[2]) == ["0"]
+            await connected[0].delete_topic("d", "t")
+            await same_everywhere(nodes, await metadata_of(nodes[0]))
+            assert not entity_path(nodes[2].data_dir, 0, 0).exists()
+            await connected[0].create_topic("d", "t", 3)
+            await same_everywhere(nodes, await metadata_of(nodes[0]))
+            for client in connected:
+                for p in range(3):
+                    assert await eventually(lambda: _polled_or_none(client, p),
+                                            f"partition {p} served") == ([],)
+            assert "removing in place" in nodes[2].log_tail(100_000)
+        finally:
+            for client in connected:
+                await client.close()
+
+
+async def _polled_or_none(client, partition: int) -> tuple[list] | None:
+    """(the messages polled,), or None while the partition's group is still starting."""
+    try:
+        return (await polled(client, "d", "t", partition),)
+    except IggyError:
+        return None
 
 
 @pytest.mark.slow

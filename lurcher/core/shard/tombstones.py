@@ -3,7 +3,9 @@
 A deletion first moves the directories it deletes into ``<system.path>/deleting/`` (a
 rename: atomic, needs no free space), then writes its event to the metadata log, then
 removes the moved directories (in a worker thread: nothing can reach them any more). If the
-event cannot be written the directories are moved back and the command fails.
+event cannot be written the directories are moved back and the command fails. A cluster
+node applying a deletion its metadata group committed cannot refuse it: when its
+directories cannot be moved aside, the event is written and they are removed in place.
 
 A tombstone is named after the metadata-log position its delete event takes and what it
 held: ``<seq>-stream-<s>``, ``<seq>-topic-<s>-<t>`` or ``<seq>-partition-<s>-<t>-<p>``.
@@ -215,10 +217,13 @@ _BURY_ERRORS = {"stream": ErrorCode.CANNOT_DELETE_STREAM_DIRECTORY,
                 "partition": ErrorCode.CANNOT_DELETE_PARTITION_DIRECTORY}
 
 
-def record_deletion(shard: Any, event: ev.Event) -> None:
+def record_deletion(shard: Any, event: ev.Event, committed: bool = False) -> None:
     """Record a delete event so that a crash at any step leaks nothing: bury its
     directories, write the event, then remove them. Raises IggyError (nothing changed).
-    A store that defers effects (a cluster change being decided) only takes the event."""
+    A store that defers effects (a cluster change being decided) only takes the event.
+    ``committed``: the deletion is already decided elsewhere (a cluster node applying its
+    metadata group's change), so directories that cannot be moved aside do not stop it
+    (``_record_in_place``)."""
     if shard.meta.defers_effects:
         shard.meta.record(event)
         return
@@ -226,6 +231,9 @@ def record_deletion(shard: Any, event: ev.Event) -> None:
     try:
         buried = shard.graveyard.bury(stones)
     except OSError as exc:
+        if committed:
+            _record_in_place(shard, event, stones, exc)
+            return
         raise IggyError(_BURY_ERRORS[stones[0].kind], f"cannot move aside: {exc}") from exc
     try:
         shard.meta.record(event)
@@ -233,3 +241,19 @@ def record_deletion(shard: Any, event: ev.Event) -> None:
         shard.graveyard.restore(buried)
         raise
     shard.graveyard.remove(buried)
+
+
+def _record_in_place(shard: Any, event: ev.Event, stones: list[Tombstone],
+                     refused: OSError) -> None:
+    """A committed deletion whose directories cannot be moved aside: the event is written
+    all the same (the node's metadata stays its group's), which closes their partitions,
+    then the directories are removed where they are, before a later change can give their
+    ids to a new stream, topic or partition (a rare path: done in place). A crash
+    meanwhile leaves a directory the metadata does not know: the start-up ``sweep`` moves
+    it to ``orphans/``."""
+    originals = [shard.graveyard.original(stone) for stone in stones]
+    log.error("cannot move %s aside for a committed deletion (%s); removing in place",
+              ", ".join(map(str, originals)), refused)
+    shard.meta.record(event)
+    remove_trees(originals, "it is moved to orphans/ at the next start; until then a "
+                 "stream, topic or partition created with its ids opens its files")
