@@ -18,6 +18,9 @@ Intents and their completions (what the replica is told back):
   crash leaves the old or the new file.
   The replica emits it only once the records from ``below`` on are durable.
 
+``replace_whole`` writes the cluster's other small files (a partition's purge count, the
+metadata's prefix) the same crash-safe way: a crash leaves the old or the new content.
+
 Blocking: every method does file I/O. The host runs ``execute`` on one worker thread per
 journal, so intents are carried out in the order issued and the event loop never waits.
 """
@@ -151,6 +154,23 @@ def _pwrite_all(fd: int, parts: list, offset: int) -> None:
             views.pop(0)
         if views and done:
             views[0] = views[0][done:]
+
+
+def replace_whole(path: Path, data: bytes) -> None:
+    """Blocking: ``path`` now holds ``data``, written to a temporary file that is fsynced
+    and renamed over it, then the directory fsynced (the temporary file is removed when
+    that fails). Raises OSError; ``path`` is then as it was."""
+    temporary = path.with_name(path.name + ".tmp")
+    try:
+        with open(temporary, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
 
 
 def _fsync_directory(path: Path) -> None:

@@ -60,7 +60,6 @@ import dataclasses
 import inspect
 import json
 import logging
-import os
 from collections import deque
 from contextvars import ContextVar
 from pathlib import Path
@@ -69,6 +68,7 @@ from typing import Any, Awaitable, Callable
 import msgspec
 
 from lurcher.cluster.host import NOOP, ClusterBusy, wait_listed
+from lurcher.cluster.journal_file import replace_whole
 from lurcher.core.meta.events import AnyEvent, Event, PartitionsDeleted, StreamDeleted, \
     TopicDeleted
 from lurcher.core.meta.store import MetaLogCorrupt
@@ -341,12 +341,7 @@ class MetaService:
 
 def _write_atomically(path: Path, content: dict) -> None:
     """Blocking: ``content`` as JSON at ``path``, replaced atomically and fsynced."""
-    temporary = path.with_suffix(".tmp")
-    with open(temporary, "w") as f:
-        json.dump(content, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temporary, path)
+    replace_whole(path, json.dumps(content).encode())
 
 
 class MetaChanges:

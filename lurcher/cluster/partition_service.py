@@ -37,9 +37,10 @@ where the first failed batch belonged and filled from a peer up to ``stored`` (`
 Purges: a ``PurgePartition`` op empties the partition (offset 0 again, offsets dropped) on
 every replica at the same point of the group's order. ``purged`` counts each partition's
 purges (in the checkpoint state); the partition's directory keeps how many it has been
-through (``PURGES_FILE``, written right after the purge, before any later op is carried
-out). When the log is executed again after a restart, an op the partition already purged
-past (its file counts more purges than ``purged`` so far) is not stored again, so purged
+through (``PURGES_FILE``, replaced whole right after the purge, before any later op is
+carried out: a crash or a failed write leaves the previous count, never a damaged one).
+When the log is executed again after a restart, an op the partition already purged past
+(its file counts more purges than ``purged`` so far) is not stored again, so purged
 messages are not resurrected, and a purge it already did is not done again, so messages
 sent after it survive. A replica adopting a checkpoint that counts more purges than its
 partition went through purges it before copying the messages it lacks. A purge the
@@ -63,6 +64,7 @@ from typing import Any
 import msgspec
 
 from lurcher.cluster.host import NOOP, wait_listed
+from lurcher.cluster.journal_file import replace_whole
 from lurcher.cluster.partition_ops import Append, DeleteOffset, Op, PurgePartition, \
     StoreOffset, op_decoder
 from lurcher.cluster.partition_state import RETRY_S, Filler, decode_state, encode_state
@@ -104,10 +106,12 @@ def purges_of(partition: Any) -> int:
 
 
 def purge(partition: Any, purges: int) -> None:
-    """Empty ``partition`` and record that it went through ``purges`` purges. (A purge is
-    rare: its small write is done in place, before any later op touches the partition.)"""
+    """Empty ``partition`` and record that it went through ``purges`` purges (the file is
+    replaced whole: a crash or a failed write leaves the previous count, never a damaged
+    one). A purge is rare: its small write is done in place, before any later op touches
+    the partition. Raises IggyError (not purged) or OSError (purged, count not written)."""
     partition.purge()
-    (Path(partition.path) / PURGES_FILE).write_text(str(purges))
+    replace_whole(Path(partition.path) / PURGES_FILE, str(purges).encode())
     _purges[partition] = purges
     _ends[partition] = 0
 
