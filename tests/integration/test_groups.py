@@ -1,7 +1,8 @@
 """Consumer groups over raw frames on a real server: commands and their errors, round-robin
 assignment, the cooperative hand-over when a member joins, rebalancing on leave and on
-disconnect, group polls (Next, no partition id, auto-commit), the heartbeat verifier, and
-reading a group's stored offsets without joining it (one and two shards)."""
+disconnect, group polls (Next, no partition id, auto-commit), the heartbeat verifier,
+reading a group's stored offsets without joining it (one and two shards), and hand-overs of
+purged partitions."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ from lurcher.core.wire.requests.consumer_offsets.store_consumer_offset import (
     StoreConsumerOffset,
 )
 from lurcher.core.wire.requests.partitions.create_partitions import CreatePartitions
+from lurcher.core.wire.requests.streams.purge_stream import PurgeStream
+from lurcher.core.wire.requests.topics.purge_topic import PurgeTopic
 from lurcher.core.wire.responses.consumer_groups import GroupDetails, GroupHeader
 from lurcher.core.wire.responses.consumer_offsets import ConsumerOffsetInfo
 from lurcher.core.wire.values.consumer import Consumer
@@ -233,3 +236,28 @@ def test_a_groups_offset_is_read_without_joining(server_factory, shards):
                     stored_offset(outsider, group, 0, topic=nowhere)):
         assert missing is None
     assert details(outsider).header.members_count == 1
+
+
+@pytest.mark.parametrize("purge", ["topic", "stream"])
+def test_a_purged_partition_is_handed_over_at_once(server_factory, purge):
+    """A purge empties the partition and drops the group's offset there, so nothing its
+    member was delivered is left to commit: a hand-over waiting for that commit completes
+    at the purge, and a member joining after it gets the partition at once (the old code
+    kept the last delivered offset and waited for the rebalancing timeout, here 1 h)."""
+    server = server_factory({"LURCHER_CONSUMER_GROUP_REBALANCING_TIMEOUT": "1 h"})
+    a = setup(server)
+    call(a, JoinConsumerGroup(S, T, G))
+    assert {group_poll(a, auto_commit=False).partition_id for _ in range(3)} == {0, 1, 2}
+    b = client(server)
+    call(b, JoinConsumerGroup(S, T, G))
+    assert assignment(a) == [[0, 1, 2], []]               # partition 2 waits for a's commit
+    call(a, PurgeTopic(S, T) if purge == "topic" else PurgeStream(S))
+    assert assignment(a) == [[0, 1], [2]]
+    call(b, LeaveConsumerGroup(S, T, G))
+    for p in range(3):
+        a.send("s", "t", raw.partition_id(p), [raw.message(b"again")])
+    assert [group_poll(a).count for _ in range(3)] == [1, 1, 1]   # committed: nothing pending
+    call(a, PurgeTopic(S, T) if purge == "topic" else PurgeStream(S))
+    c = client(server)
+    call(c, JoinConsumerGroup(S, T, G))
+    assert assignment(a) == [[0, 1], [2]]

@@ -7,7 +7,8 @@ offset). Two members, two connections, the client's defaults (Next, auto-commit 
   partitions' offsets in increasing order;
 * one member in a child process starts first, a second joins later (cooperative hand-over
   of a partition), then the child stores the offsets it consumed and exits abruptly: the
-  survivor takes its partitions over from the stored offsets, nothing lost, nothing twice.
+  survivor takes its partitions over from the stored offsets, nothing lost, nothing twice;
+* after a purge (one and two shards), a member joining gets its partition at once.
 """
 
 from __future__ import annotations
@@ -21,8 +22,14 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from apache_iggy import IggyClient, ReceiveMessage, SendMessage
 
+from lurcher.core.wire.identifier import Identifier
+from lurcher.core.wire.requests.consumer_groups.get_consumer_group import GetConsumerGroup
+from lurcher.core.wire.requests.topics.purge_topic import PurgeTopic
+from lurcher.core.wire.responses.consumer_groups import GroupDetails
+from tests.support import raw
 from tests.support.official import connect_client
 from tests.support.server import REPO_ROOT, LurcherServer
 
@@ -194,3 +201,37 @@ async def test_disconnected_member_is_taken_over_from_committed_offsets(
     assert len(early) == 1, "the late joiner is handed one partition while the other runs"
     assert {p for p, _ in mine} == set(range(PARTITIONS)), "survivor took every partition over"
     check_exactly_once(member, mine)
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+async def test_a_member_joining_after_a_purge_gets_its_partition_at_once(
+        server_factory, shards: int) -> None:
+    """The first member consumed (and auto-committed) every message; the topic is purged,
+    which drops the group's offsets: the second member's partition is handed over as it
+    joins, not after the rebalancing timeout (1 h here; the old code waited for it), and it
+    consumes what is sent there after the purge."""
+    server = server_factory({"LURCHER_SYSTEM_SHARDING_SHARDS": str(shards),
+                             "LURCHER_CONSUMER_GROUP_REBALANCING_TIMEOUT": "1 h"})
+    admin = await connect_client(server)
+    await admin.create_stream(STREAM)
+    await admin.create_topic(STREAM, TOPIC, 2)
+    for p in range(2):
+        await admin.send_messages(STREAM, TOPIC, p, [SendMessage(f"{p}:{i}") for i in range(5)])
+    _c1, first = await join(server)
+    before: Seen = []
+    stop = asyncio.Event()
+    await asyncio.wait_for(consume(first, before, lambda: len(before) == 10, stop), DEADLINE_S)
+    with raw.RawClient(server.tcp_address) as frames:
+        frames.login()
+        frames.call(PurgeTopic.CODE, PurgeTopic(Identifier.parse(STREAM),
+                                                Identifier.parse(TOPIC)).encode())
+        _c2, second = await join(server)
+        group = GetConsumerGroup(Identifier.parse(STREAM), Identifier.parse(TOPIC),
+                                 Identifier.parse(GROUP))
+        members = GroupDetails.decode_exact(frames.call(group.CODE, group.encode())).members
+    assert [(m.id, m.partitions) for m in members] == [(0, [0]), (1, [1])]
+    await admin.send_messages(STREAM, TOPIC, 1, [SendMessage(f"1:{i}") for i in range(3)])
+    after: Seen = []
+    stop = asyncio.Event()
+    await asyncio.wait_for(consume(second, after, lambda: len(after) == 3, stop), DEADLINE_S)
+    assert after == [(1, 0), (1, 1), (1, 2)]

@@ -840,15 +840,19 @@ class Partition:
             segment.close()
 
 
-def purge_each(partitions: Iterable[Partition]) -> None:
+def purge_each(partitions: Iterable[Partition],
+               then: Callable[[Partition], None] = lambda _partition: None) -> None:
     """Purge every partition, also after one that could not be purged (each is purged
-    whole or not at all, ``Partition.purge``). Raises the first one's IggyError."""
+    whole or not at all, ``Partition.purge``), calling ``then`` with each one purged.
+    Raises the first one's IggyError."""
     failed: IggyError | None = None
     for partition in partitions:
         try:
             partition.purge()
         except IggyError as exc:
             failed = failed or exc
+        else:
+            then(partition)
     if failed is not None:
         raise failed
 

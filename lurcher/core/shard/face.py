@@ -66,5 +66,8 @@ class ShardFace(Protocol):
     def all_sessions(self) -> list[Any]:
         """Sessions of every shard."""
 
+    def purge_local(self, stream_id: int, topic_id: int | None) -> None:
+        """Purge this shard's partitions of a stream or of one topic. Raises IggyError."""
+
     def append(self, partition: Partition, batch: Any) -> Any:
         """Append ``batch``: the result, or an awaitable of it when the write completes later."""

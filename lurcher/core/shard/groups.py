@@ -15,7 +15,9 @@ Assignment follows the 0.8 server:
   offset has caught up with the last offset delivered from it (or nothing was delivered),
   checked on join and on every offset store, or when it is older than the rebalancing
   timeout (``expire_revocations``). This keeps "each partition consumed by exactly one
-  member" true even for clients that commit after processing.
+  member" true even for clients that commit after processing. A purge of a partition
+  empties it and drops its stored offsets: what was delivered from it is forgotten and its
+  pending hand-over completes at once (``purged``).
 
 Member ids are 0-based per group: a new member gets the highest current id + 1.
 Invariant: every partition ``0..count-1`` of the topic is in exactly one member's
@@ -241,12 +243,26 @@ class Groups:
     def stored(self, topic: TopicMeta, group_id: int, partition_id: int, offset: int) -> None:
         """The group's offset on the partition was stored: complete a revocation it unblocks."""
         group = self.groups.get(self.key(topic, group_id))
-        if group is None or not group.caught_up(partition_id, offset):
-            return
-        for source, revocation in group.completable(lambda _pid: offset):
-            if revocation.partition_id == partition_id:
-                group.complete(source, revocation, topic.partitions_count)
-                return
+        if group is not None and group.caught_up(partition_id, offset):
+            self._complete_revocation_of(group, topic, partition_id)
+
+    def purged(self, topic: TopicMeta, partition_id: int) -> None:
+        """The partition was purged (no message, no stored offset left): every group forgets
+        what it delivered from it, and a hand-over of it completes at once (nothing is left
+        for its member to commit, so it would otherwise wait for the rebalancing timeout)."""
+        for (sid, tid, _gid), group in self.groups.items():
+            if (sid, tid) == (topic.stream_id, topic.id):
+                group.last_polled.pop(partition_id, None)
+                self._complete_revocation_of(group, topic, partition_id)
+
+    @staticmethod
+    def _complete_revocation_of(group: GroupRuntime, topic: TopicMeta,
+                                partition_id: int) -> None:
+        for member in group.ordered():
+            for revocation in member.revoking:
+                if revocation.partition_id == partition_id:
+                    group.complete(member, revocation, topic.partitions_count)
+                    return
 
     def expire_revocations(self, topic_of, now_us: int, timeout_us: int) -> int:
         """Complete revocations older than ``timeout_us``; returns how many moved."""

@@ -244,12 +244,19 @@ class Shard:
         return list(self.sessions.values()) + remote
 
     def purge_local(self, stream_id: int, topic_id: int | None) -> None:
-        """Purge the owned partitions of a stream (every topic) or of one topic. Nothing on
-        a cluster node: its partitions are purged through their replication groups."""
+        """Purge the owned partitions of a stream (every topic) or of one topic, and tell
+        the consumer groups of each one purged. Nothing on a cluster node: its partitions
+        are purged through their replication groups. Raises IggyError (``purge_each``)."""
         if self.config.typed.cluster.enabled:
             return
-        purge_each(partition for (sid, tid, _), partition in self.partitions.items()
-                   if sid == stream_id and (topic_id is None or tid == topic_id))
+        keys = {partition: key for key, partition in self.partitions.items()
+                if key[0] == stream_id and (topic_id is None or key[1] == topic_id)}
+        purge_each(list(keys), then=lambda partition: self._purged(*keys[partition]))
+
+    def _purged(self, stream_id: int, topic_id: int, partition_id: int) -> None:
+        topic = self._topic_by_ids(stream_id, topic_id)
+        if topic is not None:
+            self.groups.purged(topic, partition_id)
 
     def catch_up(self, bodies: list[bytes]) -> None:
         """Apply replicated history like a replay (no observers), close what it deleted,

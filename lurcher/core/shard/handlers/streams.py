@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from lurcher.auth.permissions import may_read
-from lurcher.core.log.partition import purge_each
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.registry import handles
 from lurcher.core.shard.handlers.topics import purge_on_cluster
@@ -79,6 +78,5 @@ def purge_stream(shard: ShardFace, session: Session, req: PurgeStream) -> Any:
     if forwarded is not None:
         return forwarded
     stream = shard.meta.state.stream(req.stream_id)
-    purge_each(partition for topic in stream.topics.values()
-               for partition in shard.topic_partitions(topic))
+    shard.purge_local(stream.id, None)
     return None

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from lurcher.auth.permissions import may_read
-from lurcher.core.log.partition import purge_each
 from lurcher.core.meta import events as ev
 from lurcher.core.shard.handlers.partitions import check_partition_budget
 from lurcher.core.shard.handlers.registry import handles
@@ -136,5 +135,5 @@ def purge_topic(shard: ShardFace, session: Session, req: PurgeTopic) -> Any:
     if forwarded is not None:
         return forwarded
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
-    purge_each(shard.topic_partitions(topic))
+    shard.purge_local(topic.stream_id, topic.id)
     return None
