@@ -59,7 +59,8 @@ from lurcher.cluster.partition_ops import (
     polled_decoder, with_ids)
 from lurcher.cluster.partition_service import PartitionService, purges_of
 from lurcher.cluster.partition_state import Filler, fetch_decoder
-from lurcher.core.shard.handlers.offsets import offset_target, read_offset_target
+from lurcher.core.shard.handlers.offsets import check_storable, offset_target, \
+    read_offset_target
 from lurcher.core.shard.handlers.messages import POLL_PREFIX, empty_poll, within_reply_cap
 from lurcher.core.shard.placement import choose_partition, resolve
 from lurcher.core.shard.reply import Parts, payload_bytes
@@ -214,9 +215,7 @@ class ReplicatedPartitions:
         """An offset is checked against what the primary stored (every acknowledged send)."""
         op = op_decoder.decode(body)
         partition = await self._current(group, op)
-        if partition.messages_count == 0 or op.offset > partition.current_offset:
-            raise IggyError(ErrorCode.INVALID_OFFSET,
-                            f"offset {op.offset} is past the partition's last offset")
+        check_storable(partition, op.offset)
         await self._submit(group, body)
 
     async def _delete_offset(self, group: int, body: bytes) -> None:

@@ -6,7 +6,8 @@ newest batch cut from the open segment (never written back before a power loss) 
 offset a consumer had stored; a sealed segment missing its last batch (offsets that are
 not stored any more); files in the partition directory that look like segments but are not
 named by a u64 offset; the last record of the metadata log damaged (cut at start as a torn
-one), so a topic holding messages is unknown to the metadata."""
+one), so a topic holding messages is unknown to the metadata; the open segment cut to
+nothing and the sealed one deleted, so no message is left (offsets are still stored)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import asyncio
 import shutil
 
 import httpx
+import pytest
 
-from lurcher.sdk import Client
+from lurcher.sdk import Client, ErrorCode, IggyError
 from tests.support.disk import partition_dirs, segments
 from tests.support.server import run_server_to_exit
 
@@ -152,3 +154,40 @@ async def test_a_missing_partition_directory_is_logged(server_factory):
         path = server.data_dir / "streams" / "0" / "topics" / "0" / "partitions" / str(pid)
         assert log.count(f"partition directory {path} is missing: it starts empty") == 1
     assert "Traceback" not in log
+
+
+async def test_offsets_are_stored_on_a_partition_whose_messages_were_all_deleted(
+        server_factory) -> None:
+    """The open segment cut to nothing (a crash after its rotation), then the sealed one
+    deleted: no message left, the last offset 9. Iggy 0.8 refuses a stored offset only on
+    a partition at offset 0 with no message (validate_partition_offset): up to 9 is taken,
+    for a consumer and a group member, and 10 is refused (the old code refused them all)."""
+    server = server_factory({"LURCHER_SYSTEM_SEGMENT_SIZE": f"{10 * MESSAGE_BYTES} B"})
+    async with Client(server.tcp_address, username="iggy", password="iggy") as client:
+        await client.create_stream("s")
+        await client.create_topic("s", "t", 1)
+        for first in (0, 5, 10):  # [0..9] sealed, [10..14] open
+            await client.send_messages("s", "t", payloads(first, 5), partitioning=0)
+    server.stop()
+    open_log = segments(partition_dirs(server.data_dir)[0])[-1]
+    for path in (open_log, open_log.with_suffix(".index")):
+        with open(path, "r+b") as f:
+            f.truncate(0)
+    server.restart()
+    async with Client(server.tcp_address, username="iggy", password="iggy") as client:
+        await client.delete_segments("s", "t", 0, 1)
+        partition = (await client.get_topic("s", "t")).partitions[0]
+        assert (partition.messages_count, partition.current_offset) == (0, 9)
+        await client.store_consumer_offset(1, "s", "t", 9, 0)
+        await client.create_consumer_group("s", "t", "g")
+        await client.join_consumer_group("s", "t", "g")
+        await client.store_consumer_offset("g", "s", "t", 4, 0, group=True)
+        with pytest.raises(IggyError) as refused:
+            await client.store_consumer_offset(1, "s", "t", 10, 0)
+        assert refused.value.code == ErrorCode.INVALID_OFFSET
+        assert (await client.get_consumer_offset(1, "s", "t", 0)).stored_offset == 9
+        assert (await client.get_consumer_offset("g", "s", "t", 0, group=True)).stored_offset == 4
+        await client.send_messages("s", "t", payloads(100, 2), partitioning=0)
+        polled = await client.poll_messages("s", "t", 0, "next", 10, consumer=1)
+        assert [(m.offset, m.payload) for m in polled.messages()] == [
+            (10, b"m-100"), (11, b"m-101")]

@@ -3,7 +3,8 @@
 A get reads a group's offset without membership (``placement.read_target``) and answers
 empty, as Iggy 0.8 does, when nothing is stored or the stream, topic, group or partition
 does not exist; a store or delete of a group's offset needs a member owning the partition
-(NOT_RESOLVED_CONSUMER otherwise, as in Iggy 0.8).
+(NOT_RESOLVED_CONSUMER otherwise, as in Iggy 0.8). A store takes an offset up to the
+partition's last one, also when its messages were all deleted since (``check_storable``).
 
 With ``enforce_fsync`` a store or delete answers once the offset file is on the device
 (``ConsumerOffsets``): the handler then returns a coroutine, and ``after_stored`` is how a
@@ -74,12 +75,20 @@ def get_consumer_offset(shard: ShardFace, session: Session, req: GetConsumerOffs
     return ConsumerOffsetInfo(partition.partition_id, partition.current_offset, stored)
 
 
+def check_storable(partition: Any, offset: int) -> None:
+    """Raises IggyError INVALID_OFFSET for an offset past the partition's last one, or any
+    offset of a partition that never held a message, as Iggy 0.8 does: one whose messages
+    were all deleted (segments deleted, expired) still takes offsets up to its last one."""
+    never_held = partition.messages_count == 0 and partition.current_offset == 0
+    if never_held or offset > partition.current_offset:
+        raise IggyError(ErrorCode.INVALID_OFFSET,
+                        f"offset {offset} is past the partition's last offset")
+
+
 @handles("store_consumer_offset")
 def store_consumer_offset(shard: ShardFace, session: Session, req: StoreConsumerOffset) -> Any:
     target, partition = offset_target(shard, session, req)
-    if partition.messages_count == 0 or req.offset > partition.current_offset:
-        raise IggyError(ErrorCode.INVALID_OFFSET,
-                        f"offset {req.offset} is past the partition's last offset")
+    check_storable(partition, req.offset)
     pending = partition.store_offset(target.kind, target.key, req.offset)
     if target.kind != "groups":
         return after_stored(pending, lambda: None)
