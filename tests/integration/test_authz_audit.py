@@ -313,3 +313,36 @@ def test_a_deleted_users_group_member_on_another_shard_leaves_its_group(
                 break
             time.sleep(0.1)
         assert group_members(root) == 0
+
+
+@pytest.mark.parametrize("shards", [1, SHARDS])
+@pytest.mark.parametrize("change", ["delete", "deactivate"])
+def test_a_user_that_ends_its_own_login_leaves_its_groups_at_once(
+        server_factory: ServerFactory, shards: int, change: str) -> None:
+    """The caller of the change stays connected (it gets its answer), logged out: it
+    leaves its groups all the same, so its partitions go to a member that can poll them
+    (the old code kept them with it until the login deadline, here 10 min). With two shards
+    it is on shard 1: that shard ends its session while it awaits the answer from shard 0."""
+    server = server_factory({**CHEAP_ARGON2, "LURCHER_SYSTEM_SHARDING_SHARDS": str(shards),
+                             "LURCHER_LIMITS_LOGIN_TIMEOUT": "10 min"})
+    group = raw.ident("s") + raw.ident("t") + raw.ident("g")
+    with root_client(server) as root:
+        root.create_stream("s")
+        root.create_topic("s", "t", 2)
+        root.call(CREATE_GROUP, raw.ident("s") + raw.ident("t") + raw.name("g"))
+        root.create_user("quitter", "quitter-pw", Perms({"manage_users", "read_streams",
+                                                         "poll_messages"}))
+        with client_on(server, shards - 1, "quitter", "quitter-pw") as quitter:
+            quitter.call(JOIN_GROUP, group)
+            root.call(JOIN_GROUP, group)
+            assert group_members(root) == 2
+            if change == "delete":
+                quitter.call(DELETE_USER, raw.ident("quitter"))
+            else:
+                quitter.call(UPDATE_USER, update_user_payload("quitter", status=INACTIVE))
+            for _ in range(100):  # bounded: 10 s (with two shards, shard 1 tells shard 0)
+                if group_members(root) == 1:
+                    break
+                time.sleep(0.1)
+            assert group_members(root) == 1
+            assert quitter.status_of(GET_ME) == UNAUTHENTICATED   # still connected

@@ -66,6 +66,9 @@ class ShardFace(Protocol):
     def all_sessions(self) -> list[Any]:
         """Sessions of every shard."""
 
+    def leave_groups(self, client_id: int) -> None:
+        """Remove the client from every consumer group (on every shard)."""
+
     def purge_local(self, stream_id: int, topic_id: int | None) -> None:
         """Purge this shard's partitions of a stream or of one topic. Raises IggyError."""
 

@@ -351,12 +351,17 @@ class Shard:
         session.closed = True
         if not migrated:
             audit.connection_closed(self, session)
-            if self.cluster is not None:
-                self.cluster.client_gone(session.client_id)
-            else:
-                self.forget_client(session.client_id)
+            self.leave_groups(session.client_id)
         self.sessions.pop(session.client_id, None)
         self.connections.pop(session.client_id, None)
+
+    def leave_groups(self, client_id: int) -> None:
+        """The client leaves every consumer group (with several shards, through the owner of
+        group membership): it disconnected, or the server ended its login."""
+        if self.cluster is not None:
+            self.cluster.client_gone(client_id)
+        else:
+            self.forget_client(client_id)
 
     def forget_client(self, client_id: int) -> None:
         """Remove a disconnected client from every consumer group."""

@@ -9,7 +9,8 @@ it meanwhile) before an event is recorded, and so are the caller's login and per
 Invariants: the root user (id ``ROOT_USER_ID``) cannot be deleted, deactivated or have its
 permissions changed; deleting or deactivating a user ends every session logged in as it
 (``end_user_sessions``), so a stale session never acts as a user that was removed or as a
-later user that reuses its id; the other shards end theirs as they apply the change
+later user that reuses its id, and takes it out of its consumer groups at once, connected or
+not (the caller of the change stays connected); the other shards end theirs as they apply the change
 (``end_stale_sessions``, from ``lifecycle``). Permission rules (``auth.permissions``): reads need
 ``read_users`` (a user may always read itself), changes need ``manage_users`` (a user may
 always change its own password, proving the current one, as everyone must).
@@ -103,7 +104,11 @@ def end_stale_sessions(shard: ShardFace, user_id: int | None = None) -> int:
 
 
 def _end_session(shard: ShardFace, client_id: int, session: Session, disconnect: bool) -> None:
+    """Log the session out and take it out of its consumer groups now, also when its
+    connection stays (the caller, or one awaiting a reply): its partitions go to members
+    that can still poll them."""
     session.log_out(shard.clock())
+    shard.leave_groups(client_id)
     connection = shard.connections.get(client_id)
     if disconnect and connection is not None:
         connection.disconnect()
