@@ -187,6 +187,7 @@ class Partition:
         self.synced_next_offset = 0
         self.epoch = 0  # purges so far (see ``synced_to``)
         self.storage_failure: str | None = None
+        self._rotation_failure: str | None = None  # the last one logged (``_segment_for``)
         self.closed = False
         self._pending_count = 0  # messages stamped but not yet written (in flight)
         self._pending_bytes = 0
@@ -444,13 +445,29 @@ class Partition:
                 self._add_segment(Segment(self.path, self.next_offset, self.files))
             except OSError as e:
                 self._refuse_if_deleted(e)
+                self._report_rotation_failure(e)
                 code = (ErrorCode.CANNOT_WRITE_TO_FILE if is_no_space(e)
                         else ErrorCode.CANNOT_CREATE_SEGMENT_LOG_FILE)
                 raise IggyError(code, str(e)) from e
+            self._rotation_failure = None
             log.info("segment rotation in %s: sealed at %d bytes, new segment from offset %d",
                      self.path, segment.size_bytes, self.next_offset)
             segment = self.segments[-1]
         return segment
+
+    def _report_rotation_failure(self, error: OSError) -> None:
+        """Log a roll-over refused because the new segment's files cannot be created: the
+        partition, the file and the OS error, once while the same failure repeats (every
+        send that needs the roll-over meets it again); again after a roll-over succeeded."""
+        path = error.filename or os.path.join(self.path, segment_file_name(self.next_offset,
+                                                                           LOG_SUFFIX))
+        failure = f"{path}: {error.strerror or error}"
+        if failure == self._rotation_failure:
+            return
+        self._rotation_failure = failure
+        log.error("partition %d (%s): cannot roll over to a new segment at offset %d: "
+                  "cannot create %s: %s; sends are refused until it can be", self.partition_id,
+                  self.path, self.next_offset, path, error.strerror or error)
 
     def _seal_durably(self, segment: Segment) -> None:
         """With ``enforce_fsync`` a segment is on the device before the next one exists:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
@@ -100,6 +101,29 @@ def test_rotation_at_small_segment_size(open_partition, part_dir, clock):
     assert p.segments_count == 2
     assert [s.count for s in p.segments] == [4, 4]
     assert p.messages_count == 8 and p.size_bytes == 8 * MESSAGE_BYTES
+
+
+def test_a_roll_over_that_cannot_create_its_files_is_logged_once(open_partition, part_dir,
+                                                                   clock, caplog):
+    """A directory where the next segment's log goes: each send that needs the roll-over is
+    refused 4003 and nothing changes; one ERROR line names the partition, the file and the
+    OS error (the old code logged nothing); once the way is clear the roll-over happens."""
+    p = open_partition(segment_size_bytes=3 * MESSAGE_BYTES)
+    fill(p, clock, batches=2, per_batch=2)  # full at 4 messages: the next send rolls over
+    blocker = os.path.join(part_dir, f"{4:020d}.log")
+    os.mkdir(blocker)
+    with caplog.at_level(logging.WARNING, logger="lurcher.core.log.partition"):
+        for _ in range(3):
+            with pytest.raises(IggyError) as info:
+                p.append(batch(1))
+            assert info.value.code == ErrorCode.CANNOT_CREATE_SEGMENT_LOG_FILE
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1, lines
+    assert part_dir in lines[0] and blocker in lines[0] and "Is a directory" in lines[0]
+    assert p.next_offset == 4 and p.segments_count == 1
+    os.rmdir(blocker)
+    p.append(batch(1))
+    assert p.segments_count == 2 and p.next_offset == 5
 
 
 def test_a_batch_is_never_split(open_partition):
