@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
+import math
 import os
 import weakref
 from collections.abc import Callable, Iterable
@@ -619,11 +620,31 @@ class Partition:
         """Up to ``count`` messages from the first one with timestamp >= ``timestamp_us``."""
         if count <= 0:
             return EMPTY
-        for segment in self.segments:
-            if segment.count and segment.last_timestamp >= timestamp_us:
-                i = int(np.searchsorted(segment.index.timestamps, timestamp_us, side="left"))
-                return self.read_offset(segment.start_offset + i, count)
-        return EMPTY
+        segment = self._first_segment_since(timestamp_us)
+        if segment is None:
+            return EMPTY
+        i = int(np.searchsorted(segment.index.timestamps, timestamp_us, side="left"))
+        return self.read_offset(segment.start_offset + i, count)
+
+    def _first_segment_since(self, timestamp_us: int) -> Segment | None:
+        """The first segment holding a message with timestamp >= ``timestamp_us``, or None.
+
+        Found by bisecting the segments' last timestamps, which increase from segment to
+        segment (module docstring). An empty segment (the open one just rolled over, a
+        sealed one a crash emptied) holds no timestamp and bisects as the newest: a bisection
+        can stop on one before the answer, never past it (whatever it stops after holds
+        only older messages), so the empty ones are stepped over and, when the segment
+        reached is still too old, the search goes on after it."""
+        segments, lo = self.segments, 0
+        while True:
+            i = bisect.bisect_left(segments, timestamp_us, lo=lo, key=_newest_timestamp)
+            while i < len(segments) and not segments[i].count:
+                i += 1
+            if i == len(segments):
+                return None
+            if segments[i].last_timestamp >= timestamp_us:
+                return segments[i]
+            lo = i + 1
 
     def read_first(self, count: int) -> PolledSlice:
         return self.read_offset(self.first_offset, count)
@@ -881,6 +902,12 @@ _STRATEGIES = {
     PollKind.LAST: lambda p, _value, count, _: p.read_last(count),
     PollKind.NEXT: lambda p, _value, count, who: p.read_next(who[0], who[1], count),
 }
+
+
+def _newest_timestamp(segment: Segment) -> float:
+    """What a segment bisects by in ``Partition._first_segment_since``: its last message's
+    timestamp, infinity when it has none."""
+    return segment.last_timestamp if segment.count else math.inf
 
 
 def _log_failed_change(done: asyncio.Future, change: str, kind: str, key: int) -> None:

@@ -11,6 +11,7 @@ from log_helpers import MESSAGE_BYTES, FailingIo, RecordingIo, batch, messages, 
 
 from lurcher.core.log import EMPTY, PollKind, PosixIo
 from lurcher.core.log.faulty_io import FaultyIo
+from lurcher.core.log.segment import Segment
 from lurcher.core.wire.batch import INDEX_DTYPE
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -182,6 +183,58 @@ def test_read_by_timestamp(spread):
     assert offsets_of(spread.read_timestamp(0, 2)) == [0, 1]
     assert spread.read_timestamp(10_001, 5) is EMPTY
     assert offsets_of(spread.read_timestamp(10_000, 50)) == list(range(45, 50))
+
+
+def linear_timestamp_answer(p, timestamp_us: int, count: int) -> list[int]:
+    """What a timestamp poll answers, found by looking at every segment in turn."""
+    for segment in p.segments:
+        if segment.count and segment.last_timestamp >= timestamp_us:
+            i = int(np.searchsorted(segment.index.timestamps, timestamp_us, side="left"))
+            return offsets_of(p.read_offset(segment.start_offset + i, count))
+    return []
+
+
+@pytest.fixture
+def many_segments(open_partition, part_dir, clock):
+    """64 segments of one 2-message batch each (batch b: timestamp 1000*(b+1)), reopened
+    with segments 20 and 22 (one after the other), 80 and the open one, 126, emptied (as
+    a crash can leave them)."""
+    p = open_partition(segment_size_bytes=2 * MESSAGE_BYTES)
+    fill(p, clock, batches=64, per_batch=2)
+    p.close()
+    for start in (20, 22, 80, 126):
+        for suffix in (".log", ".index"):
+            os.truncate(os.path.join(part_dir, f"{start:020d}{suffix}"), 0)
+    p = open_partition(segment_size_bytes=2 * MESSAGE_BYTES)
+    assert p.segments_count == 64 and [s.count for s in p.segments].count(0) == 4
+    return p
+
+
+def test_read_by_timestamp_at_every_segment_boundary(many_segments):
+    p = many_segments
+    stamps = {0, 1, 10**18}
+    for segment in p.segments:
+        for t in (segment.first_timestamp, segment.last_timestamp):
+            stamps |= {t - 1, t, t + 1}
+    for t in sorted(stamps):
+        assert offsets_of(p.read_timestamp(t, 3)) == linear_timestamp_answer(p, t, 3), t
+
+
+def test_read_by_timestamp_bisects_the_segments(many_segments, monkeypatch):
+    """Only a few segments' timestamps are looked at, wherever the answer is (the old code
+    looked at each segment before the answer: 63 for the newest message)."""
+    looked = []
+    newest = Segment.last_timestamp
+
+    def counted(segment):
+        looked.append(segment.start_offset)
+        return newest.fget(segment)
+
+    monkeypatch.setattr(Segment, "last_timestamp", property(counted))
+    for t in (1000, 11_000, 12_000, 33_000, 63_000, 63_001):
+        looked.clear()
+        many_segments.read_timestamp(t, 1)
+        assert len(looked) <= 2 * 6 + 4, (t, looked)  # two bisections of 64 and a few more
 
 
 def test_read_first_and_last(spread):
