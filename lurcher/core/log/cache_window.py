@@ -31,12 +31,15 @@ the thread opens each file itself, so a writeback error it meets does not consum
 report an ``fsync`` of the server's own descriptor gets (errseq is per open file), and it is
 logged. Eviction is advice: what it touches stays correct, only its place (memory or device)
 changes. Segments deleted or cut meanwhile are skipped (ENOENT; a range past the end is a
-no-op). ``window = 0`` turns all of this off.
+no-op). The cursor is always on a live segment: when the partition drops segments (retention,
+DeleteSegments, a purge, a cut after a failed fsync) it ``follow``s, moving off a dropped one
+at once. ``window = 0`` turns all of this off.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import ctypes
 import logging
 import os
@@ -132,14 +135,32 @@ class CacheWindow:
         return ranges
 
     def _cursor_index(self, segments: Sequence[Any]) -> int:
-        """Where the cursor is; a cursor whose segment went (deleted, cut off) restarts at the
-        start of the newest segment, and one past a cut end at that end."""
+        """Where the cursor is; a cursor whose segment went (deleted, purged, cut off)
+        restarts at the start of the first segment after it (the newest when none is: a
+        purge's new segments start at 0 again), and one past a cut end at that end."""
         for i in range(len(segments) - 1, -1, -1):
             if segments[i] is self._segment:
                 self._position = min(self._position, segments[i].size_bytes)
                 return i
-        self._segment, self._position = segments[-1], 0
-        return len(segments) - 1
+        gone = self._segment.start_offset if self._segment is not None else -1
+        i = min(bisect.bisect_right(segments, gone, key=_start_offset), len(segments) - 1)
+        self._segment, self._position = segments[i], 0
+        return i
+
+    def follow(self) -> None:
+        """The partition dropped segments (deleted, purged, cut off): a cursor on one of them
+        moves to the live ones now, not at the next plan (until then a poll of a live
+        segment could be taken for history and its newest bytes evicted, and the dropped
+        segment, its index included, stayed in memory); the read marks of segments gone,
+        or of a new segment under a gone one's start, go."""
+        segments = self._segments_of()
+        if not segments:
+            self._segment, self._position, self._read_marks = None, 0, {}
+            return
+        self._cursor_index(segments)
+        sizes = {segment.start_offset: segment.size_bytes for segment in segments}
+        self._read_marks = {start: mark for start, mark in self._read_marks.items()
+                            if mark <= sizes.get(start, -1)}
 
     def read(self, segment: Any, position: int) -> None:
         """A poll reads ``segment`` from ``position``: below the cursor (evicted history),
@@ -162,6 +183,10 @@ class CacheWindow:
             return position < self._position
         cursor = self._segment
         return cursor is not None and segment.start_offset < cursor.start_offset
+
+
+def _start_offset(segment: Any) -> int:
+    return segment.start_offset
 
 
 class Evictor:

@@ -584,6 +584,7 @@ class Partition:
         self.messages_count = sum(segment.count for segment in self.segments)
         self.size_bytes = sum(segment.size_bytes for segment in self.segments)
         self._restamp_last()
+        self.cache_window.follow()
 
     def take_unsynced(self) -> list[FileHandle]:
         """Handles of the files written since the last call (log and index of each such
@@ -811,6 +812,7 @@ class Partition:
         self.messages_count -= messages
         self.size_bytes -= sum(segment.size_bytes for segment in gone)
         if gone:
+            self.cache_window.follow()
             log.info("deleted %d segment(s) (%d message(s), offsets below %d) in %s",
                      len(gone), messages, self.first_offset, self.path)
         return messages
@@ -858,6 +860,7 @@ class Partition:
                       "the next send creates it", self.path, exc)
             fresh = Segment(self.path, 0, self.files, create=False)
         self._add_segment(fresh)
+        self.cache_window.follow()
 
     def close(self, deleted: bool = False) -> None:
         """Close every segment's files (fsync first when ``enforce_fsync``); with nothing in

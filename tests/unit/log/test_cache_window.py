@@ -285,3 +285,43 @@ def test_a_file_that_cannot_be_opened_is_logged_and_later_jobs_still_run(tmp_pat
     errors = [r.getMessage() for r in caplog.records if "write-behind" in r.getMessage()]
     assert len(errors) == 1 and "below-a-file" in errors[0]
 
+
+
+def _partition_with_recorded_evictions(tmp_path) -> tuple[Partition, RecordingEvictor]:
+    """A partition of 1 MiB segments and a 1 MiB window, 60 batches of 68 KB appended (four
+    segments; a job handed over and done, the cursor in the third segment)."""
+    part = Partition.open(str(tmp_path / "p"), 1,
+                          LogConfig(page_cache_window=1 * MIB, segment_size_bytes=1 * MIB))
+    evictor = RecordingEvictor()
+    part.cache_window.evictor = evictor
+    for i in range(60):
+        part.append(MessageBatch.build([bytes([i]) * 1000] * 64).writable())
+    evictor.finish(0)
+    return part, evictor
+
+
+def test_after_a_purge_polls_of_the_new_segment_evict_nothing(tmp_path):
+    """The old code left the cursor on a purged segment (start 2048): every poll of the new
+    segment (start 0) counted as history and handed the newest bytes over for eviction."""
+    part, evictor = _partition_with_recorded_evictions(tmp_path)
+    cursor = part.cache_window._segment
+    assert cursor.start_offset > 0 and cursor is not part.segments[-1]
+    part.purge()
+    for i in range(12):  # 816 KB: all of it inside the window
+        part.append(MessageBatch.build([bytes([i]) * 1000] * 64).writable())
+    jobs = len(evictor.jobs)
+    for first in range(0, 64 * 12, 64):
+        assert part.read_offset(first, 64).count == 64
+    assert evictor.jobs[jobs:] == []
+    assert part.cache_window._segment is part.segments[0]  # the purged one is not kept
+    part.close()
+
+
+def test_deleted_segments_move_the_cursor_to_the_first_live_one_after_them(tmp_path):
+    part, _ = _partition_with_recorded_evictions(tmp_path)
+    cursor = part.cache_window._segment
+    at = part.segments.index(cursor)
+    assert part.delete_oldest_segments(at + 1)[0] == at + 1 and part.segments
+    assert part.cache_window._segment is part.segments[0]
+    assert part.cache_window._position == 0
+    part.close()
