@@ -191,3 +191,19 @@ async def test_offsets_are_stored_on_a_partition_whose_messages_were_all_deleted
         polled = await client.poll_messages("s", "t", 0, "next", 10, consumer=1)
         assert [(m.offset, m.payload) for m in polled.messages()] == [
             (10, b"m-100"), (11, b"m-101")]
+
+
+async def test_a_file_at_a_partition_directory_refuses_the_start_without_calling_it_missing(
+        server_factory):
+    """The old code first logged "partition directory ... is missing: it starts empty",
+    untrue, and then refused the start (the directory cannot be made)."""
+    server = await stopped_with_one_topic(server_factory, partitions=1)
+    [partition] = partition_dirs(server.data_dir)
+    shutil.rmtree(partition)
+    partition.write_bytes(b"in the way")
+    done = run_server_to_exit(["--with-default-root-credentials"], server.env,
+                              cwd=server.data_dir)
+    output = done.stderr + done.stdout
+    assert done.returncode == 1 and "Traceback" not in output
+    assert "is missing" not in output
+    assert f"cannot start: [Errno 17] File exists: '{partition}'" in output

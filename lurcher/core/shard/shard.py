@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -168,11 +169,13 @@ class Shard:
 
         A partition created before this process started whose directory is missing is
         logged: it is created empty, and any messages it held are gone (``streams/`` moved
-        away, or a volume not mounted), unless a crash came right after its creation."""
+        away, or a volume not mounted), unless a crash came right after its creation.
+        Something else at its path (a file) is not missing: the open refuses it (the start's
+        one-line refusal says why)."""
         key = (topic.stream_id, topic.id, partition_id)
         path = self.partition_path(*key)
         created_at = topic.partition_created_at[partition_id]
-        if created_at < self.started_at_us and not path.is_dir():
+        if created_at < self.started_at_us and not os.path.lexists(path):
             log.warning("partition directory %s is missing: it starts empty at offset 0 (was "
                         "%s moved, or its volume not mounted?)", path,
                         self.data_path / "streams")
