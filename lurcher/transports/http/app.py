@@ -11,9 +11,10 @@ binary session's must (``auth.permissions.stale_login``: the user exists, is act
 the user the token was issued to, a later user given a deleted user's id inheriting none of
 its tokens, and the personal access token of a token login still exists). Missing or bad
 tokens get a bare 401. Errors are ``{"id","code","reason","field"}`` with the §14 status
-mapping; malformed JSON and shape errors are 400 INVALID_FORMAT, invalid UTF-8 is 400
-INVALID_UTF8, a body that is not ``application/json`` is 415, a body above
-``max_request_size`` is 413, and so is a body of a route taken before any login (login,
+mapping; malformed JSON is 400 INVALID_FORMAT, a body that does not fit its type (a
+missing required field, a wrong type, a null: ``bodies``) 422 INVALID_FORMAT, both as Iggy
+0.8's axum ``Json``, invalid UTF-8 is 400 INVALID_UTF8, a body that is not
+``application/json`` is 415, a body above ``max_request_size`` is 413, and so is a body of a route taken before any login (login,
 token login, refresh) above ``limits.max_unauthenticated_payload_bytes``, as a binary frame
 before login is held to it (``unauthenticated_body``: no more is buffered, so a client
 trickling such bodies holds no more than that per connection). A built request must have a
@@ -189,7 +190,7 @@ def _status_code(name: str | None) -> int | None:
 
 def _topic_fields(body: b.TopicBody) -> tuple[int, int, int, int]:
     return (s.lookup(s.COMPRESSION_CODES, body.compression_algorithm, "compression_algorithm"),
-            body.message_expiry or 0, s.parse_size(body.max_topic_size or 0),
+            body.message_expiry, s.parse_size(body.max_topic_size),
             body.replication_factor or 0)
 
 
@@ -273,7 +274,7 @@ BUILDERS: dict[str, tuple[Builder, type | None, int]] = {
         c.ident("user_id"), c.body.current_password, c.body.new_password), b.PasswordBody, 204),
     "get_personal_access_tokens": (lambda c: GetPersonalAccessTokens(), None, 200),
     "create_personal_access_token": (lambda c: CreatePersonalAccessToken(
-        c.body.name, c.body.expiry or 0), b.CreatePatBody, 200),
+        c.body.name, c.body.expiry), b.CreatePatBody, 200),
     "delete_personal_access_token": (
         lambda c: DeletePersonalAccessToken(c.path["name"]), None, 204),
     "get_streams": (lambda c: GetStreams(), None, 200),
@@ -441,7 +442,10 @@ class HttpApi:
                 return JsonResponse(s.error_json(ErrorCode.INVALID_FORMAT,
                                                  f"expected Content-Type {JSON_TYPE}, got {exc}"),
                                     status_code=415)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            except msgspec.ValidationError as exc:  # JSON, not of the body's type: as axum
+                return JsonResponse(s.error_json(ErrorCode.INVALID_FORMAT,
+                                                 f"invalid JSON body: {exc}"), status_code=422)
+            except msgspec.DecodeError as exc:  # not JSON
                 return JsonResponse(s.error_json(ErrorCode.INVALID_FORMAT,
                                                  f"invalid JSON body: {exc}"), status_code=400)
             except BodyTooLarge as exc:

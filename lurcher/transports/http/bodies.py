@@ -1,8 +1,13 @@
 """Typed JSON request bodies of the HTTP API (wire §14.1), decoded with msgspec.
 
 Unknown fields are ignored (as the Iggy server does); a missing required field or a wrong
-type is a ``msgspec.ValidationError`` naming the JSON path, which the app answers with 400
-INVALID_FORMAT and that path as ``field``.
+type (``null`` included, where Iggy's serde type takes no null) is a
+``msgspec.ValidationError`` naming the JSON path, which the app answers with 422
+INVALID_FORMAT, as Iggy 0.8 (axum's ``Json`` answers 422 for a body that does not
+deserialize into its type, 400 for one that is not JSON). An expiry (``IggyExpiry``) and a
+topic size (``MaxTopicSize``) take a number (the size also a string), never ``null``.
+Lurcher is kinder about absence only: a topic field Iggy requires but that is missing gets
+its default.
 """
 
 from __future__ import annotations
@@ -54,14 +59,14 @@ class PasswordBody(Body, kw_only=True):
 
 class CreatePatBody(Body, kw_only=True):
     name: str
-    expiry: int | None = 0
+    expiry: int = 0
 
 
 class TopicBody(Body, kw_only=True):
     name: str
     compression_algorithm: str = "none"
-    message_expiry: int | None = 0
-    max_topic_size: int | str | None = 0
+    message_expiry: int = 0
+    max_topic_size: int | str = 0
     replication_factor: int | None = None
 
 
