@@ -772,10 +772,12 @@ class Partition:
 
     def expired_segments(self, now_us: int, expiry_us: int, barrier: int | None = None) -> int:
         """How many leading segments hold only messages older than ``expiry_us`` at
-        ``now_us`` and may be deleted (see ``deletable_segments``)."""
+        ``now_us`` and may be deleted (see ``deletable_segments``). A sealed segment that
+        holds none (a crash emptied it) has nothing to keep: it goes with the expired ones
+        around it, and does not stop expiry at it for good."""
         n = 0
         for segment in self.segments[:self.deletable_segments(barrier)]:
-            if not segment.is_expired(now_us, expiry_us):
+            if segment.count and not segment.is_expired(now_us, expiry_us):
                 break
             n += 1
         return n

@@ -3,6 +3,8 @@ the stored-offset barrier, and reopening after deletion (a manual clock, no slee
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from log_helpers import MESSAGE_BYTES, batch
 
@@ -50,6 +52,22 @@ def test_delete_expired_segments_keeps_offsets(spread, open_partition, clock):
     spread.close()
     again = open_partition(segment_size_bytes=SEGMENT_BYTES)
     assert (again.first_offset, again.current_offset, again.messages_count) == (30, 50, 21)
+
+
+def test_a_sealed_segment_a_crash_emptied_does_not_stop_expiry(spread, open_partition,
+                                                                part_dir):
+    """Recovery can leave a sealed segment empty (its pages never reached the disk before a
+    crash): the old code counted it never expired, so expiry stopped there for good and
+    the expired segments after it stayed (here: only segment 0 was deleted)."""
+    spread.close()
+    for suffix in (".log", ".index"):
+        os.truncate(os.path.join(part_dir, f"{15:020d}{suffix}"), 0)
+    p = open_partition(segment_size_bytes=SEGMENT_BYTES)
+    assert [s.count for s in p.segments] == [15, 0, 15, 5]
+    assert p.expired_segments(5000, 1000) == 2  # segment 0 (to 3000) and the empty one
+    assert p.expired_segments(2000, 1000) == 0
+    assert p.delete_expired_segments(10**9, 1000) == (3, 30)
+    assert [s.start_offset for s in p.segments] == [45] and p.first_offset == 45
 
 
 def test_barrier_keeps_unconsumed_segments(spread):
