@@ -42,6 +42,7 @@ import asyncio
 import bisect
 import ctypes
 import logging
+import operator
 import os
 import queue
 import threading
@@ -143,7 +144,8 @@ class CacheWindow:
                 self._position = min(self._position, segments[i].size_bytes)
                 return i
         gone = self._segment.start_offset if self._segment is not None else -1
-        i = min(bisect.bisect_right(segments, gone, key=_start_offset), len(segments) - 1)
+        after = bisect.bisect_right(segments, gone, key=operator.attrgetter("start_offset"))
+        i = min(after, len(segments) - 1)
         self._segment, self._position = segments[i], 0
         return i
 
@@ -183,10 +185,6 @@ class CacheWindow:
             return position < self._position
         cursor = self._segment
         return cursor is not None and segment.start_offset < cursor.start_offset
-
-
-def _start_offset(segment: Any) -> int:
-    return segment.start_offset
 
 
 class Evictor:

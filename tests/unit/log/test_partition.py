@@ -237,6 +237,32 @@ def test_read_by_timestamp_bisects_the_segments(many_segments, monkeypatch):
         assert len(looked) <= 2 * 6 + 4, (t, looked)  # two bisections of 64 and a few more
 
 
+def test_read_by_offset_over_many_segments_some_emptied(many_segments):
+    p = many_segments
+    stored = [o for o in range(126) if not 20 <= o < 24 and o not in (80, 81)]
+    for start in range(-1, 130):
+        first = next((o for o in stored if o >= start), None)
+        want = [] if first is None else [o for o in stored if first <= o < first + 3]
+        assert offsets_of(p.read_offset(start, 3)) == want, start
+
+
+def test_a_poll_by_offset_bisects_the_segments(many_segments, monkeypatch):
+    """Only a few segments' start offsets are read, wherever the poll starts (the old code
+    listed all 64 segments' start offsets twice per poll: 140 reads)."""
+    looked = []
+    start_of = Segment.__dict__["start_offset"]
+
+    def counted(segment):
+        looked.append(1)
+        return start_of.__get__(segment)
+
+    monkeypatch.setattr(Segment, "start_offset", property(counted))
+    for start in (0, 19, 40, 81, 125):
+        looked.clear()
+        assert offsets_of(many_segments.read_offset(start, 1))
+        assert len(looked) <= 40, (start, len(looked))  # 2 bisections of 64, 2 segments read
+
+
 def test_read_first_and_last(spread):
     assert offsets_of(spread.read_first(3)) == [0, 1, 2]
     assert offsets_of(spread.read_last(3)) == [47, 48, 49]
