@@ -614,12 +614,12 @@ class Partition:
     def _stored_from(self, offset: int) -> int | None:
         """The first stored offset at or after ``offset`` (offsets a sealed segment lost at
         a crash are skipped, so a consumer does not stall there), or None."""
-        for segment in self._segments_from(offset):
+        for segment in self.segments_from(offset):
             if segment.count and segment.end_offset >= offset:
                 return max(offset, segment.start_offset)
         return None
 
-    def _segments_from(self, offset: int) -> Iterator[Segment]:
+    def segments_from(self, offset: int) -> Iterator[Segment]:
         """The segments from the one ``offset`` falls in (the first one when it is older),
         oldest first; found by bisecting the start offsets, not by walking or copying the
         segment list (a poll costs the same with 20,000 segments as with 2)."""
@@ -683,7 +683,7 @@ class Partition:
         """Byte ranges of offsets first..last (both stored), one range per segment."""
         ranges: list[ByteRange] = []
         got_first, got_last, n = -1, -1, 0
-        for segment in self._segments_from(first):
+        for segment in self.segments_from(first):
             if segment.start_offset > last:
                 break
             a, b = max(first, segment.start_offset), min(last, segment.end_offset)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import bisect
 import struct
 
 import numpy as np
@@ -46,11 +45,8 @@ def empty_poll(partition_id: int, current_offset: int) -> bytes:
 
 def messages_within(partition, polled, max_bytes: int) -> int:
     """How many of ``polled``'s messages (from its first) fit in ``max_bytes`` (at least 1)."""
-    segments = partition.segments
-    starts = [s.start_offset for s in segments]
-    i = max(bisect.bisect_right(starts, polled.first_offset) - 1, 0)
     n, budget = 0, max_bytes
-    for segment in segments[i:]:
+    for segment in partition.segments_from(polled.first_offset):
         a = max(polled.first_offset, segment.start_offset) - segment.start_offset
         b = min(polled.last_offset, segment.end_offset) - segment.start_offset
         if a > b:
