@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import pytest
 
+from lurcher.core.wire.errors import IggyError
+from lurcher.sdk import Client
 from tests.support.raw import RawClient, StatusError, message, partition_id
 from tests.support.server import LurcherServer
 
@@ -108,3 +110,24 @@ def test_storage_fault_fails_the_send_and_loses_nothing_acknowledged(server_fact
         client.login()
         assert send(client, SENDS + 1) is None, "the partition refuses writes after restart"
     assert stored(server) == acknowledged + payloads(SENDS + 1)
+
+
+async def test_a_failed_fsync_of_flush_unsaved_buffer_is_cannot_write_to_file(
+        server_factory) -> None:
+    """FlushUnsavedBuffer with fsync whose fsync fails: the old code let the OSError out of
+    the handler, answered Error (1) and logged a traceback. 0.8 answers CannotWriteToFile
+    (core/common/src/types/segment_storage/messages_writer.rs, fsync); so does lurcher now,
+    with one log line; the connection goes on and the next flush fsyncs."""
+    server = server_factory({"LURCHER_SYSTEM_SHARDING_SHARDS": "1",
+                             FAULT_ENV: "fsync-eio@1"})
+    async with Client(server.tcp_address, username="iggy", password="iggy") as client:
+        await client.create_stream(STREAM)
+        await client.create_topic(STREAM, TOPIC, 1)
+        await client.send_messages(STREAM, TOPIC, payloads(1), partitioning=0)
+        with pytest.raises(IggyError) as refused:
+            await client.flush_unsaved_buffer(STREAM, TOPIC, 0, True)
+        assert refused.value.status == CANNOT_WRITE_TO_FILE
+        await client.flush_unsaved_buffer(STREAM, TOPIC, 0, True)
+    output = server.log_tail(10**6)
+    assert "Traceback" not in output
+    assert output.count("FlushUnsavedBuffer on") == 1

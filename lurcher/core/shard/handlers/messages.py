@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import logging
 import struct
 
 import numpy as np
@@ -24,6 +25,10 @@ from lurcher.core.wire.requests.messages.poll_messages import PollMessages
 from lurcher.core.wire.requests.messages.send_messages import SendMessages
 from lurcher.core.shard.placement import choose_partition, resolve
 from lurcher.core.shard.reply import Parts
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
+
+log = logging.getLogger(__name__)
 
 POLL_PREFIX = struct.Struct("<IQI")
 assert POLL_PREFIX.size == 16
@@ -95,6 +100,14 @@ def poll_messages(shard: ShardFace, session: Session, req: PollMessages) -> Any:
 
 @handles("flush_unsaved_buffer")
 def flush_unsaved_buffer(shard: ShardFace, session: Session, req: FlushUnsavedBuffer) -> Any:
+    """With ``fsync``, fsync what the partition wrote since its last fsync; one that fails
+    is CANNOT_WRITE_TO_FILE, as 0.8 answers a failed fsync of its segment files, and a log
+    line."""
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
-    shard.partition(topic, req.partition_id).flush(req.fsync)
+    partition = shard.partition(topic, req.partition_id)
+    try:
+        partition.flush(req.fsync)
+    except OSError as exc:
+        log.error("FlushUnsavedBuffer on %s: fsync failed: %s", partition.path, exc)
+        raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE, f"not fsynced: {exc}") from exc
     return None
