@@ -251,7 +251,7 @@ class ReplicatedPartitions:
             raise IggyError(ErrorCode.INVALID_OFFSET, f"offsets from {ask.offset} were "
                             f"deleted here (first kept {partition.first_offset})")
         return Parts([within_reply_cap(self.shard, partition,
-                                       partition.read_offset(ask.offset, ask.count))])
+                                       lambda: partition.read_offset(ask.offset, ask.count))])
 
     async def _fetch_from_members(self, group: int, body: bytes) -> bytes:
         return await self.forwarder.on_any_other(group, "fetch", body)
@@ -259,7 +259,7 @@ class ReplicatedPartitions:
     async def _poll(self, group: int, body: bytes) -> tuple[int, Any]:
         call = poll_decoder.decode(body)
         partition = await self._current(group, call)
-        polled = within_reply_cap(self.shard, partition, partition.poll(
+        polled = within_reply_cap(self.shard, partition, lambda: partition.poll(
             call.strategy, call.value, call.count, (call.kind, call.key)))
         if polled.count == 0:
             return -1, empty_poll(partition.partition_id, partition.current_offset)

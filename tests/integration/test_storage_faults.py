@@ -131,3 +131,30 @@ async def test_a_failed_fsync_of_flush_unsaved_buffer_is_cannot_write_to_file(
     output = server.log_tail(10**6)
     assert "Traceback" not in output
     assert output.count("FlushUnsavedBuffer on") == 1
+
+
+def test_a_poll_of_a_segment_that_cannot_be_opened_is_cannot_read_file(server_factory) -> None:
+    """A sealed segment's log removed under the server, its descriptor no longer cached
+    (``max_open_files`` 4, four segments): the old code let the OSError of the open out of
+    the poll handler, answered Error (1) and logged a traceback. Now CannotReadFile (10002)
+    with one warning, as stored bytes that cannot be read are; the connection goes on and
+    the other segments are served."""
+    server = server_factory({"LURCHER_SYSTEM_SHARDING_SHARDS": "1",
+                             "LURCHER_SYSTEM_SEGMENT_SIZE": "2000 B",
+                             "LURCHER_SYSTEM_SEGMENT_MAX_OPEN_FILES": "4"})
+    with RawClient(server.tcp_address) as client:
+        client.login()
+        client.create_stream(STREAM)
+        client.create_topic(STREAM, TOPIC, 1)
+        for number in range(1, 5):  # a segment each
+            assert send(client, number) is None
+        logs = sorted(p for p in server.data_dir.rglob("*.log") if "partitions" in p.parts)
+        assert len(logs) == 4
+        logs[0].unlink()
+        with pytest.raises(StatusError) as refused:
+            client.poll(STREAM, TOPIC, 0, value=0, count=3)
+        assert refused.value.status == 10002
+        later = client.poll(STREAM, TOPIC, 0, value=3 * MESSAGES_PER_SEND, count=1)
+        assert [m.payload for m in later.messages] == payloads(4)[:1]
+    output = server.log_tail(10**6)
+    assert "Traceback" not in output and output.count("cannot read a reply") == 1

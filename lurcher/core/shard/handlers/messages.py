@@ -9,6 +9,7 @@ a poll of more is answered with fewer messages, found by a binary search of the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import logging
@@ -24,7 +25,7 @@ from lurcher.core.wire.requests.messages.flush_unsaved_buffer import FlushUnsave
 from lurcher.core.wire.requests.messages.poll_messages import PollMessages
 from lurcher.core.wire.requests.messages.send_messages import SendMessages
 from lurcher.core.shard.placement import choose_partition, resolve
-from lurcher.core.shard.reply import Parts
+from lurcher.core.shard.reply import Parts, read_failure
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 
@@ -66,12 +67,21 @@ def messages_within(partition, polled, max_bytes: int) -> int:
     return max(n, 1)
 
 
-def within_reply_cap(shard: ShardFace, partition, polled):
-    """``polled``, shortened to what fits ``limits.max_poll_reply_bytes``."""
-    cap = shard.limits.max_poll_reply_bytes
-    if polled.total_bytes <= cap:
-        return polled
-    return partition.read_offset(polled.first_offset, messages_within(partition, polled, cap))
+def within_reply_cap(shard: ShardFace, partition, read: Callable[[], Any]):
+    """``read()``, a poll of ``partition``, shortened to what fits
+    ``limits.max_poll_reply_bytes``. A segment file the poll cannot open (removed under the
+    server, no descriptor left) is CANNOT_READ_FILE with one warning, as stored bytes that
+    cannot be read are (``reply.read_failure``); a partition being deleted stays
+    PARTITION_NOT_FOUND."""
+    try:
+        polled = read()
+        cap = shard.limits.max_poll_reply_bytes
+        if polled.total_bytes <= cap:
+            return polled
+        return partition.read_offset(polled.first_offset,
+                                     messages_within(partition, polled, cap))
+    except OSError as exc:
+        raise read_failure(exc) from exc
 
 
 @handles("poll_messages")
@@ -81,7 +91,7 @@ def poll_messages(shard: ShardFace, session: Session, req: PollMessages) -> Any:
     if target.partition_id is None:
         return empty_poll(0, 0)
     partition = shard.partition(topic, target.partition_id)
-    polled = within_reply_cap(shard, partition, partition.poll(
+    polled = within_reply_cap(shard, partition, lambda: partition.poll(
         req.strategy.kind, req.strategy.value, req.count, (target.kind, target.key)))
     if polled.count == 0:
         return empty_poll(partition.partition_id, partition.current_offset)
