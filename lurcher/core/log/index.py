@@ -4,7 +4,9 @@ On disk (wire-protocol §17) the index is 16-byte entries, one per message: rela
 u32 (offset - segment start offset), END position u32 of the message in the ``.log``,
 timestamp u64. In memory it is one growable structured numpy array (``INDEX_DTYPE``);
 ``rel``/``ends``/``timestamps`` are zero-copy views of the filled prefix. Appends amortise
-to O(batch) by doubling the capacity.
+to O(batch) by doubling the capacity; a sealed segment's index of up to 65,536 entries
+gives the capacity past them back (``compact``), so a partition of many small segments
+holds about 16 bytes per message, not 16 KiB (the first capacity) per segment.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 from lurcher.core.wire.batch import INDEX_DTYPE, INDEX_ENTRY_BYTES
 
 _INITIAL_CAPACITY = 1024
+COMPACT_MAX_ENTRIES = 65_536  # 1 MiB: its copy takes about 0.1 ms
 
 
 class SegmentIndex:
@@ -53,6 +56,15 @@ class SegmentIndex:
         used = self.count * INDEX_ENTRY_BYTES
         grown_bytes[:used] = self._bytes[:used]
         self._entries, self._bytes = grown, grown_bytes
+
+    def compact(self) -> None:
+        """Keep no capacity past the entries (a sealed segment's index does not grow; one
+        that does again, after a cut, grows as any). Only up to ``COMPACT_MAX_ENTRIES``: the
+        copy runs on the event loop at a roll-over, and a bigger index wastes at most as
+        much again as it holds, never the 16 KiB per small segment this is for."""
+        if self.count < len(self._entries) and self.count <= COMPACT_MAX_ENTRIES:
+            self._entries = self._entries[:self.count].copy()
+            self._bytes = self._entries.view(np.uint8)
 
     def truncate(self, count: int) -> None:
         self.count = min(self.count, count)

@@ -283,7 +283,7 @@ class Partition:
 
     def _add_segment(self, segment: Segment) -> None:
         if self.segments:
-            self.segments[-1].sealed = True
+            self.segments[-1].seal()
         self.segments.append(segment)
         self.next_offset = segment.next_offset
         self.messages_count += segment.count

@@ -271,6 +271,12 @@ class Segment:
         """Both files' handles (log, index), e.g. for a caller that fsyncs them later."""
         return [self.log_file(), self.index_file()]
 
+    def seal(self) -> None:
+        """A later segment exists: this one takes no more appends (until a cut makes it the
+        open one again), and its index gives back its spare capacity."""
+        self.sealed = True
+        self.index.compact()
+
     # -- reading -------------------------------------------------------------------------
 
     def byte_range(self, first: int, last: int) -> tuple[int, int]:

@@ -104,6 +104,28 @@ def test_rotation_at_small_segment_size(open_partition, part_dir, clock):
     assert p.messages_count == 8 and p.size_bytes == 8 * MESSAGE_BYTES
 
 
+def held_entries(segment) -> int:
+    """Entries the segment's in-memory index has room for."""
+    return segment.index._entries.size
+
+
+def test_sealed_segments_keep_no_spare_index_capacity(open_partition, part_dir, clock):
+    """Each segment's index started with room for 1,024 entries (16 KiB) and kept it, and
+    a sealed one kept up to twice its entries: 20,000 one-message segments held about
+    310 MB. A sealed segment's index now holds its entries only, also after a reopen; the
+    open one still grows, and so does a sealed one a cut made the open one again."""
+    p = open_partition(segment_size_bytes=3 * MESSAGE_BYTES)
+    fill(p, clock, batches=4, per_batch=2)
+    assert [(s.count, held_entries(s)) for s in p.segments[:-1]] == [(4, 4)]
+    assert held_entries(p.segments[-1]) >= 1024
+    p.close()
+    p = open_partition(segment_size_bytes=100 * MESSAGE_BYTES)
+    assert [(s.count, held_entries(s)) for s in p.segments[:-1]] == [(4, 4)]
+    p.truncate_to(3)  # the first segment is the open one again
+    p.append(batch(5))
+    assert p.segments_count == 1 and offsets_of(p.read_first(10)) == list(range(8))
+
+
 def test_a_roll_over_that_cannot_create_its_files_is_logged_once(open_partition, part_dir,
                                                                    clock, caplog):
     """A directory where the next segment's log goes: each send that needs the roll-over is
