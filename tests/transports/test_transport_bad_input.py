@@ -104,6 +104,34 @@ async def test_http_null_expiry_or_topic_size_does_not_deserialize(
         assert (r.status_code, r.json()["id"]) == (400, ErrorCode.INVALID_FORMAT)  # not JSON
 
 
+async def test_http_update_topic_without_its_settings_changes_nothing(
+        plain_server: LurcherServer) -> None:
+    """Iggy 0.8's UpdateTopic body requires compression_algorithm, message_expiry and
+    max_topic_size (core/common/src/http/topics/update_topic.rs): 422 without them. The
+    old code took each one left out as 0, the server default, so a PUT meant as a rename
+    turned a topic that never expired into one with the server's expiry (204)."""
+    async with httpx.AsyncClient(base_url=http_base(plain_server)) as http:
+        auth = bearer(await login(http))
+        await http.post("/streams", json={"name": "renames"}, headers=auth)
+        never = 2 ** 64 - 1
+        settings = {"compression_algorithm": "none", "message_expiry": never,
+                    "max_topic_size": never}
+        r = await http.post("/streams/renames/topics", headers=auth,
+                            json={"name": "t", "partitions_count": 1, **settings})
+        assert r.status_code == 200, r.text
+        for left_out in settings:
+            update = {"name": "renamed", **settings}
+            del update[left_out]
+            r = await http.put("/streams/renames/topics/t", json=update, headers=auth)
+            assert r.status_code == 422, (left_out, r.status_code)
+            assert r.json()["id"] == ErrorCode.INVALID_FORMAT and left_out in r.json()["reason"]
+        topic = (await http.get("/streams/renames/topics/t", headers=auth)).json()
+        assert (topic["message_expiry"], topic["max_topic_size"]) == (never, never)
+        r = await http.put("/streams/renames/topics/t", headers=auth,
+                           json={"name": "renamed", **settings})
+        assert r.status_code == 204, r.text
+
+
 async def test_http_oversize_body(plain_server: LurcherServer) -> None:
     async with httpx.AsyncClient(base_url=http_base(plain_server)) as http:
         auth = {**bearer(await login(http)), "content-type": "application/json"}

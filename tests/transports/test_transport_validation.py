@@ -50,6 +50,7 @@ def bad_requests(stream: str, topic: str) -> list[tuple[str, str, Any, int]]:
     """(method, path, JSON body, expected Iggy code) of every field rule reachable by JSON."""
     t = f"/streams/{stream}/topics"
     topic_fields = {"name": "nt", "partitions_count": 1}
+    settings = {"compression_algorithm": "none", "message_expiry": 0, "max_topic_size": 0}
     return [
         ("POST", "/streams", {"name": LONG}, ErrorCode.INVALID_STREAM_NAME),
         ("POST", "/streams", {"name": ""}, ErrorCode.INVALID_STREAM_NAME),
@@ -62,8 +63,9 @@ def bad_requests(stream: str, topic: str) -> list[tuple[str, str, Any, int]]:
         ("POST", t, {**topic_fields, "replication_factor": -1},
          ErrorCode.INVALID_REPLICATION_FACTOR),
         ("POST", t, {**topic_fields, "partitions_count": -1}, ErrorCode.TOO_MANY_PARTITIONS),
-        ("PUT", f"{t}/{topic}", {"name": LONG}, ErrorCode.INVALID_TOPIC_NAME),
-        ("PUT", f"{t}/{topic}", {"name": topic, "message_expiry": -5}, ErrorCode.INVALID_FORMAT),
+        ("PUT", f"{t}/{topic}", {**settings, "name": LONG}, ErrorCode.INVALID_TOPIC_NAME),
+        ("PUT", f"{t}/{topic}", {**settings, "name": topic, "message_expiry": -5},
+         ErrorCode.INVALID_FORMAT),
         ("POST", f"{t}/{topic}/consumer-groups", {"name": LONG},
          ErrorCode.INVALID_CONSUMER_GROUP_NAME),
         ("PUT", f"{t}/{topic}/consumer-offsets", {"consumer_id": 1, "partition_id": 0,

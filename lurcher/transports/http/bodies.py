@@ -6,8 +6,8 @@ type (``null`` included, where Iggy's serde type takes no null) is a
 INVALID_FORMAT, as Iggy 0.8 (axum's ``Json`` answers 422 for a body that does not
 deserialize into its type, 400 for one that is not JSON). An expiry (``IggyExpiry``) and a
 topic size (``MaxTopicSize``) take a number (the size also a string), never ``null``.
-Lurcher is kinder about absence only: a topic field Iggy requires but that is missing gets
-its default.
+Lurcher is kinder about absence only where nothing is lost: a CreateTopic setting left out
+gets its default (UpdateTopic requires them, as Iggy).
 """
 
 from __future__ import annotations
@@ -63,15 +63,23 @@ class CreatePatBody(Body, kw_only=True):
 
 
 class TopicBody(Body, kw_only=True):
+    """UpdateTopic's body. Every setting is required, as in Iggy 0.8's UpdateTopic: one
+    left out would set the topic's setting to the server default (a rename could give a
+    topic that never expired the server's expiry, and its messages would go)."""
     name: str
-    compression_algorithm: str = "none"
-    message_expiry: int = 0
-    max_topic_size: int | str = 0
+    compression_algorithm: str
+    message_expiry: int
+    max_topic_size: int | str
     replication_factor: int | None = None
 
 
 class CreateTopicBody(TopicBody, kw_only=True):
+    """CreateTopic's body: a setting left out is the server default (Iggy 0.8 requires
+    them all; a new topic has no setting to lose)."""
     partitions_count: int
+    compression_algorithm: str = "none"
+    message_expiry: int = 0
+    max_topic_size: int | str = 0
 
 
 class PartitionsBody(Body, kw_only=True):
