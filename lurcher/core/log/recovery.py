@@ -55,9 +55,12 @@ import xxhash
 
 from lurcher.core.log.index import SegmentIndex
 from lurcher.core.log.io import IoBackend
-from lurcher.core.wire.batch import HEADER_BYTES, INDEX_DTYPE, INDEX_ENTRY_BYTES, checksums
+from lurcher.core.wire.batch import (HEADER_BYTES, INDEX_DTYPE, INDEX_ENTRY_BYTES,
+                                     MAX_PAYLOAD_BYTES, MAX_USER_HEADERS_BYTES, checksums)
 
 SCAN_CHUNK_BYTES = 16 * 1024 * 1024
+MAX_MESSAGE_BYTES = HEADER_BYTES + MAX_USER_HEADERS_BYTES + MAX_PAYLOAD_BYTES
+"""The largest message a send can store: a header declaring more is damage, not read."""
 VERIFY_TAIL_BYTES = 16 * 1024 * 1024
 _OFFSET_TS = struct.Struct("<QQ")      # offset, timestamp at header byte 24
 _LENGTHS = struct.Struct("<II")        # user_headers_length, payload_length at byte 48
@@ -77,7 +80,7 @@ def first_message_offset(io: IoBackend, fd: int, log_size: int) -> int | None:
         return None
     user_headers, payload = _LENGTHS.unpack_from(io.pread(fd, HEADER_BYTES, 0), 48)
     size = HEADER_BYTES + payload + user_headers
-    if size > log_size:
+    if size > min(log_size, MAX_MESSAGE_BYTES):
         return None
     message = io.pread(fd, size, 0)
     if _CHECKSUM.unpack_from(message)[0] != xxhash.xxh3_64_intdigest(memoryview(message)[8:]):
@@ -191,8 +194,9 @@ def _scan_chunk(chunk: bytes, base: int, start_offset: int, rel: int,
                 rows: list[tuple[int, int, int]]) -> tuple[int, int, int]:
     """Accept messages from ``chunk``: (bytes used, next rel, bytes needed to go on).
 
-    ``need`` is 0 when the next message is invalid (stop), else the size of a message that
-    did not fit in the chunk.
+    ``need`` is 0 when the next message is invalid (stop; also one declaring more than
+    ``MAX_MESSAGE_BYTES``, which is never read), else the size of a message that did not fit
+    in the chunk.
     """
     view = memoryview(chunk)
     p = 0
@@ -201,7 +205,7 @@ def _scan_chunk(chunk: bytes, base: int, start_offset: int, rel: int,
         offset, timestamp = _OFFSET_TS.unpack_from(chunk, p + 24)
         user_headers, payload = _LENGTHS.unpack_from(chunk, p + 48)
         size = HEADER_BYTES + payload + user_headers
-        if offset != start_offset + rel:
+        if offset != start_offset + rel or size > MAX_MESSAGE_BYTES:
             return p, rel, 0
         if p + size > len(chunk):
             return p, rel, size

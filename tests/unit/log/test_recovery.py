@@ -7,7 +7,8 @@ import shutil
 import tracemalloc
 
 import pytest
-from log_helpers import MESSAGE_BYTES, ManualClock, batch, messages, read_file, write_file
+from log_helpers import (MESSAGE_BYTES, STORED_HEADER, ManualClock, batch, messages, read_file,
+                         write_file)
 
 from lurcher.core.log import LogConfig, Partition, PosixIo
 from lurcher.core.log import recovery
@@ -134,6 +135,30 @@ def test_a_rebuilt_index_costs_no_python_object_per_message(tmp_path, monkeypatc
         tracemalloc.stop()
     assert p.messages_count == 200_000 and p.recovery[0].index_entries_added == 200_000
     assert peak < 100 * p.messages_count, peak // p.messages_count
+    p.close()
+
+
+def test_a_header_declaring_more_than_any_message_is_not_read(original):
+    """Past the last indexed message, a header (the next offset) declaring a 90 MB payload,
+    and the log grown to 100 MB: the old scan read the 90 MB it declared to check its
+    checksum (and the start's first-message check reads a declared size the same way).
+    No send stores more than a 64 MB payload: such a header is damage, cut unread."""
+    path, log, index, _ = original
+    p = reopen(path)
+    p.close()
+    damage = STORED_HEADER.pack(0, bytes(16), 6, 5000, 0, 0, 90_000_000, 0)
+    with open(os.path.join(path, LOG), "r+b") as f:
+        f.seek(len(log))
+        f.write(damage)
+        f.truncate(100_000_000)
+    tracemalloc.start()
+    try:
+        p = reopen(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    check_consistent(p, log, index, 6)
+    assert peak < 40_000_000, peak  # a scan chunk (16 MiB), not the 90 MB declared
     p.close()
 
 
