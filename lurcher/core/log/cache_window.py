@@ -144,7 +144,7 @@ class CacheWindow:
                 self._position = min(self._position, segments[i].size_bytes)
                 return i
         gone = self._segment.start_offset if self._segment is not None else -1
-        after = bisect.bisect_right(segments, gone, key=operator.attrgetter("start_offset"))
+        after = bisect.bisect_right(segments, gone, key=_START_OFFSET)
         i = min(after, len(segments) - 1)
         self._segment, self._position = segments[i], 0
         return i
@@ -160,9 +160,8 @@ class CacheWindow:
             self._segment, self._position, self._read_marks = None, 0, {}
             return
         self._cursor_index(segments)
-        sizes = {segment.start_offset: segment.size_bytes for segment in segments}
         self._read_marks = {start: mark for start, mark in self._read_marks.items()
-                            if mark <= sizes.get(start, -1)}
+                            if mark <= _live_size(segments, start)}
 
     def read(self, segment: Any, position: int) -> None:
         """A poll reads ``segment`` from ``position``: below the cursor (evicted history),
@@ -185,6 +184,17 @@ class CacheWindow:
             return position < self._position
         cursor = self._segment
         return cursor is not None and segment.start_offset < cursor.start_offset
+
+
+_START_OFFSET = operator.attrgetter("start_offset")
+
+
+def _live_size(segments: Sequence[Any], start: int) -> int:
+    """The size of the segment starting at ``start``, -1 when there is none (a bisection:
+    ``follow`` runs at each retention deletion, and a partition may hold many segments)."""
+    i = bisect.bisect_left(segments, start, key=_START_OFFSET)
+    return segments[i].size_bytes if i < len(segments) and segments[i].start_offset == start \
+        else -1
 
 
 class Evictor:

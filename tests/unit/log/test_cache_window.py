@@ -325,3 +325,37 @@ def test_deleted_segments_move_the_cursor_to_the_first_live_one_after_them(tmp_p
     assert part.cache_window._segment is part.segments[0]
     assert part.cache_window._position == 0
     part.close()
+
+
+class CountedSegment(FakeSegment):
+    """A fake segment that counts the reads of its start offset (into ``reads``)."""
+
+    reads = [0]
+
+    def __init__(self, start_offset: int, size_bytes: int) -> None:
+        self._start = start_offset
+        super().__init__(start_offset, size_bytes)
+
+    @property
+    def start_offset(self) -> int:
+        CountedSegment.reads[0] += 1
+        return self._start
+
+    @start_offset.setter
+    def start_offset(self, value: int) -> None:
+        self._start = value
+
+
+def test_follow_does_not_walk_every_segment():
+    """Retention deletes segments one at a time and the window follows after each: with
+    2,000 segments the earlier ``follow`` read every segment's start offset each time."""
+    segments = [CountedSegment(1000 * i, 1 * MIB) for i in range(2000)]
+    window = CacheWindow(8 * MIB, lambda: segments, RecordingEvictor())
+    window.plan(segments)
+    for i in (3, 5, 7):
+        window._read_marks[segments[i].start_offset] = 1024
+    del segments[:4]  # segment 3 and its read mark go
+    CountedSegment.reads[0] = 0
+    window.follow()
+    assert CountedSegment.reads[0] <= 100, CountedSegment.reads[0]
+    assert sorted(window._read_marks) == [5000, 7000]
