@@ -18,6 +18,8 @@ the ``n``-th call (1-based, counted per shard process) of one kind fails once:
   to let go of its entries does.
 - ``rename-eio@n``: the n-th rename (``replace``: a purge setting a segment file aside, a
   consumer offset file written without fsync) raises EIO and leaves both names as they were.
+- ``rename-kill@n``: the process is killed (SIGKILL, a crash) at the n-th rename, before it
+  is done: the renames before it are in the file system, nothing after it runs.
 
 Every other call goes to the wrapped backend unchanged. Unset (production), ``select_io``
 returns the backend itself: no wrapper, no cost.
@@ -28,13 +30,14 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import signal
 from typing import Any
 
 from lurcher.core.wire.buffer import Buffer
 
 IO_FAULT_ENV = "TEST_LURCHER_IO_FAULT"
 FAULT_KINDS = ("write-eio", "short-write", "fsync-eio", "remove-eio",
-               "rename-eio")
+               "rename-eio", "rename-kill")
 
 
 def _eio(what: str) -> OSError:
@@ -43,7 +46,7 @@ def _eio(what: str) -> OSError:
 
 class FaultyIo:
     """Delegates to ``inner``; fails the ``at``-th write, fsync, removal or rename as ``kind``
-    says, once."""
+    says, once (a ``rename-kill`` kills the process)."""
 
     def __init__(self, inner: Any, kind: str, at: int) -> None:
         if kind not in FAULT_KINDS or at < 1:
@@ -114,6 +117,8 @@ class FaultyIo:
 
     def replace(self, src: str, dst: str) -> None:
         self.renames += 1
+        if self.renames == self.at and self.kind == "rename-kill":
+            os.kill(os.getpid(), signal.SIGKILL)
         if self.kind == "rename-eio" and self.renames == self.at:
             raise _eio(f"rename #{self.renames} of {src}")
         self.inner.replace(src, dst)

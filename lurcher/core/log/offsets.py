@@ -311,6 +311,21 @@ class ConsumerOffsets:
         return future
 
 
+def offset_dirs(partition_dir: str) -> list[str]:
+    """The stored offsets' directories of the partition in ``partition_dir`` that exist."""
+    dirs = [os.path.join(partition_dir, OFFSETS_DIR, kind) for kind in KINDS]
+    return [directory for directory in dirs if os.path.isdir(directory)]
+
+
+def remove_stored_offsets(partition_dir: str, io: IoBackend) -> None:
+    """Remove every file in the stored offsets' directories of the partition in
+    ``partition_dir`` (at open, before ``load``: a purge a crash interrupted). Raises
+    OSError."""
+    for directory in offset_dirs(partition_dir):
+        for name in os.listdir(directory):
+            io.remove(os.path.join(directory, name))
+
+
 def _refusal(exc: OSError, code: int) -> IggyError:
     """The error of a store or delete that failed at once with ``exc`` (logged in one line,
     nothing changed in memory): CANNOT_WRITE_TO_FILE on a full disk, as every write, else

@@ -31,7 +31,10 @@ a file it does not hold open (``_refuse_if_deleted``). A purge starts a new ``ep
 group-commit round begun before it reports nothing about the new files (``synced_to``), and
 the last synced offset starts at 0. A purge is all or nothing per partition: its segment
 files are renamed aside (``PURGED_SUFFIX``) before any is removed, and such a file left
-behind is removed at the next open, never read as a segment.
+behind is removed at the next open, never read as a segment. Across a crash too: a marker
+file (``PURGE_MARKER``) is created before the purge changes anything and removed once
+every change is done; an open that finds it finishes the purge first (every segment file
+and stored offset removed).
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ from lurcher.core.log.config import Clock, LogConfig, wall_clock_us
 from lurcher.core.log.files import DescriptorCache, FileHandle
 from lurcher.core.log.inline import PROCESS_GATE
 from lurcher.core.log.io import FSYNC_THREAD, Done, IoBackend, PosixIo, is_no_space
-from lurcher.core.log.offsets import KINDS, ConsumerOffsets, OffsetKind
+from lurcher.core.log.offsets import (KINDS, ConsumerOffsets, OffsetKind,
+                                      remove_stored_offsets)
 from lurcher.core.log.recovery import RecoveryReport, SegmentMisnamed, first_message_offset
 from lurcher.core.log.segment import (INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, Segment,
                                       number_in_name, segment_file_name)
@@ -70,6 +74,9 @@ PURGED_SUFFIX = ".purged"
 """Appended to a segment file's name by a purge before the file is removed."""
 
 _START_OFFSET = operator.attrgetter("start_offset")  # what segments bisect by, in order
+
+PURGE_MARKER = "purging"
+"""A file in a partition directory while a purge of it is under way (see ``purge``)."""
 
 
 # The wire's polling strategies (one enum, ``core.wire.values.polling``), by the name the
@@ -114,6 +121,30 @@ def _remove_leftovers(path: str, io: IoBackend) -> None:
         if n.endswith(INDEX_SUFFIX) and n[:-len(INDEX_SUFFIX)] not in logs:
             io.remove(os.path.join(path, n))
     _remove_set_aside([os.path.join(path, n) for n in names if n.endswith(PURGED_SUFFIX)], io)
+
+
+def _finish_interrupted_purge(path: str, io: IoBackend) -> None:
+    """When a purge was interrupted (its ``PURGE_MARKER`` is there: the process died before
+    the purge was done), finish it: remove every segment file, set aside or not, and every
+    stored offset, then remove the marker. Raises OSError."""
+    marker = os.path.join(path, PURGE_MARKER)
+    if not os.path.exists(marker):
+        return
+    log.warning("%s: a purge was interrupted (crash); finishing it: every message and "
+                "stored offset of the partition is removed", path)
+    suffixes = (LOG_SUFFIX, INDEX_SUFFIX, PURGED_SUFFIX)
+    for name in os.listdir(path):
+        if name.endswith(suffixes):
+            io.remove(os.path.join(path, name))
+    remove_stored_offsets(path, io)
+    io.remove(marker)
+
+
+def _mark_purge(path: str, io: IoBackend) -> str:
+    """Create the purge marker of the partition in ``path``; its path. Raises OSError."""
+    marker = os.path.join(path, PURGE_MARKER)
+    io.close(io.open(marker))
+    return marker
 
 
 def _set_aside(paths: list[str], io: IoBackend) -> list[str]:
@@ -214,6 +245,7 @@ class Partition:
         files = DescriptorCache(io or PosixIo()) if files is None else files
         created = clock() if created_at_us is None else created_at_us
         part = cls(path, partition_id, config or LogConfig(), files, clock, created)
+        _finish_interrupted_purge(path, files.io)
         starts = _segment_starts(path)
         _refuse_misnamed(path, starts, files.io)
         _remove_leftovers(path, files.io)
@@ -839,21 +871,66 @@ class Partition:
         (``_set_aside``), so a file that cannot be renamed leaves every segment in place, in
         memory as on disk; set aside, they are removed, and one that cannot be is removed at
         the next start. The stored offsets go first, each file before its value in memory.
-        Raises IggyError CANNOT_DELETE_FILE (10008, as 0.8) when a file cannot be removed
-        or set aside."""
+        Across a crash: ``PURGE_MARKER`` is there from before the first change to after the
+        last (``_finish_interrupted_purge``). Raises IggyError CANNOT_DELETE_FILE (10008, as
+        0.8) when a file cannot be removed or set aside, or the marker cannot be made.
+        When the marker cannot be removed, the purge is done all the same (the marker, left,
+        has the next start finish it) and the partition refuses sends until a restart
+        (``storage_failure``): that start would remove them with the rest."""
+        marker = self._mark_purge()
         try:
             self.offsets.clear()
             set_aside = _set_aside([path for segment in self.segments
                                     for path in (segment.log_path, segment.index_path)],
                                    self.io)
         except OSError as exc:
-            log.error("partition %s not purged: %s", self.path, exc)
-            raise IggyError(ErrorCode.CANNOT_DELETE_FILE, f"not purged: {exc}") from exc
+            self._unmark_failed_purge(marker)
+            raise _not_purged(self.path, exc) from exc
         self._abandon_inflight(refuse_with=None)
         for segment in self.segments:
             segment.close()
         _remove_set_aside(set_aside, self.io)
         self._start_empty()
+        self._finish_purge(marker)
+
+    def _mark_purge(self) -> str | None:
+        """``_mark_purge`` for this partition; None when the disk has no room for the
+        marker (logged: a purge is how room is made, so it goes on without one, and a crash
+        during it may leave it half done). Raises IggyError CANNOT_DELETE_FILE after
+        removing the marker again (nothing has changed)."""
+        marker = os.path.join(self.path, PURGE_MARKER)
+        try:
+            return _mark_purge(self.path, self.io)
+        except OSError as exc:
+            if is_no_space(exc) and not os.path.exists(marker):
+                log.warning("partition %s: no room for the purge marker (%s); purged without "
+                            "it (a crash during this purge may leave it half done)",
+                            self.path, exc)
+                return None
+            self._unmark_failed_purge(marker)
+            raise _not_purged(self.path, exc) from exc
+
+    def _unmark_failed_purge(self, marker: str | None) -> None:
+        """Remove the marker of a purge that changed nothing; one that stays is logged (the
+        next start then finishes the purge)."""
+        if marker is None:
+            return
+        try:
+            self.io.remove(marker)
+        except OSError as exc:
+            log.error("%s: the marker of a purge that failed cannot be removed (%s): the "
+                      "next start purges the partition", self.path, exc)
+
+    def _finish_purge(self, marker: str | None) -> None:
+        """After the last change: remove the marker (if made). A failure keeps the
+        partition from taking sends until a restart (see ``purge``)."""
+        try:
+            if marker is not None:
+                self.io.remove(marker)
+        except OSError as exc:
+            self.storage_failure = f"purge not finished on disk: {exc}"
+            log.error("partition %s: purged, but its purge cannot be finished on disk (%s); "
+                      "refusing writes until restart, which finishes it", self.path, exc)
 
     def _start_empty(self) -> None:
         """Counters and timestamps of an empty partition, a new ``epoch``, a new segment at
@@ -889,6 +966,11 @@ class Partition:
             self.segments[-1].release_reservation()
         for segment in self.segments:
             segment.close()
+
+
+def _not_purged(path: str, exc: OSError) -> IggyError:
+    log.error("partition %s not purged: %s", path, exc)
+    return IggyError(ErrorCode.CANNOT_DELETE_FILE, f"not purged: {exc}")
 
 
 def purge_each(partitions: Iterable[Partition],

@@ -1,0 +1,111 @@
+"""A purge that a crash interrupts, on a real server: never half done.
+
+The faults come through ``TEST_LURCHER_IO_FAULT`` (``lurcher.core.log.faulty_io``):
+``rename-kill@n`` kills the server at its n-th rename (a purge sets its segment files aside
+by renaming them), ``remove-eio@n`` fails its n-th file removal.
+
+Checked: a server killed anywhere in a purge's renames comes back with the partition fully
+purged (no message pollable, the stored consumer offset gone, only an empty segment at 0,
+sends from offset 0), never with some segments gone and the later ones still served. A
+purge whose marker cannot be removed is done and answered, and the partition refuses sends
+(CannotWriteToFile, 10006) until a restart, which finds it purged.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from lurcher.core.wire.identifier import Identifier
+from lurcher.core.wire.requests.consumer_offsets.get_consumer_offset import GetConsumerOffset
+from lurcher.core.wire.requests.consumer_offsets.store_consumer_offset import (
+    StoreConsumerOffset,
+)
+from lurcher.core.wire.requests.topics.purge_topic import PurgeTopic
+from lurcher.core.wire.values.consumer import Consumer
+from tests.integration.test_purge_faults import (FRESH, MESSAGES, PAYLOAD, call, connect,
+                                                 files)
+from tests.support import raw
+from tests.support.raw import PeerClosed, RawClient, StatusError
+from tests.support.server import LurcherServer, ServerFactory
+
+CANNOT_DELETE_FILE = 10008
+CANNOT_WRITE_TO_FILE = 10006
+IO_FAULT = "TEST_LURCHER_IO_FAULT"
+FSYNC = "LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC"
+S, T = Identifier.parse("s"), Identifier.parse("t")
+EXIT_WAIT_S = 20.0
+STORED = 4  # the offset consumer 1 stores before the purge
+
+
+def start(server_factory: ServerFactory, fault: str, io: str = "posix",
+          fsync: bool = False) -> LurcherServer:
+    return server_factory({"LURCHER_SYSTEM_SEGMENT_SIZE": "64KiB", "LURCHER_SYSTEM_IO": io,
+                           FSYNC: str(fsync).lower(), IO_FAULT: fault})
+
+
+def fill(c: RawClient) -> None:
+    """One partition of three segments, and consumer 1's offset stored at ``STORED``."""
+    c.create_stream("s")
+    c.create_topic("s", "t", 1)
+    for _ in range(MESSAGES):
+        c.send("s", "t", raw.partition_id(0), [raw.message(PAYLOAD)])
+    call(c, StoreConsumerOffset(Consumer.of(1), S, T, 0, STORED))
+
+
+def stored_offset(c: RawClient) -> int | None:
+    reply = call(c, GetConsumerOffset(Consumer.of(1), S, T, 0))
+    return struct.unpack_from("<IQQ", reply)[2] if reply else None
+
+
+def restart_without_fault(server: LurcherServer) -> None:
+    server.env.pop(IO_FAULT, None)
+    if server.running:
+        server.kill()
+    server.restart()
+
+
+def assert_purged(server: LurcherServer) -> None:
+    """Empty, the offset gone, only the fresh segment, and a send gets offset 0."""
+    with connect(server) as c:
+        assert [m.offset for m in c.poll_all("s", "t", 0)] == []
+        assert stored_offset(c) is None
+        assert files(server, 0) == FRESH
+        c.send("s", "t", raw.partition_id(0), [raw.message(b"after")])
+        assert [m.offset for m in c.poll_all("s", "t", 0)] == [0]
+
+
+# rename 1 is the offset store; 2..7 set aside the three segments' log and index files
+@pytest.mark.parametrize("kill_at", [2, 3, 4, 7])
+@pytest.mark.parametrize("io", ["posix", "uring"])
+def test_server_killed_midway_through_a_purge_restarts_fully_purged(
+        server_factory: ServerFactory, io: str, kill_at: int) -> None:
+    server = start(server_factory, f"rename-kill@{kill_at}", io)
+    with connect(server) as c:
+        fill(c)
+        with pytest.raises((PeerClosed, ConnectionError)):
+            call(c, PurgeTopic(S, T))
+    server.proc.wait(EXIT_WAIT_S)  # killed by the fault
+    restart_without_fault(server)
+    assert_purged(server)
+    assert "a purge was interrupted" in server.log_tail(10**6)
+    server.restart()
+    with connect(server) as c:  # what was sent after the purge stays
+        assert [m.offset for m in c.poll_all("s", "t", 0)] == [0]
+
+
+def test_purge_whose_marker_stays_refuses_sends_until_restart(
+        server_factory: ServerFactory) -> None:
+    # removal 1 is the stored offset's file, 2..7 the segment files set aside, 8 the marker
+    server = start(server_factory, "remove-eio@8")
+    with connect(server) as c:
+        fill(c)
+        call(c, PurgeTopic(S, T))
+        assert c.poll_all("s", "t", 0) == []
+        with pytest.raises(StatusError) as caught:
+            c.send("s", "t", raw.partition_id(0), [raw.message(b"would be purged")])
+        assert caught.value.status == CANNOT_WRITE_TO_FILE
+    restart_without_fault(server)
+    assert_purged(server)
+    assert "Traceback" not in server.log_tail(10**6)
