@@ -1,14 +1,21 @@
-"""A purge that a crash interrupts, on a real server: never half done.
+"""A purge that a crash or a failed directory fsync interrupts, on a real server: never half
+done, and with ``enforce_fsync`` on the device once answered.
 
 The faults come through ``TEST_LURCHER_IO_FAULT`` (``lurcher.core.log.faulty_io``):
 ``rename-kill@n`` kills the server at its n-th rename (a purge sets its segment files aside
-by renaming them), ``remove-eio@n`` fails its n-th file removal.
+by renaming them), ``remove-eio@n`` fails its n-th file removal, ``dirsync-eio@n`` its n-th
+directory fsync.
 
 Checked: a server killed anywhere in a purge's renames comes back with the partition fully
 purged (no message pollable, the stored consumer offset gone, only an empty segment at 0,
 sends from offset 0), never with some segments gone and the later ones still served. A
 purge whose marker cannot be removed is done and answered, and the partition refuses sends
-(CannotWriteToFile, 10006) until a restart, which finds it purged.
+(CannotWriteToFile, 10006) until a restart, which finds it purged. With ``enforce_fsync``
+a purge fsyncs the partition directory: one whose first directory fsync (the marker's)
+fails answers CannotDeleteFile (10008) and keeps every message and the offset; one whose
+fsync after the changes fails is done and answered, and the partition refuses sends until a
+restart, which finds it purged. DeleteSegments fsyncs the directory too (a failure is
+logged: the segments are gone).
 """
 
 from __future__ import annotations
@@ -22,10 +29,11 @@ from lurcher.core.wire.requests.consumer_offsets.get_consumer_offset import GetC
 from lurcher.core.wire.requests.consumer_offsets.store_consumer_offset import (
     StoreConsumerOffset,
 )
+from lurcher.core.wire.requests.segments.delete_segments import DeleteSegments
 from lurcher.core.wire.requests.topics.purge_topic import PurgeTopic
 from lurcher.core.wire.values.consumer import Consumer
 from tests.integration.test_purge_faults import (FRESH, MESSAGES, PAYLOAD, call, connect,
-                                                 files)
+                                                 files, refused)
 from tests.support import raw
 from tests.support.raw import PeerClosed, RawClient, StatusError
 from tests.support.server import LurcherServer, ServerFactory
@@ -95,10 +103,12 @@ def test_server_killed_midway_through_a_purge_restarts_fully_purged(
         assert [m.offset for m in c.poll_all("s", "t", 0)] == [0]
 
 
-def test_purge_whose_marker_stays_refuses_sends_until_restart(
-        server_factory: ServerFactory) -> None:
-    # removal 1 is the stored offset's file, 2..7 the segment files set aside, 8 the marker
-    server = start(server_factory, "remove-eio@8")
+# remove-eio@8: removal 1 is the stored offset's file, 2..7 the segment files set aside, 8
+# the marker; dirsync-eio@2: the fsync of the partition directory after the changes
+@pytest.mark.parametrize("fault, fsync", [("remove-eio@8", False), ("dirsync-eio@2", True)])
+def test_purge_not_finished_on_disk_refuses_sends_until_restart(
+        server_factory: ServerFactory, fault: str, fsync: bool) -> None:
+    server = start(server_factory, fault, fsync=fsync)
     with connect(server) as c:
         fill(c)
         call(c, PurgeTopic(S, T))
@@ -108,4 +118,29 @@ def test_purge_whose_marker_stays_refuses_sends_until_restart(
         assert caught.value.status == CANNOT_WRITE_TO_FILE
     restart_without_fault(server)
     assert_purged(server)
+    assert "Traceback" not in server.log_tail(10**6)
+
+
+def test_purge_whose_first_directory_fsync_fails_changes_nothing(
+        server_factory: ServerFactory) -> None:
+    server = start(server_factory, "dirsync-eio@1", fsync=True)
+    with connect(server) as c:
+        fill(c)
+        before = c.poll_all("s", "t", 0)
+        assert refused(c, PurgeTopic(S, T)) == CANNOT_DELETE_FILE
+        assert c.poll_all("s", "t", 0) == before
+        assert stored_offset(c) == STORED
+        call(c, PurgeTopic(S, T))  # the fault fires once
+        assert c.poll_all("s", "t", 0) == []
+    assert "Traceback" not in server.log_tail(10**6)
+
+
+def test_delete_segments_fsyncs_the_directory(server_factory: ServerFactory) -> None:
+    server = start(server_factory, "dirsync-eio@1", fsync=True)
+    with connect(server) as c:
+        fill(c)
+        call(c, DeleteSegments(S, T, 0, 1))  # below the stored offset (4): offsets 0..2
+        polled = c.poll("s", "t", 0, value=0, count=MESSAGES).messages  # from the first kept
+        assert [m.offset for m in polled] == list(range(3, MESSAGES))
+    assert "segments deleted, but the directory fsync failed" in server.log_tail(10**6)
     assert "Traceback" not in server.log_tail(10**6)

@@ -20,6 +20,8 @@ the ``n``-th call (1-based, counted per shard process) of one kind fails once:
   consumer offset file written without fsync) raises EIO and leaves both names as they were.
 - ``rename-kill@n``: the process is killed (SIGKILL, a crash) at the n-th rename, before it
   is done: the renames before it are in the file system, nothing after it runs.
+- ``dirsync-eio@n``: the n-th directory fsync (``sync_directory``: a purge's, a segment
+  deletion's with ``enforce_fsync``) raises EIO without syncing.
 
 Every other call goes to the wrapped backend unchanged. Unset (production), ``select_io``
 returns the backend itself: no wrapper, no cost.
@@ -37,7 +39,7 @@ from lurcher.core.wire.buffer import Buffer
 
 IO_FAULT_ENV = "TEST_LURCHER_IO_FAULT"
 FAULT_KINDS = ("write-eio", "short-write", "fsync-eio", "remove-eio",
-               "rename-eio", "rename-kill")
+               "rename-eio", "rename-kill", "dirsync-eio")
 
 
 def _eio(what: str) -> OSError:
@@ -45,8 +47,8 @@ def _eio(what: str) -> OSError:
 
 
 class FaultyIo:
-    """Delegates to ``inner``; fails the ``at``-th write, fsync, removal or rename as ``kind``
-    says, once (a ``rename-kill`` kills the process)."""
+    """Delegates to ``inner``; fails the ``at``-th write, fsync, removal, rename or directory
+    fsync as ``kind`` says, once (a ``rename-kill`` kills the process)."""
 
     def __init__(self, inner: Any, kind: str, at: int) -> None:
         if kind not in FAULT_KINDS or at < 1:
@@ -57,6 +59,7 @@ class FaultyIo:
         self.fsyncs = 0
         self.removals = 0
         self.renames = 0
+        self.dir_syncs = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -122,6 +125,12 @@ class FaultyIo:
         if self.kind == "rename-eio" and self.renames == self.at:
             raise _eio(f"rename #{self.renames} of {src}")
         self.inner.replace(src, dst)
+
+    def sync_directory(self, path: str) -> None:
+        self.dir_syncs += 1
+        if self.kind == "dirsync-eio" and self.dir_syncs == self.at:
+            raise _eio(f"directory fsync #{self.dir_syncs} of {path}")
+        self.inner.sync_directory(path)
 
 
 def wrap_for_faults(backend: Any) -> Any:

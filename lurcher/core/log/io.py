@@ -1,7 +1,8 @@
 """The storage I/O backend: the only place the log touches file descriptors.
 
 ``IoBackend`` is deliberately small (open, positional write/read, fsync, truncate, size,
-close, plus remove/replace for whole files, plus a batch's paired log and index write) so an
+close, plus remove/replace for whole files and the fsync of a directory, plus a batch's
+paired log and index write) so an
 io_uring backend or a fault-injecting test backend (``faulty_io``, selected by
 ``TEST_LURCHER_IO_FAULT``) can replace ``PosixIo``. Every write is positional and complete:
 ``pwrite`` / ``pwritev`` loop until every byte is in the kernel or raise OSError.
@@ -62,6 +63,7 @@ class IoBackend(Protocol):
     def close(self, fd: int) -> None: ...
     def remove(self, path: str) -> None: ...
     def replace(self, src: str, dst: str) -> None: ...
+    def sync_directory(self, path: str) -> None: ...
     def append_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, fsync: bool) -> None: ...
     def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
@@ -216,6 +218,15 @@ class PosixIo:
 
     def replace(self, src: str, dst: str) -> None:
         os.replace(src, dst)
+
+    def sync_directory(self, path: str) -> None:
+        """fsync the directory ``path``: its entries (files created, renamed, removed) are
+        on the device once this returns. Raises OSError."""
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def append_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, fsync: bool) -> None:

@@ -34,7 +34,9 @@ files are renamed aside (``PURGED_SUFFIX``) before any is removed, and such a fi
 behind is removed at the next open, never read as a segment. Across a crash too: a marker
 file (``PURGE_MARKER``) is created before the purge changes anything and removed once
 every change is done; an open that finds it finishes the purge first (every segment file
-and stored offset removed).
+and stored offset removed). With ``enforce_fsync`` the marker is on the device before the
+first change, and the directories after the last one, before the marker goes and the purge
+is answered; segment deletions fsync the directory too.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from lurcher.core.log.config import Clock, LogConfig, wall_clock_us
 from lurcher.core.log.files import DescriptorCache, FileHandle
 from lurcher.core.log.inline import PROCESS_GATE
 from lurcher.core.log.io import FSYNC_THREAD, Done, IoBackend, PosixIo, is_no_space
-from lurcher.core.log.offsets import (KINDS, ConsumerOffsets, OffsetKind,
+from lurcher.core.log.offsets import (KINDS, ConsumerOffsets, OffsetKind, offset_dirs,
                                       remove_stored_offsets)
 from lurcher.core.log.recovery import RecoveryReport, SegmentMisnamed, first_message_offset
 from lurcher.core.log.segment import (INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, Segment,
@@ -126,7 +128,7 @@ def _remove_leftovers(path: str, io: IoBackend) -> None:
 def _finish_interrupted_purge(path: str, io: IoBackend) -> None:
     """When a purge was interrupted (its ``PURGE_MARKER`` is there: the process died before
     the purge was done), finish it: remove every segment file, set aside or not, and every
-    stored offset, then remove the marker. Raises OSError."""
+    stored offset, fsync the directories, then remove the marker. Raises OSError."""
     marker = os.path.join(path, PURGE_MARKER)
     if not os.path.exists(marker):
         return
@@ -137,14 +139,38 @@ def _finish_interrupted_purge(path: str, io: IoBackend) -> None:
         if name.endswith(suffixes):
             io.remove(os.path.join(path, name))
     remove_stored_offsets(path, io)
-    io.remove(marker)
+    _sync_purged_dirs(path, io)
+    _unmark_purge(marker, path, io, durable=True)
 
 
-def _mark_purge(path: str, io: IoBackend) -> str:
-    """Create the purge marker of the partition in ``path``; its path. Raises OSError."""
+def _mark_purge(path: str, io: IoBackend, durable: bool) -> str:
+    """Create the purge marker of the partition in ``path`` (with ``durable`` fsynced, and
+    its directory entry too); its path. Raises OSError (the marker may then be there)."""
     marker = os.path.join(path, PURGE_MARKER)
-    io.close(io.open(marker))
+    fd = io.open(marker)
+    try:
+        if durable:
+            io.fsync(fd)
+    finally:
+        io.close(fd)
+    if durable:
+        io.sync_directory(path)
     return marker
+
+
+def _unmark_purge(marker: str, path: str, io: IoBackend, durable: bool) -> None:
+    """Remove the purge marker (with ``durable`` its removal is on the device on return).
+    Raises OSError."""
+    io.remove(marker)
+    if durable:
+        io.sync_directory(path)
+
+
+def _sync_purged_dirs(path: str, io: IoBackend) -> None:
+    """fsync the partition directory and its stored offsets' directories: a purge's renames
+    and removals are on the device on return. Raises OSError."""
+    for directory in [path, *offset_dirs(path)]:
+        io.sync_directory(directory)
 
 
 def _set_aside(paths: list[str], io: IoBackend) -> list[str]:
@@ -835,6 +861,7 @@ class Partition:
 
         Returns (segments deleted, messages deleted). Raises OSError when a segment's log
         file cannot be removed: that segment and the later ones stay, in memory as on disk.
+        With ``enforce_fsync`` the directory is fsynced after the removals (``_sync_removals``).
         """
         doomed = self.segments[:max(0, min(n, self.deletable_segments(barrier)))]
         gone: list[Segment] = []
@@ -844,7 +871,19 @@ class Partition:
                 gone.append(segment)
         finally:
             messages = self._forget_oldest(gone)
+            if gone and self.config.enforce_fsync:
+                self._sync_removals()
         return len(gone), messages
+
+    def _sync_removals(self) -> None:
+        """fsync the directory after segment removals. A failure is logged, not raised: the
+        segments are gone here, a caller asked again would delete more, and segments a power
+        loss brings back are only deleted again by retention."""
+        try:
+            self.io.sync_directory(self.path)
+        except OSError as exc:
+            log.error("partition %s: segments deleted, but the directory fsync failed (%s): "
+                      "a power loss may bring them back", self.path, exc)
 
     def _forget_oldest(self, gone: list[Segment]) -> int:
         """Drop the oldest segments ``gone`` (their files deleted) from the segments and
@@ -874,10 +913,14 @@ class Partition:
         Across a crash: ``PURGE_MARKER`` is there from before the first change to after the
         last (``_finish_interrupted_purge``). Raises IggyError CANNOT_DELETE_FILE (10008, as
         0.8) when a file cannot be removed or set aside, or the marker cannot be made.
-        When the marker cannot be removed, the purge is done all the same (the marker, left,
-        has the next start finish it) and the partition refuses sends until a restart
+
+        With ``enforce_fsync`` an answered purge is durable: the marker is fsynced (file and
+        directory) before the first change, the directories after the last. When that last
+        fsync or the marker's removal fails, the purge is done all the same (the marker,
+        left, has the next start finish it) and the partition refuses sends until a restart
         (``storage_failure``): that start would remove them with the rest."""
-        marker = self._mark_purge()
+        durable = self.config.enforce_fsync
+        marker = self._mark_purge(durable)
         try:
             self.offsets.clear()
             set_aside = _set_aside([path for segment in self.segments
@@ -891,16 +934,16 @@ class Partition:
             segment.close()
         _remove_set_aside(set_aside, self.io)
         self._start_empty()
-        self._finish_purge(marker)
+        self._finish_purge(marker, durable)
 
-    def _mark_purge(self) -> str | None:
+    def _mark_purge(self, durable: bool) -> str | None:
         """``_mark_purge`` for this partition; None when the disk has no room for the
         marker (logged: a purge is how room is made, so it goes on without one, and a crash
         during it may leave it half done). Raises IggyError CANNOT_DELETE_FILE after
         removing the marker again (nothing has changed)."""
         marker = os.path.join(self.path, PURGE_MARKER)
         try:
-            return _mark_purge(self.path, self.io)
+            return _mark_purge(self.path, self.io, durable)
         except OSError as exc:
             if is_no_space(exc) and not os.path.exists(marker):
                 log.warning("partition %s: no room for the purge marker (%s); purged without "
@@ -916,17 +959,20 @@ class Partition:
         if marker is None:
             return
         try:
-            self.io.remove(marker)
+            _unmark_purge(marker, self.path, self.io, self.config.enforce_fsync)
         except OSError as exc:
             log.error("%s: the marker of a purge that failed cannot be removed (%s): the "
                       "next start purges the partition", self.path, exc)
 
-    def _finish_purge(self, marker: str | None) -> None:
-        """After the last change: remove the marker (if made). A failure keeps the
-        partition from taking sends until a restart (see ``purge``)."""
+    def _finish_purge(self, marker: str | None, durable: bool) -> None:
+        """After the last change: with ``durable`` fsync the directories, then remove the
+        marker (if made). A failure keeps the partition from taking sends until a restart
+        (see ``purge``)."""
         try:
+            if durable:
+                _sync_purged_dirs(self.path, self.io)
             if marker is not None:
-                self.io.remove(marker)
+                _unmark_purge(marker, self.path, self.io, durable)
         except OSError as exc:
             self.storage_failure = f"purge not finished on disk: {exc}"
             log.error("partition %s: purged, but its purge cannot be finished on disk (%s); "
