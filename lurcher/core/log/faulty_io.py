@@ -17,11 +17,14 @@ the ``n``-th call (1-based, counted per shard process) of one kind fails once:
   consumer offset file) raises EIO and leaves the file in place, as a directory that refuses
   to let go of its entries does.
 - ``rename-eio@n``: the n-th rename (``replace``: a purge setting a segment file aside, a
-  consumer offset file written without fsync) raises EIO and leaves both names as they were.
+  consumer offset file written) raises EIO and leaves both names as they were.
 - ``rename-kill@n``: the process is killed (SIGKILL, a crash) at the n-th rename, before it
   is done: the renames before it are in the file system, nothing after it runs.
 - ``dirsync-eio@n``: the n-th directory fsync (``sync_directory``: a purge's, a segment
   deletion's with ``enforce_fsync``) raises EIO without syncing.
+
+Removals and renames of consumer offset files count too, those the offsets thread makes
+with ``enforce_fsync`` included.
 
 Every other call goes to the wrapped backend unchanged. Unset (production), ``select_io``
 returns the backend itself: no wrapper, no cost.
@@ -112,19 +115,19 @@ class FaultyIo:
         self._fsync_fault()
         self.inner.fsync_in_worker(fd)
 
-    def remove(self, path: str) -> None:
+    def remove(self, path: str, folder: int | None = None) -> None:
         self.removals += 1
         if self.kind == "remove-eio" and self.removals == self.at:
             raise _eio(f"remove #{self.removals} of {path}")
-        self.inner.remove(path)
+        self.inner.remove(path, folder)
 
-    def replace(self, src: str, dst: str) -> None:
+    def replace(self, src: str, dst: str, folder: int | None = None) -> None:
         self.renames += 1
         if self.renames == self.at and self.kind == "rename-kill":
             os.kill(os.getpid(), signal.SIGKILL)
         if self.kind == "rename-eio" and self.renames == self.at:
             raise _eio(f"rename #{self.renames} of {src}")
-        self.inner.replace(src, dst)
+        self.inner.replace(src, dst, folder)
 
     def sync_directory(self, path: str) -> None:
         self.dir_syncs += 1

@@ -61,8 +61,8 @@ class IoBackend(Protocol):
     def truncate(self, fd: int, length: int) -> None: ...
     def size(self, fd: int) -> int: ...
     def close(self, fd: int) -> None: ...
-    def remove(self, path: str) -> None: ...
-    def replace(self, src: str, dst: str) -> None: ...
+    def remove(self, path: str, folder: int | None = None) -> None: ...
+    def replace(self, src: str, dst: str, folder: int | None = None) -> None: ...
     def sync_directory(self, path: str) -> None: ...
     def append_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, fsync: bool) -> None: ...
@@ -209,15 +209,17 @@ class PosixIo:
     def close(self, fd: int) -> None:
         os.close(fd)
 
-    def remove(self, path: str) -> None:
-        """Delete a file; a missing file is not an error."""
+    def remove(self, path: str, folder: int | None = None) -> None:
+        """Delete a file (``path`` relative to the directory descriptor ``folder`` when
+        given); a missing file is not an error."""
         try:
-            os.unlink(path)
+            os.unlink(path, dir_fd=folder)
         except FileNotFoundError:
             pass
 
-    def replace(self, src: str, dst: str) -> None:
-        os.replace(src, dst)
+    def replace(self, src: str, dst: str, folder: int | None = None) -> None:
+        """Rename ``src`` to ``dst`` atomically (both relative to ``folder`` when given)."""
+        os.replace(src, dst, src_dir_fd=folder, dst_dir_fd=folder)
 
     def sync_directory(self, path: str) -> None:
         """fsync the directory ``path``: its entries (files created, renamed, removed) are

@@ -11,7 +11,9 @@ waits for the device: ``store`` and ``delete`` return a future, and the process'
 thread (one ``WriterThread``, first in first out) writes the temporary file, fsyncs it,
 renames it and fsyncs the directory (or removes the file and fsyncs the directory). It works
 through a descriptor of the directory opened at the call, so a call still queued when its
-topic is deleted never lands in a topic re-created under the same id.
+topic is deleted never lands in a topic re-created under the same id. Every removal and
+rename, on either path, goes through the ``IoBackend`` (``remove``/``replace``, relative to
+that descriptor on the offsets thread), so a fault-injecting backend sees them all.
 
 Two views, with fsync: the dict holds what the device has (each call's effect is applied
 when it succeeded, in call order, so a failed call leaves the previous value); ``get``,
@@ -250,7 +252,7 @@ class ConsumerOffsets:
                 self.io.fsync_in_worker(fd)
             finally:
                 os.close(fd)
-            os.replace(name + _TMP, name, src_dir_fd=folder, dst_dir_fd=folder)
+            self.io.replace(name + _TMP, name, folder)
             self.io.fsync_in_worker(folder)
         finally:
             os.close(folder)
@@ -259,7 +261,7 @@ class ConsumerOffsets:
         """On the offsets thread: remove ``name`` (if there), fsync the directory; closes
         ``folder``."""
         try:
-            _unlink_if_there(folder, name)
+            self.io.remove(name, folder)
             self.io.fsync_in_worker(folder)
         finally:
             os.close(folder)
@@ -269,7 +271,7 @@ class ConsumerOffsets:
         try:
             for folder in folders:
                 for name in os.listdir(folder):
-                    _unlink_if_there(folder, name)
+                    self.io.remove(name, folder)
                 self.io.fsync_in_worker(folder)
         finally:
             for folder in folders:
@@ -338,12 +340,3 @@ def _refusal(exc: OSError, code: int) -> IggyError:
 def _log_failed_removal(error: OSError | None) -> None:
     if error is not None:
         log.error("removing purged consumer offset files failed: %s", error)
-
-
-def _unlink_if_there(folder: int, name: str) -> None:
-    """Remove ``name`` relative to the directory descriptor ``folder``; gone already is
-    fine."""
-    try:
-        os.unlink(name, dir_fd=folder)
-    except FileNotFoundError:
-        pass

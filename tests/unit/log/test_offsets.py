@@ -14,6 +14,7 @@ import pytest
 from log_helpers import batch
 
 from lurcher.core.log import LogConfig, Partition, PosixIo
+from lurcher.core.log.faulty_io import FaultyIo
 from lurcher.core.log.offsets import ConsumerOffsets
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -254,6 +255,35 @@ async def test_failed_fsync_fails_the_store_and_keeps_the_previous_offset(part_d
         await offsets.delete("consumers", 3)
     assert info.value.code == ErrorCode.CANNOT_WRITE_TO_FILE
     assert offsets.get("consumers", 3) == 10
+
+
+# the first store renames its file (rename 1) and removes nothing
+@pytest.mark.parametrize("fault, call", [("remove-eio@1", "delete"), ("rename-eio@2", "store")])
+async def test_the_offsets_thread_removes_and_renames_through_the_io_backend(part_dir, fault,
+                                                                             call):
+    """A fault test sees the files the offsets thread changes with fsync: a removal or
+    rename that fails fails the call and keeps the stored offset."""
+    kind, _, at = fault.partition("@")
+    offsets = offsets_with_fsync(part_dir, FaultyIo(PosixIo(), kind, int(at)))
+    await offsets.store("consumers", 3, 10)
+    pending = (offsets.delete("consumers", 3) if call == "delete"
+               else offsets.store("consumers", 3, 11))
+    with pytest.raises(IggyError) as info:
+        await pending
+    assert info.value.code == ErrorCode.CANNOT_WRITE_TO_FILE
+    assert offsets.get("consumers", 3) == 10 == stored_file(part_dir, "consumers", 3)
+
+
+async def test_a_purge_removes_queued_offsets_through_the_io_backend(part_dir):
+    """``clear`` with a store still queued: the removal it queues behind the store (of the
+    file the store leaves) goes through the backend too."""
+    io = FaultyIo(PosixIo(), "remove-eio", 99)  # counts, never fires here
+    offsets = offsets_with_fsync(part_dir, io)
+    queued = offsets.store("consumers", 6, 2)
+    offsets.clear()
+    await queued
+    ConsumerOffsets.drain()
+    assert io.removals == 1 and loaded(part_dir, "consumers") == {}
 
 
 async def test_a_failed_store_keeps_the_earlier_one_that_succeeded(part_dir):
