@@ -3,13 +3,13 @@ done, and with ``enforce_fsync`` on the device once answered.
 
 The faults come through ``TEST_LURCHER_IO_FAULT`` (``lurcher.core.log.faulty_io``):
 ``rename-kill@n`` kills the server at its n-th rename (a purge sets its segment files aside
-by renaming them), ``remove-eio@n`` fails its n-th file removal, ``dirsync-eio@n`` its n-th
-directory fsync.
+by renaming them, then its marker), ``rename-eio@n`` fails its n-th rename,
+``dirsync-eio@n`` its n-th directory fsync.
 
 Checked: a server killed anywhere in a purge's renames comes back with the partition fully
 purged (no message pollable, the stored consumer offset gone, only an empty segment at 0,
 sends from offset 0), never with some segments gone and the later ones still served. A
-purge whose marker cannot be removed is done and answered, and the partition refuses sends
+purge whose marker cannot be set aside is done and answered, and the partition refuses sends
 (CannotWriteToFile, 10006) until a restart, which finds it purged. With ``enforce_fsync``
 a purge fsyncs the partition directory: one whose first directory fsync (the marker's)
 fails answers CannotDeleteFile (10008) and keeps every message and the offset; one whose
@@ -103,9 +103,9 @@ def test_server_killed_midway_through_a_purge_restarts_fully_purged(
         assert [m.offset for m in c.poll_all("s", "t", 0)] == [0]
 
 
-# remove-eio@8: removal 1 is the stored offset's file, 2..7 the segment files set aside, 8
-# the marker; dirsync-eio@2: the fsync of the partition directory after the changes
-@pytest.mark.parametrize("fault, fsync", [("remove-eio@8", False), ("dirsync-eio@2", True)])
+# rename-eio@8: rename 1 is the offset store, 2..7 set the segment files aside, 8 the
+# marker; dirsync-eio@2: the fsync of the partition directory after the changes
+@pytest.mark.parametrize("fault, fsync", [("rename-eio@8", False), ("dirsync-eio@2", True)])
 def test_purge_not_finished_on_disk_refuses_sends_until_restart(
         server_factory: ServerFactory, fault: str, fsync: bool) -> None:
     server = start(server_factory, fault, fsync=fsync)

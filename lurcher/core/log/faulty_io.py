@@ -16,6 +16,8 @@ the ``n``-th call (1-based, counted per shard process) of one kind fails once:
 - ``remove-eio@n``: the n-th file removal (``remove``: a segment's log or index file, a
   consumer offset file) raises EIO and leaves the file in place, as a directory that refuses
   to let go of its entries does.
+- ``remove-slow@n``: the n-th file removal first sleeps ``SLOW_REMOVAL_S`` (a big file
+  whose blocks take long to free), then removes the file.
 - ``rename-eio@n``: the n-th rename (``replace``: a purge setting a segment file aside, a
   consumer offset file written) raises EIO and leaves both names as they were.
 - ``rename-kill@n``: the process is killed (SIGKILL, a crash) at the n-th rename, before it
@@ -36,13 +38,15 @@ import asyncio
 import errno
 import os
 import signal
+import time
 from typing import Any
 
 from lurcher.core.wire.buffer import Buffer
 
 IO_FAULT_ENV = "TEST_LURCHER_IO_FAULT"
 FAULT_KINDS = ("write-eio", "short-write", "fsync-eio", "remove-eio",
-               "rename-eio", "rename-kill", "dirsync-eio")
+               "rename-eio", "rename-kill", "dirsync-eio", "remove-slow")
+SLOW_REMOVAL_S = 3.0
 
 
 def _eio(what: str) -> OSError:
@@ -119,6 +123,8 @@ class FaultyIo:
         self.removals += 1
         if self.kind == "remove-eio" and self.removals == self.at:
             raise _eio(f"remove #{self.removals} of {path}")
+        if self.kind == "remove-slow" and self.removals == self.at:
+            time.sleep(SLOW_REMOVAL_S)
         self.inner.remove(path, folder)
 
     def replace(self, src: str, dst: str, folder: int | None = None) -> None:

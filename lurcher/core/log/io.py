@@ -7,6 +7,9 @@ io_uring backend or a fault-injecting test backend (``faulty_io``, selected by
 ``TEST_LURCHER_IO_FAULT``) can replace ``PosixIo``. Every write is positional and complete:
 ``pwrite`` / ``pwritev`` loop until every byte is in the kernel or raise OSError.
 
+``run_in_worker`` runs other blocking file work (a purge's removals: an unlink of a big
+segment can take tens of milliseconds) the same way, so the event loop never waits for it.
+
 ``submit_pair`` is the asynchronous form of ``append_pair`` used by the send path: it
 returns at once and later calls ``done(None)`` or ``done(OSError)`` on the event loop that
 submitted it. ``PosixIo`` runs it on one dedicated writer thread per backend (so per shard):
@@ -64,6 +67,7 @@ class IoBackend(Protocol):
     def remove(self, path: str, folder: int | None = None) -> None: ...
     def replace(self, src: str, dst: str, folder: int | None = None) -> None: ...
     def sync_directory(self, path: str) -> None: ...
+    def run_in_worker(self, job: Callable[[], None], done: Done) -> None: ...
     def append_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, fsync: bool) -> None: ...
     def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
@@ -239,14 +243,22 @@ class PosixIo:
             self.fsync(log_fd)
             self.fsync(index_fd)
 
+    def run_in_worker(self, job: Callable[[], None], done: Done) -> None:
+        """Run a blocking file job (a purge's removals) on the writer thread, after the
+        writes submitted before it; ``done(None | OSError)`` on the event loop after it."""
+        self._writer_thread().run(job, done)
+
+    def _writer_thread(self) -> WriterThread:
+        if self._writer is None:
+            self._writer = WriterThread("lurcher-writer")
+        return self._writer
+
     def submit_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, done: Done,
                     reserve: Reserve = None, writeback: bool = False) -> None:
         """``append_pair`` (no fsync) on the writer thread, then the log's ``reserve``
         (``reserve_space``, failures ignored) and with ``writeback`` ``start_writeback`` of
         both files; ``done`` on the event loop after all of it."""
-        if self._writer is None:
-            self._writer = WriterThread("lurcher-writer")
 
         def job() -> None:
             PosixIo.append_pair(self, log_fd, blob, log_position, index_fd, entries,
@@ -257,7 +269,7 @@ class PosixIo:
                 self.start_writeback(log_fd)
                 self.start_writeback(index_fd)
 
-        self._writer.run(job, done)
+        self._writer_thread().run(job, done)
 
 
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})

@@ -32,9 +32,11 @@ group-commit round begun before it reports nothing about the new files (``synced
 the last synced offset starts at 0. A purge is all or nothing per partition: its segment
 files are renamed aside (``PURGED_SUFFIX``) before any is removed, and such a file left
 behind is removed at the next open, never read as a segment. Across a crash too: a marker
-file (``PURGE_MARKER``) is created before the purge changes anything and removed once
-every change is done; an open that finds it finishes the purge first (every segment file
-and stored offset removed). With ``enforce_fsync`` the marker is on the device before the
+file (``PURGE_MARKER``) is created before the purge changes anything and set aside once
+every stored offset is removed and every segment file set aside; an open that finds it
+finishes the purge first (every segment file and stored offset removed). The files set
+aside are removed on the backend's worker thread, never on the event loop, and the purge
+is answered after that. With ``enforce_fsync`` the marker is on the device before the
 first change, and the directories after the last one, before the marker goes and the purge
 is answered; segment deletions fsync the directory too.
 """
@@ -48,7 +50,7 @@ import math
 import operator
 import os
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -128,7 +130,8 @@ def _remove_leftovers(path: str, io: IoBackend) -> None:
 def _finish_interrupted_purge(path: str, io: IoBackend) -> None:
     """When a purge was interrupted (its ``PURGE_MARKER`` is there: the process died before
     the purge was done), finish it: remove every segment file, set aside or not, and every
-    stored offset, fsync the directories, then remove the marker. Raises OSError."""
+    stored offset, fsync the directories, then set the marker aside (``_remove_leftovers``
+    removes it). Raises OSError."""
     marker = os.path.join(path, PURGE_MARKER)
     if not os.path.exists(marker):
         return
@@ -158,12 +161,15 @@ def _mark_purge(path: str, io: IoBackend, durable: bool) -> str:
     return marker
 
 
-def _unmark_purge(marker: str, path: str, io: IoBackend, durable: bool) -> None:
-    """Remove the purge marker (with ``durable`` its removal is on the device on return).
-    Raises OSError."""
-    io.remove(marker)
+def _unmark_purge(marker: str, path: str, io: IoBackend, durable: bool) -> str:
+    """Rename the purge marker aside (``PURGED_SUFFIX``: removed with the files the purge
+    set aside, off the event loop, or at the next open); with ``durable`` the rename is on
+    the device on return. Returns the new name. Raises OSError."""
+    aside = marker + PURGED_SUFFIX
+    io.replace(marker, aside)
     if durable:
         io.sync_directory(path)
+    return aside
 
 
 def _sync_purged_dirs(path: str, io: IoBackend) -> None:
@@ -898,7 +904,7 @@ class Partition:
                      len(gone), messages, self.first_offset, self.path)
         return messages
 
-    def purge(self) -> None:
+    def purge(self) -> asyncio.Future | None:
         """Drop every segment and stored offset; restart empty at offset 0 (as 0.8 does).
         Batches in flight or still waiting for their turn are answered, and gone with the
         rest: they came before the purge (not refused: 0.8 runs a purge between two sends).
@@ -908,15 +914,19 @@ class Partition:
 
         All or nothing for the messages: every segment file is first renamed aside
         (``_set_aside``), so a file that cannot be renamed leaves every segment in place, in
-        memory as on disk; set aside, they are removed, and one that cannot be is removed at
-        the next start. The stored offsets go first, each file before its value in memory.
-        Across a crash: ``PURGE_MARKER`` is there from before the first change to after the
-        last (``_finish_interrupted_purge``). Raises IggyError CANNOT_DELETE_FILE (10008, as
-        0.8) when a file cannot be removed or set aside, or the marker cannot be made.
+        memory as on disk; set aside, they are removed off the event loop, and one that
+        cannot be is removed at the next start. The stored offsets go first, each file
+        before its value in memory. Across a crash: ``PURGE_MARKER`` is there from before the
+        first change until every file is set aside (a file set aside is removed at any open;
+        ``_finish_interrupted_purge``); then it is set aside too. Raises IggyError
+        CANNOT_DELETE_FILE (10008, as 0.8) when a file cannot be removed or set aside, or
+        the marker cannot be made. Returns a future that resolves once the files set aside
+        are removed (answer the purge then; ``_remove_in_worker``), or None without an
+        event loop.
 
         With ``enforce_fsync`` an answered purge is durable: the marker is fsynced (file and
         directory) before the first change, the directories after the last. When that last
-        fsync or the marker's removal fails, the purge is done all the same (the marker,
+        fsync or the marker's rename fails, the purge is done all the same (the marker,
         left, has the next start finish it) and the partition refuses sends until a restart
         (``storage_failure``): that start would remove them with the rest."""
         durable = self.config.enforce_fsync
@@ -929,12 +939,26 @@ class Partition:
         except OSError as exc:
             self._unmark_failed_purge(marker)
             raise _not_purged(self.path, exc) from exc
+        set_aside += self._finish_purge(marker, durable)
         self._abandon_inflight(refuse_with=None)
         for segment in self.segments:
             segment.close()
-        _remove_set_aside(set_aside, self.io)
         self._start_empty()
-        self._finish_purge(marker, durable)
+        return self._remove_in_worker(set_aside)
+
+    def _remove_in_worker(self, set_aside: list[str]) -> asyncio.Future | None:
+        """Remove the files set aside on the backend's worker thread (``run_in_worker``:
+        freeing a big file's blocks can take tens of milliseconds); a future that resolves
+        after it. Without an event loop (tools, start-up) they are removed here and now, and
+        None is returned. A file that cannot be removed is logged (``_remove_set_aside``)."""
+        try:
+            future = asyncio.get_running_loop().create_future()
+        except RuntimeError:
+            _remove_set_aside(set_aside, self.io)
+            return None
+        self.io.run_in_worker(lambda: _remove_set_aside(set_aside, self.io),
+                              lambda _error: future.done() or future.set_result(None))
+        return future
 
     def _mark_purge(self, durable: bool) -> str | None:
         """``_mark_purge`` for this partition; None when the disk has no room for the
@@ -959,24 +983,28 @@ class Partition:
         if marker is None:
             return
         try:
-            _unmark_purge(marker, self.path, self.io, self.config.enforce_fsync)
+            aside = _unmark_purge(marker, self.path, self.io, self.config.enforce_fsync)
         except OSError as exc:
             log.error("%s: the marker of a purge that failed cannot be removed (%s): the "
                       "next start purges the partition", self.path, exc)
+            return
+        _remove_set_aside([aside], self.io)
 
-    def _finish_purge(self, marker: str | None, durable: bool) -> None:
-        """After the last change: with ``durable`` fsync the directories, then remove the
-        marker (if made). A failure keeps the partition from taking sends until a restart
-        (see ``purge``)."""
+    def _finish_purge(self, marker: str | None, durable: bool) -> list[str]:
+        """Once every file is set aside (the marker has done its work: what is set aside is
+        removed at any open): with ``durable`` fsync the directories, then set the marker
+        (if made) aside; the files to remove with the others. A failure keeps the partition
+        from taking sends until a restart (see ``purge``)."""
         try:
             if durable:
                 _sync_purged_dirs(self.path, self.io)
-            if marker is not None:
-                _unmark_purge(marker, self.path, self.io, durable)
+            return [] if marker is None else [_unmark_purge(marker, self.path, self.io,
+                                                            durable)]
         except OSError as exc:
             self.storage_failure = f"purge not finished on disk: {exc}"
             log.error("partition %s: purged, but its purge cannot be finished on disk (%s); "
                       "refusing writes until restart, which finishes it", self.path, exc)
+            return []
 
     def _start_empty(self) -> None:
         """Counters and timestamps of an empty partition, a new ``epoch``, a new segment at
@@ -1020,18 +1048,33 @@ def _not_purged(path: str, exc: OSError) -> IggyError:
 
 
 def purge_each(partitions: Iterable[Partition],
-               then: Callable[[Partition], None] = lambda _partition: None) -> None:
+               then: Callable[[Partition], None] = lambda _partition: None
+               ) -> Awaitable[None] | None:
     """Purge every partition, also after one that could not be purged (each is purged
     whole or not at all, ``Partition.purge``), calling ``then`` with each one purged.
-    Raises the first one's IggyError."""
+    Returns what to await before answering (the removals off the event loop), or None when
+    there is nothing to wait for. Raises (or the awaitable raises, after the removals) the
+    first failure's IggyError."""
     failed: IggyError | None = None
+    removals: list[asyncio.Future] = []
     for partition in partitions:
         try:
-            partition.purge()
+            removal = partition.purge()
         except IggyError as exc:
             failed = failed or exc
-        else:
-            then(partition)
+            continue
+        then(partition)
+        if removal is not None:
+            removals.append(removal)
+    if not removals:
+        if failed is not None:
+            raise failed
+        return None
+    return _after_removals(removals, failed)
+
+
+async def _after_removals(removals: list[asyncio.Future], failed: IggyError | None) -> None:
+    await asyncio.gather(*removals)
     if failed is not None:
         raise failed
 

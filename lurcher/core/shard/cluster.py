@@ -149,9 +149,11 @@ class Cluster:
                     for x in self.shard.sessions.values()]
         return Reply(rid=msg.rid, data=[parts, sessions])
 
-    def _on_purge(self, link: Link, msg: Purge) -> Reply:
+    async def _on_purge(self, link: Link, msg: Purge) -> Reply:
         try:
-            self.shard.purge_local(msg.stream_id, msg.topic_id)
+            removals = self.shard.purge_local(msg.stream_id, msg.topic_id)
+            if removals is not None:
+                await removals
         except IggyError as exc:
             return Reply(rid=msg.rid, status=exc.status)
         return Reply(rid=msg.rid)

@@ -19,7 +19,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from lurcher.auth.passwords import Passwords
 from lurcher.auth.permissions import authorize
@@ -246,15 +246,16 @@ class Shard:
         remote = list(self.cluster.remote_sessions) if self.cluster else []
         return list(self.sessions.values()) + remote
 
-    def purge_local(self, stream_id: int, topic_id: int | None) -> None:
+    def purge_local(self, stream_id: int, topic_id: int | None) -> Awaitable[None] | None:
         """Purge the owned partitions of a stream (every topic) or of one topic, and tell
-        the consumer groups of each one purged. Nothing on a cluster node: its partitions
-        are purged through their replication groups. Raises IggyError (``purge_each``)."""
+        the consumer groups of each one purged; what to await before answering
+        (``purge_each``). Nothing on a cluster node: its partitions are purged through their
+        replication groups. Raises IggyError (``purge_each``)."""
         if self.config.typed.cluster.enabled:
-            return
+            return None
         keys = {partition: key for key, partition in self.partitions.items()
                 if key[0] == stream_id and (topic_id is None or key[1] == topic_id)}
-        purge_each(list(keys), then=lambda partition: self._purged(*keys[partition]))
+        return purge_each(list(keys), then=lambda partition: self._purged(*keys[partition]))
 
     def _purged(self, stream_id: int, topic_id: int, partition_id: int) -> None:
         topic = self._topic_by_ids(stream_id, topic_id)

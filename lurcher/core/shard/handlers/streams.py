@@ -78,5 +78,4 @@ def purge_stream(shard: ShardFace, session: Session, req: PurgeStream) -> Any:
     if forwarded is not None:
         return forwarded
     stream = shard.meta.state.stream(req.stream_id)
-    shard.purge_local(stream.id, None)
-    return None
+    return shard.purge_local(stream.id, None)

@@ -135,5 +135,4 @@ def purge_topic(shard: ShardFace, session: Session, req: PurgeTopic) -> Any:
     if forwarded is not None:
         return forwarded
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
-    shard.purge_local(topic.stream_id, topic.id)
-    return None
+    return shard.purge_local(topic.stream_id, topic.id)
