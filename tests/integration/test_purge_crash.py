@@ -45,6 +45,7 @@ FSYNC = "LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC"
 S, T = Identifier.parse("s"), Identifier.parse("t")
 EXIT_WAIT_S = 20.0
 STORED = 4  # the offset consumer 1 stores before the purge
+AFTER_FILL_DIRSYNC = 3  # the first directory fsync after ``fill`` (1 and 2: its new segments)
 
 
 def start(server_factory: ServerFactory, fault: str, io: str = "posix",
@@ -104,8 +105,10 @@ def test_server_killed_midway_through_a_purge_restarts_fully_purged(
 
 
 # rename-eio@8: rename 1 is the offset store, 2..7 set the segment files aside, 8 the
-# marker; dirsync-eio@2: the fsync of the partition directory after the changes
-@pytest.mark.parametrize("fault, fsync", [("rename-eio@8", False), ("dirsync-eio@2", True)])
+# marker; dirsync-eio@4: the fsync of the partition directory after the changes (see
+# ``AFTER_FILL_DIRSYNC``)
+@pytest.mark.parametrize("fault, fsync", [("rename-eio@8", False),
+                                          (f"dirsync-eio@{AFTER_FILL_DIRSYNC + 1}", True)])
 def test_purge_not_finished_on_disk_refuses_sends_until_restart(
         server_factory: ServerFactory, fault: str, fsync: bool) -> None:
     server = start(server_factory, fault, fsync=fsync)
@@ -123,7 +126,7 @@ def test_purge_not_finished_on_disk_refuses_sends_until_restart(
 
 def test_purge_whose_first_directory_fsync_fails_changes_nothing(
         server_factory: ServerFactory) -> None:
-    server = start(server_factory, "dirsync-eio@1", fsync=True)
+    server = start(server_factory, f"dirsync-eio@{AFTER_FILL_DIRSYNC}", fsync=True)
     with connect(server) as c:
         fill(c)
         before = c.poll_all("s", "t", 0)
@@ -136,7 +139,7 @@ def test_purge_whose_first_directory_fsync_fails_changes_nothing(
 
 
 def test_delete_segments_fsyncs_the_directory(server_factory: ServerFactory) -> None:
-    server = start(server_factory, "dirsync-eio@1", fsync=True)
+    server = start(server_factory, f"dirsync-eio@{AFTER_FILL_DIRSYNC}", fsync=True)
     with connect(server) as c:
         fill(c)
         call(c, DeleteSegments(S, T, 0, 1))  # below the stored offset (4): offsets 0..2

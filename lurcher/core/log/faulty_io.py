@@ -22,8 +22,9 @@ the ``n``-th call (1-based, counted per shard process) of one kind fails once:
   consumer offset file written) raises EIO and leaves both names as they were.
 - ``rename-kill@n``: the process is killed (SIGKILL, a crash) at the n-th rename, before it
   is done: the renames before it are in the file system, nothing after it runs.
-- ``dirsync-eio@n``: the n-th directory fsync (``sync_directory``: a purge's, a segment
-  deletion's with ``enforce_fsync``) raises EIO without syncing.
+- ``dirsync-eio@n``: the n-th directory fsync (``sync_directory``, with ``enforce_fsync``: a
+  purge's, a segment deletion's, a group-commit round's after a new segment) raises EIO
+  without syncing.
 
 Removals and renames of consumer offset files count too, those the offsets thread makes
 with ``enforce_fsync`` included.

@@ -19,7 +19,9 @@ Durability: ``append`` returns, and ``append_async``'s future resolves, once the
 the kernel (positional writes, nothing buffered in Python); ``append`` with
 ``enforce_fsync`` (no group commit) also after fsync of log and index.
 With group commit the caller reports each successful fsync (``synced_to``) and each failed
-one (``fail_storage``). After a failed fsync the page cache is suspect (the kernel may have
+one (``fail_storage``); a segment created since the caller's last round has the caller fsync
+the directory too (``take_unsynced_directory``: a new file's name is on the device only
+then). After a failed fsync the page cache is suspect (the kernel may have
 dropped the dirty pages it could not write and report success next time: "fsyncgate"), so the
 partition cuts its log back to the last synced offset (nothing unacknowledged stays) and
 refuses every later append with CANNOT_WRITE_TO_FILE until it is reopened (server restart),
@@ -258,6 +260,7 @@ class Partition:
         self.closed = False
         self._pending_count = 0  # messages stamped but not yet written (in flight)
         self._pending_bytes = 0
+        self._directory_unsynced = False  # a segment file created since the last round
         self.pipeline = AppendPipeline(config.max_inflight_batches)
         self.inline_gate = PROCESS_GATE
         self.cache_window = CacheWindow(0, list)  # set by ``open`` once the segments are loaded
@@ -511,6 +514,7 @@ class Partition:
                 self._seal_durably(segment)
             try:
                 self._add_segment(Segment(self.path, self.next_offset, self.files))
+                self._directory_unsynced = True
             except OSError as e:
                 self._refuse_if_deleted(e)
                 self._report_rotation_failure(e)
@@ -662,6 +666,14 @@ class Partition:
         for segment in dirty:  # only once every handle was had: a failure leaves them dirty
             segment.dirty = False
         return handles
+
+    def take_unsynced_directory(self) -> str | None:
+        """The partition directory when a segment was created in it since the last call
+        (the caller fsyncs it with the files: group commit), else None."""
+        if not self._directory_unsynced:
+            return None
+        self._directory_unsynced = False
+        return self.path
 
     # -- reading -------------------------------------------------------------------------
 
@@ -1022,6 +1034,7 @@ class Partition:
             fresh = Segment(self.path, 0, self.files, create=False)
         self._add_segment(fresh)
         self.cache_window.follow()
+        self._directory_unsynced = True
 
     def close(self, deleted: bool = False) -> None:
         """Close every segment's files (fsync first when ``enforce_fsync``); with nothing in

@@ -6,7 +6,9 @@ batch written while the previous round ran.
 unsynced descriptors and its next offset are taken on the event loop (so a write that lands
 later marks them again for the next round) and fsynced together with every other partition's
 in the same round, each partition on its own: one partition's failure fails only its
-waiters. Rounds run one at a time on the group commit's own thread (``WriterThread``), whose
+waiters. A partition that created a segment since its last round has its directory fsynced
+in the round too (``Partition.take_unsynced_directory``): the new files' names must be on the
+device before a batch in them is acknowledged. Rounds run one at a time on the group commit's own thread (``WriterThread``), whose
 completion wakes the event loop once: no executor, no task, no coroutine per send.
 
 A failed fsync answers CANNOT_SYNC_FILE to every batch of that partition not yet
@@ -31,19 +33,22 @@ from lurcher.core.wire.errors import IggyError
 log = logging.getLogger(__name__)
 
 
-def _fsync_each(items: list[tuple[Any, list[Any]]]) -> list[OSError | None]:
+def _fsync_each(items: list[tuple[Any, list[Any], str | None]]) -> list[OSError | None]:
     """fsync each partition's ``FileHandle``s (held here, so none is closed meanwhile)
     through its storage backend, after starting the writeback of them all (the device gets
     every file's pages at once; measured: 0.73-0.90 against 0.84-0.98 ms for a 1 MiB log
-    write and its index); per partition, the error or None."""
-    for partition, handles in items:
+    write and its index), then its directory when given; per partition, the error or
+    None."""
+    for partition, handles, _ in items:
         for handle in handles:
             partition.io.start_writeback(handle.fd)
     errors: list[OSError | None] = []
-    for partition, handles in items:
+    for partition, handles, directory in items:
         try:
             for handle in handles:
                 partition.io.fsync_in_worker(handle.fd)
+            if directory is not None:
+                partition.io.sync_directory(directory)
         except OSError as exc:
             errors.append(exc)
         else:
@@ -83,12 +88,13 @@ class GroupCommit:
                 partition.fail_storage(exc)
                 _settle(waiters, _sync_failed(partition))
                 continue
-            work.append((partition, handles, (partition.next_offset, partition.epoch), waiters))
+            work.append((partition, handles, partition.take_unsynced_directory(),
+                         (partition.next_offset, partition.epoch), waiters))
         self.pending = {}
         self.rounds += 1
         self.running = True
         errors: list[OSError | None] = []
-        items = [(p, handles) for p, handles, _, _ in work]
+        items = [(p, handles, directory) for p, handles, directory, _, _ in work]
         self._thread.run(lambda: errors.extend(_fsync_each(items)),
                          lambda failure: self._finish_round(failure, errors, work))
 
@@ -97,7 +103,7 @@ class GroupCommit:
         self.running = False
         if failure is not None:
             errors = [failure] * len(work)
-        for (partition, _, sync_point, waiters), error in zip(work, errors):
+        for (partition, _, _, sync_point, waiters), error in zip(work, errors):
             if error is None and partition.storage_failure is None:
                 partition.synced_to(*sync_point)
                 _settle(waiters, None)
