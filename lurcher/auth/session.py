@@ -68,7 +68,8 @@ class Session:
     login_time_us: int = 0
     last_seen_us: int = 0
     closed: bool = False
-    # when this session was opened or last logged out (the login deadline runs from it)
+    # when this session's connection was accepted (its TLS or WebSocket handshake comes
+    # after) or it last logged out: the login deadline runs from it
     logged_out_us: int = 0
     logins_in_flight: int = 0  # login requests being checked (back-off, password hash)
 

@@ -82,10 +82,14 @@ class StreamConnection(asyncio.BufferedProtocol):
     """asyncio protocol for TCP (plain or TLS) carrying Iggy binary frames."""
 
     def __init__(self, shard: Any, transport_kind: int, session: Session | None = None,
-                 pending: bytes = b"", cap: ConnectionCap | None = None) -> None:
+                 pending: bytes = b"", cap: ConnectionCap | None = None,
+                 accepted_us: int | None = None) -> None:
         """``session`` and ``pending`` restore a connection migrated from another shard;
-        ``cap``: the listeners' connection count, this one refused beyond it."""
-        self.core = ServerConnection(shard, transport_kind, self, session, pending)
+        ``cap``: the listeners' connection count, this one refused beyond it;
+        ``accepted_us``: when the listener accepted it (its login deadline runs from then,
+        the TLS handshake included; None: once it is made)."""
+        self.core = ServerConnection(shard, transport_kind, self, session, pending,
+                                     accepted_us=accepted_us)
         self.cap = cap
         self.counted = False  # in cap's count until connection_lost
         self.transport: asyncio.Transport | None = None

@@ -202,11 +202,15 @@ class QuicClientProtocol(TunedQuicProtocol):
     while the connection's unacknowledged replies are above ``MAX_QUEUED_REPLY_BYTES``.
     """
 
-    def __init__(self, *args: Any, shard: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, shard: Any, accepted_us: int | None = None,
+                 **kwargs: Any) -> None:
+        """``accepted_us``: when the endpoint made the connection (its login deadline runs
+        from then, the handshake included; None: once the handshake is done)."""
         super().__init__(*args, **kwargs)
         self.shard = shard
         self.frames = FrameQueue(serving=lambda: not self.closing())
-        self.core = ServerConnection(shard, TRANSPORT_QUIC, self, frames=self.frames)
+        self.core = ServerConnection(shard, TRANSPORT_QUIC, self, frames=self.frames,
+                                     accepted_us=accepted_us)
         self.requests = StreamRequests(shard.limits.frames, self.core.authenticated)
         self.answer_to: deque[int] = deque()  # streams of requests given to the core
         self.peer: Any = None
@@ -455,7 +459,8 @@ async def listen(shard: Any, section: Quic, context: ListenContext) -> Listener:
     settings, configuration = server_configuration(section, context.data_path)
 
     def create(*args: Any, **kwargs: Any) -> QuicClientProtocol:
-        return QuicClientProtocol(*args, shard=shard, settings=settings, **kwargs)
+        return QuicClientProtocol(*args, shard=shard, settings=settings,
+                                  accepted_us=shard.clock(), **kwargs)
 
     infos = await asyncio.get_running_loop().getaddrinfo(
         host, port, type=socket.SOCK_DGRAM, flags=socket.AI_PASSIVE)

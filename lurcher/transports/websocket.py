@@ -22,12 +22,12 @@ the binary listeners' cap (``transports.admission``) from the start of its openi
 handshake to its end; one beyond the cap is answered ``503 Service Unavailable`` and closed
 before its upgrade is read. With ``[websocket.tls]`` the TLS handshake counts too
 (``transports.handshake``: within ``limits.login_timeout``; one beyond the cap is closed at
-once, before it).
+once, before it). The session's login deadline runs from the accept, the TLS and WebSocket
+handshakes included.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -68,9 +68,13 @@ class ReadPausingConnection(ServerConnection):
     beyond the cap is answered 503 and closed as it is made, before its upgrade request.
     """
 
-    def __init__(self, *args: Any, cap: ConnectionCap | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, cap: ConnectionCap | None = None,
+                 accepted_us: int | None = None, **kwargs: Any) -> None:
+        """``accepted_us``: when the listener accepted the connection (the session's login
+        deadline runs from then; None: once the WebSocket handshake is done)."""
         super().__init__(*args, **kwargs)
         self.cap = cap
+        self.accepted_us = accepted_us
         self.counted = False  # in cap's count until connection_lost
 
     def connection_made(self, transport: Any) -> None:
@@ -111,11 +115,12 @@ class WebSocketClient:
     ``WRITE_HIGH_WATER_BYTES`` wait to be sent the core is paused (it takes no request).
     """
 
-    def __init__(self, shard: Any, ws: ServerConnection, max_message: int) -> None:
+    def __init__(self, shard: Any, ws: ServerConnection, max_message: int,
+                 accepted_us: int | None = None) -> None:
         self.shard = shard
         self.ws = ws
         self.max_message = max_message
-        self.core = Connection(shard, TRANSPORT_WEBSOCKET, self)
+        self.core = Connection(shard, TRANSPORT_WEBSOCKET, self, accepted_us=accepted_us)
         self.outgoing: deque[bytes] = deque()
         self.outgoing_bytes = 0
         self.paused = False
@@ -229,8 +234,11 @@ async def listen(shard: Any, section: WebSocket, context: ListenContext) -> List
     host, port = split_address(section.address)
     max_message = section.max_message_size
 
-    async def handler(ws: ServerConnection) -> None:
-        await WebSocketClient(shard, ws, max_message).serve()
+    async def handler(ws: ReadPausingConnection) -> None:
+        await WebSocketClient(shard, ws, max_message, ws.accepted_us).serve()
+
+    def connection(*args: Any, **kwargs: Any) -> ReadPausingConnection:
+        return ReadPausingConnection(*args, cap=cap, accepted_us=shard.clock(), **kwargs)
 
     cap = context.connection_cap
     tls = tls_accept(tls_context(section.tls, context.data_path),
@@ -239,6 +247,5 @@ async def listen(shard: Any, section: WebSocket, context: ListenContext) -> List
     server = await serve(handler, host, port, compression=None, max_size=max_message,
                          max_queue=MAX_QUEUED_FRAMES, ping_interval=None, server_header=None,
                          reuse_port=context.reuse_port or None,
-                         create_connection=gated(
-                             functools.partial(ReadPausingConnection, cap=cap), tls, cap))
+                         create_connection=gated(connection, tls, cap))
     return ServerListener(server, server.sockets[0].getsockname())

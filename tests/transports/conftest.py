@@ -7,6 +7,8 @@ our SDK's ``Client`` and the transport's connection class. Servers are module-sc
 
 from __future__ import annotations
 
+import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack
@@ -73,6 +75,21 @@ def all_served(connect: Callable[[], Any], count: int, within_s: float = 10.0) -
             except (OSError, raw.PeerClosed):
                 if time.monotonic() > deadline:
                     return False
+
+
+def handshake_but_last_flight(sock: socket.socket, tls: ssl.SSLObject, incoming: ssl.MemoryBIO,
+                              outgoing: ssl.MemoryBIO) -> None:
+    """Do ``tls``'s handshake over ``sock``, its last flight left in ``outgoing`` (not sent).
+    Raises OSError (ConnectionResetError when the server closed)."""
+    while True:
+        try:
+            tls.do_handshake()
+            return
+        except ssl.SSLWantReadError:
+            sock.sendall(outgoing.read())
+            if not (received := sock.recv(65536)):
+                raise ConnectionResetError("closed in the handshake")
+            incoming.write(received)
 
 
 def _serve(tmp: Path, env: dict[str, str]) -> Iterator[LurcherServer]:

@@ -24,7 +24,8 @@ import pytest
 
 from tests.support import raw
 from tests.support.server import LurcherServer
-from tests.transports.conftest import CaFiles, _serve, all_served, tls_env
+from tests.transports.conftest import (CaFiles, _serve, all_served, handshake_but_last_flight,
+                                       tls_env)
 
 CAP = 4
 READ_S = 10.0
@@ -125,21 +126,6 @@ def test_the_count_goes_down_when_handshakes_fail_or_are_reset(
     assert "Traceback" not in capped_tls_server.log_tail(10**6)
 
 
-def _handshake(sock: socket.socket, tls: ssl.SSLObject, incoming: ssl.MemoryBIO,
-               outgoing: ssl.MemoryBIO) -> None:
-    """Do ``tls``'s handshake over ``sock``, its last flight left in ``outgoing``. Raises
-    OSError (ConnectionResetError when the server closed)."""
-    while True:
-        try:
-            tls.do_handshake()
-            return
-        except ssl.SSLWantReadError:
-            sock.sendall(outgoing.read())
-            if not (received := sock.recv(65536)):
-                raise ConnectionResetError("closed in the handshake")
-            incoming.write(received)
-
-
 def _pipelined_pings(server: LurcherServer, ca: CaFiles, count: int) -> bytes:
     """A TLS client whose handshake's last flight and ``count`` Pings go out in one write;
     what the server answers them. Raises OSError (refused: the connections of a test just
@@ -147,7 +133,7 @@ def _pipelined_pings(server: LurcherServer, ca: CaFiles, count: int) -> bytes:
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
     tls = _context(ca).wrap_bio(incoming, outgoing, server_hostname="localhost")
     with socket.create_connection(("127.0.0.1", server.tcp_port), timeout=READ_S) as sock:
-        _handshake(sock, tls, incoming, outgoing)
+        handshake_but_last_flight(sock, tls, incoming, outgoing)
         tls.write(struct.pack("<II", 4, raw.PING) * count)
         sock.sendall(outgoing.read())
         answers = b""
@@ -187,7 +173,7 @@ def _closed_with_the_handshake(server: LurcherServer, ca: CaFiles) -> None:
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
     tls = _context(ca).wrap_bio(incoming, outgoing, server_hostname="localhost")
     with socket.create_connection(("127.0.0.1", server.tcp_port), timeout=READ_S) as sock:
-        _handshake(sock, tls, incoming, outgoing)
+        handshake_but_last_flight(sock, tls, incoming, outgoing)
         tls.write(struct.pack("<II", 4, raw.PING))
         try:
             tls.unwrap()  # its close_notify into ``outgoing``

@@ -42,7 +42,8 @@ class FakeShard:
         self.resumed: list[Any] = []
         self.authenticated = authenticated
 
-    def open_session(self, address: str, kind: int, connection: Any) -> Any:
+    def open_session(self, address: str, kind: int, connection: Any,
+                     accepted_us: int | None = None) -> Any:
         session = SimpleNamespace(address=address, authenticated=self.authenticated,
                                   closed=False)
         self.opened.append((session, connection))

@@ -183,7 +183,7 @@ class EchoShard:
                                           bytes(payload))
         self.authenticated = authenticated
 
-    def open_session(self, address, kind, connection):
+    def open_session(self, address, kind, connection, accepted_us=None):
         return SimpleNamespace(address=address, authenticated=self.authenticated, closed=False)
 
     def close_session(self, session, migrated=False):

@@ -20,7 +20,9 @@ Invariants:
 - every failure becomes an error frame here (``failures.failure_status``) and nowhere else;
   a fatal refusal (``BadFrame.fatal``) is answered, then the connection is closed;
 - the session is opened (or resumed, for a migrated connection, with the bytes it carried)
-  by ``open`` and closed exactly once, by ``connection_lost`` (not when it migrated).
+  by ``open`` and closed exactly once, by ``connection_lost`` (not when it migrated);
+- a new session's login deadline runs from the connection's accept (``accepted_us``), not
+  from ``open``: a TLS (or WebSocket) handshake before ``open`` is within it.
 
 Per request on the synchronous path: one ``next_frame``, one ``dispatch``, one ``write``.
 """
@@ -103,11 +105,14 @@ class ServerConnection:
 
     def __init__(self, shard: Any, transport_kind: int, io: ConnectionIO,
                  session: Session | None = None, pending: bytes = b"",
-                 frames: FrameQueue | None = None) -> None:
+                 frames: FrameQueue | None = None, accepted_us: int | None = None) -> None:
         """``session`` and ``pending`` restore a connection migrated from another shard.
         ``frames``: requests already framed by the adapter (QUIC: one per stream) instead
-        of a byte stream."""
+        of a byte stream. ``accepted_us``: the shard's clock when the listener accepted the
+        connection (None: at ``open``); the new session's login deadline runs from it, a
+        TLS or WebSocket handshake included."""
         self.shard = shard
+        self.accepted_us = accepted_us
         self.transport_kind = transport_kind
         self.io = io
         self.reader: Any = frames if frames is not None else FrameReader(
@@ -127,7 +132,8 @@ class ServerConnection:
     def open(self, address: str) -> None:
         """The transport is up: open the session, or resume a migrated one."""
         if self.session is None:
-            self.session = self.shard.open_session(address, self.transport_kind, self)
+            self.session = self.shard.open_session(address, self.transport_kind, self,
+                                                   self.accepted_us)
             return
         self.shard.resume_session(self.session, self)
         pending, self.pending = self.pending, b""

@@ -21,7 +21,8 @@ groups and its connection is dropped (aborted: a stale client that does not read
 graceful close open, and the connection with it, forever).
 
 Login deadline (``limits.login_timeout``): a binary connection whose session is not logged
-in within the timeout of its opening (or of its last logout) is dropped (aborted: a client
+in within the timeout of its accept (its TLS or WebSocket handshake included: the session
+opens only after it) or of its last logout is dropped (aborted: a client
 that does not read would hold a graceful close open); a check runs four times per timeout
 (at most every 5 s), so the drop comes between 1 and 1.25 x the timeout (at most 5 s beyond
 it). A login request being checked (``Session.logins_in_flight``: its back-off wait, the

@@ -323,9 +323,13 @@ class Shard:
             self.group_commit.durable(partition, durable)
 
     # -- sessions -----------------------------------------------------------------
-    def open_session(self, address: str, transport: int, connection: Any = None) -> Session:
+    def open_session(self, address: str, transport: int, connection: Any = None,
+                     accepted_us: int | None = None) -> Session:
+        """A new session; its login deadline runs from ``accepted_us`` (when its connection
+        was accepted, before a TLS or WebSocket handshake; None: now)."""
         now = self.clock()
-        session = Session(address, transport, last_seen_us=now, logged_out_us=now)
+        session = Session(address, transport, last_seen_us=now,
+                          logged_out_us=now if accepted_us is None else accepted_us)
         self.sessions[session.client_id] = session
         if connection is not None:
             self.connections[session.client_id] = connection
