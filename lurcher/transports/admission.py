@@ -8,7 +8,7 @@ could not be created. Two caps, each the configured count bounded by the open-fi
 
 - HTTP (``limits.http_max_connections``, ``listener_cap``): never more than a quarter of the
   open-files limit; a connection beyond it is answered ``503 Service Unavailable`` and
-  closed (counted only until it is gone). ``lurcher-mcp``'s HTTP listener has the same
+  closed (counted only until it is gone), over TLS closed before its handshake. ``lurcher-mcp``'s HTTP listener has the same
   kind of cap (``http.max_connections``, ``listener_connections``);
 - the binary listeners of one shard process together, TCP (and TLS), WebSocket and the Unix
   socket (``limits.binary_max_connections``, ``binary_cap``): never more than the limit
@@ -19,7 +19,8 @@ could not be created. Two caps, each the configured count bounded by the open-fi
 
 ``admit``/``adopt``/``release`` keep the count (``admits`` answers for a given count). One
 warning is logged when the cap is first reached, and again only after the count fell below
-it. Sans-IO but for that log line. Over TLS a connection counts from its accept, its
+it; it says what becomes of new connections on that listener's kind (``refused_http``,
+``refused_binary``). Sans-IO but for that log line. Over TLS a connection counts from its accept, its
 handshake included (``transports.handshake``); one beyond the cap is closed before it.
 Invariant: ``open`` is the number of connections admitted or adopted and not yet released.
 """
@@ -79,21 +80,37 @@ def binary_cap(configured: int, segment_files: int, http_share: int,
     return bounded(configured, max(left, open_files // OPEN_FILES_SHARE, 1))
 
 
-def http_connections(limits: Any) -> ConnectionCap | None:
-    """The cap of the HTTP listener from the typed ``[limits]``; None: no cap."""
+def http_connections(limits: Any, tls: bool = False) -> ConnectionCap | None:
+    """The cap of the HTTP listener (over TLS when ``tls``) from the typed ``[limits]``;
+    None: no cap."""
     return listener_connections("HTTP", "limits.http_max_connections",
-                                limits.http_max_connections)
+                                limits.http_max_connections, tls)
 
 
-def listener_connections(listener: str, key: str, configured: int) -> ConnectionCap | None:
-    """The cap of an HTTP ``listener`` whose configuration ``key`` says ``configured`` (0:
-    none), at most a quarter of the open-files limit (``listener_cap``); None: no cap."""
+def refused_http(tls: bool) -> str:
+    """What becomes of a connection beyond an HTTP listener's cap (over TLS when ``tls``)."""
+    return "closed before their TLS handshake" if tls else "answered 503"
+
+
+def listener_connections(listener: str, key: str, configured: int,
+                         tls: bool = False) -> ConnectionCap | None:
+    """The cap of an HTTP ``listener`` (over TLS when ``tls``) whose configuration ``key``
+    says ``configured`` (0: none), at most a quarter of the open-files limit
+    (``listener_cap``); None: no cap."""
     cap = listener_cap(configured)
     if cap is None:
         return None
     return ConnectionCap(cap, f"{listener}: {cap} connections open ({key}, at most a quarter "
-                              f"of the open-files limit): new ones are answered 503 until "
-                              f"fewer are open")
+                              f"of the open-files limit): new ones are {refused_http(tls)} "
+                              f"until fewer are open")
+
+
+def refused_binary(websocket: Any) -> str:
+    """What becomes of a connection beyond the binary listeners' cap, given the typed
+    ``[websocket]`` section: closed, but a plain WebSocket one is answered 503 first."""
+    if websocket.enabled and not websocket.tls.enabled:
+        return "closed (WebSocket ones answered 503)"
+    return "closed"
 
 
 def binary_connections(config: Any, shard_id: int) -> ConnectionCap:
@@ -107,7 +124,8 @@ def binary_connections(config: Any, shard_id: int) -> ConnectionCap:
     limit = sys.maxsize if cap is None else cap
     return ConnectionCap(limit, f"TCP, WebSocket and Unix socket: {limit} connections open "
                                 f"(limits.binary_max_connections, bounded by the open-files "
-                                f"limit): new ones are closed until fewer are open")
+                                f"limit): new ones are {refused_binary(typed.websocket)} "
+                                f"until fewer are open")
 
 
 class ConnectionCap:

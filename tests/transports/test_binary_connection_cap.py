@@ -107,6 +107,9 @@ def test_connections_beyond_the_cap_are_closed_on_every_binary_listener(
             _topic_served(client, "beyond")  # the connections open are still served
     log = capped_server.log_tail(10**6)  # read before the cap is tried again below
     assert log.count(f"TCP, WebSocket and Unix socket: {CAP} connections open") == 1
+    # what it says of new connections is what they got (the WebSocket ones a 503)
+    assert ("new ones are closed (WebSocket ones answered 503) until fewer are open"
+            in log), log
     assert _all_served(capped_server, CAP)  # every one closed: the count is back to zero
     assert "Traceback" not in capped_server.log_tail(10**6)
 

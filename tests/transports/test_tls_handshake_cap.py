@@ -98,7 +98,8 @@ def _reset(sock: socket.socket) -> None:
 @pytest.fixture(scope="module")
 def capped_tls_server(tmp_path_factory: pytest.TempPathFactory,
                       test_ca: CaFiles) -> Iterator[LurcherServer]:
-    env = {**tls_env(test_ca), "LURCHER_LIMITS_BINARY_MAX_CONNECTIONS": str(CAP)}
+    env = {**tls_env(test_ca), "LURCHER_LIMITS_BINARY_MAX_CONNECTIONS": str(CAP),
+           "LURCHER_LIMITS_HTTP_MAX_CONNECTIONS": str(CAP)}
     yield from _serve(tmp_path_factory.mktemp("capped_tls"), env)
 
 
@@ -111,6 +112,38 @@ def test_connections_in_their_handshake_count_and_those_beyond_are_closed(
     assert _all_served(capped_tls_server, test_ca, CAP)
     log = capped_tls_server.log_tail(10**6)
     assert "Traceback" not in log
+
+
+def _one_beyond_closed(stack: ExitStack, server: LurcherServer, listener: str) -> bool:
+    """Whether a new half-open connection to ``listener`` is closed by the server, within
+    three tries (one of an earlier test may still count a moment, letting one more in)."""
+    for _ in range(3):
+        sock = _half_open(stack, server, listener, 1, HALF_CLIENT_HELLO)[0]
+        sock.settimeout(READ_S / 5)
+        if _closed_by_server(sock):
+            return True
+    return False
+
+
+def test_the_cap_warnings_say_that_connections_beyond_are_closed_over_tls(
+        capped_tls_server: LurcherServer, test_ca: CaFiles) -> None:
+    """Over TLS a connection beyond the cap is closed before its handshake, on HTTPS as on
+    the binary listeners (no 503: it would need the handshake); HTTPS's warning said
+    "answered 503"."""
+    with ExitStack() as stack:
+        _half_open(stack, capped_tls_server, "http", CAP, HALF_CLIENT_HELLO)
+        _half_open(stack, capped_tls_server, "tcp", CAP, HALF_CLIENT_HELLO)
+        for listener in ("http", "tcp"):
+            assert _one_beyond_closed(stack, capped_tls_server, listener)
+    log = capped_tls_server.log_tail(10**6)
+    assert (f"HTTP: {CAP} connections open (limits.http_max_connections, at most a quarter of "
+            f"the open-files limit): new ones are closed before their TLS handshake until "
+            f"fewer are open") in log
+    assert "answered 503" not in log
+    assert (f"TCP, WebSocket and Unix socket: {CAP} connections open "
+            f"(limits.binary_max_connections, bounded by the open-files limit): new ones are "
+            f"closed until fewer are open") in log
+    assert _all_served(capped_tls_server, test_ca, CAP)
 
 
 def test_the_count_goes_down_when_handshakes_fail_or_are_reset(

@@ -93,7 +93,7 @@ async def start_http(shard: Any, section: Http, data_path: Path,
     deadlines = ReadDeadlines(seconds(limits.http_header_timeout) or None,
                               seconds(limits.http_body_timeout) or None,
                               body_rate(limits.http_body_min_rate))
-    cap = http_connections(limits)
+    cap = http_connections(limits, section.tls.enabled)
     tls = tls_accept(tls_context(section.tls, data_path), limits.http_header_timeout)
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
                             http=gated(protocol_factory(deadlines, cap), tls, cap), ws="none",
