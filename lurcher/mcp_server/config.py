@@ -67,7 +67,8 @@ class HttpConfig(Section):
     body_timeout_s: float = 30.0
     body_min_rate: float = 1024.0
     # ours: connections open at once (0: no count of its own), never more than a quarter of
-    # the open-files limit; one beyond it is answered 503 and closed
+    # the open-files limit; one beyond it is answered 503 and closed (over TLS: counted from
+    # the accept, its handshake bounded by header_timeout_s; one beyond is closed before it)
     max_connections: int = 1024
     # ours: the largest request body (a 413 beyond it); the MCP SDK's default
     max_request_bytes: int = 4 * 1024 * 1024

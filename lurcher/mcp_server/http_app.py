@@ -10,7 +10,10 @@ with a JSON-RPC error naming the key (``TooLargeAnswer``: MCP clients show the b
 (``http.header_timeout_s``, ``body_timeout_s``, ``body_min_rate``:
 ``transports.http.deadlines``) and a cap (``http.max_connections``, at most a quarter of
 the open-files limit: ``transports.admission``): one beyond it is answered 503 and closed,
-so idle connections cannot use up the process's descriptors.
+so idle connections cannot use up the process's descriptors. Over TLS uvicorn is given
+plain connections: each runs its TLS handshake counted in that cap (one beyond it is closed
+before it), within ``http.header_timeout_s`` (``transports.handshake``), with the server's
+TLS 1.2+ context (``transports.tls.presenting``).
 
 DNS-rebinding protection (Host and Origin checks) is on when bound to a loopback address, as
 the MCP SDK recommends; origins allowed by the CORS configuration are allowed by it too
@@ -33,6 +36,7 @@ import logging
 import signal
 import socket
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -49,7 +53,9 @@ from lurcher.core.wire import address as addresses
 from lurcher.transports import net
 from lurcher.transports.admission import listener_connections
 from lurcher.transports.http.bearer import bearer_credentials
+from lurcher.transports.handshake import TlsAccept, gated
 from lurcher.transports.http.deadlines import ReadDeadlines, protocol_factory
+from lurcher.transports.tls import CertPaths, TlsConfigError, presenting
 from lurcher.mcp_server.config import ConfigError, CorsConfig, HttpConfig, resolve_token
 
 log = logging.getLogger(__name__)
@@ -206,6 +212,19 @@ def endpoint_url(sock: socket.socket, http: HttpConfig) -> str:
     return f"{scheme}://{shown}:{port}{http.path}"
 
 
+def https(http: HttpConfig) -> TlsAccept | None:
+    """The listener's TLS (None without ``[http.tls]``): uvicorn is given plain connections,
+    each runs its handshake counted in the connection cap, within ``http.header_timeout_s``
+    (``transports.handshake``). Raises ConfigError (a file missing or unreadable)."""
+    if not http.tls.enabled:
+        return None
+    try:
+        context = presenting(CertPaths(Path(http.tls.cert_file), Path(http.tls.key_file)))
+    except TlsConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    return TlsAccept(context, http.header_timeout_s or None)
+
+
 async def serve_http(server: Server, http: HttpConfig,
                      announce: Callable[[str], None] = lambda url: None) -> None:
     """Serve until SIGINT/SIGTERM (then return normally). ``announce`` gets the endpoint URL
@@ -214,14 +233,14 @@ async def serve_http(server: Server, http: HttpConfig,
     Raises ConfigError or OSError when the address cannot be bound or the TLS files loaded.
     """
     app = build_app(server, http)  # before binding: a token file it cannot read stops here
+    tls = https(http)  # and TLS files it cannot load
     sock = bind(http.address)
-    tls = {"ssl_certfile": http.tls.cert_file, "ssl_keyfile": http.tls.key_file} \
-        if http.tls.enabled else {}
     deadlines = ReadDeadlines(http.header_timeout_s or None, http.body_timeout_s or None,
                               http.body_min_rate or None)
-    cap = listener_connections("MCP over HTTP", "http.max_connections", http.max_connections)
+    cap = listener_connections("MCP over HTTP", "http.max_connections", http.max_connections,
+                               http.tls.enabled)
     config = uvicorn.Config(app, log_level="warning", lifespan="on",
-                            http=protocol_factory(deadlines, cap), ws="none", **tls)
+                            http=gated(protocol_factory(deadlines, cap), tls, cap), ws="none")
     server_ = _Uvicorn(config, lambda: announce(endpoint_url(sock, http)))
     loop = asyncio.get_running_loop()
     for sig in STOP_SIGNALS:

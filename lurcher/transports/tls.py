@@ -168,7 +168,12 @@ def _context(protocol: int, paths: CertPaths) -> ssl.SSLContext:
 
 def server_context(section: Tls, data_path: Path) -> ssl.SSLContext:
     """A server SSLContext (TLS 1.2+) for ``section``. Raises TlsConfigError."""
-    return _context(ssl.PROTOCOL_TLS_SERVER, ensure_certificate(section, data_path))
+    return presenting(ensure_certificate(section, data_path))
+
+
+def presenting(paths: CertPaths) -> ssl.SSLContext:
+    """A server SSLContext (TLS 1.2+) presenting ``paths``. Raises TlsConfigError."""
+    return _context(ssl.PROTOCOL_TLS_SERVER, paths)
 
 
 def mutual_contexts(section: ClusterTls,

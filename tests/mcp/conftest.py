@@ -15,6 +15,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import pytest_asyncio
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -73,9 +75,11 @@ class McpSession:
 
 @contextlib.asynccontextmanager
 async def mcp_session(transport: str, target: dict[str, str] | str,
-                      headers: dict[str, str] | None = None) -> AsyncIterator[McpSession]:
+                      headers: dict[str, str] | None = None,
+                      ca_file: Path | None = None) -> AsyncIterator[McpSession]:
     """``transport`` "stdio" (``target`` is the env of the spawned server) or "http"
-    (``target`` is the endpoint URL; ``headers`` go with every request)."""
+    (``target`` is the endpoint URL; ``headers`` go with every request; an https one's
+    certificate is checked against ``ca_file`` when given)."""
     async with contextlib.AsyncExitStack() as stack:
         if transport == "stdio":
             env = {**target, "LURCHER_MCP_TRANSPORT": "stdio"}
@@ -83,7 +87,11 @@ async def mcp_session(transport: str, target: dict[str, str] | str,
                                            args=["-m", "lurcher.mcp_server"], env=env)
             streams = stdio_client(params)
         else:
-            client = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+            client = create_mcp_http_client(headers=headers)
+            if ca_file is not None:
+                client = httpx2.AsyncClient(verify=ssl.create_default_context(cafile=ca_file),
+                                            headers=headers, timeout=client.timeout)
+            client = await stack.enter_async_context(client)
             streams = streamable_http_client(target, http_client=client)
         read, write = await stack.enter_async_context(streams)
         session = await stack.enter_async_context(ClientSession(read, write))
