@@ -22,6 +22,7 @@ from lurcher.transports.tls import server_context
 
 if TYPE_CHECKING:
     from lurcher.runtime.settings import Tls
+    from lurcher.transports.handshake import TlsAccept
 
 
 @dataclass(frozen=True)
@@ -63,14 +64,20 @@ def tls_context(tls: Tls, data_path: Path) -> ssl.SSLContext | None:
 
 
 class ServerListener:
-    """A ``Listener`` over a server object with ``close`` (and maybe ``wait_closed``)."""
+    """A ``Listener`` over a server object with ``close`` (and maybe ``wait_closed``); with
+    ``tls``, closing it also closes its handshakes in flight (``transports.handshake``)."""
 
-    def __init__(self, server: Any, sockname: Any) -> None:
+    tls: TlsAccept | None = None  # (a subclass with its own __init__ has none)
+
+    def __init__(self, server: Any, sockname: Any, tls: TlsAccept | None = None) -> None:
         self.server = server
         self.address = format_address(sockname)
+        self.tls = tls
 
     def close(self) -> None:
         self.server.close()
+        if self.tls is not None:
+            self.tls.handshakes.close()
 
     async def wait_closed(self) -> None:
         wait = getattr(self.server, "wait_closed", None)

@@ -17,10 +17,15 @@ connections and the first protocol of each is a ``TlsHandshake``:
 - once the handshake is done the TLS transport goes to the application protocol, which
   counts itself from its own ``connection_made`` (the handshake's count is released just
   before, in the same callback, so it always finds room); bytes (and an end of stream)
-  that came in before that handover are passed on to it in order.
+  that came in before that handover are passed on to it in order;
+- the listener's ``Handshakes`` holds those in flight: once it is closed (the listener is,
+  the server stopping) they are aborted, and so is a connection accepted after, so none is
+  handed to its protocol then (it would open a session, and have its requests run, on a
+  shard already closed).
 
-Invariant: with a cap, ``cap.open`` counts every connection from its accept to its end,
-whether in its handshake or handed over.
+Invariants: with a cap, ``cap.open`` counts every connection from its accept to its end,
+whether in its handshake or handed over; no connection is handed over once its listener's
+``Handshakes`` is closed.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from lurcher.runtime.settings import seconds
@@ -38,13 +43,29 @@ from lurcher.transports.connection import peer_address, run_tracked
 log = logging.getLogger(__name__)
 
 
+class Handshakes:
+    """The TLS handshakes of one listener in flight (each ``TlsHandshake`` adds and removes
+    itself); ``close`` aborts them, and any made after."""
+
+    def __init__(self) -> None:
+        self.in_flight: set[TlsHandshake] = set()
+        self.closed = False
+
+    def close(self) -> None:
+        """The listener is closing: no handshake is handed over from now on."""
+        self.closed = True
+        for handshake in list(self.in_flight):
+            handshake.abort()
+
+
 @dataclass(frozen=True)
 class TlsAccept:
-    """The server context of a listener's TLS and the seconds its handshake may take
-    (None: the loop's default)."""
+    """The server context of a listener's TLS, the seconds its handshake may take (None:
+    the loop's default) and its handshakes in flight (closed with the listener)."""
 
     context: ssl.SSLContext
     timeout_s: float | None
+    handshakes: Handshakes = field(default_factory=Handshakes)
 
 
 def tls_accept(context: ssl.SSLContext | None, timeout_us: int) -> TlsAccept | None:
@@ -99,11 +120,15 @@ class TlsHandshake(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
+        if self.tls.handshakes.closed:
+            transport.abort()  # the listener is closing
+            return
         if self.cap is not None:
             if not self.cap.admit():
                 transport.close()  # beyond the cap: nothing read, no handshake
                 return
             self.counted = True
+        self.tls.handshakes.in_flight.add(self)
         run_tracked(self.handshake(transport), "a TLS handshake")
 
     async def handshake(self, transport: Any) -> None:
@@ -122,14 +147,23 @@ class TlsHandshake(asyncio.Protocol):
             tls = None
         finally:
             self.release()
-        if tls is not None and not tls.is_closing():
-            self.hand_over(tls)
+            self.tls.handshakes.in_flight.discard(self)
+        if tls is None or tls.is_closing():
+            return
+        if self.tls.handshakes.closed:  # done as the listener closed: its abort came first
+            tls.abort()
+            return
+        self.hand_over(tls)
+
+    def abort(self) -> None:
+        """Drop the connection (its handshake then fails, and the count is released)."""
+        self.transport.abort()
 
     def pass_on_raw(self, transport: Any) -> None:
         """Give the TLS layer what came in before it took the connection over."""
         raw, self.raw = self.raw, None
         layer = transport.get_protocol()
-        if layer is self:  # start_tls failed before taking the connection
+        if layer is self or layer is None:  # start_tls failed before taking it, or aborted
             return
         for data in raw:
             deliver(layer, data)

@@ -30,4 +30,4 @@ async def listen(shard: Any, section: Tcp, context: ListenContext) -> Listener:
         gated(lambda: StreamConnection(shard, TRANSPORT_TCP, cap=cap, accepted_us=shard.clock()),
               tls, cap), host, port,
         reuse_port=context.reuse_port or None, backlog=1024)
-    return ServerListener(server, server.sockets[0].getsockname())
+    return ServerListener(server, server.sockets[0].getsockname(), tls)

@@ -248,4 +248,4 @@ async def listen(shard: Any, section: WebSocket, context: ListenContext) -> List
                          max_queue=MAX_QUEUED_FRAMES, ping_interval=None, server_header=None,
                          reuse_port=context.reuse_port or None,
                          create_connection=gated(connection, tls, cap))
-    return ServerListener(server, server.sockets[0].getsockname())
+    return ServerListener(server, server.sockets[0].getsockname(), tls)

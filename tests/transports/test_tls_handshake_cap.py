@@ -11,7 +11,9 @@ regression fails instead of hanging.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import ssl
 import struct
@@ -28,6 +30,7 @@ from tests.transports.conftest import (CaFiles, _serve, all_served, handshake_bu
                                        tls_env)
 
 CAP = 4
+STOP_S = 15.0
 READ_S = 10.0
 SERVED_WITHIN_S = 10.0
 # the first bytes of a TLS 1.2 ClientHello record that announces more than it sends
@@ -289,3 +292,84 @@ def test_half_open_handshakes_leave_descriptors_for_logged_in_clients_and_storag
         with httpx.Client(verify=_context(test_ca), timeout=READ_S) as http:
             assert http.get(f"https://{server.endpoints['http']}/ping").status_code == 200
         assert "Traceback" not in server.log_tail(10**6)
+
+
+def _held_at_the_last_flight(server: LurcherServer, ca: CaFiles,
+                             first_requests: bytes) -> tuple[socket.socket, ssl.SSLObject,
+                                                            ssl.MemoryBIO, ssl.MemoryBIO]:
+    """A TLS client on the TCP listener whose handshake waits for its last flight, which
+    is queued in its outgoing buffer with ``first_requests``."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = _context(ca).wrap_bio(incoming, outgoing, server_hostname="localhost")
+    sock = socket.create_connection(("127.0.0.1", server.tcp_port), timeout=READ_S)
+    handshake_but_last_flight(sock, tls, incoming, outgoing)
+    tls.write(first_requests)
+    return sock, tls, incoming, outgoing
+
+
+def _statuses_until_closed(sock: socket.socket, tls: ssl.SSLObject,
+                           incoming: ssl.MemoryBIO) -> list[int]:
+    """The statuses of the answers ``sock`` gets before the server closes it (bounded)."""
+    received = b""
+    try:
+        while data := sock.recv(65536):
+            incoming.write(data)
+            with contextlib.suppress(ssl.SSLWantReadError):
+                received += tls.read(65536)
+    except (OSError, ssl.SSLError):
+        pass
+    statuses = []
+    while len(received) >= 8:
+        status, length = struct.unpack_from("<II", received)
+        statuses.append(status)
+        received = received[8 + length:]
+    return statuses
+
+
+def _request_in_flight(stack: ExitStack, server: LurcherServer, ca: CaFiles) -> None:
+    """An HTTPS request whose body never comes: the stopping server waits for it (at most
+    the 5 s it gives each listener to close)."""
+    host, port = server.endpoints["http"].rsplit(":", 1)
+    sock = stack.enter_context(_context(ca).wrap_socket(
+        socket.create_connection((host, int(port)), timeout=READ_S), server_hostname="localhost"))
+    sock.sendall(b"POST /users/login HTTP/1.1\r\nHost: localhost\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+
+
+def _wait_for_log(server: LurcherServer, line: str) -> None:
+    deadline = time.monotonic() + SERVED_WITHIN_S
+    while line not in server.log_tail(10**6):
+        assert time.monotonic() < deadline, server.log_tail()
+        time.sleep(0.01)
+
+
+def test_handshakes_done_after_a_stop_began_are_not_served(tmp_path, test_ca: CaFiles) -> None:
+    """A SIGTERM while TLS handshakes are in flight: those that finished once the server was
+    stopping (here: while it waits for an HTTPS request) were handed to their protocol
+    after the shard had disconnected every session and closed, so each opened a session
+    ("connected" after "stopping") and had its login dispatched there. Now the listener's
+    close aborts its handshakes in flight: no client gets an answer, and the server exits
+    0."""
+    login = raw.login_payload("iggy", "iggy")
+    first_requests = struct.pack("<II", 4 + len(login), raw.LOGIN_USER) + login
+    with LurcherServer() as server:
+        server.start(tmp_path / "data", tls_env(test_ca))
+        with ExitStack() as stack:
+            _request_in_flight(stack, server, test_ca)
+            clients = [_held_at_the_last_flight(server, test_ca, first_requests)
+                       for _ in range(10)]
+            for sock, *_ in clients:
+                stack.enter_context(sock)
+            server.proc.send_signal(signal.SIGTERM)
+            _wait_for_log(server, "INFO lurcher.server: stopping")
+            for sock, _, _, outgoing in clients:
+                with contextlib.suppress(OSError):
+                    sock.sendall(outgoing.read())
+            answers = [_statuses_until_closed(sock, tls, incoming)
+                       for sock, tls, incoming, _ in clients]
+        assert server.proc.wait(STOP_S) == 0
+        log = server.log_tail(10**6)
+    assert answers == [[]] * len(clients)
+    stopping = log.index("INFO lurcher.server: stopping")
+    assert "connected" not in log[stopping:].replace("disconnected", ""), log[stopping:]
+    assert "Traceback" not in log

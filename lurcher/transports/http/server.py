@@ -30,7 +30,7 @@ from lurcher.transports.http.jwt import JwtManager
 from lurcher.transports.http.metrics import Metrics, observe_commands
 from lurcher.transports.net import listening_socket
 from lurcher.transports.frontend import ListenContext, format_address, tls_context
-from lurcher.transports.handshake import gated, tls_accept
+from lurcher.transports.handshake import TlsAccept, gated, tls_accept
 
 if TYPE_CHECKING:
     from lurcher.runtime.settings import Http
@@ -42,10 +42,11 @@ class HttpServer:
     """A running uvicorn server on one bound socket (and the API it serves, closed with it)."""
 
     def __init__(self, server: uvicorn.Server, sock: socket.socket,
-                 api: HttpApi | None = None) -> None:
+                 api: HttpApi | None = None, tls: TlsAccept | None = None) -> None:
         self.server = server
         self.sock = sock
         self.api = api
+        self.tls = tls
         self.task: asyncio.Task[None] | None = None
 
     @property
@@ -58,6 +59,8 @@ class HttpServer:
 
     def close(self) -> None:
         self.server.should_exit = True
+        if self.tls is not None:  # no handshake in flight is handed to uvicorn from now on
+            self.tls.handshakes.close()
 
     async def wait_closed(self) -> None:
         self.server.should_exit = True
@@ -102,6 +105,6 @@ async def start_http(shard: Any, section: Http, data_path: Path,
     server = uvicorn.Server(config)
     server.lifespan = config.lifespan_class(config)
     sock = listening_socket(section.address)
-    http = HttpServer(server, sock, api)
+    http = HttpServer(server, sock, api, tls)
     await http.run()
     return http
