@@ -92,6 +92,46 @@ def handshake_but_last_flight(sock: socket.socket, tls: ssl.SSLObject, incoming:
             incoming.write(received)
 
 
+class SlowTlsClient:
+    """A raw TLS client to ``address`` whose handshake waits for its last flight, for the
+    tests of deadlines that a slow handshake must not extend."""
+
+    def __init__(self, address: str, ca: CaFiles, timeout_s: float) -> None:
+        host, port = address.rsplit(":", 1)
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = ssl.create_default_context(cafile=str(ca.ca_file)).wrap_bio(
+            self.incoming, self.outgoing, server_hostname="localhost")
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        handshake_but_last_flight(self.sock, self.tls, self.incoming, self.outgoing)
+
+    def finish_after(self, seconds: float, first_bytes: bytes = b"") -> None:
+        """Send the last flight ``seconds`` from now, with ``first_bytes`` after it."""
+        time.sleep(seconds)
+        if first_bytes:
+            self.tls.write(first_bytes)
+        self.sock.sendall(self.outgoing.read())
+
+    def closed_before(self, deadline: float) -> bool:
+        """Whether the server closes the connection (an end, a reset or its TLS
+        close_notify) before the monotonic ``deadline``; what it sends before is dropped."""
+        while (left := deadline - time.monotonic()) > 0:
+            self.sock.settimeout(left)
+            try:
+                if not (data := self.sock.recv(65536)):
+                    return True
+                self.incoming.write(data)
+                while self.tls.read(65536):
+                    pass
+                return True  # read nothing: the close_notify
+            except (ConnectionResetError, ssl.SSLZeroReturnError):
+                return True
+            except ssl.SSLWantReadError:
+                continue
+            except socket.timeout:
+                return False
+        return False
+
+
 def _serve(tmp: Path, env: dict[str, str]) -> Iterator[LurcherServer]:
     server = LurcherServer()
     server.start(tmp, env)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -20,7 +21,7 @@ import pytest
 
 from tests.support.server import LurcherServer
 from tests.support.trickle import NEVER_S, trickle
-from tests.transports.conftest import ALL_ON, CaFiles, _serve, tls_env
+from tests.transports.conftest import ALL_ON, CaFiles, SlowTlsClient, _serve, tls_env
 
 TIMEOUT = {"LURCHER_LIMITS_HTTP_HEADER_TIMEOUT": "2 s",
            "LURCHER_LIMITS_HTTP_BODY_TIMEOUT": "2 s",
@@ -141,3 +142,20 @@ async def test_a_body_dripped_inside_the_gap_is_cut_by_its_rate(deadline_server)
         writer.close()
     assert answer.startswith(b"HTTP/1.1 408 "), answer[:80]
     assert "request body slower than 1 bytes/s" in server.log_tail()
+
+
+def test_a_slow_tls_handshake_does_not_extend_the_first_header_deadline(
+        tmp_path, test_ca: CaFiles) -> None:
+    """The first header's deadline ran from the protocol's connection_made, after the TLS
+    handshake, itself allowed the header timeout: a client could hold an HTTPS connection
+    for up to twice it without a request. It runs from the accept now: a client whose
+    handshake took 3 of the 4 s, then sends nothing, is closed before 4 s more passed."""
+    env = {**tls_env(test_ca), "LURCHER_LIMITS_HTTP_HEADER_TIMEOUT": "4 s"}
+    with LurcherServer() as server:
+        server.start(tmp_path / "data", env)
+        client = SlowTlsClient(server.endpoints["http"], test_ca, 20.0)
+        with client.sock:
+            client.finish_after(3.0)
+            # the old deadline ran from the handshake's end: the close came after this
+            assert client.closed_before(time.monotonic() + 4.0)
+        assert "request header not received within 4 s" in server.log_tail()

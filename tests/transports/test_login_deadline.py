@@ -23,8 +23,8 @@ from lurcher.sdk.client import Client
 from lurcher.sdk.connection.base import is_connection_lost
 from tests.support import raw
 from tests.support.server import LurcherServer
-from tests.transports.conftest import (ALL_ON, CaFiles, _serve, handshake_but_last_flight,
-                                       make_client, tls_env)
+from tests.transports.conftest import (ALL_ON, CaFiles, SlowTlsClient, _serve, make_client,
+                                       tls_env)
 
 DEADLINE = {"LURCHER_LIMITS_LOGIN_TIMEOUT": "1 s"}
 # past the deadline and its check (every quarter of it), with room for a slow machine
@@ -104,42 +104,13 @@ WEBSOCKET_UPGRADE = ("GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\
                      "Sec-WebSocket-Version: 13\r\n\r\n").encode()
 
 
-def _held_back_tls(server: LurcherServer, listener: str, ca: CaFiles,
-                   after_handshake: bytes) -> socket.socket:
-    """The socket of a TLS client on ``listener`` that held its handshake's last flight
-    back for ``HANDSHAKE_DONE_AFTER_S``, then sent it with ``after_handshake``."""
-    host, port = server.endpoints[listener].rsplit(":", 1)
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    tls = ssl.create_default_context(cafile=str(ca.ca_file)).wrap_bio(
-        incoming, outgoing, server_hostname="localhost")
-    sock = socket.create_connection((host, int(port)), timeout=READ_S)
-    handshake_but_last_flight(sock, tls, incoming, outgoing)
-    time.sleep(HANDSHAKE_DONE_AFTER_S)
-    tls.write(after_handshake)
-    sock.sendall(outgoing.read())
-    return sock
-
-
-def _tls_closed_by(sock: socket.socket, deadline: float) -> bool:
-    """Whether the server closes ``sock`` before the monotonic ``deadline`` (what it sends
-    before, a WebSocket upgrade's answer, is read and dropped)."""
-    while (left := deadline - time.monotonic()) > 0:
-        sock.settimeout(left)
-        try:
-            if not sock.recv(65536):
-                return True
-        except ConnectionResetError:
-            return True
-        except socket.timeout:
-            return False
-    return False
-
-
 def _slow_tls_handshake_closed_in_time(server: LurcherServer, listener: str, ca: CaFiles,
                                        after_handshake: bytes) -> bool:
-    with _held_back_tls(server, listener, ca, after_handshake) as sock:
+    client = SlowTlsClient(server.endpoints[listener], ca, READ_S)
+    with client.sock:
+        client.finish_after(HANDSHAKE_DONE_AFTER_S, after_handshake)
         # the old deadline ran from the handshake's end: the drop came after this, always
-        return _tls_closed_by(sock, time.monotonic() + SLOW_LOGIN_TIMEOUT_S)
+        return client.closed_before(time.monotonic() + SLOW_LOGIN_TIMEOUT_S)
 
 
 def _slow_quic_handshake_closed_in_time(server: LurcherServer) -> bool:

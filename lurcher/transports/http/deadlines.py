@@ -5,8 +5,10 @@ seconds after a response; a connection that never sends a request, or sends its 
 or body a byte at a time, was held open forever (slowloris), each one a socket and a
 buffer. ``DeadlineH11Protocol`` adds two timers, following h11's view of the client:
 
-- header: from the connection's start (or the end of the previous response) the whole
-  request header must arrive within ``header_s``, however the bytes trickle in;
+- header: from the connection's accept (or the end of the previous response) the whole
+  request header must arrive within ``header_s``, however the bytes trickle in; over TLS
+  the accept comes before the handshake (the protocol is built then,
+  ``transports.handshake``), so the handshake's time counts in the first request's;
 - body: while the body is being received, each piece must follow the one before within
   ``body_s`` (time the server itself stops reading, to hold back a body the application
   has not taken yet, is not counted);
@@ -81,6 +83,9 @@ class DeadlineH11Protocol(H11Protocol):
         self.read_timer: asyncio.TimerHandle | None = None
         self.waiting_for: str | None = None  # "header", "body" or None
         self.body_due = math.inf  # loop time by which the body received so far was due
+        # loop time of the accept (built then, before a TLS handshake); None once the
+        # first request's header deadline is armed
+        self.accepted_at: float | None = self.loop.time()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -127,7 +132,7 @@ class DeadlineH11Protocol(H11Protocol):
             self._disarm()
         elif state is h11.IDLE:
             if self.waiting_for != "header":
-                self._arm("header", self.deadlines.header_s)
+                self._arm("header", self._header_wait())
         elif state is h11.SEND_BODY:
             if self.waiting_for != "body":
                 self._start_body()
@@ -135,6 +140,14 @@ class DeadlineH11Protocol(H11Protocol):
                 self._arm("body", self.deadlines.body_s)
         else:
             self._disarm()
+
+    def _header_wait(self) -> float | None:
+        """The seconds a request header may take from now: ``header_s``, for the first
+        request less the time since the accept (its TLS handshake)."""
+        seconds, accepted_at, self.accepted_at = self.deadlines.header_s, self.accepted_at, None
+        if seconds is None or accepted_at is None:
+            return seconds
+        return seconds - (self.loop.time() - accepted_at)
 
     def _start_body(self) -> None:
         """The body begins: its rate is due from now, after the grace of ``body_s``."""
