@@ -26,8 +26,8 @@ import pytest
 
 from tests.support import raw
 from tests.support.server import LurcherServer
-from tests.transports.conftest import (CaFiles, _serve, all_served, handshake_but_last_flight,
-                                       tls_env)
+from tests.transports.conftest import (CaFiles, SlowTlsClient, _serve, all_served,
+                                       handshake_but_last_flight, tls_env)
 
 CAP = 4
 STOP_S = 15.0
@@ -373,3 +373,30 @@ def test_handshakes_done_after_a_stop_began_are_not_served(tmp_path, test_ca: Ca
     stopping = log.index("INFO lurcher.server: stopping")
     assert "connected" not in log[stopping:].replace("disconnected", ""), log[stopping:]
     assert "Traceback" not in log
+
+
+def test_silent_https_connections_cut_by_the_header_deadline_leave_the_cap_at_once(
+        tmp_path, test_ca: CaFiles) -> None:
+    """HTTPS connections that finish their handshake and send nothing are cut by the header
+    deadline; they were closed gracefully, so the TLS layer sent close_notify and waited
+    for the client's, which never came, for the loop's 30 s: they stayed counted and new
+    HTTPS clients were refused all that time. They are dropped at once now."""
+    env = {**tls_env(test_ca), "LURCHER_LIMITS_HTTP_MAX_CONNECTIONS": str(CAP),
+           "LURCHER_LIMITS_HTTP_HEADER_TIMEOUT": "2 s"}
+    with LurcherServer() as server, ExitStack() as stack:
+        server.start(tmp_path / "data", env)
+        silent = [SlowTlsClient(server.endpoints["http"], test_ca, READ_S) for _ in range(CAP)]
+        for client in silent:
+            stack.enter_context(client.sock)
+            client.finish_after(0)
+        for client in silent:
+            assert client.closed_before(time.monotonic() + READ_S)
+        deadline = time.monotonic() + SERVED_WITHIN_S
+        with httpx.Client(verify=_context(test_ca), timeout=READ_S) as http:
+            while True:  # the drops reach the server's count a moment after the clients
+                try:
+                    assert http.get(f"https://{server.endpoints['http']}/ping").status_code == 200
+                    break
+                except httpx.TransportError:
+                    assert time.monotonic() < deadline, "the silent connections still count"
+        assert "Traceback" not in server.log_tail(10**6)

@@ -19,7 +19,9 @@ buffer. ``DeadlineH11Protocol`` adds two timers, following h11's view of the cli
   over the rate. Time the server holds the body back moves that due time on.
 
 A request late in either is answered ``408 Request Timeout`` (when any of it arrived) and
-the connection closed; a connection that sent nothing is closed. Once the request is
+the connection closed; a connection that sent nothing is dropped at once (aborted: over
+TLS a close sends close_notify and waits for the client's, up to the loop's 30 s, the
+connection still counted in the cap). Once the request is
 complete no timer runs: the application's time is not the client's. ``None`` disables a
 timer. Invariant: at most one timer is armed per connection, and none once it is lost.
 
@@ -190,9 +192,11 @@ class DeadlineH11Protocol(H11Protocol):
         started = phase == "body" or bool(self.conn.trailing_data[0])
         log.info("HTTP %s: request %s, connection closed", peer_address(self.client),
                  self._lateness(phase, seconds, by_rate))
-        if started:
-            self.transport.write(REQUEST_TIMEOUT)
         self.waiting_for = None
+        if not started:  # nothing to answer (over TLS a close would wait for its close_notify)
+            self.transport.abort()
+            return
+        self.transport.write(REQUEST_TIMEOUT)
         self.transport.close()
 
     def _lateness(self, phase: str, seconds: float, by_rate: bool) -> str:
