@@ -71,11 +71,15 @@ class _Uvicorn(uvicorn.Server):
     calling ``handle_exit`` as uvicorn's handler would: the SSE library the MCP SDK streams
     with hooks it to end open event streams (an agent's session GET), which a stop would
     otherwise wait for until the agent went. ``on_started`` runs once serving really
-    started (TLS loaded, app started, listening)."""
+    started (TLS loaded, app started, listening). Its shutdown first closes ``tls``'s
+    handshakes in flight: one done after would be handed to uvicorn, and served, once it had
+    closed the connections it knew, and the stop would wait for it."""
 
-    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None],
+                 tls: TlsAccept | None = None) -> None:
         super().__init__(config)
         self.on_started = on_started
+        self.tls = tls
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -85,6 +89,11 @@ class _Uvicorn(uvicorn.Server):
         await super().startup(sockets=sockets)
         if self.started:
             self.on_started()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.tls is not None:
+            self.tls.handshakes.close()
+        await super().shutdown(sockets=sockets)
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -241,7 +250,7 @@ async def serve_http(server: Server, http: HttpConfig,
                                http.tls.enabled)
     config = uvicorn.Config(app, log_level="warning", lifespan="on",
                             http=gated(protocol_factory(deadlines, cap), tls, cap), ws="none")
-    server_ = _Uvicorn(config, lambda: announce(endpoint_url(sock, http)))
+    server_ = _Uvicorn(config, lambda: announce(endpoint_url(sock, http)), tls)
     loop = asyncio.get_running_loop()
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, server_.handle_exit, sig, None)
