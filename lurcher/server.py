@@ -34,6 +34,7 @@ from lurcher.core.shard.shard import Shard
 from lurcher.core.wire.errors import IggyError
 from lurcher.runtime.config import Config, ConfigError, load_config
 from lurcher.runtime.heap import freeze_startup_objects
+from lurcher.runtime.loops import loop_factory
 from lurcher.transports.admission import binary_connections
 from lurcher.transports.connection import StreamConnection
 from lurcher.transports.frontend import FrontEnd, ListenContext, Listener
@@ -204,16 +205,6 @@ async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_co
 def configure_logging(config: Config, rotate: bool = True) -> None:
     settings = config.typed.system.logging
     logsetup.configure(settings, Path(config.typed.system.path), settings.max_size, rotate)
-
-
-def loop_factory():
-    """uvloop's loop when installed, else asyncio's default."""
-    try:
-        import uvloop
-    except ImportError:
-        log.info("uvloop not available; using the default asyncio loop")
-        return None
-    return uvloop.new_event_loop
 
 
 def main(argv: list[str] | None = None) -> int:

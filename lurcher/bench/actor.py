@@ -30,6 +30,7 @@ from lurcher.bench.drivers import Driver, driver
 from lurcher.bench.options import BenchOptions
 from lurcher.bench.workloads import CONSUMER, PRODUCER, PRODUCING_CONSUMER, ActorSpec, workload
 from lurcher.core.allocator import return_large_buffers_to_the_kernel
+from lurcher.runtime.loops import loop_factory
 
 EMPTY_POLL_SLEEP_S = 0.0005
 BARRIER_TIMEOUT_S = 120.0
@@ -166,21 +167,13 @@ async def _run(target: str, address: str, spec: ActorSpec, options: BenchOptions
                        r.messages.tobytes())
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
-
-
 def actor_main(target: str, address: str, spec: ActorSpec, options: BenchOptions,
                shared: Shared, index: int) -> None:
     """Process entry point: puts ``(index, ActorResult)`` or ``(index, traceback str)``.
     The process allocates as the server does (``return_large_buffers_to_the_kernel``)."""
     return_large_buffers_to_the_kernel()
     try:
-        with asyncio.Runner(loop_factory=_new_loop) as runner:
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
             result: ActorResult | str = runner.run(
                 _run(target, address, spec, options, shared, index))
     except BaseException:

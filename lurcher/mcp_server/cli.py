@@ -19,6 +19,7 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.mcp_server.config import MCP_TRANSPORTS, ConfigError, McpConfig, load_config
 from lurcher.mcp_server.http_app import serve_http
 from lurcher.mcp_server.service import Backend, build_server
+from lurcher.runtime.loops import loop_factory
 
 log = logging.getLogger("lurcher.mcp_server")
 CONFIG_ERROR_EXIT = 2
@@ -63,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
         if args.transport:
             config = msgspec.structs.replace(config, transport=args.transport).validate()
-        asyncio.run(run(config))
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            runner.run(run(config))
     except (ConfigError, IggyError, OSError) as e:
         announce(f"cannot start: {e}")
         return CONFIG_ERROR_EXIT

@@ -30,19 +30,12 @@ from typing import Any, TypeVar
 
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
+from lurcher.runtime.loops import new_event_loop
 from lurcher.sdk.client import Client
 from lurcher.sdk.config import DEFAULT_ADDRESS, ClientConfig
 from lurcher.sdk.connstring import parse
 
 T = TypeVar("T")
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 def _run(loop: asyncio.AbstractEventLoop) -> None:
@@ -87,7 +80,7 @@ class SyncClient:
                  timeout_s: float | None = None, **fields: Any) -> None:
         self.timeout_s = timeout_s
         self._closing = threading.Lock()
-        self._loop = _new_loop()
+        self._loop = new_event_loop()
         self._thread = threading.Thread(target=_run, args=(self._loop,), name="lurcher-sdk",
                                         daemon=True)
         self._thread.start()

@@ -36,10 +36,12 @@ async def test_sigterm_ends_open_sessions_and_exits_0(server, http_mcp_factory) 
 
 
 def _listening(host: str, port: int) -> bool:
+    """Whether the listener still takes connections: refused once it is closed, reset
+    while it closes with connections in its accept queue."""
     try:
         socket.create_connection((host, port), timeout=READ_S).close()
         return True
-    except ConnectionRefusedError:
+    except (ConnectionRefusedError, ConnectionResetError):
         return False
 
 
