@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import stat
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -151,3 +152,23 @@ def test_a_context_with_an_address_that_is_not_host_port_is_refused(
             result.err)
     assert not config_file.exists()
     cli("context", "create", "c", "--address", "[::1]:8090", check=0)
+
+
+def test_two_logins_in_the_same_second_get_tokens_of_their_own(
+        cli: Cli, server: LurcherServer, tmp_path: Path, monkeypatch) -> None:
+    """The default token name was ``lurcher-cli-<unix time>``: a second login in the same
+    second (two terminals, two scripts) failed with PersonalAccessTokenAlreadyExists."""
+    from lurcher.sdk.cli.commands import context as context_command
+    creds = ("--address", server.tcp_address, "-u", "iggy", "-p", "iggy", "-q")
+    for name in ENV.values():  # main runs in this process: only the config file counts
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(context_command, "time", SimpleNamespace(time=lambda: 1_800_000_000.5))
+    for index in (1, 2):
+        monkeypatch.setenv("LURCHER_CLI_CONFIG", str(tmp_path / f"login{index}.json"))
+        assert main([*creds, "login"]) == ExitCode.OK
+    monkeypatch.undo()
+    names = [json.loads((tmp_path / f"login{index}.json").read_text())
+             ["contexts"]["default"]["token_name"] for index in (1, 2)]
+    assert names[0] != names[1] and all(n.startswith("lurcher-cli-1800000000-") for n in names)
+    tokens = cli(*creds, "--json", "pat", "list", check=0).json()
+    assert sorted(t["name"] for t in tokens) == sorted(names)

@@ -4,7 +4,8 @@
 ``context create NAME`` stores the global connection options given with it
 (``--connection``, ``--address``, ``--transport``, ``--username``, ``--password``,
 ``--token``, ``--tls*``). ``login [EXPIRY]`` logs in with the given credentials, creates a
-token named ``lurcher-cli-<unix time>`` and stores it in the selected context (or a new
+token named ``lurcher-cli-<unix time>-<6 random hex digits>`` (two logins in the same second
+get different names) and stores it in the selected context (or a new
 ``default`` context, made active); later commands use the token. The context's previous
 token is deleted on the server only once the new one is saved, and a new token that could
 not be saved is deleted (none is left on the server, kept nowhere). ``logout`` deletes
@@ -14,6 +15,7 @@ that token on the server and from the context.
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
 
 import msgspec
@@ -114,7 +116,7 @@ async def login(run: Run) -> None:
         raise CliError("login needs a username and password (--username/--password or a "
                        "context/connection string with them)", ExitCode.USAGE)
     client = await run.client(config)
-    name = a.name or f"lurcher-cli-{int(time.time())}"
+    name = a.name or default_token_name()
     token = await client.create_personal_access_token(name, a.expiry)
     store = run.store
     ctx_name, ctx = selected_context(a, store)
@@ -132,6 +134,12 @@ async def login(run: Run) -> None:
             await client.delete_personal_access_token(old)
     run.out.note(f"logged in as '{config.username}'; token '{name}' stored in context "
                  f"'{ctx_name}'", context=ctx_name, token_name=name)
+
+
+def default_token_name() -> str:
+    """``lurcher-cli-<unix time>-<6 hex digits>``: 29 characters (a token name takes at
+    most 30), unique among logins of the same second."""
+    return f"lurcher-cli-{int(time.time())}-{secrets.token_hex(3)}"
 
 
 async def _save_or_forget(store: ContextStore, client: Client, token_name: str) -> None:
@@ -181,6 +189,6 @@ def register(sub: Sub) -> None:
              aliases=("li",), shorts=True)
     p.add_argument("expiry", nargs="?", type=expiry_us, default=0,
                    help="token lifetime, e.g. 1day (default: the server's)")
-    p.add_argument("--name", help="token name (default lurcher-cli-<unix time>)")
+    p.add_argument("--name", help="token name (default lurcher-cli-<unix time>-<random>)")
     leaf(sub, "logout", logout, "delete the context's token on the server and locally",
          aliases=("lo",), shorts=True)
