@@ -14,7 +14,9 @@ come from several threads: they run one after another on the client's loop. ``cl
 (idempotent, from any thread) stops the loop's thread; a call after it raises IggyError
 NOT_CONNECTED. A SyncClient never closed is closed the same way when it is garbage
 collected, or at interpreter exit (``weakref.finalize``): its thread, loop and connection
-never outlive it (the thread is a daemon, so it never holds the exit back either).
+never outlive it (the thread is a daemon, so it never holds the exit back either). That
+close is bounded by the client's ``timeout_s`` of the moment (it may be changed after
+construction), as every call is.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import inspect
 import threading
 import weakref
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from lurcher.core.wire.error_codes import ErrorCode
@@ -52,10 +55,17 @@ def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> Non
     thread.join()
 
 
+@dataclass
+class _Limits:
+    """What a SyncClient shares with its finalizer (which must hold no reference to it)."""
+    timeout_s: float | None
+
+
 def _shut_down(loop: asyncio.AbstractEventLoop, thread: threading.Thread, client: Client,
-               timeout_s: float | None) -> None:
-    """Close ``client`` on ``loop`` (for at most ``timeout_s``), then stop the loop (its
-    thread closes it and ends). Raises IggyError TASK_TIMEOUT past ``timeout_s``."""
+               limits: _Limits) -> None:
+    """Close ``client`` on ``loop`` (for at most ``limits.timeout_s``), then stop the loop
+    (its thread closes it and ends). Raises IggyError TASK_TIMEOUT past ``timeout_s``."""
+    timeout_s = limits.timeout_s
     if threading.current_thread() is thread:
         # collected by a garbage collection that ran on the loop's own thread: nothing can
         # be waited for here; the loop stops once the client is closed
@@ -78,7 +88,7 @@ class SyncClient:
 
     def __init__(self, address: str = DEFAULT_ADDRESS, *, config: ClientConfig | None = None,
                  timeout_s: float | None = None, **fields: Any) -> None:
-        self.timeout_s = timeout_s
+        self._limits = _Limits(timeout_s)
         self._closing = threading.Lock()
         self._loop = new_event_loop()
         self._thread = threading.Thread(target=_run, args=(self._loop,), name="lurcher-sdk",
@@ -91,7 +101,16 @@ class SyncClient:
             raise
         # holds no reference to self: the client is closed when self is collected
         self._finalizer = weakref.finalize(self, _shut_down, self._loop, self._thread,
-                                           self.client, timeout_s)
+                                           self.client, self._limits)
+
+    @property
+    def timeout_s(self) -> float | None:
+        """The bound of each blocking call and of ``close`` (None: no bound)."""
+        return self._limits.timeout_s
+
+    @timeout_s.setter
+    def timeout_s(self, value: float | None) -> None:
+        self._limits.timeout_s = value
 
     @staticmethod
     async def _make(address: str, config: ClientConfig | None, fields: dict) -> Client:

@@ -6,6 +6,7 @@ import asyncio
 import re
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -131,3 +132,33 @@ def test_a_sync_client_finalized_on_its_own_loop_thread_ends_it(server) -> None:
         client.ping()
     assert err.value.code == ErrorCode.NOT_CONNECTED
     client.close()
+
+
+def test_close_is_bounded_by_the_timeout_s_set_after_construction(server) -> None:
+    """``timeout_s`` bounds every call as it is set, but close() (the finalizer) kept the
+    value given at construction: a client built without one and given one later could wait
+    for ever on a close that does not finish."""
+    client = SyncClient.from_connection_string(root_connstring(server))
+    client.timeout_s = 0.2
+
+    async def close_that_hangs() -> None:
+        await asyncio.Event().wait()
+    client.client.close = close_that_hangs
+    outcome: list[BaseException | None] = []
+
+    def close() -> None:
+        try:
+            client.close()
+            outcome.append(None)
+        except BaseException as e:  # noqa: BLE001 - handed to the test thread
+            outcome.append(e)
+    closer = threading.Thread(target=close, daemon=True)
+    closer.start()
+    closer.join(30)
+    try:
+        assert not closer.is_alive(), "close() did not return: timeout_s was not applied"
+        assert isinstance(outcome[0], IggyError) and outcome[0].code == ErrorCode.TASK_TIMEOUT
+        assert "timeout_s=0.2" in str(outcome[0])
+    finally:
+        if closer.is_alive():  # the old code: end the loop so the test run can go on
+            client._loop.call_soon_threadsafe(client._loop.stop)
