@@ -49,12 +49,37 @@ def test_already_exists(lurcher: Cli) -> None:
 
 def test_wrong_password_and_no_credentials(cli: Cli, server: LurcherServer) -> None:
     r = cli("--address", server.tcp_address, "-u", "iggy", "-p", "wrong", "stream", "list")
-    assert r.code == ExitCode.AUTHENTICATION
+    assert r.code == ExitCode.CREDENTIALS
     assert "invalid credentials for user 'iggy'" in r.err and "(InvalidCredentials, 42)" in r.err
     r = cli("--address", server.tcp_address, "stream", "list")
     assert r.code == ExitCode.AUTHENTICATION and "not logged in" in r.err
     r = cli("--address", server.tcp_address, "--token", "bogus", "stream", "list")
-    assert r.code == ExitCode.AUTHENTICATION
+    assert r.code == ExitCode.CREDENTIALS
+
+
+def test_a_refused_login_has_its_own_exit_code_and_line(cli: Cli, lurcher: Cli,
+                                                         server: LurcherServer) -> None:
+    """A wrong password, or a username or password the server refuses for its form
+    (InvalidUsername 43, InvalidPassword 44), exited 5 like "not logged in"; and a user
+    command refused for the form of a new username or password exited 5 too, though the
+    login had succeeded. Now a refused login exits 10 (CREDENTIALS) with one line saying
+    so, and a malformed new username or password is bad input (8)."""
+    login = ("--address", server.tcp_address)
+    for user, password, words in (
+            ("iggy", "wrong", "wrong username or password"),
+            ("ig", "wrong", "'ig' is not a valid username (3 to 50 bytes)"),
+            ("iggy", "wr", "the password given for 'iggy' is not a valid password")):
+        for command in (("login",), ("stream", "list")):
+            r = cli(*login, "-u", user, "-p", password, *command)
+            assert r.code == ExitCode.CREDENTIALS, r
+            assert words in r.err and len(r.err.splitlines()) == 1, r
+    r = lurcher("user", "create", "xy", "secret")
+    assert r.code == ExitCode.INPUT and "a username takes 3 to 50 bytes" in r.err
+    r = lurcher("user", "create", "bobby", "pw")
+    assert r.code == ExitCode.INPUT and "a password takes 3 to 100 bytes" in r.err
+    r = lurcher("user", "password", "iggy", "not-the-password", "newpassword")
+    assert r.code == ExitCode.CREDENTIALS
+    assert "the current password given for user 'iggy' is wrong" in r.err
 
 
 def test_server_down(cli: Cli) -> None:

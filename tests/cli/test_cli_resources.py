@@ -185,7 +185,7 @@ def test_users_permissions_and_tokens(lurcher: Cli, cli: Cli, server, tmp_path: 
     lurcher("user", "permissions", "alice", "-g", "r_str", check=0)
     cli("--connection", alice, "stream", "list", check=0)
     lurcher("user", "password", "alice", "secret1", "secret2", check=0)
-    assert cli("--connection", alice, "stream", "list").code == ExitCode.AUTHENTICATION
+    assert cli("--connection", alice, "stream", "list").code == ExitCode.CREDENTIALS
     lurcher("user", "update", "alice", "alicia", check=0)
     lurcher("user", "update", "alicia", "--status", "inactive", check=0)
     got = lurcher("--json", "user", "get", "alicia", check=0).json()["header"]
@@ -199,7 +199,7 @@ def test_users_permissions_and_tokens(lurcher: Cli, cli: Cli, server, tmp_path: 
     assert lurcher("pat", "list", check=0).lines()[0].split() == ["NAME", "EXPIRES"]
     lurcher("pat", "delete", "ci-token", check=0)
     assert cli("--address", server.tcp_address, "--token", token, "stream", "list").code == (
-        ExitCode.AUTHENTICATION)
+        ExitCode.CREDENTIALS)
 
 
 def test_names_with_control_characters_are_shown_escaped(lurcher: Cli) -> None:

@@ -61,7 +61,10 @@ def test_permissions_flags() -> None:
 def test_exit_codes_and_messages() -> None:
     assert exit_code_for(ErrorCode.TOPIC_NAME_NOT_FOUND) == ExitCode.NOT_FOUND
     assert exit_code_for(ErrorCode.USER_ALREADY_EXISTS) == ExitCode.ALREADY_EXISTS
-    assert exit_code_for(ErrorCode.INVALID_CREDENTIALS) == ExitCode.AUTHENTICATION
+    assert exit_code_for(ErrorCode.INVALID_CREDENTIALS) == ExitCode.CREDENTIALS
+    assert exit_code_for(ErrorCode.INVALID_PERSONAL_ACCESS_TOKEN) == ExitCode.CREDENTIALS
+    assert exit_code_for(ErrorCode.PERSONAL_ACCESS_TOKEN_EXPIRED) == ExitCode.AUTHENTICATION
+    assert exit_code_for(ErrorCode.INVALID_USERNAME) == ExitCode.INPUT
     assert exit_code_for(ErrorCode.UNAUTHORIZED) == ExitCode.PERMISSION
     assert exit_code_for(ErrorCode.CANNOT_ESTABLISH_CONNECTION) == ExitCode.CONNECTION
     assert exit_code_for(ErrorCode.FEATURE_UNAVAILABLE) == ExitCode.ERROR

@@ -5,7 +5,9 @@ The server only answers a status number, so the message comes from ``TEMPLATES``
 (status -> text with ``{field}`` placeholders filled from the parsed arguments); a
 template whose fields the command does not have falls back to the status's reason.
 ``not_found`` builds the same error for "get" commands, which the server answers with an
-empty OK instead of a status.
+empty OK instead of a status. ``describe_login`` is ``describe`` for the failure of the
+connect-and-login every command starts with: there a username or password the server
+refuses for its form means the login was refused (CREDENTIALS), as a wrong one does.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from typing import Any
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.identifier import Identifier
+from lurcher.core.wire.validation import PASSWORD_BYTES, USERNAME_BYTES
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode, exit_code_for
 
 E = ErrorCode
 _STREAM = "stream '{stream}' not found"
 _TOPIC = "topic '{topic}' not found in stream '{stream}'"
+_USERNAME = "{} to {}".format(*USERNAME_BYTES)
+_PASSWORD = "{} to {}".format(*PASSWORD_BYTES)
 _GROUP = "consumer group '{group}' not found in topic '{topic}' of stream '{stream}'"
 
 TEMPLATES: dict[ErrorCode, str] = {
@@ -44,7 +49,10 @@ TEMPLATES: dict[ErrorCode, str] = {
     E.CLIENT_NOT_FOUND: "client {client_id} not found",
     E.RESOURCE_NOT_FOUND: "resource not found",
     E.PERSONAL_ACCESS_TOKEN_ALREADY_EXISTS: "personal access token '{name}' already exists",
-    E.INVALID_CREDENTIALS: "invalid credentials for user '{login_user}' at {login_address}",
+    E.INVALID_CREDENTIALS: "invalid credentials for user '{login_user}' at {login_address}: "
+                           "wrong username or password",
+    E.INVALID_USERNAME: f"invalid username: a username takes {_USERNAME} bytes",
+    E.INVALID_PASSWORD: f"invalid password: a password takes {_PASSWORD} bytes",
     E.INVALID_PERSONAL_ACCESS_TOKEN: "invalid personal access token for {login_address}",
     E.PERSONAL_ACCESS_TOKEN_EXPIRED: "personal access token expired; run 'lurcher login' again",
     E.UNAUTHENTICATED: "not logged in: give --username/--password, --token or --connection, "
@@ -87,6 +95,26 @@ def describe(error: IggyError, args: argparse.Namespace) -> CliError:
                                      E.INVALID_TLS_CERTIFICATE_PATH, E.INVALID_TLS_CERTIFICATE):
             text = f"{text}: {error.detail}"
     return CliError(text, exit_code_for(code), code)
+
+
+# The login's own words for the statuses a login is refused with for the form of its
+# username or password (the server checks the form before looking the user up).
+LOGIN_TEMPLATES: dict[ErrorCode, str] = {
+    E.INVALID_USERNAME: "login refused at {login_address}: '{login_user}' is not a valid "
+                        f"username ({_USERNAME} bytes)",
+    E.INVALID_PASSWORD: "login refused at {login_address}: the password given for "
+                        f"'{{login_user}}' is not a valid password ({_PASSWORD} bytes)",
+}
+
+
+def describe_login(error: IggyError, args: argparse.Namespace) -> CliError:
+    """``describe`` for a failed connect-and-login: a malformed username or password is a
+    refused login (CREDENTIALS), not bad input to a command."""
+    template = LOGIN_TEMPLATES.get(error.code)
+    text = _fill(template, fields_of(args, error.detail)) if template else None
+    if text is None:
+        return describe(error, args)
+    return CliError(text, ExitCode.CREDENTIALS, error.code)
 
 
 def not_found(code: ErrorCode, args: argparse.Namespace, what: str | None = None) -> CliError:

@@ -4,6 +4,10 @@ for a failure it can name.
 Invariant: every non-zero exit goes through ``ExitCode``; ``EXIT_CODES_HELP`` is generated
 from the same table and shown in ``lurcher --help``. Server status codes map to exit codes
 with ``exit_code_for`` (by family: not found, already exists, authentication, ...).
+A login refused for its credentials (wrong username or password, unknown token) has its
+own code, CREDENTIALS, apart from AUTHENTICATION (not logged in, or no longer allowed to
+be: inactive user, expired token); a username or password refused for its form by a user
+command (create, rename, change password) is bad INPUT.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ class ExitCode(enum.IntEnum):
     CONNECTION = 7
     INPUT = 8
     CONFIG = 9
+    CREDENTIALS = 10
     INTERRUPTED = 130
 
 
@@ -34,19 +39,21 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.USAGE: "bad command line (unknown option, missing or malformed argument)",
     ExitCode.NOT_FOUND: "stream, topic, partition, group, user, client, token ... not found",
     ExitCode.ALREADY_EXISTS: "the resource to create already exists",
-    ExitCode.AUTHENTICATION: "not logged in, wrong credentials, invalid or expired token",
+    ExitCode.AUTHENTICATION: "not logged in, inactive user, expired token",
     ExitCode.PERMISSION: "the user lacks the permission for the command",
     ExitCode.CONNECTION: "cannot connect to the server, connection lost, or timed out",
     ExitCode.INPUT: "bad local input (file, header, id, permissions, connection string)",
     ExitCode.CONFIG: "CLI configuration problem (unknown context, unreadable config file)",
+    ExitCode.CREDENTIALS: "login refused: wrong username or password, unknown token",
     ExitCode.INTERRUPTED: "interrupted by Ctrl-C (commands other than --follow)",
 }
 
 _AUTH_CODES = frozenset({
-    ErrorCode.UNAUTHENTICATED, ErrorCode.INVALID_CREDENTIALS, ErrorCode.INVALID_USERNAME,
-    ErrorCode.INVALID_PASSWORD, ErrorCode.USER_INACTIVE, ErrorCode.INVALID_PERSONAL_ACCESS_TOKEN,
-    ErrorCode.PERSONAL_ACCESS_TOKEN_EXPIRED, ErrorCode.ACCESS_TOKEN_MISSING,
-    ErrorCode.INVALID_ACCESS_TOKEN,
+    ErrorCode.UNAUTHENTICATED, ErrorCode.USER_INACTIVE, ErrorCode.PERSONAL_ACCESS_TOKEN_EXPIRED,
+    ErrorCode.ACCESS_TOKEN_MISSING, ErrorCode.INVALID_ACCESS_TOKEN,
+})
+_CREDENTIALS_CODES = frozenset({
+    ErrorCode.INVALID_CREDENTIALS, ErrorCode.INVALID_PERSONAL_ACCESS_TOKEN,
 })
 _CONNECTION_CODES = frozenset({
     ErrorCode.DISCONNECTED, ErrorCode.CANNOT_ESTABLISH_CONNECTION, ErrorCode.TCP_ERROR,
@@ -59,13 +66,16 @@ _INPUT_CODES = frozenset({
     ErrorCode.INVALID_HEADER_VALUE, ErrorCode.INVALID_HEADER_KIND, ErrorCode.TOO_BIG_USER_HEADERS,
     ErrorCode.INVALID_KEY_VALUE_LENGTH, ErrorCode.INVALID_MESSAGES_COUNT,
     ErrorCode.INVALID_TLS_CERTIFICATE_PATH, ErrorCode.INVALID_TLS_CERTIFICATE,
+    ErrorCode.INVALID_USERNAME, ErrorCode.INVALID_PASSWORD,
 })
 
 
 def exit_code_for(code: ErrorCode) -> ExitCode:
-    """The exit code for a server (or SDK) status."""
+    """The exit code for a server (or SDK) status (outside a login: see ``errors``)."""
     if code in _AUTH_CODES:
         return ExitCode.AUTHENTICATION
+    if code in _CREDENTIALS_CODES:
+        return ExitCode.CREDENTIALS
     if code == ErrorCode.UNAUTHORIZED:
         return ExitCode.PERMISSION
     if code in _CONNECTION_CODES:

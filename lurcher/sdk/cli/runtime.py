@@ -12,7 +12,7 @@ import argparse
 
 from lurcher.core.wire.errors import IggyError
 from lurcher.sdk.cli.contexts import ContextStore
-from lurcher.sdk.cli.errors import describe
+from lurcher.sdk.cli.errors import describe_login
 from lurcher.sdk.cli.options import client_config
 from lurcher.sdk.cli.output import Output
 from lurcher.sdk.client import Client
@@ -47,7 +47,7 @@ class Run:
                 await client.connect()
             except IggyError as e:
                 await client.close()
-                raise describe(e, self.args) from None
+                raise describe_login(e, self.args) from None
             self._client = client
         return self._client
 

@@ -15,6 +15,7 @@ import sys
 import msgspec
 
 from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.values.permissions import Permissions
 from lurcher.sdk.cli.commands.base import Sub, found, group, ident, leaf
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode
@@ -122,7 +123,14 @@ async def change_password(run: Run) -> None:
     a = run.args
     current = a.current_password or _ask("current password: ")
     new = a.new_password or _ask("new password: ")
-    await (await run.client()).change_password(ident(a.user), current, new)
+    client = await run.client()
+    try:
+        await client.change_password(ident(a.user), current, new)
+    except IggyError as e:
+        if e.code != ErrorCode.INVALID_CREDENTIALS:
+            raise
+        raise CliError(f"the current password given for user '{a.user}' is wrong",
+                       ExitCode.CREDENTIALS, e.code) from None
     run.out.note(f"password of user '{a.user}' changed")
 
 
