@@ -195,3 +195,19 @@ def test_a_bad_tls_ca_file_is_named(cli: Cli, server: LurcherServer, tmp_path) -
         r = cli("-a", server.tcp_address, "--tls", "--tls-ca-file", str(path), "ping")
         assert r.code == ExitCode.INPUT, r
         assert says in r.err and str(path) in r.err and "Traceback" not in r.err, r.err
+
+
+def test_a_command_the_transport_cannot_carry_is_named_with_the_transport(
+        cli: Cli, server_factory) -> None:
+    """`lurcher me` over HTTP said a bare "error: feature unavailable (FeatureUnavailable,
+    5)": neither the command nor the transport that lacks it."""
+    server = server_factory({"LURCHER_HTTP_ENABLED": "true",
+                             "LURCHER_HTTP_ADDRESS": "127.0.0.1:0"})
+    http = ("--transport", "http", "--address", server.endpoints["http"], "-u", "iggy",
+            "-p", "iggy")
+    r = cli(*http, "me")
+    assert r.code == ExitCode.ERROR and len(r.err.splitlines()) == 1
+    assert r.err.startswith("error: 'lurcher me' is not available over http (get_me: ")
+    assert "use --transport tcp, quic or ws (FeatureUnavailable, 5)" in r.err
+    r = cli(*http, "snapshot", "--output-file", "unused.zip")
+    assert "'lurcher snapshot' is not available over http" in r.err

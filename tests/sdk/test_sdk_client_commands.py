@@ -235,3 +235,23 @@ def test_a_header_key_or_value_outside_1_to_255_bytes_names_itself(headers, code
     with pytest.raises(IggyError) as err:
         encode_header_block(headers)
     assert err.value.code == code
+
+
+async def test_a_command_with_no_http_route_names_itself_and_keeps_the_connection(
+        server_factory) -> None:
+    """Over HTTP a command with no route (GetMe, joining a group, the snapshot) answered a
+    bare FeatureUnavailable (5) naming neither the command nor the transport."""
+    server = server_factory({"LURCHER_HTTP_ENABLED": "true",
+                             "LURCHER_HTTP_ADDRESS": "127.0.0.1:0"})
+    async with Client.from_connection_string(
+            f"iggy+http://iggy:iggy@{server.endpoints['http']}?heartbeat_interval=1h") as client:
+        connection = client._conn
+        for call, command in ((client.get_me(), "get_me"),
+                              (client.get_snapshot(), "get_snapshot_file"),
+                              (client.join_consumer_group("s", "t", "g"), "join_consumer_group")):
+            with pytest.raises(IggyError) as err:
+                await call
+            assert err.value.code == ErrorCode.FEATURE_UNAVAILABLE
+            assert f"{command} is not available over http" in str(err.value)
+        assert client._conn is connection and connection.connected
+        await client.ping()

@@ -5,7 +5,8 @@ The server only answers a status number, so the message comes from ``TEMPLATES``
 (status -> text with ``{field}`` placeholders filled from the parsed arguments); a
 template whose fields the command does not have falls back to the status's reason.
 ``not_found`` builds the same error for "get" commands, which the server answers with an
-empty OK instead of a status. ``describe_login`` is ``describe`` for the failure of the
+empty OK instead of a status. A command the transport cannot carry (``NotOverTransport``)
+is named with the transport it lacks, and the others to use. ``describe_login`` is ``describe`` for the failure of the
 connect-and-login every command starts with: there a username or password the server
 refuses for its form means the login was refused (CREDENTIALS), as a wrong one does.
 """
@@ -21,6 +22,8 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.identifier import Identifier
 from lurcher.core.wire.validation import PASSWORD_BYTES, USERNAME_BYTES
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode, exit_code_for
+from lurcher.sdk.config import TRANSPORTS
+from lurcher.sdk.connection.base import NotOverTransport
 
 E = ErrorCode
 _STREAM = "stream '{stream}' not found"
@@ -83,8 +86,20 @@ def fields_of(args: argparse.Namespace, detail: str = "") -> dict[str, Any]:
     return fields
 
 
+def not_over_transport(error: NotOverTransport, args: argparse.Namespace) -> CliError:
+    """"'lurcher me' is not available over http (...); use --transport tcp, quic or ws"."""
+    others = [t for t in TRANSPORTS if t != error.transport]
+    use = ", ".join(others[:-1]) + f" or {others[-1]}"
+    command = getattr(args, "command_name", None) or error.command
+    return CliError(f"'{command}' is not available over {error.transport} "
+                    f"({error.command}: {error.why}); "
+                    f"use --transport {use}", ExitCode.ERROR, error.code)
+
+
 def describe(error: IggyError, args: argparse.Namespace) -> CliError:
     """A CliError for ``error`` with a message naming the command's subject."""
+    if isinstance(error, NotOverTransport):
+        return not_over_transport(error, args)
     code = error.code
     template = TEMPLATES.get(code)
     text = _fill(template, fields_of(args, error.detail)) if template else None

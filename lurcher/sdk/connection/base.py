@@ -11,6 +11,8 @@ CONNECTION_CLOSED (lost), NOT_CONNECTED (never connected / closed) or TASK_TIMEO
 A response frame announcing a payload longer than the ``response_buffer_size`` option
 (``response_limit``) fails its request with INVALID_BYTES_RESPONSE before anything is
 allocated for it, and the connection is closed: a server's length is never trusted.
+A command the transport cannot carry (``NotOverTransport``, FEATURE_UNAVAILABLE naming the
+command and the transport) is refused before anything is sent; the connection stays open.
 """
 
 from __future__ import annotations
@@ -37,6 +39,18 @@ CONNECTION_LOST_CODES = frozenset({
     ErrorCode.CONNECTION_CLOSED, ErrorCode.NOT_CONNECTED, ErrorCode.DISCONNECTED,
     ErrorCode.CANNOT_ESTABLISH_CONNECTION, ErrorCode.TCP_ERROR, ErrorCode.TASK_TIMEOUT,
 })
+
+
+class NotOverTransport(IggyError):
+    """FEATURE_UNAVAILABLE for a command this connection's transport cannot carry, raised
+    before anything was sent (the connection stays open and in step)."""
+
+    def __init__(self, command: str, transport: str, why: str) -> None:
+        super().__init__(ErrorCode.FEATURE_UNAVAILABLE,
+                         f"{command} is not available over {transport}: {why}")
+        self.command = command
+        self.transport = transport
+        self.why = why
 
 
 def with_ca_file(load: Callable[[str], T], path: str) -> T:
@@ -108,7 +122,8 @@ class Connection(abc.ABC):
 
         ``payload`` is one buffer or a list of buffers written back to back (no copy).
         Raises IggyError NOT_CONNECTED, CONNECTION_CLOSED or TASK_TIMEOUT (the connection
-        is then closed). A non-zero status is returned, not raised.
+        is then closed), or NotOverTransport (it stays open). A non-zero status is
+        returned, not raised.
         """
         async with self._lock:
             if not self._is_open() or self._stale():
@@ -116,6 +131,8 @@ class Connection(abc.ABC):
                 raise IggyError(ErrorCode.NOT_CONNECTED, "connection is not open")
             try:
                 return await self._exchange(code, payload_parts(payload))
+            except NotOverTransport:
+                raise
             except BaseException:
                 await self._abort()
                 raise

@@ -7,7 +7,8 @@ requests keep the returned JWT and send it as ``Authorization: Bearer`` afterwar
 LogoutUser revokes it. Error answers become their Iggy status; a bare 401 becomes
 UNAUTHENTICATED; a 404 "not found" for an optional resource becomes an empty OK (None).
 Commands with no HTTP route (GetMe, joining/leaving groups, group polling, the snapshot
-file) answer FEATURE_UNAVAILABLE without a request. TLS (``https://``) when ``config.tls``.
+file) raise NotOverTransport (FEATURE_UNAVAILABLE naming the command) without a request.
+TLS (``https://``) when ``config.tls``.
 An answer's body (decoded) is read up to the ``response_buffer_size`` option
 (``response_limit``, as on the binary transports): a body announcing or bringing more fails
 its request with INVALID_BYTES_RESPONSE without being read further, and the connection is
@@ -37,7 +38,8 @@ from lurcher.core.wire.identifier import Identifier
 from lurcher.core.wire.responses.messages import MESSAGE_HEADER, MESSAGE_HEADER_BYTES
 from lurcher.core.wire.values.polling import PollingKind
 from lurcher.sdk.config import ClientConfig
-from lurcher.sdk.connection.base import Connection, oversized, response_limit
+from lurcher.sdk.connection.base import (Connection, NotOverTransport, oversized,
+                                          response_limit)
 from lurcher.sdk.connection.tcp import tls_context
 from lurcher.core.wire import json_shapes as s
 
@@ -86,7 +88,8 @@ def _send(r: Any) -> Params:
 
 def _poll(r: Any) -> Params:
     if r.consumer.is_group:
-        raise IggyError(ErrorCode.FEATURE_UNAVAILABLE, "group polling has no HTTP route")
+        raise NotOverTransport("poll_messages", "http",
+                               "a consumer group poll has no HTTP route")
     query = {"consumer_id": r.consumer.id.value, "partition_id": r.partition_id,
              "kind": POLL_KIND_NAMES[r.strategy.kind], "value": r.strategy.value,
              "count": r.count, "auto_commit": "true" if r.auto_commit else "false"}
@@ -149,17 +152,16 @@ PARAMS: dict[str, Callable[[Any], Params]] = {
     "send_messages": _send,
     "poll_messages": _poll,
 }
-# Routed on the server but not through this class (the snapshot answer is a file, not JSON).
-NOT_OVER_HTTP = frozenset({"get_snapshot_file"})
+# Routed on the server but not through this class: why.
+NOT_OVER_HTTP = {"get_snapshot_file": "its answer is a ZIP file, not JSON"}
 _NO_PARAMS: Params = (None, None)
 
 
 def rest_call(spec: CommandSpec, request: Any) -> Call:
-    """The REST call for ``request``. Raises IggyError FEATURE_UNAVAILABLE for a command
-    with no HTTP route."""
+    """The REST call for ``request``. Raises NotOverTransport for a command with no HTTP
+    route."""
     if spec.rest is None or spec.name in NOT_OVER_HTTP:
-        raise IggyError(ErrorCode.FEATURE_UNAVAILABLE,
-                        f"{type(request).__name__} has no HTTP route")
+        raise NotOverTransport(spec.name, "http", NOT_OVER_HTTP.get(spec.name, "no HTTP route"))
     params = PARAMS.get(spec.name)
     query, body = _NO_PARAMS if params is None else params(request)
     return spec.rest.method, rest_path(spec.rest.path, request), query, body
@@ -269,11 +271,7 @@ class HttpConnection(Connection):
             return ErrorCode.INVALID_COMMAND, _EMPTY
         except WireError as e:
             return e.status, _EMPTY
-        spec = COMMANDS[code]
-        try:
-            method, path, query, body = rest_call(spec, request)
-        except IggyError as e:
-            return e.status, _EMPTY
+        method, path, query, body = rest_call(COMMANDS[code], request)
         return self._answer(code, await self._request(method, path, query, body))
 
     async def _request(self, method: str, path: str, query: Any = None,

@@ -28,7 +28,8 @@ def leaf(sub: Sub, name: str, handler: Handler, help: str, *, aliases: tuple[str
     parser = sub.add_parser(name, help=help, aliases=list(aliases), formatter_class=FORMATTER,
                             description=description or help)
     add_global_options(parser, top=False, shorts=shorts)
-    parser.set_defaults(handler=handler, needs_client=client, rest_into=None)
+    parser.set_defaults(handler=handler, needs_client=client, rest_into=None,
+                        command_name=parser.prog)
     return parser
 
 
