@@ -7,6 +7,8 @@ fake HTTP/1.1 peer on 127.0.0.1 answers ``/ping`` with 200 and every other reque
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
+import zlib
 from collections.abc import AsyncIterator, Callable
 
 import pytest
@@ -151,3 +153,76 @@ async def test_an_answer_trickled_past_the_request_timeout_ends_the_request(http
         assert isinstance(error, IggyError) and error.code == ErrorCode.TASK_TIMEOUT
     finally:
         await client.close()
+
+
+def encoded_answer(coding: str, body: bytes) -> bytes:
+    head = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: %s\r\n"
+            b"content-length: %d\r\n\r\n")
+    return head % (coding.encode(), len(body)) + body
+
+
+def compressed(coding: str, parts: list[bytes] | bytes, repeat: int = 1) -> bytes:
+    """``parts`` (``repeat`` times over) in ``coding``: gzip, zlib-wrapped or raw deflate."""
+    wbits = {"gzip": 31, "deflate": 15, "raw deflate": -15}[coding]
+    packer = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    chunks = [packer.compress(part) for _ in range(repeat)
+              for part in ([parts] if isinstance(parts, bytes) else parts)]
+    return b"".join(chunks) + packer.flush()
+
+
+def peer_client(peer: FakeHttpPeer, options: str = "") -> Client:
+    return Client.from_connection_string(
+        f"iggy+http://iggy:iggy@{peer.address}?heartbeat_interval=1h&request_timeout=10s"
+        + options)
+
+
+async def login_error(client: Client) -> IggyError:
+    """The IggyError ``client.connect()`` fails with (the client is closed)."""
+    try:
+        with pytest.raises(IggyError) as err:
+            await asyncio.wait_for(client.connect(), 30)
+    finally:
+        await client.close()
+    return err.value
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+async def test_a_compressed_bomb_is_refused_before_it_is_decoded(http_peer, coding: str) -> None:
+    """A login answer of 64 MiB of zeros compressed to 65 kB (under the bound, so its
+    Content-Length passed) was decoded a network read at a time by httpx, each read whole:
+    64 MiB in memory at once before the bound was checked, against a bound of 100 kB. Now
+    decoding stops at the bound plus one byte."""
+    bomb = compressed(coding, b"\0" * (1 << 20), repeat=64)
+    assert len(bomb) < LIMIT
+    peer = await http_peer(encoded_answer(coding, bomb))
+    tracemalloc.start()
+    try:
+        error = await login_error(peer_client(peer, f"&response_buffer_size={LIMIT}"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert error.code == ErrorCode.INVALID_BYTES_RESPONSE
+    assert f"response of {LIMIT + 1} bytes exceeds response_buffer_size ({LIMIT})" in str(error)
+    assert peak < 32 * 2**20, f"{peak} bytes traced while refusing a {len(bomb)}-byte bomb"
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "raw deflate", "identity"])
+async def test_a_compressed_answer_within_the_bound_is_read(http_peer, coding: str) -> None:
+    login = b'{"user_id": 7, "access_token": {"token": "jwt", "expiry": 0}}'
+    body = login if coding == "identity" else compressed(coding, [login[:9], login[9:]])
+    peer = await http_peer(encoded_answer(coding.replace("raw ", ""), body))
+    client = peer_client(peer, f"&response_buffer_size={LIMIT}")
+    try:
+        await asyncio.wait_for(client.connect(), 30)
+        assert client._conn.token == "jwt"
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize("coding,body", [("br", b"\x0b\x02\x80{}\x03"),
+                                         ("gzip", b"not gzip at all")])
+async def test_a_body_in_a_coding_not_asked_for_or_broken_is_refused(
+        http_peer, coding: str, body: bytes) -> None:
+    peer = await http_peer(encoded_answer(coding, body))
+    error = await login_error(peer_client(peer, "&retries=0"))
+    assert error.code == ErrorCode.INVALID_BYTES_RESPONSE, error

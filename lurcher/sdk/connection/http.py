@@ -12,7 +12,10 @@ TLS (``https://``) when ``config.tls``.
 An answer's body (decoded) is read up to the ``response_buffer_size`` option
 (``response_limit``, as on the binary transports): a body announcing or bringing more fails
 its request with INVALID_BYTES_RESPONSE without being read further, and the connection is
-closed. ``request_timeout_s`` bounds each exchange as a whole (a peer trickling its answer
+closed. The SDK asks for gzip or deflate and decodes them itself (``BoundedDecoder``), never
+more than the bound plus one byte: a small compressed answer cannot decode into a large one
+first (httpx decodes each network read whole); another content coding, or a body that does
+not decode, is INVALID_BYTES_RESPONSE too. ``request_timeout_s`` bounds each exchange as a whole (a peer trickling its answer
 is not waited for past it), ``connect_timeout_s`` the connect's ``/ping``.
 """
 
@@ -23,6 +26,7 @@ import base64
 import re
 import ssl
 import struct
+import zlib
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -190,19 +194,72 @@ def access_token(identity: Any) -> str | None:
     return token if isinstance(token, str) else None
 
 
+# The content codings asked for (``Accept-Encoding``) and the zlib window of each.
+ACCEPT_ENCODING = "gzip, deflate"
+CODING_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS,
+                "deflate": zlib.MAX_WBITS}
+
+
+def undecodable(why: str) -> IggyError:
+    return IggyError(ErrorCode.INVALID_BYTES_RESPONSE, f"answer body: {why}")
+
+
+class BoundedDecoder:
+    """One body's content coding undone, at most ``limit`` decoded bytes in all: each
+    ``decode`` asks zlib for no more than the room left plus one byte, so a compressed bomb
+    is refused having produced ``limit + 1`` bytes. Raises IggyError
+    INVALID_BYTES_RESPONSE (over the limit, an unknown coding, data that does not decode).
+    """
+
+    def __init__(self, content_encoding: str, limit: int) -> None:
+        codings = [c.strip().lower() for c in content_encoding.split(",")]
+        codings = [c for c in codings if c not in ("", "identity")]
+        if len(codings) > 1 or (codings and codings[0] not in CODING_WBITS):
+            raise undecodable(f"content-encoding {content_encoding!r} was not asked for")
+        self.coding = codings[0] if codings else None
+        self.limit = limit
+        self.size = 0
+        self._zlib = zlib.decompressobj(CODING_WBITS[self.coding]) if self.coding else None
+
+    def decode(self, raw: bytes) -> bytes:
+        if self._zlib is None:
+            return self._counted(raw)
+        pieces: list[bytes] = []
+        while raw:
+            try:
+                piece = self._zlib.decompress(raw, self.limit - self.size + 1)
+            except zlib.error as e:
+                if not self._raw_deflate_instead():
+                    raise undecodable(f"{self.coding} data does not decode ({e})") from None
+                continue
+            pieces.append(self._counted(piece))
+            raw = self._zlib.unconsumed_tail
+        return b"".join(pieces)
+
+    def _raw_deflate_instead(self) -> bool:
+        """"deflate" sent without its zlib wrapper (as some servers do): start again raw."""
+        if self.coding != "deflate" or self.size:
+            return False
+        self.coding = "raw deflate"
+        self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+        return True
+
+    def _counted(self, data: bytes) -> bytes:
+        self.size += len(data)
+        if self.size > self.limit:
+            raise oversized(self.size, self.limit)
+        return data
+
+
 async def bounded_body(response: httpx.Response, limit: int) -> bytes:
     """The whole (decoded) body of a streamed ``response``. Raises IggyError
-    INVALID_BYTES_RESPONSE as soon as its Content-Length, or what arrived, is over ``limit``."""
+    INVALID_BYTES_RESPONSE as soon as its Content-Length, or what it decodes to, is over
+    ``limit`` (``BoundedDecoder``)."""
     announced = response.headers.get("content-length", "")
     if announced.isdigit() and int(announced) > limit:
         raise oversized(int(announced), limit)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise oversized(size, limit)
-        chunks.append(chunk)
+    decoder = BoundedDecoder(response.headers.get("content-encoding", ""), limit)
+    chunks = [decoder.decode(raw) async for raw in response.aiter_raw()]
     return b"".join(chunks)
 
 
@@ -245,7 +302,8 @@ class HttpConnection(Connection):
             return
         verify: ssl.SSLContext | bool = tls_context(self.config) if self.config.tls else False
         self._http = httpx.AsyncClient(base_url=self.base_url, verify=verify,
-                                       timeout=self.config.request_timeout_s)
+                                       timeout=self.config.request_timeout_s,
+                                       headers={"Accept-Encoding": ACCEPT_ENCODING})
         seconds = self.config.connect_timeout_s
         try:
             response = await asyncio.wait_for(
