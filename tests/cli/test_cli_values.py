@@ -87,3 +87,11 @@ def test_printable_escapes_control_characters_only() -> None:
     assert printable("tab\tnl\ncr\resc\x1bdel\x7fc1\x9b") == (
         "tab\\tnl\\ncr\\resc\\x1bdel\\x7fc1\\x9b")
     assert printable("plain, ünïcödé and 日本 stay") == "plain, ünïcödé and 日本 stay"
+
+
+def test_expiry_arguments_take_months_and_years_as_iggy_does() -> None:
+    """`topic create ... 1M` made a topic whose messages expired after one minute (Iggy's
+    humantime reads "M" as a month), and `pat create t 1y` was refused."""
+    assert values.expiry_us("1M") == 2_630_016 * 10**6
+    assert values.expiry_us("1y") == 31_557_600 * 10**6
+    assert values.expiry_us("9000years") == 9000 * 31_557_600 * 10**6

@@ -32,6 +32,19 @@ def test_durations(text, seconds):
     assert parse_duration(text) == pytest.approx(seconds)
 
 
+def test_months_and_years_are_humantime_s() -> None:
+    """humantime (Iggy's duration grammar) reads "M" as a month and has months and years;
+    here "1M" was a minute (a topic created with a message expiry of "1M" in Iggy's sense
+    lost its messages after 60 s) and "1y", "3months" were refused."""
+    assert parse_duration("1M") == parse_duration("1 month") == 2_630_016
+    assert parse_duration("12M") == 31_560_192 and parse_duration("1m") == 60
+    assert parse_duration("1y") == parse_duration("1year") == 31_557_600
+    assert parse_duration("7years") == 7 * 31_557_600 and parse_duration("3months 2m") == (
+        3 * 2_630_016 + 120)
+    assert parse_duration("31millis") == pytest.approx(0.031)
+    assert parse_duration("1H") == 3600  # any other unit in any case, as before
+
+
 @pytest.mark.parametrize("bad", ["", "5 parsecs", "s5", "1m x"])
 def test_bad_durations(bad):
     with pytest.raises(ValueError):

@@ -4,7 +4,9 @@ connection strings, the CLI, the MCP server and the HTTP JSON shapes.
 Sizes: a byte count, or a number (fractions allowed, exact) with a decimal (kB, MB, ...) or
 binary (KiB, MiB, ...) unit, spaces optional: "1 GiB", "1.5MB", "512 KiB". Durations, the
 humantime grammar the Iggy SDKs use: one or more ``<number><unit>`` terms ("5s", "1m 30s",
-"500ms", "2h30m"); a bare number is seconds. "unlimited"/"never"/"none" mean no limit
+"500ms", "2h30m", "3months", "1y"); a bare number is seconds. Units are humantime's (a
+month is 30.44 days, a year 365.25 days); "M" is a month and "m" a minute, as there, and
+any other unit is read in any case. "unlimited"/"never"/"none" mean no limit
 (``U64_MAX``); "default"/"server_default" mean 0 (the server's default) where a request
 field allows it.
 """
@@ -31,7 +33,13 @@ DURATION_UNITS_S: dict[str, float] = {
     "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
     "d": 86400.0, "day": 86400.0, "days": 86400.0,
     "w": 604800.0, "week": 604800.0, "weeks": 604800.0,
+    "nanos": 1e-9, "millis": 1e-3,
+    "month": 2_630_016.0, "months": 2_630_016.0,  # 30.44 days, as humantime
+    "y": 31_557_600.0, "year": 31_557_600.0, "years": 31_557_600.0,  # 365.25 days
 }
+# Units told apart by case alone (humantime's "M" is a month, "m" a minute); every other
+# unit is read in any case.
+CASED_DURATION_UNITS_S: dict[str, float] = {"M": 2_630_016.0}
 MAX_DURATION_S = U64_MAX / US_PER_S  # a duration is held as u64 microseconds
 UNLIMITED_WORDS = frozenset({"unlimited", "never", "none", "infinite", "never_expire"})
 SERVER_DEFAULT_WORDS = frozenset({"default", "server_default"})
@@ -70,12 +78,17 @@ def parse_duration(text: str) -> float:
         m = _TERM.match(s, pos)
         if m is None or m.end() == pos:
             raise ValueError(f"invalid duration {text!r} at {s[pos:]!r}")
-        unit = m.group(2).lower()
-        if unit not in DURATION_UNITS_S:
-            raise ValueError(f"unknown duration unit {m.group(2)!r} in {text!r}")
-        total += float(m.group(1)) * DURATION_UNITS_S[unit]
+        total += float(m.group(1)) * _duration_unit_s(m.group(2), text)
         pos = m.end()
     return _bounded_duration(total, text)
+
+
+def _duration_unit_s(unit: str, text: str) -> float:
+    """Seconds in one ``unit`` of ``text``. Raises ValueError."""
+    seconds = CASED_DURATION_UNITS_S.get(unit) or DURATION_UNITS_S.get(unit.lower())
+    if seconds is None:
+        raise ValueError(f"unknown duration unit {unit!r} in {text!r}")
+    return seconds
 
 
 def _bounded_duration(seconds: float, text: str) -> float:
