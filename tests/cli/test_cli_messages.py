@@ -7,15 +7,18 @@ from __future__ import annotations
 import base64
 import json
 import queue
+import resource
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from lurcher.core.wire.headers import HeaderKind, HeaderValue, encode_headers
+from lurcher.sdk.cli.exitcodes import ExitCode
 from lurcher.sdk.sync import SyncClient
-from tests.cli.conftest import Cli, root_connection
+from tests.cli.conftest import CLI, Cli, cli_env, root_connection
 
 FOLLOW_WAIT_S = 15.0
 
@@ -249,3 +252,33 @@ def test_group_poll_and_follow(lurcher: Cli, topic) -> None:
     assert sorted(payloads(got)) == sorted(f"{x}{p}" for p in range(3) for x in "ab")
     members = lurcher("--json", "consumer-group", "get", "orders", "eu", "billing", check=0)
     assert members.json()["header"]["members_count"] == 0  # left the group on exit
+
+
+def _address_space_capped() -> None:
+    """In the child: at most 1 GiB of address space (the CLI needs far less)."""
+    resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_send_of_an_endless_input_is_refused_in_bounded_memory(
+        server, topic, config_file: Path, raw: bool) -> None:
+    """`message send` read its whole input before sending: --input-file /dev/zero (or an
+    endless pipe) grew without bound (under a 1 GiB cap: MemoryError and a traceback). Now
+    a line, or a --raw input, over the largest message is refused as soon as it is."""
+    args = [*CLI, "--connection", root_connection(server), "message", "send", "orders", "eu",
+            "-p", "0", "--input-file", "/dev/zero", *(["--raw"] if raw else [])]
+    proc = subprocess.run(args, capture_output=True, env=cli_env(config_file), timeout=120,
+                          stdin=subprocess.DEVNULL, preexec_fn=_address_space_capped)
+    err = proc.stderr.decode()
+    assert proc.returncode == ExitCode.INPUT and len(err.splitlines()) == 1, err
+    assert "over the largest message (64000000 bytes)" in err
+
+
+def test_send_counts_what_it_sent_before_a_line_that_is_refused(lurcher: Cli, topic,
+                                                                tmp_path: Path) -> None:
+    source = tmp_path / "lines.txt"
+    source.write_bytes(b"a\nb\nc\n" + b"x" * 64_000_001 + b"\n")
+    r = lurcher("message", "send", "orders", "eu", "-p", "2", "--batch-size", "2",
+                "--input-file", str(source))
+    assert r.code == ExitCode.INPUT and "(2 message(s) before it were sent)" in r.err
+    assert payloads(poll_json(lurcher, "2", "--first", "-c", "10")) == ["a", "b"]

@@ -2,9 +2,13 @@
 
 Send: messages come from the arguments, else ``--input-file``, else standard input; one
 message per line (empty lines skipped, a trailing CR dropped), or the whole input as one
-message with ``--raw``. They are sent in requests of at most ``--batch-size`` messages,
-with the same headers (``-H key:kind:value``) on each, and optional ``--id`` values (one per
-message). Partitioning: ``--partition-id``, ``--message-key`` or balanced (the default).
+message with ``--raw``. They are sent in requests of at most ``--batch-size`` messages (and
+about ``BATCH_BYTES``) as the input is read, so memory holds one request, whatever the
+input's length; a line, or a ``--raw`` input, over the largest message (64 MB) is refused
+without being read whole (the requests sent before it are counted in the error). With
+``--id`` values (one per message) the count is checked before anything is sent. The same
+headers (``-H key:kind:value``) go on each. Partitioning: ``--partition-id``,
+``--message-key`` or balanced (the default).
 
 Poll: one strategy of ``--offset``, ``--timestamp``, ``--first``, ``--last``, ``--next``
 (the default). ``--group NAME`` polls as a member of that consumer group (created when
@@ -31,8 +35,10 @@ import json
 import math
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
 
+from lurcher.core.wire.batch import MAX_PAYLOAD_BYTES
 from lurcher.core.wire.headers import key_text
 from lurcher.core.wire.values.polling import PollingKind, PollingStrategy
 from lurcher.sdk.consumer import join_group
@@ -52,6 +58,7 @@ from lurcher.sdk.cli.values import (
 from lurcher.sdk.messages import ReceivedMessage
 
 DEFAULT_BATCH = 1000
+BATCH_BYTES = 8 * 1024 * 1024  # a request of input lines is sent once it holds this much
 POLL_COUNT = 1
 FOLLOW_POLL_COUNT = 100
 FOLLOW_INTERVAL_S = 0.2
@@ -61,29 +68,96 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 # -- send --------------------------------------------------------------------------------
 
-def _read_input(a: argparse.Namespace) -> bytes:
+@contextlib.contextmanager
+def _input(a: argparse.Namespace) -> Iterator[BinaryIO]:
+    """``--input-file`` opened, else standard input. Raises CliError(INPUT)."""
     if a.input_file is None:
-        return sys.stdin.buffer.read()
+        yield sys.stdin.buffer
+        return
     try:
-        with open(a.input_file, "rb") as f:
-            return f.read()
+        f = open(a.input_file, "rb")
     except OSError as e:
-        raise CliError(f"cannot read {a.input_file}: {e.strerror}", ExitCode.INPUT) from None
+        raise _unreadable(a, e) from None
+    with f:
+        yield f
 
 
-def payloads(a: argparse.Namespace) -> list[bytes]:
-    """The messages to send (see the module docstring). Raises CliError(INPUT)."""
-    if a.messages:
-        return [m.encode() for m in a.messages]
-    data = _read_input(a)
-    if a.raw:
-        found = [data] if data else []
-    else:
-        found = [line.removesuffix(b"\r") for line in data.split(b"\n")]
-        found = [line for line in found if line]
-    if not found:
-        raise CliError("no messages to send (empty input)", ExitCode.INPUT)
-    return found
+def _unreadable(a: argparse.Namespace, e: OSError) -> CliError:
+    return CliError(f"cannot read {a.input_file or 'standard input'}: {e.strerror or e}",
+                    ExitCode.INPUT)
+
+
+def _too_big(what: str) -> CliError:
+    return CliError(f"{what} is over the largest message ({MAX_PAYLOAD_BYTES} bytes)",
+                    ExitCode.INPUT)
+
+
+def _raw_message(f: BinaryIO) -> Iterator[bytes]:
+    """The whole input as one message (none when empty); never reads past the limit."""
+    data = f.read(MAX_PAYLOAD_BYTES + 1)
+    if len(data) > MAX_PAYLOAD_BYTES:
+        raise _too_big("the input")
+    if data:
+        yield data
+
+
+def _lines(f: BinaryIO) -> Iterator[bytes]:
+    """The non-empty lines, a trailing CR dropped; each read holds at most one message (a
+    line past the limit is refused, not read whole)."""
+    while line := f.readline(MAX_PAYLOAD_BYTES + 2):
+        line = line.removesuffix(b"\n").removesuffix(b"\r")
+        if len(line) > MAX_PAYLOAD_BYTES:
+            raise _too_big("a line of the input")
+        if line:
+            yield line
+
+
+def _read(a: argparse.Namespace) -> Iterator[bytes]:
+    """The messages of the input, read as they are asked for. Raises CliError(INPUT)."""
+    with _input(a) as f:
+        try:
+            yield from (_raw_message(f) if a.raw else _lines(f))
+        except OSError as e:
+            raise _unreadable(a, e) from None
+
+
+def batches(a: argparse.Namespace) -> Iterator[list[bytes]]:
+    """The messages to send (see the module docstring) in requests of at most
+    ``--batch-size`` messages and about ``BATCH_BYTES``; only one request's worth of input
+    is held at a time. Raises CliError(INPUT) (empty input, a message over the limit)."""
+    messages = iter([m.encode() for m in a.messages]) if a.messages else _read(a)
+    batch: list[bytes] = []
+    size = sent = 0
+    for message in messages:
+        batch.append(message)
+        size += len(message)
+        if len(batch) == a.batch_size or size >= BATCH_BYTES:
+            sent += len(batch)
+            yield batch
+            batch, size = [], 0
+    if batch or not sent:
+        if not batch:
+            raise CliError("no messages to send (empty input)", ExitCode.INPUT)
+        yield batch
+
+
+def _with_ids(a: argparse.Namespace) -> Iterator[tuple[list[bytes], list | None]]:
+    """``batches`` paired with their ``--id`` values. With ids the message count is checked
+    before anything is sent (reading stops one message past the ids given)."""
+    if not a.id:
+        yield from ((batch, None) for batch in batches(a))
+        return
+    held: list[bytes] = []
+    for batch in batches(a):
+        held += batch
+        if len(held) > len(a.id):
+            break
+    if len(held) != len(a.id):
+        known = a.messages or len(held) <= len(a.id)
+        count = f"{len(a.messages or held)}" if known else f"more than {len(a.id)}"
+        raise CliError(f"{len(a.id)} --id value(s) for {count} message(s)", ExitCode.USAGE)
+    for start in range(0, len(held), a.batch_size):
+        yield held[start:start + a.batch_size], a.id[start:start + a.batch_size]
 
 
 def _partitioning(a: argparse.Namespace) -> int | str | None:
@@ -94,19 +168,20 @@ def _partitioning(a: argparse.Namespace) -> int | str | None:
 
 async def send(run: Run) -> None:
     a = run.args
-    data = payloads(a)
-    ids = a.id or None
-    if ids is not None and len(ids) != len(data):
-        raise CliError(f"{len(ids)} --id value(s) for {len(data)} message(s)", ExitCode.USAGE)
     header_map = dict(h for group_ in a.header or [] for h in group_) or None
-    client = await run.client()
-    for start in range(0, len(data), a.batch_size):
-        end = start + a.batch_size
-        await client.send_messages(ident(a.stream), ident(a.topic), data[start:end],
-                                   _partitioning(a), ids=ids[start:end] if ids else None,
-                                   headers=header_map)
-    run.out.note(f"sent {len(data)} message(s) to topic '{a.topic}' of stream '{a.stream}'",
-                 sent=len(data))
+    sent = 0
+    try:
+        for data, ids in _with_ids(a):
+            client = await run.client()
+            await client.send_messages(ident(a.stream), ident(a.topic), data,
+                                       _partitioning(a), ids=ids, headers=header_map)
+            sent += len(data)
+    except CliError as e:
+        if sent:
+            e.message += f" ({sent} message(s) before it were sent)"
+        raise
+    run.out.note(f"sent {sent} message(s) to topic '{a.topic}' of stream '{a.stream}'",
+                 sent=sent)
 
 
 # -- poll output -------------------------------------------------------------------------
