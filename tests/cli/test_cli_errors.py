@@ -4,9 +4,10 @@ the exit code of the table in ``lurcher.sdk.cli.exitcodes`` (documented in ``--h
 from __future__ import annotations
 
 import socket
+import subprocess
 
 from lurcher.sdk.cli.exitcodes import ExitCode
-from tests.cli.conftest import Cli
+from tests.cli.conftest import CLI, RUN_TIMEOUT_S, Cli, cli_env
 from tests.support.server import LurcherServer
 
 
@@ -211,3 +212,19 @@ def test_a_command_the_transport_cannot_carry_is_named_with_the_transport(
     assert "use --transport tcp, quic or ws (FeatureUnavailable, 5)" in r.err
     r = cli(*http, "snapshot", "--output-file", "unused.zip")
     assert "'lurcher snapshot' is not available over http" in r.err
+
+
+def test_an_output_that_cannot_be_written_is_one_line(server: LurcherServer,
+                                                      config_file) -> None:
+    """Output on a full disk (/dev/full here) ended in an OSError traceback, exit 1, for
+    tables, JSON and confirmations alike."""
+    base = [*CLI, "--connection", f"iggy://iggy:iggy@{server.tcp_address}"]
+    for command in (["stream", "list"], ["--json", "stream", "list"],
+                    ["stream", "create", "full-disk"]):
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run([*base, *command], stdout=full, stderr=subprocess.PIPE,
+                                  stdin=subprocess.DEVNULL, env=cli_env(config_file),
+                                  timeout=RUN_TIMEOUT_S)
+        err = proc.stderr.decode()
+        assert proc.returncode == ExitCode.INPUT, err
+        assert err == "error: cannot write the output: No space left on device\n"

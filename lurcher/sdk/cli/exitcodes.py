@@ -42,7 +42,8 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.AUTHENTICATION: "not logged in, inactive user, expired token",
     ExitCode.PERMISSION: "the user lacks the permission for the command",
     ExitCode.CONNECTION: "cannot connect to the server, connection lost, or timed out",
-    ExitCode.INPUT: "bad local input (file, header, id, permissions, connection string)",
+    ExitCode.INPUT: "bad local input (file, header, id, permissions, connection string), "
+                    "or output that cannot be written",
     ExitCode.CONFIG: "CLI configuration problem (unknown context, unreadable config file)",
     ExitCode.CREDENTIALS: "login refused: wrong username or password, unknown token",
     ExitCode.INTERRUPTED: "interrupted by Ctrl-C (commands other than --follow)",

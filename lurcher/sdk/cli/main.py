@@ -2,7 +2,8 @@
 
 ``main(argv) -> exit code``: parse (argparse; usage errors exit 2), run the handler on a
 fresh event loop, print failures as ``error: <what> (<IggyName>, <code>)`` on stderr and
-map them to ``ExitCode``. Handlers never call ``sys.exit``.
+map them to ``ExitCode``. Handlers never call ``sys.exit``. An output that cannot be written
+(a full disk) is one line and exit 8 too; a reader that went away (``| head``) is exit 0.
 """
 
 from __future__ import annotations
@@ -67,6 +68,13 @@ def _execute(run: Run) -> int:
         # a value the argument checks let through, refused where it is used or encoded
         print(f"error: invalid argument: {_one_line(str(e))}", file=sys.stderr)
         return ExitCode.USAGE
+    except BrokenPipeError:
+        raise  # the reader went away: ``main`` ends quietly
+    except OSError as e:
+        # every local file is opened and read under a CliError of its own: what is left is
+        # writing the output (stdout or --output-file) on a full disk or a failing device
+        print(f"error: cannot write the output: {e.strerror or e}", file=sys.stderr)
+        return ExitCode.INPUT
     except (TimeoutError, asyncio.TimeoutError):
         print(f"error: timed out talking to {getattr(run.args, 'login_address', 'the server')}",
               file=sys.stderr)
