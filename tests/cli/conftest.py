@@ -4,7 +4,9 @@ as a subprocess against the real ``server`` fixture, with a private contexts fil
 ``cli(*args, input=None, env=None, check=None)`` -> ``Result`` (code, out, err);
 ``check=0`` asserts the exit code. ``lurcher``: the same, already pointed at the server
 with a root connection string (``--connection`` given before the command).
-``spawn(*args)`` starts the command in the background (for ``--follow``); its stdout lines
+``run_capped(args, config, env)`` runs it with its address space capped at 1 GiB (for
+inputs that must not be read whole: on a regression it fails with MemoryError instead of
+exhausting the machine). ``spawn(*args)`` starts the command in the background (for ``--follow``); its stdout lines
 arrive on ``proc.lines`` (a queue; None at end of output).
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import resource
 import subprocess
 import sys
 import threading
@@ -54,6 +57,20 @@ def cli_env(config: Path, extra: Mapping[str, str] | None = None) -> dict[str, s
 
 
 Cli = Callable[..., Result]
+CAPPED_ADDRESS_SPACE = 2**30
+
+
+def _address_space_capped() -> None:
+    """In the child: at most ``CAPPED_ADDRESS_SPACE`` (the CLI needs far less)."""
+    resource.setrlimit(resource.RLIMIT_AS, (CAPPED_ADDRESS_SPACE, CAPPED_ADDRESS_SPACE))
+
+
+def run_capped(args: list[str], config: Path, env: Mapping[str, str] | None = None) -> Result:
+    proc = subprocess.run([*CLI, *args], capture_output=True, env=cli_env(config, env),
+                          timeout=RUN_TIMEOUT_S * 2, stdin=subprocess.DEVNULL,
+                          preexec_fn=_address_space_capped)
+    return Result(proc.returncode, proc.stdout.decode(errors="replace"),
+                  proc.stderr.decode(errors="replace"))
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from lurcher.sdk.cli.contexts import Context, ContextStore
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode
 from lurcher.sdk.cli.main import main
 from lurcher.sdk.cli.options import ENV
-from tests.cli.conftest import Cli, root_connection
+from tests.cli.conftest import Cli, root_connection, run_capped
 from tests.support.server import LurcherServer
 
 
@@ -172,3 +172,18 @@ def test_two_logins_in_the_same_second_get_tokens_of_their_own(
     assert names[0] != names[1] and all(n.startswith("lurcher-cli-1800000000-") for n in names)
     tokens = cli(*creds, "--json", "pat", "list", check=0).json()
     assert sorted(t["name"] for t in tokens) == sorted(names)
+
+
+def test_a_contexts_file_or_permissions_file_that_never_ends_is_refused(
+        lurcher: Cli, server: LurcherServer, config_file: Path) -> None:
+    """The contexts file (LURCHER_CLI_CONFIG) and `--file` of permissions were read whole:
+    /dev/zero there grew the CLI until the machine's memory ran out (under a 1 GiB cap:
+    MemoryError and a traceback). Now more than 16 MiB is refused with one line."""
+    r = run_capped(["context", "list"], config_file, {"LURCHER_CLI_CONFIG": "/dev/zero"})
+    assert r.code == ExitCode.CONFIG, r.err
+    assert r.err == "error: cannot read /dev/zero: more than 16777216 bytes\n"
+    lurcher("user", "create", "perms-user", "secret1", check=0)
+    r = run_capped(["--connection", root_connection(server), "permissions", "set",
+                    "perms-user", "--file", "/dev/zero"], config_file)
+    assert r.code == ExitCode.INPUT, r.err
+    assert r.err == "error: cannot read /dev/zero: more than 16777216 bytes\n"

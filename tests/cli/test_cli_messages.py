@@ -7,9 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import queue
-import resource
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -18,7 +16,7 @@ import pytest
 from lurcher.core.wire.headers import HeaderKind, HeaderValue, encode_headers
 from lurcher.sdk.cli.exitcodes import ExitCode
 from lurcher.sdk.sync import SyncClient
-from tests.cli.conftest import CLI, Cli, cli_env, root_connection
+from tests.cli.conftest import Cli, root_connection, run_capped
 
 FOLLOW_WAIT_S = 15.0
 
@@ -254,24 +252,17 @@ def test_group_poll_and_follow(lurcher: Cli, topic) -> None:
     assert members.json()["header"]["members_count"] == 0  # left the group on exit
 
 
-def _address_space_capped() -> None:
-    """In the child: at most 1 GiB of address space (the CLI needs far less)."""
-    resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
-
-
 @pytest.mark.parametrize("raw", [False, True])
 def test_send_of_an_endless_input_is_refused_in_bounded_memory(
         server, topic, config_file: Path, raw: bool) -> None:
     """`message send` read its whole input before sending: --input-file /dev/zero (or an
     endless pipe) grew without bound (under a 1 GiB cap: MemoryError and a traceback). Now
     a line, or a --raw input, over the largest message is refused as soon as it is."""
-    args = [*CLI, "--connection", root_connection(server), "message", "send", "orders", "eu",
-            "-p", "0", "--input-file", "/dev/zero", *(["--raw"] if raw else [])]
-    proc = subprocess.run(args, capture_output=True, env=cli_env(config_file), timeout=120,
-                          stdin=subprocess.DEVNULL, preexec_fn=_address_space_capped)
-    err = proc.stderr.decode()
-    assert proc.returncode == ExitCode.INPUT and len(err.splitlines()) == 1, err
-    assert "over the largest message (64000000 bytes)" in err
+    r = run_capped(["--connection", root_connection(server), "message", "send", "orders",
+                    "eu", "-p", "0", "--input-file", "/dev/zero", *(["--raw"] if raw else [])],
+                   config_file)
+    assert r.code == ExitCode.INPUT and len(r.err.splitlines()) == 1, r.err
+    assert "over the largest message (64000000 bytes)" in r.err
 
 
 def test_send_counts_what_it_sent_before_a_line_that_is_refused(lurcher: Cli, topic,

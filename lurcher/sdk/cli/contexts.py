@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode
+from lurcher.sdk.cli.files import read_small_file
 
 CONFIG_ENV = "LURCHER_CLI_CONFIG"
 FILE_NAME = "contexts.json"
@@ -77,12 +78,9 @@ class ContextStore:
         self.data = self._load()
 
     def _load(self) -> ContextFile:
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
+        raw = read_small_file(self.path, ExitCode.CONFIG, missing_ok=True)
+        if raw is None:
             return ContextFile()
-        except OSError as e:
-            raise CliError(f"cannot read {self.path}: {e.strerror}", ExitCode.CONFIG) from None
         try:
             return msgspec.json.decode(raw, type=ContextFile)
         except msgspec.DecodeError as e:

@@ -19,6 +19,7 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.values.permissions import Permissions
 from lurcher.sdk.cli.commands.base import Sub, found, group, ident, leaf
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode
+from lurcher.sdk.cli.files import read_small_file
 from lurcher.sdk.cli.output import TRANSPORT_NAMES, USER_STATUS_NAMES, human_time, iso_time
 from lurcher.sdk.cli.runtime import Run
 from lurcher.sdk.cli.values import (expiry_us, global_permissions, non_negative_int,
@@ -52,12 +53,9 @@ def permission_lines(p: Permissions | None) -> list[tuple[str, str]]:
 def permissions_from(a: argparse.Namespace) -> Permissions | None:
     """The permissions the flags or ``--file`` describe; None for none. Raises CliError."""
     if a.permissions_file:
+        raw = read_small_file(a.permissions_file, ExitCode.INPUT)
         try:
-            with open(a.permissions_file, "rb") as f:
-                return msgspec.json.decode(f.read(), type=Permissions)
-        except OSError as e:
-            raise CliError(f"cannot read {a.permissions_file}: {e.strerror}",
-                           ExitCode.INPUT) from None
+            return msgspec.json.decode(raw, type=Permissions)
         except msgspec.DecodeError as e:
             raise CliError(f"invalid permissions in {a.permissions_file}: {e}",
                            ExitCode.INPUT) from None
