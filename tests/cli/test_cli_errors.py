@@ -228,3 +228,18 @@ def test_an_output_that_cannot_be_written_is_one_line(server: LurcherServer,
         err = proc.stderr.decode()
         assert proc.returncode == ExitCode.INPUT, err
         assert err == "error: cannot write the output: No space left on device\n"
+
+
+def test_an_empty_or_overlong_identifier_names_its_argument(lurcher: Cli) -> None:
+    """An empty stream, topic, group, consumer or user argument was sent and answered
+    "error: invalid format (InvalidFormat, 4)", exit 1, naming nothing; a 300-byte name
+    "error: invalid argument: name longer than 255 bytes: 300"."""
+    for args, name in ((("stream", "get", ""), "stream"), (("stream", "create", ""), "name"),
+                       (("topic", "get", "s", ""), "topic"), (("user", "get", ""), "user"),
+                       (("consumer-offset", "get", "", "s", "t", "0"), "consumer"),
+                       (("message", "poll", "s", "t", "0", "--consumer", ""), "--consumer"),
+                       (("stream", "create", "n" * 300), "name")):
+        r = lurcher(*args)
+        assert r.code == ExitCode.USAGE and len(r.err.splitlines()) == 1, (args, r)
+        assert r.err.startswith(
+            f"error: argument {name}: expected an id or a name of 1 to 255 bytes"), r.err

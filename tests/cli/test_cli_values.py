@@ -12,7 +12,7 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.headers import HeaderKind, HeaderValue
 from lurcher.sdk.cli import values
 from lurcher.sdk.cli.errors import describe
-from lurcher.sdk.cli.exitcodes import ExitCode, exit_code_for
+from lurcher.sdk.cli.exitcodes import CliError, ExitCode, exit_code_for
 from lurcher.sdk.cli.output import human_expiry, human_size, printable, render_table
 
 U64_MAX = (1 << 64) - 1
@@ -95,3 +95,14 @@ def test_expiry_arguments_take_months_and_years_as_iggy_does() -> None:
     assert values.expiry_us("1M") == 2_630_016 * 10**6
     assert values.expiry_us("1y") == 31_557_600 * 10**6
     assert values.expiry_us("9000years") == 9000 * 31_557_600 * 10**6
+
+
+def test_identifier_arguments_are_ids_or_names_of_1_to_255_bytes() -> None:
+    stream = values.identifier_arg("stream")
+    assert stream("orders") == "orders" and stream("7") == "7"
+    assert stream("é" * 127) == "é" * 127  # 254 bytes
+    for bad in ("", "x" * 256, "é" * 128, "\udcff"):
+        with pytest.raises(CliError) as err:
+            stream(bad)
+        assert err.value.exit_code == ExitCode.USAGE
+        assert err.value.message.startswith("argument stream: ")

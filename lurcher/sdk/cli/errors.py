@@ -6,9 +6,10 @@ The server only answers a status number, so the message comes from ``TEMPLATES``
 template whose fields the command does not have falls back to the status's reason.
 ``not_found`` builds the same error for "get" commands, which the server answers with an
 empty OK instead of a status. A command the transport cannot carry (``NotOverTransport``)
-is named with the transport it lacks, and the others to use. ``describe_login`` is ``describe`` for the failure of the
-connect-and-login every command starts with: there a username or password the server
-refuses for its form means the login was refused (CREDENTIALS), as a wrong one does.
+is named with the transport it lacks, and the others to use. ``describe_login`` is
+``describe`` for the failure of the connect-and-login every command starts with: there a
+username or password the server refuses for its form means the login was refused
+(CREDENTIALS), as a wrong one does.
 """
 
 from __future__ import annotations

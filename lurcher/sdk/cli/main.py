@@ -105,7 +105,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (argparse exits 2 itself on usage errors)."""
-    args = parse(argv)
+    try:
+        args = parse(argv)
+    except CliError as e:  # an argument type's own one-line refusal
+        print(e.render(), file=sys.stderr)
+        return e.exit_code
     run = Run(args, Output(args.output, args.quiet))
     try:
         return int(_execute(run))

@@ -16,22 +16,43 @@ import argparse
 import datetime as dt
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from lurcher.core.wire.address import split_address
 from lurcher.core.wire.headers import HeaderKind, HeaderValue
 from lurcher.core.wire.errors import IggyError
+from lurcher.sdk.cli.exitcodes import CliError, ExitCode
 from lurcher.core.wire.values.permissions import (
     GlobalPermissions,
     StreamPermissions,
     TopicPermissions,
 )
 from lurcher.core.wire.units import U64_MAX, decimal, limit_bytes, limit_us, shown
-from lurcher.core.wire.validation import U8_MAX, U32_MAX
+from lurcher.core.wire.validation import NAME_BYTES, U8_MAX, U32_MAX
 
 Bad = argparse.ArgumentTypeError
 US_PER_S = 1_000_000
 SECONDS_PER_DAY = 86_400
+
+
+def identifier_arg(argument: str) -> Callable[[str], str]:
+    """The argparse type of a stream, topic, group, consumer or user argument, or of a name
+    to create: an id, or a name of 1 to 255 bytes of UTF-8 (as an Identifier takes), kept
+    as typed. Raises CliError(USAGE) naming ``argument``, one line (not argparse's usage
+    block: ``main`` prints it)."""
+    def checked(text: str) -> str:
+        try:
+            size = len(text.encode())
+        except UnicodeEncodeError:
+            raise CliError(f"argument {argument}: {shown(text)} is not UTF-8",
+                           ExitCode.USAGE) from None
+        if not NAME_BYTES[0] <= size <= NAME_BYTES[1]:
+            raise CliError(f"argument {argument}: expected an id or a name of {NAME_BYTES[0]} "
+                           f"to {NAME_BYTES[1]} bytes, got {shown(text)} ({size} bytes)",
+                           ExitCode.USAGE)
+        return text
+    return checked
 
 
 def expiry_us(text: str) -> int:

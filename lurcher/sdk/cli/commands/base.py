@@ -13,6 +13,7 @@ from lurcher.core.wire.identifier import Identifier
 from lurcher.sdk.cli.errors import id_or_name, not_found
 from lurcher.sdk.cli.options import add_global_options
 from lurcher.sdk.cli.runtime import Run
+from lurcher.sdk.cli.values import identifier_arg
 
 T = TypeVar("T")
 Handler = Callable[[Run], Awaitable[None]]
@@ -43,12 +44,12 @@ def group(sub: Sub, name: str, help: str, aliases: tuple[str, ...] = ()) -> Sub:
 
 
 def stream_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("stream", help="stream id or name")
+    p.add_argument("stream", type=identifier_arg("stream"), help="stream id or name")
 
 
 def topic_args(p: argparse.ArgumentParser) -> None:
     stream_arg(p)
-    p.add_argument("topic", help="topic id or name")
+    p.add_argument("topic", type=identifier_arg("topic"), help="topic id or name")
 
 
 def ident(value: str) -> int | str:

@@ -21,7 +21,7 @@ from lurcher.sdk.cli.errors import not_found
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode
 from lurcher.sdk.cli.runtime import Run
 from lurcher.sdk.client import Client
-from lurcher.sdk.cli.values import non_negative_int, offset_value
+from lurcher.sdk.cli.values import identifier_arg, non_negative_int, offset_value
 
 E = ErrorCode
 GROUP_COLUMNS = ("ID", "NAME", "PARTITIONS", "MEMBERS")
@@ -134,18 +134,19 @@ def _register_groups(sub: Sub) -> None:
     actions = group(sub, "consumer-group", "consumer group operations", ("g",))
     p = leaf(actions, "create", create, "create a consumer group", aliases=("c",))
     topic_args(p)
-    p.add_argument("name", help="group name")
+    p.add_argument("name", type=identifier_arg("name"), help="group name")
     for name, handler, text in (("get", get, "show a consumer group and its members"),
                                 ("delete", delete, "delete a consumer group")):
         p = leaf(actions, name, handler, text, aliases=(name[0],))
         topic_args(p)
-        p.add_argument("group", help="group id or name")
+        p.add_argument("group", type=identifier_arg("group"), help="group id or name")
     topic_args(leaf(actions, "list", list_, "list the consumer groups of a topic",
                     aliases=("l",)))
 
 
 def _offset_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("consumer", help="consumer (or group) id or name")
+    p.add_argument("consumer", type=identifier_arg("consumer"),
+                   help="consumer (or group) id or name")
     topic_args(p)
     p.add_argument("partition", type=non_negative_int, help="partition id")
     p.add_argument("-k", "--kind", choices=KINDS, default="consumer",

@@ -48,6 +48,7 @@ from lurcher.sdk.cli.output import iso_time, Output, printable
 from lurcher.sdk.cli.runtime import Run
 from lurcher.sdk.cli.values import (
     headers,
+    identifier_arg,
     message_id,
     non_negative_int,
     offset_value,
@@ -418,9 +419,9 @@ def _poll_parser(actions: Sub) -> None:
     p.add_argument("-c", "--count", "-m", "--message-count", type=positive_int, metavar="N",
                    help=f"messages per poll (default {POLL_COUNT}; "
                         f"{FOLLOW_POLL_COUNT} with --follow)")
-    p.add_argument("--consumer", default="0", metavar="ID",
+    p.add_argument("--consumer", default="0", metavar="ID", type=identifier_arg("--consumer"),
                    help="consumer id or name (default 0)")
-    p.add_argument("-g", "--group", metavar="GROUP",
+    p.add_argument("-g", "--group", metavar="GROUP", type=identifier_arg("--group"),
                    help="poll as a member of this consumer group (created when missing)")
     p.add_argument("-a", "--auto-commit", action="store_true",
                    help="store the consumer offset after polling")

@@ -7,6 +7,7 @@ from lurcher.sdk.cli.commands.base import Sub, found, group, ident, leaf, stream
 from lurcher.sdk.cli.commands.topics import topic_rows, TOPIC_COLUMNS
 from lurcher.sdk.cli.output import human_size, human_time
 from lurcher.sdk.cli.runtime import Run
+from lurcher.sdk.cli.values import identifier_arg
 
 E = ErrorCode
 STREAM_COLUMNS = ("ID", "NAME", "CREATED", "SIZE", "MESSAGES", "TOPICS")
@@ -58,12 +59,12 @@ async def purge(run: Run) -> None:
 def register(sub: Sub) -> None:
     actions = group(sub, "stream", "stream operations", ("s",))
     leaf(actions, "create", create, "create a stream", aliases=("c",)).add_argument(
-        "name", help="stream name")
+        "name", type=identifier_arg("name"), help="stream name")
     stream_arg(leaf(actions, "get", get, "show one stream and its topics", aliases=("g",)))
     leaf(actions, "list", list_, "list streams", aliases=("l",))
     p = leaf(actions, "update", update, "rename a stream", aliases=("u",))
     stream_arg(p)
-    p.add_argument("name", help="new name")
+    p.add_argument("name", type=identifier_arg("name"), help="new name")
     stream_arg(leaf(actions, "delete", delete, "delete a stream and everything in it",
                     aliases=("d",)))
     stream_arg(leaf(actions, "purge", purge, "remove every message of a stream",

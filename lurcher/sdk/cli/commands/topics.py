@@ -22,8 +22,8 @@ from lurcher.sdk.cli.output import (
     human_time,
 )
 from lurcher.sdk.cli.runtime import Run
-from lurcher.sdk.cli.values import (expiry_us, non_negative_int, positive_int, size_bytes,
-                                    u8_value)
+from lurcher.sdk.cli.values import (expiry_us, identifier_arg, non_negative_int, positive_int,
+                                    size_bytes, u8_value)
 
 E = ErrorCode
 TOPIC_COLUMNS = ("ID", "NAME", "CREATED", "PARTITIONS", "MESSAGES", "SIZE", "MAX SIZE",
@@ -142,15 +142,15 @@ def _register_topic(sub: Sub) -> None:
     p = leaf(actions, "create", create, "create a topic", aliases=("c",),
              description="create a topic\n\nexamples:\n  lurcher topic create orders eu 3 gzip "
                          "7days -m 10GB\n  lurcher topic create 1 logs --partitions 2")
-    p.add_argument("stream", help="stream id or name")
-    p.add_argument("name", help="topic name")
+    p.add_argument("stream", type=identifier_arg("stream"), help="stream id or name")
+    p.add_argument("name", type=identifier_arg("name"), help="topic name")
     p.add_argument("partitions", nargs="?", type=non_negative_int,
                    help="number of partitions (default 1)")
     p.add_argument("--partitions", dest="partitions_opt", type=non_negative_int, metavar="N")
     _topic_settings(p)
     p = leaf(actions, "update", update, "change a topic's name and settings", aliases=("u",))
     topic_args(p)
-    p.add_argument("name", help="new (or same) topic name")
+    p.add_argument("name", type=identifier_arg("name"), help="new (or same) topic name")
     _topic_settings(p)
     topic_args(leaf(actions, "get", get, "show one topic and its partitions", aliases=("g",)))
     leaf(actions, "list", list_, "list the topics of a stream", aliases=("l",)).add_argument(

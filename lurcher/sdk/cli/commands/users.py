@@ -22,8 +22,8 @@ from lurcher.sdk.cli.exitcodes import CliError, ExitCode
 from lurcher.sdk.cli.files import read_small_file
 from lurcher.sdk.cli.output import TRANSPORT_NAMES, USER_STATUS_NAMES, human_time, iso_time
 from lurcher.sdk.cli.runtime import Run
-from lurcher.sdk.cli.values import (expiry_us, global_permissions, non_negative_int,
-                                    stream_permissions)
+from lurcher.sdk.cli.values import (expiry_us, global_permissions, identifier_arg,
+                                    non_negative_int, stream_permissions)
 
 E = ErrorCode
 USER_COLUMNS = ("ID", "USERNAME", "STATUS", "CREATED")
@@ -197,7 +197,7 @@ async def list_clients(run: Run) -> None:
 
 
 def _user_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("user", help="user id or name")
+    p.add_argument("user", type=identifier_arg("user"), help="user id or name")
 
 
 def _register_users(sub: Sub) -> None:
