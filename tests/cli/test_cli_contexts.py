@@ -187,3 +187,19 @@ def test_a_contexts_file_or_permissions_file_that_never_ends_is_refused(
                     "perms-user", "--file", "/dev/zero"], config_file)
     assert r.code == ExitCode.INPUT, r.err
     assert r.err == "error: cannot read /dev/zero: more than 16777216 bytes\n"
+
+
+def test_logout_forgets_a_token_the_server_no_longer_has(cli: Cli, server: LurcherServer,
+                                                         config_file: Path) -> None:
+    """A context whose token was deleted elsewhere (or expired) could never log out: logout
+    logged in with the token first, was refused (InvalidPersonalAccessToken) and kept it.
+    An unreachable server still leaves the token in place."""
+    creds = ("--address", server.tcp_address, "-u", "iggy", "-p", "iggy")
+    cli(*creds, "login", "--name", "deleted-elsewhere", check=0)
+    cli(*creds, "pat", "delete", "deleted-elsewhere", check=0)
+    out = cli("logout", check=0).out
+    assert "token removed from context 'default' (it was no longer valid" in out
+    assert "token" not in json.loads(config_file.read_text())["contexts"]["default"]
+    cli(*creds, "login", "--name", "kept-while-down", check=0)
+    assert cli("--address", "127.0.0.1:1", "logout").code == ExitCode.CONNECTION
+    assert json.loads(config_file.read_text())["contexts"]["default"]["token"]

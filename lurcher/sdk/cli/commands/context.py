@@ -9,7 +9,9 @@ get different names) and stores it in the selected context (or a new
 ``default`` context, made active); later commands use the token. The context's previous
 token is deleted on the server only once the new one is saved, and a new token that could
 not be saved is deleted (none is left on the server, kept nowhere). ``logout`` deletes
-that token on the server and from the context.
+that token on the server and from the context; a token the server no longer has (deleted
+elsewhere, expired) is only removed from the context, while an unreachable server leaves
+the context as it is.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 
 import msgspec
 
+from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.sdk.cli.commands.base import Sub, group, leaf
 from lurcher.sdk.cli.contexts import Context, ContextStore
@@ -32,6 +35,10 @@ from lurcher.sdk.client import Client
 from lurcher.sdk.connstring import parse
 
 DEFAULT_CONTEXT = "default"
+# What the server answers for a token it no longer has (deleted elsewhere, or expired).
+GONE_TOKEN_CODES = frozenset({ErrorCode.INVALID_PERSONAL_ACCESS_TOKEN,
+                              ErrorCode.PERSONAL_ACCESS_TOKEN_EXPIRED,
+                              ErrorCode.RESOURCE_NOT_FOUND})
 CONTEXT_COLUMNS = ("ACTIVE", "NAME", "TRANSPORT", "ADDRESS", "USER", "AUTH")
 
 
@@ -159,12 +166,33 @@ async def logout(run: Run) -> None:
     if ctx_name is None or not ctx.token:
         raise CliError(f"not logged in: context '{ctx_name or '-'}' holds no token",
                        ExitCode.AUTHENTICATION)
-    client = await run.client()
-    if ctx.token_name:
-        await client.delete_personal_access_token(ctx.token_name)
+    gone = await _delete_on_server(run, ctx.token_name)
     store.put(ctx_name, msgspec.structs.replace(ctx, token=None, token_name=None))
     store.save()
-    run.out.note(f"logged out; token removed from context '{ctx_name}'", context=ctx_name)
+    was = " (it was no longer valid on the server)" if gone else ""
+    run.out.note(f"logged out; token removed from context '{ctx_name}'{was}",
+                 context=ctx_name)
+
+
+async def _delete_on_server(run: Run, token_name: str | None) -> bool:
+    """Delete the context's token on the server. True when the server no longer had it
+    (deleted elsewhere, expired): logout then only forgets it, as there is nothing left to
+    revoke. Raises CliError for anything else (the server unreachable: nothing is forgotten).
+    """
+    try:
+        client = await run.client()
+    except CliError as e:
+        if e.code in GONE_TOKEN_CODES:
+            return True
+        raise
+    if token_name:
+        try:
+            await client.delete_personal_access_token(token_name)
+        except IggyError as e:
+            if e.code not in GONE_TOKEN_CODES:
+                raise
+            return True
+    return False
 
 
 def register(sub: Sub) -> None:
