@@ -243,3 +243,14 @@ def test_an_empty_or_overlong_identifier_names_its_argument(lurcher: Cli) -> Non
         assert r.code == ExitCode.USAGE and len(r.err.splitlines()) == 1, (args, r)
         assert r.err.startswith(
             f"error: argument {name}: expected an id or a name of 1 to 255 bytes"), r.err
+
+
+def test_a_connection_option_the_transport_refuses_is_named(cli: Cli,
+                                                             server: LurcherServer) -> None:
+    """`?response_buffer_size=-5` (or a QUIC / WebSocket size that is not one) said only
+    "error: invalid configuration (InvalidConfiguration, 2)", exit 1: not which option."""
+    r = cli("--connection",
+            f"iggy://iggy:iggy@{server.tcp_address}?response_buffer_size=-5", "ping")
+    assert r.code == ExitCode.INPUT and len(r.err.splitlines()) == 1, r
+    assert r.err.startswith(f"error: invalid connection option for {server.tcp_address}: "
+                            "response_buffer_size: not a size: '-5'")

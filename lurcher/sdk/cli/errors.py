@@ -9,7 +9,8 @@ empty OK instead of a status. A command the transport cannot carry (``NotOverTra
 is named with the transport it lacks, and the others to use. ``describe_login`` is
 ``describe`` for the failure of the connect-and-login every command starts with: there a
 username or password the server refuses for its form means the login was refused
-(CREDENTIALS), as a wrong one does.
+(CREDENTIALS), as a wrong one does, and a connection option the transport refuses is bad
+input (INPUT) named with its reason.
 """
 
 from __future__ import annotations
@@ -113,24 +114,28 @@ def describe(error: IggyError, args: argparse.Namespace) -> CliError:
     return CliError(text, exit_code_for(code), code)
 
 
-# The login's own words for the statuses a login is refused with for the form of its
-# username or password (the server checks the form before looking the user up).
-LOGIN_TEMPLATES: dict[ErrorCode, str] = {
-    E.INVALID_USERNAME: "login refused at {login_address}: '{login_user}' is not a valid "
-                        f"username ({_USERNAME} bytes)",
-    E.INVALID_PASSWORD: "login refused at {login_address}: the password given for "
-                        f"'{{login_user}}' is not a valid password ({_PASSWORD} bytes)",
+# The words and exit code of a failed connect-and-login for the statuses it means
+# something else by: a username or password the server refuses for its form (checked
+# before the user is looked up) is a refused login; a connection-string option the
+# transport refuses (response_buffer_size, QUIC or WebSocket settings) is bad input.
+LOGIN_TEMPLATES: dict[ErrorCode, tuple[str, ExitCode]] = {
+    E.INVALID_USERNAME: ("login refused at {login_address}: '{login_user}' is not a valid "
+                         f"username ({_USERNAME} bytes)", ExitCode.CREDENTIALS),
+    E.INVALID_PASSWORD: ("login refused at {login_address}: the password given for "
+                         f"'{{login_user}}' is not a valid password ({_PASSWORD} bytes)",
+                         ExitCode.CREDENTIALS),
+    E.INVALID_CONFIGURATION: ("invalid connection option for {login_address}: {detail}",
+                              ExitCode.INPUT),
 }
 
 
 def describe_login(error: IggyError, args: argparse.Namespace) -> CliError:
-    """``describe`` for a failed connect-and-login: a malformed username or password is a
-    refused login (CREDENTIALS), not bad input to a command."""
-    template = LOGIN_TEMPLATES.get(error.code)
+    """``describe`` for a failed connect-and-login, with ``LOGIN_TEMPLATES`` first."""
+    template, exit_code = LOGIN_TEMPLATES.get(error.code, (None, ExitCode.ERROR))
     text = _fill(template, fields_of(args, error.detail)) if template else None
-    if text is None:
+    if not text or text.endswith(": "):
         return describe(error, args)
-    return CliError(text, ExitCode.CREDENTIALS, error.code)
+    return CliError(text, exit_code, error.code)
 
 
 def not_found(code: ErrorCode, args: argparse.Namespace, what: str | None = None) -> CliError:
