@@ -203,3 +203,13 @@ def test_logout_forgets_a_token_the_server_no_longer_has(cli: Cli, server: Lurch
     cli(*creds, "login", "--name", "kept-while-down", check=0)
     assert cli("--address", "127.0.0.1:1", "logout").code == ExitCode.CONNECTION
     assert json.loads(config_file.read_text())["contexts"]["default"]["token"]
+
+
+def test_a_context_name_cannot_be_empty(cli: Cli, config_file: Path) -> None:
+    """`context create ""` saved a context no --context or LURCHER_CONTEXT could name (an
+    empty one means none)."""
+    for name in ("", "  "):
+        r = cli("context", "create", name, "--address", "127.0.0.1:1")
+        assert r.code == ExitCode.USAGE
+        assert r.err == "error: a context name cannot be empty or blank\n"
+    assert not config_file.exists()

@@ -61,6 +61,8 @@ def _summary(ctx: Context) -> dict[str, str]:
 
 async def create(run: Run) -> None:
     a = run.args
+    if not a.name.strip():  # could never be chosen: an empty --context means none
+        raise CliError("a context name cannot be empty or blank", ExitCode.USAGE)
     if a.connection:
         try:
             parse(a.connection)
