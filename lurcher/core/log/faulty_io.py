@@ -13,10 +13,12 @@ the ``n``-th call (1-based, counted per shard process) of one kind fails once:
 - ``fsync-eio@n``: the n-th fsync (``fsync`` or ``fsync_in_worker``, any file) raises EIO
   without syncing. With group commit and one partition a send costs two fsyncs (log, index),
   so send k's first fsync is number 2k - 1.
+- ``fsync-slow@n``: the n-th fsync logs ``SLOWED_FSYNC`` (so a test knows it began), sleeps
+  ``SLOW_S`` (a device slow to flush), then fsyncs.
 - ``remove-eio@n``: the n-th file removal (``remove``: a segment's log or index file, a
   consumer offset file) raises EIO and leaves the file in place, as a directory that refuses
   to let go of its entries does.
-- ``remove-slow@n``: the n-th file removal first sleeps ``SLOW_REMOVAL_S`` (a big file
+- ``remove-slow@n``: the n-th file removal first sleeps ``SLOW_S`` (a big file
   whose blocks take long to free), then removes the file.
 - ``rename-eio@n``: the n-th rename (``replace``: a purge setting a segment file aside, a
   consumer offset file written) raises EIO and leaves both names as they were.
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import os
 import signal
 import time
@@ -46,8 +49,11 @@ from lurcher.core.wire.buffer import Buffer
 
 IO_FAULT_ENV = "TEST_LURCHER_IO_FAULT"
 FAULT_KINDS = ("write-eio", "short-write", "fsync-eio", "remove-eio",
-               "rename-eio", "rename-kill", "dirsync-eio", "remove-slow")
-SLOW_REMOVAL_S = 3.0
+               "rename-eio", "rename-kill", "dirsync-eio", "remove-slow", "fsync-slow")
+SLOW_S = 3.0
+SLOWED_FSYNC = "injected: a slow fsync"
+
+log = logging.getLogger(__name__)
 
 
 def _eio(what: str) -> OSError:
@@ -109,8 +115,13 @@ class FaultyIo:
 
     def _fsync_fault(self) -> None:
         self.fsyncs += 1
-        if self.kind == "fsync-eio" and self.fsyncs == self.at:
+        if self.fsyncs != self.at:
+            return
+        if self.kind == "fsync-eio":
             raise _eio(f"fsync #{self.fsyncs}")
+        if self.kind == "fsync-slow":
+            log.warning("%s (#%d, %.0f s)", SLOWED_FSYNC, self.fsyncs, SLOW_S)
+            time.sleep(SLOW_S)
 
     def fsync(self, fd: int) -> None:
         self._fsync_fault()
@@ -125,7 +136,7 @@ class FaultyIo:
         if self.kind == "remove-eio" and self.removals == self.at:
             raise _eio(f"remove #{self.removals} of {path}")
         if self.kind == "remove-slow" and self.removals == self.at:
-            time.sleep(SLOW_REMOVAL_S)
+            time.sleep(SLOW_S)
         self.inner.remove(path, folder)
 
     def replace(self, src: str, dst: str, folder: int | None = None) -> None:

@@ -605,6 +605,39 @@ class Partition:
                     self.fail_storage(exc)
                 raise
 
+    def flush_async(self) -> asyncio.Future | None:
+        """``flush(fsync=True)`` with the event loop not waiting (a client's
+        FlushUnsavedBuffer): the segments written since their last fsync are taken here
+        (``_take_dirty``) and fsynced on ``FSYNC_THREAD`` (behind the rounds and seals queued
+        before: never two fsyncs of one file at once); the future resolves once they are,
+        None when nothing is unsynced. When an fsync fails those segments are marked written
+        again (a later flush tries them again), with ``enforce_fsync`` the storage fails
+        (``fail_storage``, on the loop before any later round is answered), and the future
+        fails with the OSError. Raises OSError when a file cannot be opened to fsync it."""
+        dirty, handles = self._take_dirty()
+        if not handles:
+            return None
+        future = asyncio.get_running_loop().create_future()
+        io, epoch = self.io, self.epoch
+
+        def job() -> None:
+            for handle in handles:
+                io.fsync_in_worker(handle.fd)
+
+        def finished(error: OSError | None) -> None:
+            if error is None:
+                future.set_result(None)
+                return
+            if epoch == self.epoch:  # else purged meanwhile: those segments are gone
+                for segment in dirty:
+                    segment.dirty = True
+                if self.config.enforce_fsync:
+                    self.fail_storage(error)
+            future.set_exception(error)
+
+        FSYNC_THREAD.run(job, finished)
+        return future
+
     def synced_to(self, next_offset: int, epoch: int) -> None:
         """Everything before ``next_offset`` is on the device (a group-commit fsync of the
         files written up to then succeeded); ignored when the round began before a purge
@@ -661,11 +694,16 @@ class Partition:
         """Handles of the files written since the last call (log and index of each such
         segment), marked clean: the caller fsyncs their ``fd`` (group commit); holding the
         handles keeps the descriptors open meanwhile. Raises OSError."""
+        return self._take_dirty()[1]
+
+    def _take_dirty(self) -> tuple[list[Segment], list[FileHandle]]:
+        """The segments written since their last fsync and their files' handles (log and
+        index of each), the segments marked clean. Raises OSError (then none is marked)."""
         dirty = [segment for segment in self.segments if segment.dirty]
         handles = [handle for segment in dirty for handle in segment.handles()]
         for segment in dirty:  # only once every handle was had: a failure leaves them dirty
             segment.dirty = False
-        return handles
+        return dirty, handles
 
     def take_unsynced_directory(self) -> str | None:
         """The partition directory when a segment was created in it since the last call

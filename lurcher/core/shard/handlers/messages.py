@@ -9,7 +9,7 @@ a poll of more is answered with fewer messages, found by a binary search of the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import logging
@@ -110,14 +110,28 @@ def poll_messages(shard: ShardFace, session: Session, req: PollMessages) -> Any:
 
 @handles("flush_unsaved_buffer")
 def flush_unsaved_buffer(shard: ShardFace, session: Session, req: FlushUnsavedBuffer) -> Any:
-    """With ``fsync``, fsync what the partition wrote since its last fsync; one that fails
-    is CANNOT_WRITE_TO_FILE, as 0.8 answers a failed fsync of its segment files, and a log
-    line."""
+    """With ``fsync``, fsync what the partition wrote since its last fsync, off the event
+    loop (``Partition.flush_async``: the shard serves others meanwhile) and answered after;
+    one that fails is CANNOT_WRITE_TO_FILE, as 0.8 answers a failed fsync of its segment
+    files, and a log line."""
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     partition = shard.partition(topic, req.partition_id)
+    if not req.fsync:
+        return None
     try:
-        partition.flush(req.fsync)
+        flushed = partition.flush_async()
     except OSError as exc:
-        log.error("FlushUnsavedBuffer on %s: fsync failed: %s", partition.path, exc)
-        raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE, f"not fsynced: {exc}") from exc
-    return None
+        raise _not_flushed(partition, exc) from exc
+    return None if flushed is None else _flushed(partition, flushed)
+
+
+async def _flushed(partition: Any, flushed: Awaitable[None]) -> None:
+    try:
+        await flushed
+    except OSError as exc:
+        raise _not_flushed(partition, exc) from exc
+
+
+def _not_flushed(partition: Any, exc: OSError) -> IggyError:
+    log.error("FlushUnsavedBuffer on %s: fsync failed: %s", partition.path, exc)
+    return IggyError(ErrorCode.CANNOT_WRITE_TO_FILE, f"not fsynced: {exc}")
