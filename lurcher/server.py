@@ -27,6 +27,7 @@ from lurcher import datadir, logsetup
 from lurcher.auth.root import ensure_root
 from lurcher.auth.session import number_clients_for_shard
 from lurcher.core.allocator import return_large_buffers_to_the_kernel
+from lurcher.core.event_loop import loop_factory
 from lurcher.core.meta.store import MetaLogCorrupt, MetaReplica
 from lurcher.core.shard import background
 from lurcher.core.shard.cluster import Cluster
@@ -34,7 +35,6 @@ from lurcher.core.shard.shard import Shard
 from lurcher.core.wire.errors import IggyError
 from lurcher.runtime.config import Config, ConfigError, load_config
 from lurcher.runtime.heap import freeze_startup_objects
-from lurcher.runtime.loops import loop_factory
 from lurcher.transports.admission import binary_connections
 from lurcher.transports.connection import StreamConnection
 from lurcher.transports.frontend import FrontEnd, ListenContext, Listener

@@ -30,7 +30,7 @@ from lurcher.bench.drivers import Driver, driver
 from lurcher.bench.options import BenchOptions
 from lurcher.bench.workloads import CONSUMER, PRODUCER, PRODUCING_CONSUMER, ActorSpec, workload
 from lurcher.core.allocator import return_large_buffers_to_the_kernel
-from lurcher.runtime.loops import loop_factory
+from lurcher.core.event_loop import loop_factory
 
 EMPTY_POLL_SLEEP_S = 0.0005
 BARRIER_TIMEOUT_S = 120.0

@@ -15,11 +15,11 @@ import sys
 
 import msgspec
 
+from lurcher.core.event_loop import loop_factory
 from lurcher.core.wire.errors import IggyError
 from lurcher.mcp_server.config import MCP_TRANSPORTS, ConfigError, McpConfig, load_config
 from lurcher.mcp_server.http_app import serve_http
 from lurcher.mcp_server.service import Backend, build_server
-from lurcher.runtime.loops import loop_factory
 
 log = logging.getLogger("lurcher.mcp_server")
 CONFIG_ERROR_EXIT = 2

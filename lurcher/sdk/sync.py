@@ -31,9 +31,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from lurcher.core.event_loop import new_event_loop
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
-from lurcher.runtime.loops import new_event_loop
 from lurcher.sdk.client import Client
 from lurcher.sdk.config import DEFAULT_ADDRESS, ClientConfig
 from lurcher.sdk.connstring import parse

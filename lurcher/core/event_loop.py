@@ -2,10 +2,10 @@
 dependency everywhere but Windows), else asyncio's default.
 
 Every long-running process uses it (the server's shards, lurcher-mcp, the bench's actors,
-the SDK's SyncClient thread),
-so they behave alike where it matters: a listener out of descriptors is handled by libuv
-(the connections it cannot take are accepted and closed at once, quietly), where asyncio's
-selector loop logs a traceback for every refused accept.
+the SDK's SyncClient thread), so they behave alike where it matters: a listener out of
+descriptors is handled by libuv (the connections it cannot take are accepted and closed at
+once, quietly), where asyncio's selector loop logs a traceback for every refused accept.
+The SDK imports it, so it imports nothing of the server.
 """
 
 from __future__ import annotations
