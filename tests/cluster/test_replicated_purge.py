@@ -108,7 +108,10 @@ async def test_a_replica_whose_files_refuse_a_purge_serves_only_what_the_group_s
             await topic_everywhere(connected, "p", "t", 1)
             for k in range(6):
                 await connected[0].send_messages("p", "t", [f"before-{k}".encode()], 0)
-            await connected[0].store_consumer_offset(7, "p", "t", 3, partition_id=0)
+            if fault.startswith("remove-"):  # an offset file for the purge to remove; with
+                # rename-eio its write, replayed by the restarted node when no checkpoint
+                # covered it yet, would take the fault instead of the purge
+                await connected[0].store_consumer_offset(7, "p", "t", 3, partition_id=0)
             stream = (await connected[0].get_stream("p")).header.id
             group = GroupLayout(3).group_of(stream, 0, 0, 3)
             primary = await primary_seen_by(nodes[0], group)
