@@ -13,7 +13,9 @@ the restart is written to the outcome's log. Once, in CI, a driver's Spark start
 for 300 s before the query ran: the executor registered but got no task and the driver
 never connected to the server. Killing a driver at any point is what this harness does
 anyway, so such a restart is one more kill the exactly-once checks must survive; a driver
-that hangs after it started still fails the test.
+that hangs after it started still fails the test. So does one that dies, unless Spark's
+own plumbing killed it (a Python worker that missed Spark's fixed 10 s to connect back,
+once in CI, ``WORKER_PLUMBING``): that one is started again the same way.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ MORE = 300  # messages per partition added after each kill
 WAIT_S = 300.0
 STARTUP_S = 120.0
 STARTUP_RESTARTS = 2
+# Spark's message when a Python worker it started did not authenticate within its fixed
+# 10 s (PythonWorkerFactory.createSimpleWorker): a stalled CI machine, not the pipeline
+WORKER_PLUMBING = b"Python worker failed to connect back"
 CONSUMER = "spark-pipeline"
 DEDUP_ENV = {
     "LURCHER_SYSTEM_MESSAGE_DEDUPLICATION_ENABLED": "true",
@@ -112,11 +117,15 @@ class Driver:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def started(self) -> bool:
-        """Its streaming query is running (the driver printed "started")."""
+    def output(self) -> bytes:
+        """What this run printed so far."""
         with open(self.out_path, "rb") as out:
             out.seek(self.out_start)
-            return any(line.strip() == b"started" for line in out)
+            return out.read()
+
+    def started(self) -> bool:
+        """Its streaming query is running (the driver printed "started")."""
+        return any(line.strip() == b"started" for line in self.output().splitlines())
 
     def kill(self) -> None:
         try:
@@ -157,6 +166,27 @@ def _wait(predicate, what: str, driver: Driver, work: Path, state=lambda: "") ->
                          f"{state()}:\n{tail}")
 
 
+def _until(predicate, what: str, driver: Driver, start, work: Path, log: list[str],
+           state=lambda: "") -> Driver:
+    """``_wait``; a driver that died of Spark's own Python-worker plumbing
+    (``WORKER_PLUMBING``) is started again (logged), within ``STARTUP_RESTARTS``. Returns
+    the driver running now (one that fails the wait is killed before it raises)."""
+    for attempt in range(STARTUP_RESTARTS + 1):
+        try:
+            _wait(predicate, what, driver, work, state)
+            return driver
+        except AssertionError:
+            if driver.alive() or attempt == STARTUP_RESTARTS or \
+                    WORKER_PLUMBING not in driver.output():
+                driver.kill()
+                raise
+        driver.kill()
+        log.append("driver died of Spark's Python-worker plumbing (a worker did not connect "
+                   "back within Spark's fixed 10 s); started again")
+        driver = start()
+    raise AssertionError("unreachable")
+
+
 def run_with_kills(master: str, server: LurcherServer, stream: str, work: Path,
                    env: dict[str, str], kills: int, seed: int,
                    exactly_once: bool = True) -> Outcome:
@@ -171,21 +201,26 @@ def run_with_kills(master: str, server: LurcherServer, stream: str, work: Path,
             client.create_topic(stream, topic, partitions_count=PARTITIONS)
         _produce(client, stream, 0, FIRST)
         per_partition = FIRST
+
+        def start() -> Driver:
+            return _started_driver(master, server, stream, work, env, exactly_once,
+                                   outcome.log)
+
         for kill in range(kills + 1):
             before = _stored(client, stream, "B")
-            driver = _started_driver(master, server, stream, work, env, exactly_once,
-                                     outcome.log)
+            driver = start()
             try:
                 if kill == kills:
                     total = per_partition * PARTITIONS
-                    _wait(lambda: _stored(client, stream, "B") >= total and
-                          _last_batch(checkpoint, "commits") >= _last_batch(checkpoint,
-                                                                            "offsets"),
-                          f"{total} messages in B", driver, work,
-                          lambda: f"B has {_stored(client, stream, 'B')}")
+                    driver = _until(lambda: _stored(client, stream, "B") >= total and
+                                    _last_batch(checkpoint, "commits") >= _last_batch(
+                                        checkpoint, "offsets"),
+                                    f"{total} messages in B", driver, start, work, outcome.log,
+                                    lambda: f"B has {_stored(client, stream, 'B')}")
                     time.sleep(2.0)  # later (empty) triggers must add nothing
                     break
-                _wait(lambda: _stored(client, stream, "B") > before, "progress", driver, work)
+                driver = _until(lambda: _stored(client, stream, "B") > before, "progress",
+                                driver, start, work, outcome.log)
                 time.sleep(rng.uniform(0.0, 1.5))
             finally:
                 driver.kill()
