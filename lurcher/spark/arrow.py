@@ -4,6 +4,9 @@ Schema (``SCHEMA``), one row per message:
 
     stream string, topic string, partition int, offset long,
     timestamp timestamp, origin_timestamp timestamp   (microsecond precision, UTC)
+                   origin_timestamp is the client's u64 as sent: NULL where it lies
+                   past 9999-12-31T23:59:59.999999Z, the end of Spark's timestamp range
+                   (Python's too: one such value would fail a whole ``collect()``)
     id binary      the 128-bit message id as 16 big-endian bytes (UUID byte order)
     headers map<string, binary>   user headers: key as text (a string key as itself
                                   unless it begins "<kind>:", others and those
@@ -49,13 +52,14 @@ SCHEMA = StructType([
     StructField("partition", IntegerType(), False),
     StructField("offset", LongType(), False),
     StructField("timestamp", TimestampType(), False),
-    StructField("origin_timestamp", TimestampType(), False),
+    StructField("origin_timestamp", TimestampType(), True),
     StructField("id", BinaryType(), False),
     StructField("headers", MapType(StringType(), BinaryType(), True), False),
     StructField("payload", BinaryType(), False),
 ])
 ID_BYTES = 16
 INT64_MAX = np.uint64((1 << 63) - 1)
+LAST_SPARK_MICROS = np.uint64(253_402_300_799_999_999)  # 9999-12-31T23:59:59.999999Z
 MAX_ARROW_BINARY_BYTES = (1 << 31) - 1
 _UTC_MICROS = pa.timestamp("us", tz="UTC")
 ARROW_SCHEMA = pa.schema([
@@ -64,7 +68,7 @@ ARROW_SCHEMA = pa.schema([
     pa.field("partition", pa.int32(), False),
     pa.field("offset", pa.int64(), False),
     pa.field("timestamp", _UTC_MICROS, False),
-    pa.field("origin_timestamp", _UTC_MICROS, False),
+    pa.field("origin_timestamp", _UTC_MICROS, True),
     pa.field("id", pa.binary(), False),
     pa.field("headers", pa.map_(pa.string(), pa.binary()), False),
     pa.field("payload", pa.binary(), False),
@@ -127,7 +131,20 @@ def _repeated(text: str, n: int) -> pa.Array:
 
 
 def _timestamps(values: np.ndarray) -> pa.Array:
+    """Server timestamps (stamped from the server's clock: always in Spark's range)."""
     return _fixed(np.minimum(values, INT64_MAX).astype(np.int64), _UTC_MICROS)
+
+
+def _origin_timestamps(values: np.ndarray) -> pa.Array:
+    """Client timestamps: NULL for each past ``LAST_SPARK_MICROS`` (none clamped)."""
+    beyond = values > LAST_SPARK_MICROS
+    if not beyond.any():
+        return _timestamps(values)
+    micros = np.where(beyond, np.uint64(0), values).astype(np.int64)
+    valid = np.packbits(~beyond, bitorder="little")
+    return pa.Array.from_buffers(_UTC_MICROS, len(values),
+                                 [pa.py_buffer(valid), pa.py_buffer(micros)],
+                                 null_count=int(beyond.sum()))
 
 
 def _ids(view: PolledView) -> pa.Array:
@@ -177,7 +194,7 @@ def record_batch(view: PolledView, stream: str, topic: str) -> pa.RecordBatch:
         _repeated(stream, n), _repeated(topic, n),
         _fixed(np.full(n, view.partition_id, dtype=np.int32), pa.int32()),
         _fixed(view.offsets.astype(np.int64), pa.int64()),
-        _timestamps(view.timestamps()), _timestamps(view.origin_timestamps()),
+        _timestamps(view.timestamps()), _origin_timestamps(view.origin_timestamps()),
         _ids(view),
         _headers(view, payload_lengths, header_lengths, schema.field("headers").type),
         _payloads(view, payload_lengths),
