@@ -39,15 +39,23 @@ every replica at the same point of the group's order. ``purged`` counts each par
 purges (in the checkpoint state); the partition's directory keeps how many it has been
 through (``PURGES_FILE``, replaced whole right after the purge, before any later op is
 carried out: a crash or a failed write leaves the previous count, never a damaged one).
+A purge is two-phase across a crash: the count it will record is written first
+(``PENDING_PURGES_FILE``), then the partition emptied (its own marker finishes an emptying
+cut short), then the count recorded and the pending one dropped; the first read of a
+partition's count after a start (``purges_of``) finishes a purge whose pending count is
+above the recorded one. Invariant: a partition's recorded count is never below the purges
+it went through, so it never asks its peers for messages the group purged.
 When the log is executed again after a restart, an op the partition already purged past
 (its file counts more purges than ``purged`` so far) is not stored again, so purged
 messages are not resurrected, and a purge it already did is not done again, so messages
 sent after it survive. A replica adopting a checkpoint that counts more purges than its
-partition went through purges it before copying the messages it lacks. A purge the
-partition's files refuse here (CannotDeleteFile: a segment file that cannot be set aside)
-is owed, never counted done: the partition is ``broken`` from offset 0, so it serves no
-read and every later op of it waits, and ``_repair`` purges it again (every
-``PURGE_RETRY_S``) before filling it and letting the ops run. Invariant: a partition
+partition went through purges it before copying the messages it lacks; one whose partition
+went through more purges than the checkpoint counts copies nothing (the purge after it is
+in the log, not done again). A purge the partition's files refuse here (CannotDeleteFile:
+a segment file that cannot be set aside) is owed, never counted done: the partition is
+``broken`` from offset 0, so it serves no read and every later op of it waits, and
+``_repair`` purges it again (every ``PURGE_RETRY_S``) before filling it and letting the
+ops run. Invariant: a partition
 whose file counts fewer purges than ``purged`` is in ``broken`` (``_owes_purge``).
 """
 
@@ -68,6 +76,7 @@ from lurcher.cluster.journal_file import replace_whole
 from lurcher.cluster.partition_ops import Append, DeleteOffset, Op, PurgePartition, \
     StoreOffset, op_decoder
 from lurcher.cluster.partition_state import RETRY_S, Filler, decode_state, encode_state
+from lurcher.core.faults import crash_point
 from lurcher.core.wire.batch import MessageBatch
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -77,6 +86,7 @@ log = logging.getLogger(__name__)
 REMEMBERED_FAILURES = 1024
 PURGE_RETRY_S = 1.0  # a purge the partition's files refused is tried again this often
 PURGES_FILE = "cluster-purges"
+PENDING_PURGES_FILE = "cluster-purges.pending"  # the count of a purge under way
 
 
 _purges: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # partition -> its count
@@ -94,26 +104,73 @@ def end_of(partition: Any) -> int:
 
 def purges_of(partition: Any) -> int:
     """How many replicated purges ``partition``'s directory has been through (read from
-    its file once, then kept with the partition object)."""
+    its file once, then kept with the partition object). A purge a crash interrupted (its
+    pending count above the recorded one) is finished first (``_finish_pending_purge``)."""
     purges = _purges.get(partition)
     if purges is None:
-        try:
-            purges = int((Path(partition.path) / PURGES_FILE).read_text())
-        except FileNotFoundError:
-            purges = 0
-        _purges[partition] = purges
+        purges = _purges[partition] = _read_count(partition, PURGES_FILE)
+        pending = _read_count(partition, PENDING_PURGES_FILE)
+        if pending > purges:
+            purges = _finish_pending_purge(partition, pending)
+        elif pending:  # the purge was done and counted: only its pending count was left
+            _drop_pending(partition)
     return purges
 
 
+def _read_count(partition: Any, name: str) -> int:
+    try:
+        return int((Path(partition.path) / name).read_text())
+    except FileNotFoundError:
+        return 0
+
+
 def purge(partition: Any, purges: int) -> None:
-    """Empty ``partition`` and record that it went through ``purges`` purges (the file is
-    replaced whole: a crash or a failed write leaves the previous count, never a damaged
-    one). A purge is rare: its small write is done in place, before any later op touches
-    the partition. Raises IggyError (not purged) or OSError (purged, count not written)."""
+    """Empty ``partition`` and record that it went through ``purges`` purges, in two phases
+    (see the module doc): the pending count first, so a crash anywhere after it has the
+    next start finish the purge with this count. Each file is replaced whole: a crash or a
+    failed write leaves the previous content, never a damaged one. A purge is rare: its
+    small writes are done in place, before any later op touches the partition. Raises
+    IggyError (not purged) or OSError (not purged, or purged and its count not written)."""
+    replace_whole(Path(partition.path) / PENDING_PURGES_FILE, str(purges).encode())
+    crash_point("cluster-purge:pending")
+    _empty_and_count(partition, purges)
+
+
+def _empty_and_count(partition: Any, purges: int) -> None:
+    """The second phase of ``purge``: empty the partition, record ``purges``, drop the
+    pending count (one left behind is not above the count: ignored)."""
     partition.purge()
+    crash_point("cluster-purge:emptied")
     replace_whole(Path(partition.path) / PURGES_FILE, str(purges).encode())
+    crash_point("cluster-purge:counted")
     _purges[partition] = purges
     _ends[partition] = 0
+    _drop_pending(partition)
+
+
+def _drop_pending(partition: Any) -> None:
+    """Remove the pending count of a purge done and counted; one that stays is logged (not
+    above the count, it is ignored, and removed at the next start)."""
+    try:
+        (Path(partition.path) / PENDING_PURGES_FILE).unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("partition %s: purged, but its pending purge count cannot be removed "
+                    "(%s); it is ignored", partition.path, exc)
+
+
+def _finish_pending_purge(partition: Any, pending: int) -> int:
+    """Finish the purge a crash interrupted (``pending``: the count it was recording);
+    the partition's count now. When its files refuse, it keeps the recorded count: the
+    group's purge op or checkpoint, executed again, owes the purge (``_purge_or_owe``)."""
+    log.warning("partition %s: a replicated purge was interrupted (crash); finishing it",
+                partition.path)
+    try:
+        _empty_and_count(partition, pending)
+    except (IggyError, OSError) as exc:
+        log.error("partition %s: cannot finish the interrupted purge now (%s)",
+                  partition.path, exc)
+        return _purges[partition]
+    return pending
 
 
 class PartitionService:
@@ -509,7 +566,8 @@ class PartitionService:
                 self.fill_to.pop(key, None)  # purged on the others while this one was behind
                 if not self._purge_or_owe(key, partition):
                     continue  # filled once purged (``_repair``)
-            if self.stored.get(key, 0) > end_of(partition):
+            if self.stored.get(key, 0) > end_of(partition) and \
+                    purges_of(partition) == self.purged.get(key, 0):  # else purged past it
                 self._fill_up_to(key, self.stored[key])
 
     def _fill_up_to(self, key: tuple[int, int, int], want: int) -> None:

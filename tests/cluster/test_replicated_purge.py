@@ -7,7 +7,10 @@ executes its log again) both end with exactly the messages sent after the purge:
 purged comes back, nothing sent after it is lost, and every replica's files are the same
 bytes. A replica whose files refuse the purge (``TEST_LURCHER_IO_FAULT`` on that node only)
 purges its partition again before it executes any later op of it, so once it is the
-group's primary it serves what the others do.
+group's primary it serves what the others do. A replica killed anywhere in its purge (after
+recording the count it is purging to, in the middle of emptying the partition, after
+emptying it, after recording the count) finishes the purge at its restart: it rejoins with
+the messages its peers hold, none of the purged ones, and serves them as the primary.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from lurcher.core.faults import CRASH_AT_ENV
+from lurcher.core.log.faulty_io import IO_FAULT_ENV
 from lurcher.core.wire.errors import IggyError
 from lurcher.cluster.partition_groups import GroupLayout
 from tests.cluster.test_replicated_partitions import HTTP_ENV, alike, clients, close_all, \
     polled, topic_everywhere
-from tests.support.cluster import eventually, observer, running_cluster
+from tests.support.cluster import LIVENESS_S, eventually, observer, running_cluster
 from tests.support.server import LurcherServer
 
 
@@ -89,6 +94,34 @@ async def make_primary(nodes: list[LurcherServer], group: int, wanted: int) -> N
     raise AssertionError(f"node-{wanted} never became the primary of group {group}")
 
 
+PRIMARY_STAYS = ("commit_timeout_ms = 5000\ncheckpoint_every_ops = 4\n"
+                 "rebalance_after_ticks = 1000000\n")  # a primary moves only when killed
+
+
+async def six_sent(connected: list) -> None:
+    """Topic ``p``/``t`` of one partition, with 6 messages sent through node 0."""
+    await topic_everywhere(connected, "p", "t", 1)
+    for k in range(6):
+        await connected[0].send_messages("p", "t", [f"before-{k}".encode()], 0)
+
+
+async def restart_a_backup_with(nodes: list[LurcherServer], connected: list,
+                                env: str, value: str) -> tuple[int, int, int]:
+    """Restart a backup of the group of partition 0 of ``p``/``t`` (6 messages sent) with
+    ``env`` set to ``value`` (a fault for that node only) and wait until it caught up:
+    (stream id, group, the backup's index). Its client is closed."""
+    stream = (await connected[0].get_stream("p")).header.id
+    group = GroupLayout(3).group_of(stream, 0, 0, 3)
+    primary = await primary_seen_by(nodes[0], group)
+    backup = next(i for i in range(3) if f"node-{i}" != primary)
+    await connected[backup].close()
+    nodes[backup].kill()
+    nodes[backup].env[env] = value
+    nodes[backup].restart()
+    await eventually(alike(nodes, stream, 0, 6), "the restarted node caught up")
+    return stream, group, backup
+
+
 async def _primary_is_not(server: LurcherServer, group: int, name: str) -> bool:
     return await primary_seen_by(server, group) not in (None, name)
 
@@ -100,28 +133,17 @@ async def test_a_replica_whose_files_refuse_a_purge_serves_only_what_the_group_s
     """``rename-eio``: its segment file cannot be set aside; ``remove-eio``: its stored
     consumer offset file cannot be removed. Either refuses the purge on that node alone
     (CannotDeleteFile) while the group executed it."""
-    extra = ("commit_timeout_ms = 5000\ncheckpoint_every_ops = 4\n"
-             "rebalance_after_ticks = 1000000\n")  # a primary moves only when killed
-    with running_cluster(tmp_path, 3, extra, HTTP_ENV) as nodes:
+    with running_cluster(tmp_path, 3, PRIMARY_STAYS, HTTP_ENV) as nodes:
         connected = await clients(nodes)
         try:
-            await topic_everywhere(connected, "p", "t", 1)
-            for k in range(6):
-                await connected[0].send_messages("p", "t", [f"before-{k}".encode()], 0)
+            await six_sent(connected)
             if fault.startswith("remove-"):  # an offset file for the purge to remove; with
                 # rename-eio its write, replayed by the restarted node when no checkpoint
                 # covered it yet, would take the fault instead of the purge
                 await connected[0].store_consumer_offset(7, "p", "t", 3, partition_id=0)
-            stream = (await connected[0].get_stream("p")).header.id
-            group = GroupLayout(3).group_of(stream, 0, 0, 3)
-            primary = await primary_seen_by(nodes[0], group)
-            faulty = next(i for i in range(3) if f"node-{i}" != primary)
+            stream, group, faulty = await restart_a_backup_with(
+                nodes, connected, IO_FAULT_ENV, fault)
             healthy = connected[(faulty + 1) % 3]
-            await connected[faulty].close()
-            nodes[faulty].kill()
-            nodes[faulty].env["TEST_LURCHER_IO_FAULT"] = fault  # this node only
-            nodes[faulty].restart()
-            await eventually(alike(nodes, stream, 0, 6), "the restarted node caught up")
             await healthy.purge_topic("p", "t")  # the faulty node keeps the messages
             after = [f"after-{k}".encode() for k in range(8)]  # past the purged end
             for payload in after:
@@ -145,3 +167,40 @@ async def _polled_or_none(client) -> list[tuple] | None:
         return await polled(client, "p", "t", 0)
     except IggyError:  # a group still electing its primary after a restart
         return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env, kill_at", [
+    (CRASH_AT_ENV, "cluster-purge:pending"),    # its count recorded as pending, nothing emptied
+    (IO_FAULT_ENV, "rename-kill@1"),            # setting its first segment file aside
+    (CRASH_AT_ENV, "cluster-purge:emptied"),    # emptied, its count not recorded
+    (CRASH_AT_ENV, "cluster-purge:counted")])   # counted, the pending count still there
+async def test_a_replica_killed_in_its_purge_finishes_it_at_its_restart(
+        tmp_path: Path, env: str, kill_at: str) -> None:
+    """Checkpoints every 4 ops, so the restarted replica's last checkpoint counts 4 of the
+    6 messages and no purge: the old code came back with the partition empty and its old
+    purge count, asked its peers for those 4 messages (they refuse: they purged) and held
+    every later op of the group."""
+    with running_cluster(tmp_path, 3, PRIMARY_STAYS, HTTP_ENV) as nodes:
+        connected = await clients(nodes)
+        try:
+            await six_sent(connected)
+            stream, group, killed = await restart_a_backup_with(nodes, connected, env, kill_at)
+            healthy = connected[(killed + 1) % 3]
+            await healthy.purge_topic("p", "t")
+            nodes[killed].proc.wait(LIVENESS_S)  # killed in its purge
+            after = [f"after-{k}".encode() for k in range(8)]
+            for payload in after:
+                await healthy.send_messages("p", "t", [payload], 0)
+            await close_all(connected)
+            connected = []
+            del nodes[killed].env[env]
+            nodes[killed].restart()
+            await eventually(alike(nodes, stream, 0, 8), "every replica holds the same 8")
+            await make_primary(nodes, group, killed)
+            connected = await clients(nodes)
+            got = await eventually(lambda: _polled_or_none(connected[killed]),
+                                   "the restarted node serves the partition")
+            assert [(m[0], m[3]) for m in got] == list(enumerate(after))
+        finally:
+            await close_all(connected)

@@ -1,7 +1,9 @@
 """A partition's replicated purge count (``cluster-purges``) is replaced whole: a write that
 fails part-way (here a file size limit, as a full disk or quota refuses it) leaves the
 previous count for the next start to read, never a damaged file (an empty one made every
-op of the partition's group raise ValueError on the node, tearing down its links)."""
+op of the partition's group raise ValueError on the node, tearing down its links). A purge
+a crash interrupted (its pending count, ``cluster-purges.pending``, above the count) is
+finished by the first read of the count after the start."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lurcher.cluster.partition_service import PURGES_FILE, purge, purges_of
+import pytest
+
+from lurcher.cluster.partition_service import PENDING_PURGES_FILE, PURGES_FILE, purge, \
+    purges_of
 
 PURGE_AGAIN = """
 import sys
@@ -26,9 +31,10 @@ class Emptied:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.purges = 0  # how many times it was emptied
 
     def purge(self) -> None:
-        pass
+        self.purges += 1
 
 
 def no_file_growth() -> None:
@@ -46,3 +52,17 @@ def test_a_purge_count_that_cannot_be_written_leaves_the_previous_one(tmp_path: 
     assert (tmp_path / PURGES_FILE).read_text() == "1"  # "" on the old code
     assert purges_of(Emptied(str(tmp_path))) == 1  # as the next start reads it
     assert sorted(p.name for p in tmp_path.iterdir()) == [PURGES_FILE]
+
+
+@pytest.mark.parametrize("pending, emptied, count", [(2, 1, 2), (1, 0, 1)])
+def test_a_start_finishes_a_purge_a_crash_interrupted(tmp_path: Path, pending: int,
+                                                      emptied: int, count: int) -> None:
+    """Pending 2 over a count of 1: killed before the count was recorded (emptied or not);
+    pending 1: killed after recording it (the old code read 1 for both and never emptied)."""
+    (tmp_path / PURGES_FILE).write_text("1")
+    (tmp_path / PENDING_PURGES_FILE).write_text(str(pending))
+    partition = Emptied(str(tmp_path))
+    assert purges_of(partition) == count
+    assert partition.purges == emptied
+    assert sorted(p.name for p in tmp_path.iterdir()) == [PURGES_FILE]
+    assert (tmp_path / PURGES_FILE).read_text() == str(count)
