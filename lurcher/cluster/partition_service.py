@@ -55,8 +55,10 @@ in the log, not done again). A purge the partition's files refuse here (CannotDe
 a segment file that cannot be set aside) is owed, never counted done: the partition is
 ``broken`` from offset 0, so it serves no read and every later op of it waits, and
 ``_repair`` purges it again (every ``PURGE_RETRY_S``) before filling it and letting the
-ops run. Invariant: a partition
-whose file counts fewer purges than ``purged`` is in ``broken`` (``_owes_purge``).
+ops run. Each purge executed (or reached from a checkpoint) is told to this node's consumer
+groups (``Shard.partition_purged``), whose hand-overs of the partition then complete.
+Invariant: a partition whose file counts fewer purges than ``purged`` is in ``broken``
+(``_owes_purge``).
 """
 
 from __future__ import annotations
@@ -379,13 +381,16 @@ class PartitionService:
 
     def _purge(self, key: tuple[int, int, int], partition: Any) -> None:
         """The group's purge: counted in the group's order; done on the partition unless it
-        was before this start; if its files refuse, owed (``_purge_or_owe``)."""
+        was before this start; if its files refuse, owed (``_purge_or_owe``). The consumer
+        groups are told at once (``partition_purged``): the group dropped the partition's
+        offsets, and an owed purge serves no read here meanwhile."""
         purges = self.purged[key] = self.purged.get(key, 0) + 1
         self.stored[key] = 0
         self.fill_to.pop(key, None)
         self.broken.pop(key, None)  # what failed is purged: nothing to mend
         if purges_of(partition) < purges:  # else purged before this start
             self._purge_or_owe(key, partition)
+        self.shard.partition_purged(*key)
 
     def _owes_purge(self, key: tuple[int, int, int]) -> bool:
         """Whether partition ``key`` (the one the group's counts are of, not a successor
@@ -564,6 +569,7 @@ class PartitionService:
                 continue
             if purges_of(partition) < self.purged.get(key, 0):
                 self.fill_to.pop(key, None)  # purged on the others while this one was behind
+                self.shard.partition_purged(*key)
                 if not self._purge_or_owe(key, partition):
                     continue  # filled once purged (``_repair``)
             if self.stored.get(key, 0) > end_of(partition) and \

@@ -34,7 +34,9 @@ stored again (deduplication still sees it). Checkpoints (``partition_state``) bo
 group's log; a replica adopting one copies the messages it lacks from another replica.
 A purge (of a stream or topic) is one ``PurgePartition`` op through each of its partitions'
 groups, acknowledged once every one is committed (``partition_service``: every replica
-empties the partition at the same point of the group's order); segment deletion by
+empties the partition at the same point of the group's order, and tells its consumer
+groups, as a single node's purge does: what they delivered from it is forgotten and its
+pending hand-over completes; the receiving node tells its own too); segment deletion by
 retention stays node-local (offsets are unaffected).
 
 Modules: ``partition_ops`` (the values), ``partition_service`` (execution on each replica),
@@ -156,12 +158,18 @@ class ReplicatedPartitions:
         await self._purge([shard.meta.state.topic(req.stream_id, req.topic_id)])
 
     async def _purge(self, topics: list[Any]) -> None:
-        """One ``PurgePartition`` op through each partition's group, all at once."""
+        """One ``PurgePartition`` op through each partition's group, all at once; then this
+        node's consumer groups are told of each partition it holds no replica of (a
+        replica tells them when it executes the op: ``PartitionService``)."""
         await asyncio.gather(*(self.forwarder.on_primary(
             self.group_of(topic, pid), "purge", msgspec.msgpack.encode(PurgePartition(
                 self.meta.accepted, topic.stream_id, topic.id, pid,
                 topic.partition_created_at[pid])))
             for topic in topics for pid in range(topic.partitions_count)))
+        for topic in topics:
+            for pid in range(topic.partitions_count):
+                if self.group_of(topic, pid) not in self.services:
+                    self.shard.partition_purged(topic.stream_id, topic.id, pid)
 
     async def poll(self, shard: Any, session: Any, req: Any) -> Any:
         topic = shard.meta.state.topic(req.stream_id, req.topic_id)

@@ -10,7 +10,10 @@ purges its partition again before it executes any later op of it, so once it is 
 group's primary it serves what the others do. A replica killed anywhere in its purge (after
 recording the count it is purging to, in the middle of emptying the partition, after
 emptying it, after recording the count) finishes the purge at its restart: it rejoins with
-the messages its peers hold, none of the purged ones, and serves them as the primary.
+the messages its peers hold, none of the purged ones, and serves them as the primary. A
+replicated purge completes a consumer group's hand-over of the partition at once, as a single
+node's does (members on one node; the purge through another node, or through a node that
+holds no replica of some partitions).
 """
 
 from __future__ import annotations
@@ -22,10 +25,16 @@ import pytest
 from lurcher.core.faults import CRASH_AT_ENV
 from lurcher.core.log.faulty_io import IO_FAULT_ENV
 from lurcher.core.wire.errors import IggyError
+from lurcher.core.wire.requests.consumer_groups.join_consumer_group import JoinConsumerGroup
+from lurcher.core.wire.requests.consumer_groups.leave_consumer_group import LeaveConsumerGroup
+from lurcher.core.wire.requests.topics.purge_topic import PurgeTopic
 from lurcher.cluster.partition_groups import GroupLayout
 from tests.cluster.test_replicated_partitions import HTTP_ENV, alike, clients, close_all, \
     polled, topic_everywhere
+from tests.support import raw
 from tests.support.cluster import LIVENESS_S, eventually, observer, running_cluster
+from tests.integration.test_groups import G, S, T, assignment, call, group_poll, setup
+from tests.integration.test_groups import client as raw_client
 from tests.support.server import LurcherServer
 
 
@@ -204,3 +213,39 @@ async def test_a_replica_killed_in_its_purge_finishes_it_at_its_restart(
             assert [(m[0], m[3]) for m in got] == list(enumerate(after))
         finally:
             await close_all(connected)
+
+
+@pytest.mark.parametrize("factor, purge_via", [
+    (3, 1),   # every node a replica: the members' node executes the purge, another got it
+    (1, 0)])  # one replica each: the members' node got the purge, and holds 1 of the 3
+async def test_a_replicated_purge_hands_a_partition_over_at_once(
+        tmp_path: Path, factor: int, purge_via: int) -> None:
+    """Members on node 0, rebalancing_timeout 1 h: a hand-over waiting for a commit of what
+    was delivered completes at the purge, and one asked for by a member joining after
+    another purge completes at once (the old code kept [[0, 1, 2], []] on a cluster)."""
+    extra = f"commit_timeout_ms = 5000\nreplication_factor = {factor}\n"
+    env = {"LURCHER_CONSUMER_GROUP_REBALANCING_TIMEOUT": "1 h"}
+    with running_cluster(tmp_path, 3, extra, env) as nodes:
+        a, purger = setup(nodes[0]), raw_client(nodes[purge_via])
+        call(a, JoinConsumerGroup(S, T, G))
+        assert {group_poll(a, auto_commit=False).partition_id for _ in range(3)} == {0, 1, 2}
+        b = raw_client(nodes[0])
+        call(b, JoinConsumerGroup(S, T, G))
+        assert assignment(a) == [[0, 1, 2], []]  # partition 2 waits for a's commit
+        call(purger, PurgeTopic(S, T))
+        await eventually(handed_over(a), "partition 2 moves to b at the purge")
+        call(b, LeaveConsumerGroup(S, T, G))
+        for p in range(3):
+            a.send("s", "t", raw.partition_id(p), [raw.message(b"again")])
+        assert [group_poll(a).count for _ in range(3)] == [1, 1, 1]
+        call(purger, PurgeTopic(S, T))
+        c = raw_client(nodes[0])
+        call(c, JoinConsumerGroup(S, T, G))
+        await eventually(handed_over(a), "partition 2 moves to a member joining after it")
+
+
+def handed_over(member: raw.RawClient):
+    """A check: the second member of ``member``'s group holds partition 2."""
+    async def check() -> bool:
+        return assignment(member) == [[0, 1], [2]]
+    return check

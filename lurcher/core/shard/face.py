@@ -72,5 +72,8 @@ class ShardFace(Protocol):
     def purge_local(self, stream_id: int, topic_id: int | None) -> None:
         """Purge this shard's partitions of a stream or of one topic. Raises IggyError."""
 
+    def partition_purged(self, stream_id: int, topic_id: int, partition_id: int) -> None:
+        """Tell the consumer groups that a partition was purged (here or by its group)."""
+
     def append(self, partition: Partition, batch: Any) -> Any:
         """Append ``batch``: the result, or an awaitable of it when the write completes later."""

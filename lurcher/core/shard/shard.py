@@ -255,9 +255,12 @@ class Shard:
             return None
         keys = {partition: key for key, partition in self.partitions.items()
                 if key[0] == stream_id and (topic_id is None or key[1] == topic_id)}
-        return purge_each(list(keys), then=lambda partition: self._purged(*keys[partition]))
+        return purge_each(list(keys),
+                          then=lambda partition: self.partition_purged(*keys[partition]))
 
-    def _purged(self, stream_id: int, topic_id: int, partition_id: int) -> None:
+    def partition_purged(self, stream_id: int, topic_id: int, partition_id: int) -> None:
+        """A partition was purged (here, or by its replication group): its consumer groups
+        forget what they delivered from it and complete its hand-over (``Groups.purged``)."""
         topic = self._topic_by_ids(stream_id, topic_id)
         if topic is not None:
             self.groups.purged(topic, partition_id)

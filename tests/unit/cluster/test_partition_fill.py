@@ -106,7 +106,8 @@ class Node:
                 streams={0: SimpleNamespace(topics={0: topic})})),
             dedup=Deduplication(False, 1000, 10**9),
             limits=SimpleNamespace(max_poll_reply_bytes=10**9),
-            append=lambda partition, batch: partition.store(batch))
+            append=lambda partition, batch: partition.store(batch),
+            partition_purged=lambda *key: None)  # no consumer group here
         self.service = PartitionService(self.shard, SimpleNamespace(accepted=10**6))
         self.service.filler = Filler(self.shard, self.fetch, 11)
         self.asked: list[tuple[object, asyncio.Future]] = []
