@@ -11,6 +11,11 @@ starts at segment i's next offset; ``next_offset`` = open segment's next offset;
 timestamps increase strictly from batch to batch and are equal within one (the batch
 timestamp is max(clock, last timestamp + 1)): recovery tells batches apart by them.
 Descriptors: segments borrow them from ``files`` (a bounded cache shared by the shard).
+Unsynced segments: no segment before the one holding ``_unsynced_from`` is ``dirty`` (written
+since its last fsync): a segment gets written only as the open one, each write and each failed
+flush lowers it to that segment, and a take of the dirty ones (a group-commit round, a flush)
+raises it to the open one; so a round visits the segments rolled over since the last one,
+not every segment the partition holds.
 Visible state (``next_offset``, counters, segment indexes: what polls, stats and group
 commit see) holds written batches only; batches in flight are counted apart
 (``_pending_count``/``_pending_bytes``) and stamped after them, so polls never return
@@ -261,6 +266,7 @@ class Partition:
         self._pending_count = 0  # messages stamped but not yet written (in flight)
         self._pending_bytes = 0
         self._directory_unsynced = False  # a segment file created since the last round
+        self._unsynced_from = 0  # no segment before the one holding it is dirty (docstring)
         self.pipeline = AppendPipeline(config.max_inflight_batches)
         self.inline_gate = PROCESS_GATE
         self.cache_window = CacheWindow(0, list)  # set by ``open`` once the segments are loaded
@@ -294,6 +300,7 @@ class Partition:
         if part.config.cap_stored_offsets:
             part._cap_stored_offsets()
         part.synced_next_offset = part.next_offset
+        part._unsynced_from = part.segments[-1].start_offset  # none is dirty yet
         part.cache_window = CacheWindow(part.config.page_cache_window, part._segments_getter())
         return part
 
@@ -475,6 +482,7 @@ class Partition:
         self._count_in(pending)
 
     def _count_in(self, pending: PendingAppend) -> None:
+        self._unsynced_from = min(self._unsynced_from, pending.segment.start_offset)
         self.next_offset += pending.count
         self.messages_count += pending.count
         self.size_bytes += len(pending.blob)
@@ -595,7 +603,7 @@ class Partition:
         storage (``fail_storage``, see the module docstring)."""
         if not fsync:
             return
-        for segment in self.segments:
+        for segment in self._maybe_unsynced():
             if not segment.dirty:
                 continue
             try:
@@ -629,8 +637,7 @@ class Partition:
                 future.set_result(None)
                 return
             if epoch == self.epoch:  # else purged meanwhile: those segments are gone
-                for segment in dirty:
-                    segment.dirty = True
+                self._mark_unsynced(dirty)
                 if self.config.enforce_fsync:
                     self.fail_storage(error)
             future.set_exception(error)
@@ -685,6 +692,7 @@ class Partition:
     def _recount(self) -> None:
         """The next offset, counters and last timestamp from the segments held."""
         self.next_offset = self.segments[-1].next_offset
+        self._unsynced_from = min(self._unsynced_from, self.segments[-1].start_offset)
         self.messages_count = sum(segment.count for segment in self.segments)
         self.size_bytes = sum(segment.size_bytes for segment in self.segments)
         self._restamp_last()
@@ -698,12 +706,26 @@ class Partition:
 
     def _take_dirty(self) -> tuple[list[Segment], list[FileHandle]]:
         """The segments written since their last fsync and their files' handles (log and
-        index of each), the segments marked clean. Raises OSError (then none is marked)."""
-        dirty = [segment for segment in self.segments if segment.dirty]
+        index of each), the segments marked clean; only the segments from ``_unsynced_from``
+        on are looked at (module docstring). Raises OSError (then none is marked)."""
+        dirty = [segment for segment in self._maybe_unsynced() if segment.dirty]
         handles = [handle for segment in dirty for handle in segment.handles()]
         for segment in dirty:  # only once every handle was had: a failure leaves them dirty
             segment.dirty = False
+        self._unsynced_from = self.segments[-1].start_offset
         return dirty, handles
+
+    def _maybe_unsynced(self) -> Iterator[Segment]:
+        """The segments that may be dirty: from the one holding ``_unsynced_from`` on."""
+        return self.segments_from(self._unsynced_from)
+
+    def _mark_unsynced(self, segments: list[Segment]) -> None:
+        """``segments`` (oldest first) are not on the device after all (a failed fsync): a
+        later flush or round takes them again."""
+        for segment in segments:
+            segment.dirty = True
+        if segments:
+            self._unsynced_from = min(self._unsynced_from, segments[0].start_offset)
 
     def take_unsynced_directory(self) -> str | None:
         """The partition directory when a segment was created in it since the last call
@@ -1063,7 +1085,7 @@ class Partition:
         self.next_offset = self.messages_count = self.size_bytes = 0
         self._last_timestamp = 0
         self.epoch += 1
-        self.synced_next_offset = 0
+        self.synced_next_offset = self._unsynced_from = 0
         try:
             fresh = Segment(self.path, 0, self.files)
         except OSError as exc:
