@@ -138,13 +138,15 @@ class CacheWindow:
     def _cursor_index(self, segments: Sequence[Any]) -> int:
         """Where the cursor is; a cursor whose segment went (deleted, purged, cut off)
         restarts at the start of the first segment after it (the newest when none is: a
-        purge's new segments start at 0 again), and one past a cut end at that end."""
-        for i in range(len(segments) - 1, -1, -1):
-            if segments[i] is self._segment:
-                self._position = min(self._position, segments[i].size_bytes)
-                return i
-        gone = self._segment.start_offset if self._segment is not None else -1
-        after = bisect.bisect_right(segments, gone, key=_START_OFFSET)
+        purge's new segments start at 0 again), and one past a cut end at that end. Found by
+        bisecting the start offsets (the cursor may lag the newest segment by a whole window
+        of small segments, and retention has it follow after each one it deletes)."""
+        start = self._segment.start_offset if self._segment is not None else -1
+        i = bisect.bisect_left(segments, start, key=_START_OFFSET)
+        if i < len(segments) and segments[i] is self._segment:
+            self._position = min(self._position, segments[i].size_bytes)
+            return i
+        after = bisect.bisect_right(segments, start, key=_START_OFFSET)
         i = min(after, len(segments) - 1)
         self._segment, self._position = segments[i], 0
         return i

@@ -15,7 +15,7 @@ Unsynced segments: no segment before the one holding ``_unsynced_from`` is ``dir
 since its last fsync): a segment gets written only as the open one, each write and each failed
 flush lowers it to that segment, and a take of the dirty ones (a group-commit round, a flush)
 raises it to the open one; so a round visits the segments rolled over since the last one,
-not every segment the partition holds.
+not every segment the partition holds. Retention bisects and stops early likewise.
 Visible state (``next_offset``, counters, segment indexes: what polls, stats and group
 commit see) holds written batches only; batches in flight are counted apart
 (``_pending_count``/``_pending_bytes``) and stamped after them, so polls never return
@@ -85,6 +85,7 @@ PURGED_SUFFIX = ".purged"
 """Appended to a segment file's name by a purge before the file is removed."""
 
 _START_OFFSET = operator.attrgetter("start_offset")  # what segments bisect by, in order
+_END_OFFSET = operator.attrgetter("end_offset")  # never decreases from segment to segment
 
 PURGE_MARKER = "purging"
 """A file in a partition directory while a purge of it is under way (see ``purge``)."""
@@ -911,20 +912,18 @@ class Partition:
         sealed = len(self.segments) - 1
         if barrier is None or sealed <= 0:
             return max(sealed, 0)
-        ends = [s.end_offset for s in self.segments[:sealed]]
-        return bisect.bisect_right(ends, barrier)
+        return bisect.bisect_right(self.segments, barrier, hi=sealed, key=_END_OFFSET)
 
     def expired_segments(self, now_us: int, expiry_us: int, barrier: int | None = None) -> int:
         """How many leading segments hold only messages older than ``expiry_us`` at
         ``now_us`` and may be deleted (see ``deletable_segments``). A sealed segment that
         holds none (a crash emptied it) has nothing to keep: it goes with the expired ones
         around it, and does not stop expiry at it for good."""
-        n = 0
-        for segment in self.segments[:self.deletable_segments(barrier)]:
-            if segment.count and not segment.is_expired(now_us, expiry_us):
-                break
-            n += 1
-        return n
+        deletable, segments = self.deletable_segments(barrier), self.segments
+        for n in range(deletable):  # not a slice: it stops at the first one kept
+            if segments[n].count and not segments[n].is_expired(now_us, expiry_us):
+                return n
+        return deletable
 
     def delete_expired_segments(self, now_us: int, expiry_us: int,
                                 barrier: int | None = None) -> tuple[int, int]:

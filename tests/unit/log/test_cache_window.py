@@ -359,3 +359,35 @@ def test_follow_does_not_walk_every_segment():
     window.follow()
     assert CountedSegment.reads[0] <= 100, CountedSegment.reads[0]
     assert sorted(window._read_marks) == [5000, 7000]
+
+
+class CountingList(list):
+    """A list that counts the reads of its items (into ``reads``)."""
+
+    def __init__(self, items) -> None:
+        super().__init__(items)
+        self.reads = 0
+
+    def __getitem__(self, i):
+        self.reads += 1
+        return super().__getitem__(i)
+
+
+def test_follow_finds_a_cursor_far_behind_the_newest_segment_by_bisection():
+    """A partition of small segments holding less than its window keeps the cursor on the
+    segment it was opened with; retention deleting segments one at a time has it follow
+    after each. The earlier ``follow`` walked back from the newest segment to the cursor
+    each time: about 2,000 reads per deletion here (1.2 s for 5,000 one-batch segments
+    trimmed on the event loop)."""
+    segments = CountingList([FakeSegment(0, 100)])
+    window = CacheWindow(8 * MIB, lambda: segments, RecordingEvictor())
+    segments.extend(FakeSegment(i, 100) for i in range(1, 2000))
+    window.follow()
+    assert window._segment is segments[0]
+    for gone in range(1, 50):
+        del segments[:1]  # retention deletes the oldest: the cursor's, then the ones after
+        segments.reads = 0
+        window.follow()
+        assert segments.reads <= 30, segments.reads
+        assert window._segment is list.__getitem__(segments, 0)
+        assert window._segment.start_offset == gone and window._position == 0

@@ -1,8 +1,8 @@
 """Per-round work over a partition of many small segments: a group-commit round
 (``take_unsynced``) and a client's flush (``flush_async``) take exactly the segments written
 since their last fsync, and look at those (the ones rolled over since the last round), not
-at every segment held. Work is counted through the ``Segment`` attributes each step
-reads, never timed."""
+at every segment held; retention bisects and stops early. Work is counted through the
+``Segment`` attributes each step reads, never timed."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from log_helpers import batch
 
 from lurcher.core.log.segment import Segment
+from lurcher.core.shard.maintenance import expire_topic, trim_topic
 
 SEGMENTS = 200
 
@@ -153,3 +154,46 @@ def test_a_flush_fsyncs_what_no_round_took(open_partition, clock):
     p.append(batch(1))
     p.flush(fsync=True)
     assert not any(s.dirty for s in p.segments)
+
+
+@pytest.fixture
+def end_reads(monkeypatch) -> list[int]:
+    """Counts every read of ``Segment.end_offset`` (what retention bisects by)."""
+    seen: list[int] = []
+    end_offset = Segment.end_offset
+
+    def counted(segment):
+        seen.append(1)
+        return end_offset.fget(segment)
+
+    monkeypatch.setattr(Segment, "end_offset", property(counted))
+    return seen
+
+
+def test_deletable_segments_bisect(open_partition, clock, end_reads):
+    """The old code read every sealed segment's end (199) per call."""
+    p = one_batch_segments(open_partition, clock)
+    for barrier, want in ((None, SEGMENTS - 1), (-1, 0), (0, 1), (57, 58), (10**9, 199)):
+        end_reads.clear()
+        assert p.deletable_segments(barrier) == want
+        assert len(end_reads) <= 10, (barrier, len(end_reads))
+
+
+def test_expiry_stops_at_the_first_segment_kept(open_partition, clock, end_reads):
+    p = one_batch_segments(open_partition, clock)
+    p.offsets.store("consumers", 1, 10**6)  # a barrier past everything: bisected
+    end_reads.clear()
+    assert expire_topic([p], now_us=3000, expiry_us=1000) == (2, 2)
+    assert len(end_reads) <= 10, len(end_reads)
+    assert p.first_offset == 2
+
+
+def test_size_retention_costs_a_bisection_per_segment_deleted(open_partition, clock,
+                                                              end_reads):
+    """The old code read every sealed segment's end twice per segment deleted (about
+    200 x 200 reads here)."""
+    p = one_batch_segments(open_partition, clock)
+    p.offsets.store("consumers", 1, 10**6)
+    assert trim_topic([p], max_size_bytes=1) == (SEGMENTS - 1, SEGMENTS - 1)
+    assert len(end_reads) <= 20 * SEGMENTS, len(end_reads)
+    assert p.segments_count == 1 and p.first_offset == SEGMENTS - 1
