@@ -29,11 +29,14 @@ Invariants: nothing younger than ``window`` bytes, and nothing not yet committed
 planned; the event loop never waits (the loop only plans; the thread does the system calls);
 the thread opens each file itself, so a writeback error it meets does not consume the error
 report an ``fsync`` of the server's own descriptor gets (errseq is per open file), and it is
-logged. Eviction is advice: what it touches stays correct, only its place (memory or device)
-changes. Segments deleted or cut meanwhile are skipped (ENOENT; a range past the end is a
-no-op). The cursor is always on a live segment: when the partition drops segments (retention,
-DeleteSegments, a purge, a cut after a failed fsync) it ``follow``s, moving off a dropped one
-at once. ``window = 0`` turns all of this off.
+logged, once per file: at most ``MAX_FAILED_PATHS`` files are remembered as logged (past
+that the ones no longer there are forgotten first, then the oldest), so a long life of
+segments deleted does not grow what is remembered. Eviction is advice: what it touches stays
+correct, only its place (memory or device) changes. Segments deleted or cut meanwhile are
+skipped (ENOENT; a range past the end is a no-op). The cursor is always on a live segment:
+when the partition drops segments (retention, DeleteSegments, a purge, a cut after a failed
+fsync) it ``follow``s, moving off a dropped one at once. ``window = 0`` turns all of this
+off.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ STEP = 32 * 1024 * 1024
 # already gone again costs nothing.
 FOLIO_ALIGN = 2 * 1024 * 1024
 MAX_READ_JOBS = 64
+MAX_FAILED_PATHS = 1024  # files whose failure was logged and is remembered (``Evictor``)
 _WAIT_WRITE_WAIT = 1 | 2 | 4  # SYNC_FILE_RANGE_WAIT_BEFORE | _WRITE | _WAIT_AFTER
 
 Range = tuple[str, int, int]
@@ -205,7 +209,7 @@ class Evictor:
     def __init__(self, max_read_jobs: int = MAX_READ_JOBS) -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._failed: set[str] = set()
+        self._failed: dict[str, None] = {}  # logged failing files, oldest first
         self._read_slots = threading.BoundedSemaphore(max_read_jobs)
 
     def submit(self, ranges: list[Range], writeback: bool,
@@ -269,10 +273,22 @@ class Evictor:
 
     def _report(self, path: str, first: int, count: int, exc: OSError) -> None:
         if path not in self._failed:  # once per file
-            self._failed.add(path)
+            self._remember_failed(path)
             log.error("write-behind of %s [%d, +%d) failed: %s (the range stays in the page "
                       "cache; an fsync of the file reports a write error too)",
                       path, first, count, exc)
+
+    def _remember_failed(self, path: str) -> None:
+        """Remember ``path`` as logged; past ``MAX_FAILED_PATHS`` forget the files no longer
+        there (deleted segments: a new file of that name is another file), then, when still
+        too many, the oldest half (such a file that fails again is logged again)."""
+        self._failed[path] = None
+        if len(self._failed) <= MAX_FAILED_PATHS:
+            return
+        self._failed = {p: None for p in self._failed if os.path.exists(p)}
+        keep = MAX_FAILED_PATHS // 2
+        if len(self._failed) > keep:
+            self._failed = dict.fromkeys(list(self._failed)[len(self._failed) - keep:])
 
 
 def write_back(fd: int, first: int, count: int) -> None:

@@ -391,3 +391,48 @@ def test_follow_finds_a_cursor_far_behind_the_newest_segment_by_bisection():
         assert segments.reads <= 30, segments.reads
         assert window._segment is list.__getitem__(segments, 0)
         assert window._segment.start_offset == gone and window._position == 0
+
+
+def test_the_files_remembered_as_logged_are_bounded(tmp_path, caplog, monkeypatch):
+    """Each failing file is logged once, but what is remembered is bounded: files no longer
+    there (deleted segments) are forgotten first, and one still there and still failing is
+    not logged again. The old evictor remembered all 40 here (a set that grew for the
+    server's life)."""
+    from lurcher.core.log import cache_window
+    monkeypatch.setattr(cache_window, "MAX_FAILED_PATHS", 8, raising=False)
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    keep_open = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # so the evictor's open does not block
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"x")
+    gone = [(str(plain / f"gone-{i}"), 0, 4096) for i in range(40)]  # cannot be opened
+    evictor = Evictor()
+    try:
+        with caplog.at_level(logging.ERROR, logger="lurcher.core.log.cache_window"):
+            evictor.submit([(fifo, 0, 4096)] + gone + [(fifo, 0, 4096)],
+                           writeback=True).wait(10)
+            assert evictor.submit([(fifo, 4096, 4096)], writeback=True).wait(10)
+    finally:
+        os.close(keep_open)
+    logged = [r.getMessage() for r in caplog.records if "write-behind" in r.getMessage()]
+    assert len(logged) == 41 and sum(fifo + " " in m for m in logged) == 1
+    assert len(evictor._failed) <= 8
+    assert fifo in evictor._failed
+
+
+def test_a_job_for_a_deleted_or_replaced_file_is_a_no_op(tmp_path, caplog):
+    """A job queued before a purge: its file removed, or another (shorter) file of the
+    same name there now. Nothing is logged, and the thread serves the next job."""
+    deleted, replaced = tmp_path / "00000000000000000000.log", tmp_path / "replaced.log"
+    for path in (deleted, replaced):
+        path.write_bytes(b"x" * (4 * MIB))
+    deleted.unlink()
+    replaced.unlink()
+    replaced.write_bytes(b"y" * 100)  # the new segment, shorter than the old range
+    evictor = Evictor()
+    with caplog.at_level(logging.DEBUG, logger="lurcher.core.log.cache_window"):
+        assert evictor.submit([(str(deleted), 0, 4 * MIB), (str(replaced), 2 * MIB, 2 * MIB)],
+                              writeback=True).wait(10)
+        assert evictor.submit([(str(replaced), 0, 100)], writeback=True).wait(10)
+    assert [r.getMessage() for r in caplog.records] == []
+    assert replaced.read_bytes() == b"y" * 100 and not evictor._failed
