@@ -497,8 +497,12 @@ class Partition:
 
     def _restamp_last(self) -> None:
         """After cutting messages off: the next batch is stamped after the newest kept one
-        (not after one cut off), as on a replica that never wrote the cut ones."""
-        self._last_timestamp = max(segment.last_timestamp for segment in self.segments)
+        (not after one cut off), as on a replica that never wrote the cut ones. Timestamps
+        never decrease from segment to segment, so that is the newest segment holding
+        messages, looked for from the newest (a failed write costs the same with 20,000
+        segments as with 2)."""
+        newest = next((s for s in reversed(self.segments) if s.count), None)
+        self._last_timestamp = newest.last_timestamp if newest is not None else 0
 
     def settle(self) -> None:
         """After failed writes drained (``appends``): cut their bytes off, and after a

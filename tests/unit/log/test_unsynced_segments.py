@@ -1,8 +1,9 @@
 """Per-round work over a partition of many small segments: a group-commit round
 (``take_unsynced``) and a client's flush (``flush_async``) take exactly the segments written
 since their last fsync, and look at those (the ones rolled over since the last round), not
-at every segment held; retention bisects and stops early. Work is counted through the
-``Segment`` attributes each step reads, never timed."""
+at every segment held; retention bisects and stops early; a failed write restamps from the
+newest segments. Work is counted through the ``Segment`` attributes each step reads, never
+timed."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import asyncio
 import errno
 
 import pytest
-from log_helpers import batch
+from log_helpers import FailingIo, batch
 
 from lurcher.core.log.segment import Segment
 from lurcher.core.shard.maintenance import expire_topic, trim_topic
+from lurcher.core.wire.errors import IggyError
 
 SEGMENTS = 200
 
@@ -156,18 +158,23 @@ def test_a_flush_fsyncs_what_no_round_took(open_partition, clock):
     assert not any(s.dirty for s in p.segments)
 
 
-@pytest.fixture
-def end_reads(monkeypatch) -> list[int]:
-    """Counts every read of ``Segment.end_offset`` (what retention bisects by)."""
+def count_reads(monkeypatch, name: str) -> list[int]:
+    """Counts every read of the ``Segment`` property ``name`` (one item per read)."""
     seen: list[int] = []
-    end_offset = Segment.end_offset
+    read = getattr(Segment, name).fget
 
     def counted(segment):
         seen.append(1)
-        return end_offset.fget(segment)
+        return read(segment)
 
-    monkeypatch.setattr(Segment, "end_offset", property(counted))
+    monkeypatch.setattr(Segment, name, property(counted))
     return seen
+
+
+@pytest.fixture
+def end_reads(monkeypatch) -> list[int]:
+    """Reads of ``Segment.end_offset`` (what retention bisects by)."""
+    return count_reads(monkeypatch, "end_offset")
 
 
 def test_deletable_segments_bisect(open_partition, clock, end_reads):
@@ -197,3 +204,26 @@ def test_size_retention_costs_a_bisection_per_segment_deleted(open_partition, cl
     assert trim_topic([p], max_size_bytes=1) == (SEGMENTS - 1, SEGMENTS - 1)
     assert len(end_reads) <= 20 * SEGMENTS, len(end_reads)
     assert p.segments_count == 1 and p.first_offset == SEGMENTS - 1
+
+
+@pytest.fixture
+def timestamp_reads(monkeypatch) -> list[int]:
+    return count_reads(monkeypatch, "last_timestamp")
+
+
+def test_a_failed_write_looks_at_the_newest_segments_only(open_partition, clock,
+                                                          timestamp_reads):
+    """A refused write (a full disk: every send refused) restamps from the newest kept
+    message; the old code read all 200 segments' last timestamps for each one."""
+    io = FailingIo()
+    p = one_batch_segments(open_partition, clock, io=io)
+    newest = p.segments[-1].last_timestamp
+    clock.now_us = 1  # the clock went back: the next batch is stamped after the newest kept
+    io.fail = True
+    timestamp_reads.clear()
+    with pytest.raises(IggyError):
+        p.append(batch(1))
+    assert len(timestamp_reads) <= 2, len(timestamp_reads)
+    io.fail = False
+    p.append(batch(1))
+    assert p.segments[-1].last_timestamp == newest + 1 and p.next_offset == SEGMENTS + 1
