@@ -86,24 +86,26 @@ def expire_topic(partitions: list[Partition], now_us: int, expiry_us: int) -> tu
 _NONE_LEFT = (float("inf"), 0)  # ranks after every segment
 
 
-def _oldest_deletable(partitions: list[Partition]) -> tuple[int, tuple] | None:
-    """Where in ``partitions`` the partition is whose first segment is deletable and has the
-    oldest first message (the first such on a tie), and the rank (first timestamp, place)
-    of the runner-up's first segment (``_NONE_LEFT`` when there is none); None when no
-    segment is deletable."""
+def _oldest_deletable(partitions: list[Partition],
+                      barriers: list[int | None]) -> tuple[int, tuple] | None:
+    """Where in ``partitions`` the partition is whose first segment is deletable (below its
+    barrier in ``barriers``) and has the oldest first message (the first such on a tie), and
+    the rank (first timestamp, place) of the runner-up's first segment (``_NONE_LEFT`` when
+    there is none); None when no segment is deletable."""
     ranked = heapq.nsmallest(2, ((p.segments[0].first_timestamp, i)
                                  for i, p in enumerate(partitions)
-                                 if p.deletable_segments(barrier(p)) > 0))
+                                 if p.deletable_segments(barriers[i]) > 0))
     if not ranked:
         return None
     return ranked[0][1], ranked[1] if len(ranked) > 1 else _NONE_LEFT
 
 
-def _run_before(partition: Partition, place: int, runner_up: tuple, budget: int) -> int:
+def _run_before(partition: Partition, place: int, runner_up: tuple, budget: int,
+                barrier_offset: int | None) -> int:
     """How many leading segments of ``partition`` (at ``place``) deleting the oldest one at
     a time would delete one after another: the first, then each one deletable that ranks
     before ``runner_up`` while the bytes of those before it are at most ``budget``."""
-    segments, deletable = partition.segments, partition.deletable_segments(barrier(partition))
+    segments, deletable = partition.segments, partition.deletable_segments(barrier_offset)
     n, freed = 1, segments[0].size_bytes
     while n < deletable and freed <= budget and (segments[n].first_timestamp, place) < runner_up:
         freed += segments[n].size_bytes
@@ -119,7 +121,8 @@ def trim_topic(partitions: list[Partition], max_size_bytes: int,
     partitions on the other shards held when last asked. The topic's excess over the
     threshold is trimmed here in proportion to the part of the topic this shard holds, so
     that the shards, each trimming its own partitions at the same time, take the excess
-    once between them (to a segment each), not once each."""
+    once between them (to a segment each), not once each. The consumer barriers are read
+    once: nothing stores an offset while the trim runs (on the event loop)."""
     if never(max_size_bytes):
         return 0, 0
     here = sum(p.size_bytes for p in partitions)
@@ -127,16 +130,17 @@ def trim_topic(partitions: list[Partition], max_size_bytes: int,
     if excess < 0 or here == 0:
         return 0, 0
     share = excess * here // (here + elsewhere_bytes)
+    barriers = [barrier(p) for p in partitions]
     segments = messages = freed = 0
     while freed <= share:
-        found = _oldest_deletable(partitions)
+        found = _oldest_deletable(partitions, barriers)
         if found is None:
             break
         place, runner_up = found
         oldest = partitions[place]
         size = oldest.size_bytes
-        s, m = oldest.delete_oldest_segments(_run_before(oldest, place, runner_up, share - freed),
-                                             barrier(oldest))
+        run = _run_before(oldest, place, runner_up, share - freed, barriers[place])
+        s, m = oldest.delete_oldest_segments(run, barriers[place])
         segments, messages, freed = segments + s, messages + m, freed + size - oldest.size_bytes
     return segments, messages
 
