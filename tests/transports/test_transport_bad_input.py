@@ -31,6 +31,7 @@ from tests.support.server import LurcherServer
 RESPONSE = struct.Struct("<II")
 PING = encode_request(1, b"")
 LOGIN = encode_request(LoginUser.CODE, LoginUser("iggy", "iggy").encode())
+TOPIC_SETTINGS = {"compression_algorithm": "none", "message_expiry": 0, "max_topic_size": 0}
 
 
 # -- HTTP ----------------------------------------------------------------------------------
@@ -132,6 +133,42 @@ async def test_http_update_topic_without_its_settings_changes_nothing(
         assert r.status_code == 204, r.text
 
 
+async def test_http_create_topic_takes_iggys_body_field_by_field(
+        plain_server: LurcherServer) -> None:
+    """Iggy 0.8's CreateTopic body (core/common/src/http/topics/create_topic.rs) has no
+    ``#[serde(default)]``: without compression_algorithm, message_expiry or max_topic_size
+    it does not deserialize (422), nor does a name its deserializer refuses or a number
+    outside the field's u8/u32/u64; ``replication_factor`` may be left out or null, and 0
+    is INVALID_REPLICATION_FACTOR (400, its ``validate``). The old code made each left-out
+    setting the server default (200), answered a bad number or name 400 with another code,
+    took 0 as the server's replication factor and refused "server_default" as a size."""
+    full = {"name": "t", "partitions_count": 1, **TOPIC_SETTINGS}
+    not_its_type = (422, ErrorCode.INVALID_FORMAT)
+    refused = [({k: v for k, v in full.items() if k != left_out}, *not_its_type)
+               for left_out in TOPIC_SETTINGS]
+    refused += [({**full, field: value}, *not_its_type) for field, value in (
+        ("partitions_count", -1), ("partitions_count", 2 ** 32), ("message_expiry", 2 ** 64),
+        ("max_topic_size", -1), ("max_topic_size", "bogus"), ("max_topic_size", str(2 ** 64)),
+        ("replication_factor", 256), ("compression_algorithm", "zip"))]
+    refused.append(({**full, "replication_factor": 0}, 400, ErrorCode.INVALID_REPLICATION_FACTOR))
+    async with httpx.AsyncClient(base_url=http_base(plain_server)) as http:
+        auth = bearer(await login(http))
+        await http.post("/streams", json={"name": "iggy-body"}, headers=auth)
+        for body, status, code in refused:
+            r = await http.post("/streams/iggy-body/topics", json=body, headers=auth)
+            assert (r.status_code, r.json()["id"]) == (status, code), (body, r.text)
+        topics = (await http.get("/streams/iggy-body/topics", headers=auth)).json()
+        assert topics == []
+        for name, extra in (("a", {"replication_factor": None}),
+                            ("b", {"max_topic_size": "server_default"}),
+                            ("c", {"compression_algorithm": "GZIP", "max_topic_size": "2 GiB"})):
+            r = await http.post("/streams/iggy-body/topics", headers=auth,
+                                json={**full, "name": name, **extra})
+            assert r.status_code == 200, (extra, r.text)
+        assert r.json()["compression_algorithm"] == "gzip"
+        assert r.json()["max_topic_size"] == 2 ** 31
+
+
 async def test_http_oversize_body(plain_server: LurcherServer) -> None:
     async with httpx.AsyncClient(base_url=http_base(plain_server)) as http:
         auth = {**bearer(await login(http)), "content-type": "application/json"}
@@ -166,11 +203,11 @@ async def test_http_deep_json_huge_numbers_and_a_client_gone_mid_body(
         assert r.status_code == 400 and r.json()["id"] == ErrorCode.INVALID_FORMAT
         assert (await http.get("/streams/" + "9" * 4301, headers=auth)).status_code == 400
         assert (await http.post("/streams", json={"name": "n"}, headers=auth)).status_code == 200
-        for size, status, code in ((b"9" * 4301, 422, ErrorCode.INVALID_FORMAT),  # not a u64
-                                   (b'"' + b"9" * 4301 + b'"', 400, ErrorCode.INVALID_TOPIC_SIZE)):
+        for size in (b"9" * 4301, b'"' + b"9" * 4301 + b'"'):  # not a u64, as number or text
             r = await http.post("/streams/n/topics", headers=auth, content=(
-                b'{"name":"t","partitions_count":1,"max_topic_size":' + size + b"}"))
-            assert r.status_code == status and r.json()["id"] == code
+                b'{"name":"t","partitions_count":1,"compression_algorithm":"none",'
+                b'"message_expiry":0,"max_topic_size":' + size + b"}"))
+            assert r.status_code == 422 and r.json()["id"] == ErrorCode.INVALID_FORMAT
     host, port = plain_server.endpoints["http"].rsplit(":", 1)
     for _ in range(3):
         reader, writer = await asyncio.open_connection(host, int(port))
@@ -242,8 +279,8 @@ async def test_http_cors_and_metrics(plain_server: LurcherServer) -> None:
         assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "*"
         auth = bearer(await login(http))
         await http.post("/streams", json={"name": "metered"}, headers=auth)
-        await http.post("/streams/metered/topics", json={"name": "t", "partitions_count": 1},
-                        headers=auth)
+        await http.post("/streams/metered/topics", headers=auth,
+                        json={"name": "t", "partitions_count": 1, **TOPIC_SETTINGS})
         await http.post("/streams/metered/topics/t/messages", headers=auth, json={
             "partitioning": {"kind": "partition_id", "value": "AAAAAA=="},
             "messages": [{"payload": "aGk="}, {"payload": "aG8=", "id": "42"}]})
@@ -404,7 +441,7 @@ async def test_http_integer_parameters_are_ascii_digits(plain_server: LurcherSer
         auth = bearer(await login(http))
         await http.post("/streams", json={"name": "digits"}, headers=auth)
         r = await http.post("/streams/digits/topics", headers=auth,
-                            json={"name": "t", "partitions_count": 1})
+                            json={"name": "t", "partitions_count": 1, **TOPIC_SETTINGS})
         assert r.status_code == 200, r.text
         poll = "/streams/digits/topics/t/messages"
         assert (await http.get(poll, params={"partition_id": "0"}, headers=auth)).status_code == 200
@@ -442,7 +479,7 @@ async def test_http_names_with_slashes_and_percents_in_path_segments(
             assert r.status_code == 200, r.text
         assert (await http.get("/streams/p%2541", headers=auth)).json()["name"] == "p%41"
         r = await http.post("/streams/s%2F1/topics", headers=auth,
-                            json={"name": "t/%2", "partitions_count": 1})
+                            json={"name": "t/%2", "partitions_count": 1, **TOPIC_SETTINGS})
         assert r.status_code == 200, r.text
         topic = "/streams/s%2f1/topics/t%2F%252"
         assert (await http.get(topic, headers=auth)).json()["name"] == "t/%2"

@@ -47,6 +47,9 @@ def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
+TOPIC_SETTINGS = {"compression_algorithm": "none", "message_expiry": 0, "max_topic_size": 0}
+
+
 def stream_id(rest, name: str) -> int:
     return next(s["id"] for s in rest.call("GET", "/streams") if s["name"] == name)
 
@@ -55,7 +58,7 @@ def make_topic(rest, stream: str, topic: str, partitions: int = 1) -> tuple[int,
     rest.call("POST", "/streams", {"name": stream}, ok=200)
     sid = stream_id(rest, stream)
     created = rest.call("POST", f"/streams/{sid}/topics",
-                        {"name": topic, "partitions_count": partitions}, ok=200)
+                        {"name": topic, "partitions_count": partitions, **TOPIC_SETTINGS}, ok=200)
     return sid, created["id"]
 
 
@@ -456,8 +459,8 @@ def test_html_in_names_and_payloads_renders_as_text(page, rest):
     page.one("#create-stream button[type=submit]").click()
     page.wait(lambda: XSS in page.text("#streams-table"), "stream name shown as text")
     sid = stream_id(rest, XSS)
-    created = rest.call("POST", f"/streams/{sid}/topics", {"name": XSS, "partitions_count": 1},
-                        ok=200)
+    created = rest.call("POST", f"/streams/{sid}/topics", {"name": XSS, "partitions_count": 1,
+                                                          **TOPIC_SETTINGS}, ok=200)
     tid = created["id"]
     page.go(f"#/streams/{sid}")
     page.wait(lambda: XSS in page.text("#topics-table") and XSS in page.text("#stream-title"),

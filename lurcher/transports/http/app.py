@@ -189,9 +189,14 @@ def _status_code(name: str | None) -> int | None:
 
 
 def _topic_fields(body: b.TopicBody) -> tuple[int, int, int, int]:
+    """(compression code, expiry, size, replication factor) of a decoded topic body.
+    A ``replication_factor`` of 0 is INVALID_REPLICATION_FACTOR, as Iggy 0.8's HTTP API
+    (only a left-out or null one takes the server's: 0 on the wire). Raises IggyError."""
+    if body.replication_factor == 0:
+        raise IggyError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                        "replication_factor: 0 (leave it out for the server's)")
     return (s.lookup(s.COMPRESSION_CODES, body.compression_algorithm, "compression_algorithm"),
-            body.message_expiry, s.parse_size(body.max_topic_size),
-            body.replication_factor or 0)
+            body.message_expiry, body.max_topic_size, body.replication_factor or 0)
 
 
 def _consumer(raw: Any) -> Consumer:

@@ -6,15 +6,27 @@ type (``null`` included, where Iggy's serde type takes no null) is a
 INVALID_FORMAT, as Iggy 0.8 (axum's ``Json`` answers 422 for a body that does not
 deserialize into its type, 400 for one that is not JSON). An expiry (``IggyExpiry``) and a
 topic size (``MaxTopicSize``) take a number (the size also a string), never ``null``.
-Lurcher is kinder about absence only where nothing is lost: a CreateTopic setting left out
-gets its default (UpdateTopic requires them, as Iggy).
+CreateTopic and UpdateTopic require every setting but ``replication_factor``, as Iggy 0.8
+(``core/common/src/http/topics/``: no ``#[serde(default)]``; an ``Option`` may be left out).
+A number outside its Rust type (``U8``/``U32``/``U64``), a compression name or a topic size
+string Iggy's deserializer refuses is a ``ValidationError`` too (422, as there), raised in
+``__post_init__``; a decoded ``TopicBody`` holds a known compression name and a
+``max_topic_size`` in bytes.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
+
+from lurcher.core.wire import units
+from lurcher.core.wire.buffer import U32_MAX
+from lurcher.core.wire.json_shapes import COMPRESSION_CODES
+
+U8 = Annotated[int, msgspec.Meta(ge=0, le=0xFF)]
+U32 = Annotated[int, msgspec.Meta(ge=0, le=U32_MAX)]
+U64 = Annotated[int, msgspec.Meta(ge=0)]  # msgspec bounds stop at i64: the top is checked_u64
 
 
 class Body(msgspec.Struct, kw_only=True):
@@ -62,28 +74,50 @@ class CreatePatBody(Body, kw_only=True):
     expiry: int = 0
 
 
+def checked_u64(value: int, name: str) -> int:
+    """``value`` when it fits a u64 (it is >= 0 already). Raises ValueError naming ``name``."""
+    if value > units.U64_MAX:
+        raise ValueError(f"{name}: {value} is not a u64")
+    return value
+
+
+def topic_size_bytes(value: int | str) -> int:
+    """A ``max_topic_size`` in bytes, from MaxTopicSize's forms: a u64, or a string
+    ("unlimited", "0" or "server_default", a size such as "1 GB"). Raises ValueError."""
+    if isinstance(value, str):
+        if value.strip().lower() in units.SERVER_DEFAULT_WORDS:
+            return 0
+        try:
+            value = units.parse_size(value)
+        except ValueError as exc:
+            raise ValueError(f"max_topic_size: {exc}") from None
+    return checked_u64(value, "max_topic_size")
+
+
 class TopicBody(Body, kw_only=True):
     """UpdateTopic's body. Every setting is required, as in Iggy 0.8's UpdateTopic: one
     left out would set the topic's setting to the server default (a rename could give a
     topic that never expired the server's expiry, and its messages would go)."""
     name: str
     compression_algorithm: str
-    message_expiry: int
-    max_topic_size: int | str
-    replication_factor: int | None = None
+    message_expiry: U64
+    max_topic_size: U64 | str
+    replication_factor: U8 | None = None
+
+    def __post_init__(self) -> None:
+        if self.compression_algorithm.lower() not in COMPRESSION_CODES:
+            raise ValueError(f"compression_algorithm: unknown {self.compression_algorithm!r}")
+        checked_u64(self.message_expiry, "message_expiry")
+        self.max_topic_size = topic_size_bytes(self.max_topic_size)
 
 
 class CreateTopicBody(TopicBody, kw_only=True):
-    """CreateTopic's body: a setting left out is the server default (Iggy 0.8 requires
-    them all; a new topic has no setting to lose)."""
-    partitions_count: int
-    compression_algorithm: str = "none"
-    message_expiry: int = 0
-    max_topic_size: int | str = 0
+    """CreateTopic's body: UpdateTopic's settings, all required as there, and the count."""
+    partitions_count: U32
 
 
 class PartitionsBody(Body, kw_only=True):
-    partitions_count: int
+    partitions_count: U32
 
 
 class StoreOffsetBody(Body, kw_only=True):

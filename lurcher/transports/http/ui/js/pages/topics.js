@@ -58,12 +58,12 @@ function topicForm(ctx, sid, topic) {
     field('Compression', select('compression_algorithm', ['none', 'gzip'], topic ? topic.compression_algorithm : 'none')),
     field('Message expiry (s, 0 = never)', input('expiry', { type: 'number', min: 0, value: String(secs) })),
     field('Max size (bytes or "1 GB", 0 = unlimited)', input('max_topic_size', { value: size && size < 1.8e19 ? String(size) : '0' })),
-    field('Replication factor', input('replication_factor', { type: 'number', min: 0, value: String(topic ? topic.replication_factor || 0 : 0) })),
+    field('Replication factor (0 = server default)', input('replication_factor', { type: 'number', min: 0, value: String(topic ? topic.replication_factor || 0 : 0) })),
     h('button', { type: 'submit' }, topic ? 'Save topic' : 'Create topic')],
   async v => {
     const body = { name: v.name, compression_algorithm: v.compression_algorithm,
       message_expiry: expiryMicros(v.expiry), max_topic_size: maxSizeValue(v.max_topic_size),
-      replication_factor: Number(v.replication_factor) };
+      replication_factor: Number(v.replication_factor) || null };  // 0: the server's
     if (topic) await ctx.api.put(topicPath(sid, topic.id), body);
     else await ctx.api.post(`/streams/${seg(sid)}/topics`, { ...body, partitions_count: Number(v.partitions_count) });
     ctx.go(`#/streams/${sid}`);
