@@ -3,7 +3,8 @@
 
 ``Client`` (one method per command), ``Producer`` / ``Consumer`` (batching, consumer groups,
 auto-commit), ``SyncClient`` (blocking facade), ``Encryptor`` (AES-256-GCM payloads),
-``parse_connection_string``. Errors are ``IggyError`` with an ``ErrorCode``.
+``parse_connection_string``. Errors are ``IggyError`` with an ``ErrorCode``; a bad argument
+is ``InvalidArgument`` (also a ``ValueError``), raised before anything is sent.
 """
 
 from lurcher.core.wire.batch import MessageBatch
@@ -19,6 +20,7 @@ from lurcher.core.wire.values.permissions import (
     TopicPermissions,
 )
 from lurcher.core.wire.values.polling import PollingStrategy
+from lurcher.sdk.arguments import InvalidArgument
 from lurcher.sdk.client import Client
 from lurcher.sdk.config import ClientConfig
 from lurcher.sdk.connstring import parse as parse_connection_string
@@ -30,7 +32,7 @@ from lurcher.sdk.sync import SyncClient
 
 __all__ = [
     "Client", "ClientConfig", "Consumer", "Encryptor", "ErrorCode", "GlobalPermissions",
-    "HeaderKind", "HeaderValue", "Identifier", "IggyError", "MessageBatch", "Partitioning",
-    "Permissions", "PollingStrategy", "Producer", "ReceivedMessage", "StreamPermissions",
+    "HeaderKind", "HeaderValue", "Identifier", "IggyError", "InvalidArgument", "MessageBatch",
+    "Partitioning", "Permissions", "PollingStrategy", "Producer", "ReceivedMessage", "StreamPermissions",
     "SyncClient", "TopicPermissions", "build_batch", "parse_connection_string",
 ]

@@ -5,7 +5,8 @@
 
 Identifiers accept ``int | str`` (all-digit strings are numeric ids, as in Iggy). Results
 are the wire response structs (``None`` when the server says "not found"). Every failure
-is an ``IggyError`` whose ``.code`` is the Iggy ``ErrorCode``. Connection life cycle
+is an ``IggyError`` whose ``.code`` is the Iggy ``ErrorCode`` (``InvalidArgument``, raised
+before anything is sent, for a bad argument: ``sdk.arguments``). Connection life cycle
 (auto-login, reconnect, heartbeat) is ``ClientSession``'s.
 """
 

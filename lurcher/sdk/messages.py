@@ -24,6 +24,7 @@ from lurcher.core.wire.headers import HeaderKind, HeaderValue, decode_headers, e
 from lurcher.core.wire.responses.messages import Message
 from lurcher.core.wire.values.partitioning import Partitioning
 from lurcher.core.wire.values.polling import PollingStrategy
+from lurcher.sdk.arguments import InvalidArgument, named, uint
 
 HeadersArg = Mapping[Any, Any]
 PayloadArg = bytes | bytearray | memoryview | str
@@ -88,22 +89,30 @@ def build_batch(payloads: Sequence[PayloadArg], ids: Sequence[int | uuid.UUID] |
     rather than from the server, so a batch the client sends again after a lost connection
     carries the same ids and a server that deduplicates ids drops the second copy. Raises
     IggyError INVALID_MESSAGES_COUNT for no payloads, ValueError when ids/headers do not
-    match the payloads in number."""
+    match the payloads in number, InvalidArgument for an id that is not a u128 or a UUID."""
     if not payloads:
         raise IggyError(ErrorCode.INVALID_MESSAGES_COUNT, "no messages to send")
     data = [p.encode() if isinstance(p, str) else p for p in payloads]
-    return MessageBatch.build(data, ids=ids, user_headers=_header_blocks(headers, len(data)),
-                              origin_timestamp_us=origin_timestamp_us, random_ids=True)
+    blocks = _header_blocks(headers, len(data))
+    try:
+        return MessageBatch.build(data, ids=ids, user_headers=blocks,
+                                  origin_timestamp_us=origin_timestamp_us, random_ids=True)
+    except (OverflowError, TypeError) as exc:  # numpy's, for an id outside 0..2**128-1
+        if ids is None:
+            raise
+        raise InvalidArgument(ErrorCode.INVALID_FORMAT,
+                              f"ids: each must be an int in 0..2**128-1 or a UUID ({exc})") from None
 
 
 def to_partitioning(value: Partitioning | int | bytes | str | None) -> Partitioning:
-    """None -> balanced; int -> that partition id; bytes/str -> messages key."""
+    """None -> balanced; int -> that partition id; bytes/str -> messages key.
+    Raises InvalidArgument for a partition id that is not a u32."""
     if value is None:
         return Partitioning.balanced()
     if isinstance(value, Partitioning):
         return value
     if isinstance(value, int):
-        return Partitioning.partition(value)
+        return Partitioning.partition(uint(value, 32, "partitioning (partition id)"))
     return Partitioning.messages_key(value)
 
 
@@ -112,14 +121,15 @@ _NAMED_STRATEGIES = {"next": PollingStrategy.next, "first": PollingStrategy.firs
 
 
 def to_strategy(value: PollingStrategy | str | int | None) -> PollingStrategy:
-    """None/"next" -> Next, "first", "last", an int -> Offset(int)."""
+    """None/"next" -> Next, "first", "last", an int -> Offset(int). Raises InvalidArgument
+    for another name or an offset that is not a u64."""
     if value is None:
         return PollingStrategy.next()
     if isinstance(value, PollingStrategy):
         return value
     if isinstance(value, int):
-        return PollingStrategy.offset(value)
-    return _NAMED_STRATEGIES[value]()
+        return PollingStrategy.offset(uint(value, 64, "strategy (offset)"))
+    return named(_NAMED_STRATEGIES, value, "strategy")()
 
 
 class ReceivedMessage(msgspec.Struct, frozen=True):

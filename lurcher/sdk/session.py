@@ -31,7 +31,7 @@ from typing import Any
 
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.codec import Request
-from lurcher.core.wire.commands import COMMANDS, decode_response
+from lurcher.core.wire.commands import decode_response
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.requests.pat.login_with_personal_access_token import (
@@ -41,6 +41,7 @@ from lurcher.core.wire.requests.system.ping import Ping
 from lurcher.core.wire.requests.users.login_user import LoginUser
 from lurcher.sdk.api.base import ApiBase
 from lurcher.sdk.api.users import SDK_VERSION
+from lurcher.sdk.arguments import command_name, encoded
 from lurcher.sdk.config import ClientConfig
 from lurcher.sdk.connection import Connection, is_connection_lost, open_connection
 
@@ -56,11 +57,6 @@ def config_login(config: ClientConfig) -> Request | None:
     if config.username is not None and config.password is not None:
         return LoginUser(config.username, config.password, SDK_VERSION, None)
     return None
-
-
-def command_name(code: int) -> str:
-    spec = COMMANDS.get(code)
-    return spec.name if spec else f"command {code}"
 
 
 class ClientSession(ApiBase):
@@ -147,7 +143,7 @@ class ClientSession(ApiBase):
     # -- requests ---------------------------------------------------------------------------
 
     async def _call(self, request: Request) -> Any:
-        body = await self._raw(request.CODE, [request.encode()])
+        body = await self._raw(request.CODE, [encoded(request)])
         return decode_response(request.CODE, body)
 
     async def _raw(self, code: int, parts: list[Buffer]) -> memoryview:

@@ -22,6 +22,7 @@ from lurcher.core.wire.values.partitioning import Partitioning
 from lurcher.core.wire.values.polling import PollingStrategy
 from lurcher.sdk.api.base import ApiBase, Id, ident
 from lurcher.sdk.api.groups import ConsumerArg, as_consumer
+from lurcher.sdk.arguments import ENCODE_ERRORS, encoded, unencodable
 from lurcher.sdk.messages import (
     HeadersArg,
     PayloadArg,
@@ -48,21 +49,27 @@ class MessagesApi(ApiBase):
                             ) -> None:
         """SendMessages (101). ``messages``: a prebuilt batch or payloads (bytes/str) with
         optional ``ids`` and ``headers``. ``partitioning``: None balanced, int partition id,
-        bytes/str messages key, or a ``Partitioning``. Raises IggyError."""
+        bytes/str messages key, or a ``Partitioning``. Raises IggyError (InvalidArgument for
+        a bad argument, before anything is sent)."""
         batch = messages if isinstance(messages, MessageBatch) else build_batch(
             messages, ids, headers)
         request = SendMessages(ident(stream), ident(topic), to_partitioning(partitioning), batch)
-        await self._raw(SendMessages.CODE, send_parts(request))
+        try:
+            parts = send_parts(request)
+        except ENCODE_ERRORS as exc:  # an identifier without a binary form
+            raise unencodable(request, exc) from None
+        await self._raw(SendMessages.CODE, parts)
 
     async def poll_messages(self, stream: Id, topic: Id, partition_id: int | None = None,
                             strategy: PollingStrategy | str | int | None = None,
                             count: int = 100, auto_commit: bool = False, *,
                             consumer: ConsumerArg = 0, group: bool = False) -> PolledMessages:
         """PollMessages (100). ``strategy``: a PollingStrategy, "next"/"first"/"last", or an
-        int offset (default Next). ``consumer`` defaults to plain consumer 0. Raises IggyError."""
+        int offset (default Next). ``consumer`` defaults to plain consumer 0. Raises IggyError
+        (InvalidArgument for a bad argument, before anything is sent)."""
         request = PollMessages(as_consumer(consumer, group), ident(stream), ident(topic),
                                partition_id, to_strategy(strategy), count, auto_commit)
-        body = await self._raw(PollMessages.CODE, [request.encode()])
+        body = await self._raw(PollMessages.CODE, [encoded(request)])
         return decode_response(PollMessages.CODE, body)
 
     async def flush_unsaved_buffer(self, stream: Id, topic: Id, partition_id: int,

@@ -21,6 +21,7 @@ from lurcher.core.wire.requests.topics.update_topic import UpdateTopic
 from lurcher.core.wire.responses.streams import StreamDetails, StreamHeader
 from lurcher.core.wire.responses.topics import TopicDetails, TopicHeader
 from lurcher.sdk.api.base import ApiBase, Id, ident
+from lurcher.sdk.arguments import named
 
 COMPRESSION = {"none": 1, "gzip": 2}
 SERVER_DEFAULT = 0
@@ -29,8 +30,9 @@ UNLIMITED_SIZE = U64_MAX
 
 
 def compression_code(value: str | int) -> int:
-    """1 (none) or 2 (gzip) from a name or a number. Raises KeyError for other names."""
-    return value if isinstance(value, int) else COMPRESSION[value]
+    """1 (none) or 2 (gzip) from a name or a number. Raises InvalidArgument for other names
+    (a number is the request's own: its ``validate()`` refuses one that is not 1 or 2)."""
+    return value if isinstance(value, int) else named(COMPRESSION, value, "compression")
 
 
 class StreamsApi(ApiBase):

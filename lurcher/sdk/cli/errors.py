@@ -23,6 +23,7 @@ from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.identifier import Identifier
 from lurcher.core.wire.validation import PASSWORD_BYTES, USERNAME_BYTES
+from lurcher.sdk.arguments import InvalidArgument
 from lurcher.sdk.cli.exitcodes import CliError, ExitCode, exit_code_for
 from lurcher.sdk.config import TRANSPORTS
 from lurcher.sdk.connection.base import NotOverTransport
@@ -103,6 +104,8 @@ def describe(error: IggyError, args: argparse.Namespace) -> CliError:
     if isinstance(error, NotOverTransport):
         return not_over_transport(error, args)
     code = error.code
+    if isinstance(error, InvalidArgument) and code == E.INVALID_FORMAT:  # nothing was sent
+        return CliError(f"invalid argument: {error.detail}", ExitCode.USAGE, code)
     template = TEMPLATES.get(code)
     text = _fill(template, fields_of(args, error.detail)) if template else None
     if text is None:
