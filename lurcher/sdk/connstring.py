@@ -11,9 +11,13 @@ options are ``key=value`` pairs from the transport's table below, anything else 
 IPv6 host (``[::1]:8090``) is accepted. Durations are humantime strings; retries are a
 number or ``unlimited`` (HTTP's ``retries`` is the others' ``reconnection_retries``: the
 reconnect attempts after a lost connection, default unlimited); timeouts are more than 0
-(``request_timeout=none``: no request timeout). Every failure is IggyError
-INVALID_CONNECTION_STRING (8000) with a message naming the problem; no message repeats
-the credentials (errors are printed at start-up and logged).
+(``request_timeout=none``: no request timeout). A transport's own options (sizes, QUIC
+settings, WebSocket buffers) are kept as text for its connection class and checked here by
+the rules that class applies (``TRANSPORT_OPTION_CHECKS``), so a value it would refuse at
+connect is refused at parse; a size of 0 (``response_buffer_size``, ``max_message_size``)
+is refused, not taken as the default. Every failure is IggyError
+INVALID_CONNECTION_STRING (8000) with a one-line message naming the problem; no message
+repeats the credentials (errors are printed at start-up and logged).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.sdk.config import TRANSPORTS, ClientConfig
+from lurcher.sdk.connection.base import size_setting
 from lurcher.core.wire.units import parse_duration
 
 SCHEMES = ("iggy", "lurcher")
@@ -78,6 +83,39 @@ def _timeout(value: str) -> float:
 
 def _optional_timeout(value: str) -> float | None:
     return None if value.strip().lower() == "none" else _timeout(value)
+
+
+def _count(value: str) -> int:
+    """A non-negative integer (Iggy parses these options as usize / u64)."""
+    if not value.isascii() or not value.isdigit():
+        raise ValueError(f"expected a whole number of 0 or more, got {value!r}")
+    return int(value)
+
+
+def _size_over_0(key: str) -> Callable[[str], Any]:
+    """The check of a size option a connection class reads with ``size_setting``."""
+    return lambda value: size_setting({key: value}, key)
+
+
+def _quic_setting(key: str) -> Callable[[str], Any]:
+    """The check of a QUIC setting: the QUIC connection's own (``client_settings``)."""
+    def check(value: str) -> Any:
+        from lurcher.sdk.connection.quic import client_settings  # loads aioquic: QUIC only
+        return client_settings(ClientConfig(transport="quic", options={key: value}))
+    return check
+
+
+# transport option kept as text -> its check (raises ValueError, or IggyError naming it).
+TRANSPORT_OPTION_CHECKS: dict[str, Callable[[str], Any]] = {
+    "response_buffer_size": _size_over_0("response_buffer_size"),
+    "max_message_size": _size_over_0("max_message_size"),
+    "read_buffer_size": _count, "write_buffer_size": _count,
+    "max_write_buffer_size": _count, "max_frame_size": _count,
+    "accept_unmasked_frames": _bool, "datagram_send_buffer_size": _count,
+    **{key: _quic_setting(key) for key in (
+        "initial_mtu", "send_window", "receive_window", "keep_alive_interval",
+        "max_idle_timeout", "max_concurrent_bidi_streams")},
+}
 
 
 # option -> (ClientConfig field, converter); options not listed go to ``options`` as text.
@@ -169,13 +207,21 @@ def parse_option(key: str, value: str, transport: str, fields: dict[str, Any],
     if key not in ALLOWED_OPTIONS[transport]:
         raise _fail(f"unknown option {key!r} for {transport}")
     if key not in _FIELDS:
+        _check(key, TRANSPORT_OPTION_CHECKS[key], value)
         extra[key] = value
         return
     name, convert = _FIELDS[key]
+    fields[name] = _check(key, convert, value)
+
+
+def _check(key: str, convert: Callable[[str], Any], value: str) -> Any:
+    """``convert(value)``. Raises IggyError INVALID_CONNECTION_STRING naming ``key``."""
     try:
-        fields[name] = convert(value)
+        return convert(value)
     except ValueError as e:
         raise _fail(f"option {key}: {e}") from None
+    except IggyError as e:  # a connection class's own check, its detail naming the option
+        raise _fail(f"option {e.detail.removeprefix('quic option ')}") from None
 
 
 def parse(text: str) -> ClientConfig:

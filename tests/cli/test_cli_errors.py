@@ -248,9 +248,12 @@ def test_an_empty_or_overlong_identifier_names_its_argument(lurcher: Cli) -> Non
 def test_a_connection_option_the_transport_refuses_is_named(cli: Cli,
                                                              server: LurcherServer) -> None:
     """`?response_buffer_size=-5` (or a QUIC / WebSocket size that is not one) said only
-    "error: invalid configuration (InvalidConfiguration, 2)", exit 1: not which option."""
-    r = cli("--connection",
-            f"iggy://iggy:iggy@{server.tcp_address}?response_buffer_size=-5", "ping")
-    assert r.code == ExitCode.INPUT and len(r.err.splitlines()) == 1, r
-    assert r.err.startswith(f"error: invalid connection option for {server.tcp_address}: "
-                            "response_buffer_size: not a size: '-5'")
+    "error: invalid configuration (InvalidConfiguration, 2)", exit 1: not which option.
+    The connection string refuses it now, before any connect; so it does a size of 0."""
+    for value in ("-5", "0"):
+        r = cli("--connection",
+                f"iggy://iggy:iggy@{server.tcp_address}?response_buffer_size={value}", "ping")
+        assert r.code == ExitCode.INPUT and len(r.err.splitlines()) == 1, r
+        assert r.err.startswith("error: invalid connection string: option "
+                                "response_buffer_size: "), r.err
+        assert repr(value) in r.err or "0 bytes" in r.err, r.err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lurcher.sdk import ErrorCode, IggyError, parse_connection_string
+from lurcher.sdk.connection.base import response_limit, size_setting
 from lurcher.sdk.connstring import format_connection_string
 from lurcher.core.wire.units import parse_duration
 
@@ -90,6 +91,63 @@ def test_invalid_strings_name_the_problem(text: str, problem: str) -> None:
         parse_connection_string(text)
     assert err.value.code == ErrorCode.INVALID_CONNECTION_STRING == 8000
     assert problem in str(err.value)
+
+
+@pytest.mark.parametrize("query", [
+    "response_buffer_size=0", "response_buffer_size=lots", "response_buffer_size=-5",
+])
+@pytest.mark.parametrize("transport", ["tcp", "quic", "http", "ws"])
+def test_a_response_buffer_size_of_0_or_not_a_size_is_refused_at_parse(
+        transport: str, query: str) -> None:
+    """``response_buffer_size=0`` was taken as the default (128 MiB) and any other text was
+    accepted here, to fail only at connect with InvalidConfiguration."""
+    with pytest.raises(IggyError) as err:
+        parse_connection_string(f"iggy+{transport}://u:p@h:1?{query}")
+    assert err.value.code == ErrorCode.INVALID_CONNECTION_STRING
+    assert "option response_buffer_size: " in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("key", ["response_buffer_size", "max_message_size"])
+def test_a_size_of_0_given_by_hand_is_refused_at_connect(key: str) -> None:
+    """A ClientConfig built by hand meets the connection's own check: 0 was the default."""
+    with pytest.raises(IggyError) as err:
+        size_setting({key: "0"}, key)
+    assert err.value.code == ErrorCode.INVALID_CONFIGURATION and key in str(err.value)
+    assert response_limit({"response_buffer_size": "1 KiB"}) == 1024
+
+
+@pytest.mark.parametrize("transport,query", [
+    ("ws", "max_message_size=0"), ("ws", "max_message_size=xyz"),
+    ("ws", "read_buffer_size=-1"), ("ws", "write_buffer_size=1e3"),
+    ("ws", "max_write_buffer_size=x"), ("ws", "max_frame_size=-2"),
+    ("ws", "accept_unmasked_frames=maybe"),
+    ("quic", "initial_mtu=10"), ("quic", "initial_mtu=abc"), ("quic", "send_window=abc"),
+    ("quic", "receive_window=0"), ("quic", "keep_alive_interval=soon"),
+    ("quic", "max_idle_timeout=soon"), ("quic", "max_concurrent_bidi_streams=0"),
+    ("quic", "datagram_send_buffer_size=zz"),
+])
+def test_a_transport_option_its_connection_refuses_is_refused_at_parse(
+        transport: str, query: str) -> None:
+    """Each was accepted here, and then refused at connect (InvalidConfiguration) or, for
+    the options lurcher's connections do not read, kept whatever it said."""
+    with pytest.raises(IggyError) as err:
+        parse_connection_string(f"iggy+{transport}://u:p@h:1?{query}")
+    assert err.value.code == ErrorCode.INVALID_CONNECTION_STRING
+    option = query.partition("=")[0]
+    assert f"option {option}: " in str(err.value) and "\n" not in str(err.value)
+
+
+def test_every_iggy_transport_option_is_still_taken() -> None:
+    """The options of Iggy 0.8's connection strings, with valid values, still parse."""
+    ws = ("iggy+ws://u:p@h:1?read_buffer_size=65536&write_buffer_size=65536"
+          "&max_write_buffer_size=131072&max_message_size=1048576&max_frame_size=65536"
+          "&accept_unmasked_frames=false&tls_validate_certificate=false")
+    assert parse_connection_string(ws).options["max_frame_size"] == "65536"
+    quic = ("iggy+quic://u:p@h:1?response_buffer_size=10000000&max_concurrent_bidi_streams=10"
+            "&datagram_send_buffer_size=100000&initial_mtu=1200&send_window=100000"
+            "&receive_window=100000&keep_alive_interval=5000&max_idle_timeout=10000"
+            "&validate_certificate=false")
+    assert parse_connection_string(quic).options["initial_mtu"] == "1200"
 
 
 @pytest.mark.parametrize("text", ["iggy:/u:pw-SECRET@h:1", "iggy//u:pw-SECRET@h:1",

@@ -13,6 +13,7 @@ from lurcher.core.quic import MAX_DATAGRAM_BYTES, PROVEN_PATH_PTOS, QuicSettings
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.sdk import connstring
+from lurcher.sdk.config import ClientConfig
 from lurcher.sdk.connection.quic import client_configuration, client_settings
 from lurcher.transports.quic import server_configuration
 from tests.support.quic_pair import connected_pair, exchange
@@ -60,8 +61,15 @@ def test_connection_string_options_use_iggy_names_and_milliseconds() -> None:
     assert quic.max_data == 60_000 and quic.idle_timeout == 4.0 and quic.is_client
 
 
-def test_a_bad_connection_string_option_is_invalid_configuration() -> None:
-    config = connstring.parse(f"iggy+quic://u:p@127.0.0.1:8080?initial_mtu={MAX_DATAGRAM_BYTES + 1}")
+def test_a_bad_quic_option_is_refused_naming_it() -> None:
+    """In a connection string at parse (INVALID_CONNECTION_STRING), in a config built by
+    hand at connect (INVALID_CONFIGURATION)."""
+    too_big = str(MAX_DATAGRAM_BYTES + 1)
+    with pytest.raises(IggyError) as caught:
+        connstring.parse(f"iggy+quic://u:p@127.0.0.1:8080?initial_mtu={too_big}")
+    assert caught.value.code == ErrorCode.INVALID_CONNECTION_STRING
+    assert "initial_mtu" in str(caught.value)
+    config = ClientConfig(transport="quic", options={"initial_mtu": too_big})
     with pytest.raises(IggyError) as caught:
         client_settings(config)
     assert caught.value.code == ErrorCode.INVALID_CONFIGURATION

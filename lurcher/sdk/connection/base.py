@@ -72,14 +72,25 @@ def size_option(value: str | None) -> int | None:
     return None if value is None else parse_size(value)
 
 
+def size_setting(options: dict[str, str], key: str) -> int | None:
+    """The ``key`` option in bytes, None when it is not given. Raises IggyError
+    INVALID_CONFIGURATION naming it for text that is not a size, or for 0 (no room for any
+    answer; the option left out is the default)."""
+    try:
+        size = size_option(options.get(key))
+    except ValueError as e:
+        raise IggyError(ErrorCode.INVALID_CONFIGURATION, f"{key}: {e}") from None
+    if size == 0:
+        raise IggyError(ErrorCode.INVALID_CONFIGURATION,
+                        f"{key}: 0 bytes (leave the option out for the default)")
+    return size
+
+
 def response_limit(options: dict[str, str]) -> int:
     """The largest response payload a connection accepts: the ``response_buffer_size``
     option, else ``DEFAULT_MAX_RESPONSE_BYTES``. Raises IggyError INVALID_CONFIGURATION
-    naming the option."""
-    try:
-        return size_option(options.get("response_buffer_size")) or DEFAULT_MAX_RESPONSE_BYTES
-    except ValueError as e:
-        raise IggyError(ErrorCode.INVALID_CONFIGURATION, f"response_buffer_size: {e}") from None
+    naming the option (``size_setting``)."""
+    return size_setting(options, "response_buffer_size") or DEFAULT_MAX_RESPONSE_BYTES
 
 
 def oversized(length: int, limit: int) -> IggyError:

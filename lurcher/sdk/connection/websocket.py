@@ -8,7 +8,8 @@ Options (``config.options``): ``response_buffer_size`` (the largest response pay
 over TCP: default ``DEFAULT_MAX_RESPONSE_BYTES``; a frame announcing more fails with
 INVALID_BYTES_RESPONSE) and ``max_message_size`` (bytes or "64 MiB"; default the response
 buffer size plus a frame header: a longer message closes the connection, also with
-INVALID_BYTES_RESPONSE).
+INVALID_BYTES_RESPONSE). Either option of 0, or not a size, fails the connect with
+INVALID_CONFIGURATION naming it (``size_setting``; a connection string refuses it at parse).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.frames import CODE_BYTES, FRAME_HEADER, FRAME_HEADER_BYTES
 from lurcher.sdk.config import ClientConfig
-from lurcher.sdk.connection.base import Connection, oversized, response_limit, size_option
+from lurcher.sdk.connection.base import Connection, oversized, response_limit, size_setting
 from lurcher.sdk.connection.tcp import tls_context
 
 _EMPTY = memoryview(b"")
@@ -90,10 +91,7 @@ class WebSocketConnection(Connection):
 
     def _max_message_bytes(self) -> int:
         """The ``max_message_size`` option, else one response frame. Raises IggyError."""
-        try:
-            given = size_option(self.config.options.get("max_message_size"))
-        except ValueError as e:
-            raise IggyError(ErrorCode.INVALID_CONFIGURATION, f"max_message_size: {e}") from None
+        given = size_setting(self.config.options, "max_message_size")
         return given or self.limit + FRAME_HEADER_BYTES
 
     async def _next_binary(self) -> bytes:
