@@ -31,6 +31,7 @@ from lurcher.core.wire.values.partitioning import Partitioning
 from lurcher.core.wire.values.polling import PollingStrategy
 
 ENCODE_ERRORS = (struct.error, OverflowError, ValueError, TypeError, AttributeError)
+F = ErrorCode.INVALID_FORMAT
 # A value of each field type that always encodes: put in place of one field to see whether
 # that field is the one that does not.
 NEUTRAL: dict[type, Any] = {
@@ -83,12 +84,8 @@ def encoded(request: Request) -> bytes:
 
 def unencodable(request: Request, error: Exception) -> InvalidArgument:
     """The InvalidArgument for ``request``, which failed to encode with ``error``: it names
-    the field that has no binary form when one field alone is at fault."""
-    return InvalidArgument(ErrorCode.INVALID_FORMAT, _field_at_fault(request, error))
-
-
-def _field_at_fault(request: Request, error: Exception) -> str:
-    """Which field of ``request`` has no binary form, and why."""
+    the field that has no binary form when one field alone is at fault (INVALID_IDENTIFIER
+    for an identifier, as Iggy's SDK: an id outside u32, a name over 255 bytes)."""
     for field in msgspec.structs.fields(request):
         value = getattr(request, field.name)
         neutral = NEUTRAL.get(type(value))
@@ -98,10 +95,17 @@ def _field_at_fault(request: Request, error: Exception) -> str:
             msgspec.structs.replace(request, **{field.name: neutral}).encode()
         except Exception:  # noqa: BLE001 (another field fails too: not this one alone)
             continue
-        return f"{field.name}: {shown(_plain(value))} does not fit the request ({error})"
-    return f"{command_name(request.CODE)}: an argument does not fit the request ({error})"
+        given = value.id if isinstance(value, Consumer) else value
+        code = ErrorCode.INVALID_IDENTIFIER if isinstance(given, Identifier) else F
+        given = given.value if isinstance(given, Identifier) else given
+        return InvalidArgument(code, f"{field.name}: {shown(given)} does not fit the "
+                                     f"request ({error})")
+    return InvalidArgument(F, f"{command_name(request.CODE)}: an argument does not fit the "
+                              f"request ({error})")
 
 
-def _plain(value: Any) -> Any:
-    """What the caller gave for a field: an identifier's value, else the value."""
-    return value.value if isinstance(value, Identifier) else value
+def empty_name_refused(value: Any) -> None:
+    """Raises InvalidArgument INVALID_IDENTIFIER for an identifier given as "" (Iggy's
+    names are 1..255 bytes; the server would answer it InvalidFormat)."""
+    if value == "":
+        raise InvalidArgument(ErrorCode.INVALID_IDENTIFIER, "identifier: an empty name")

@@ -24,6 +24,7 @@ from lurcher.core.wire.headers import HeaderKind, HeaderValue, decode_headers, e
 from lurcher.core.wire.responses.messages import Message
 from lurcher.core.wire.values.partitioning import Partitioning
 from lurcher.core.wire.values.polling import PollingStrategy
+from lurcher.core.wire.units import shown
 from lurcher.sdk.arguments import InvalidArgument, named, uint
 
 HeadersArg = Mapping[Any, Any]
@@ -88,20 +89,38 @@ def build_batch(payloads: Sequence[PayloadArg], ids: Sequence[int | uuid.UUID] |
     one per message. A message without an id (none given, or 0) gets a random UUIDv4 id here
     rather than from the server, so a batch the client sends again after a lost connection
     carries the same ids and a server that deduplicates ids drops the second copy. Raises
-    IggyError INVALID_MESSAGES_COUNT for no payloads, ValueError when ids/headers do not
-    match the payloads in number, InvalidArgument for an id that is not a u128 or a UUID."""
+    IggyError INVALID_MESSAGES_COUNT for no payloads, INVALID_HEADER_KEY/VALUE for a header
+    that cannot be one, InvalidArgument (a ValueError) naming the argument for a payload
+    that is not bytes or str, an id that is not an int in 0..2**128-1 or a UUID, headers
+    that are not mappings, or ids/headers not matching the payloads in number."""
     if not payloads:
         raise IggyError(ErrorCode.INVALID_MESSAGES_COUNT, "no messages to send")
-    data = [p.encode() if isinstance(p, str) else p for p in payloads]
-    blocks = _header_blocks(headers, len(data))
     try:
-        return MessageBatch.build(data, ids=ids, user_headers=blocks,
+        data = [p.encode() if isinstance(p, str) else p for p in payloads]
+        return MessageBatch.build(data, ids=ids, user_headers=_header_blocks(headers, len(data)),
                                   origin_timestamp_us=origin_timestamp_us, random_ids=True)
-    except (OverflowError, TypeError) as exc:  # numpy's, for an id outside 0..2**128-1
-        if ids is None:
-            raise
-        raise InvalidArgument(ErrorCode.INVALID_FORMAT,
-                              f"ids: each must be an int in 0..2**128-1 or a UUID ({exc})") from None
+    except (TypeError, ValueError, OverflowError, AttributeError) as exc:
+        raise _bad_batch_argument(payloads, ids, exc) from None
+
+
+def _bad_batch_argument(payloads: Sequence[Any], ids: Sequence[Any] | None,
+                        error: Exception) -> InvalidArgument:
+    """The InvalidArgument of a batch that did not build with ``error`` (looked into only
+    then): the first payload or id of the wrong kind, else the ids' or headers' own error."""
+    for i, payload in enumerate(payloads):
+        if not isinstance(payload, (bytes, bytearray, memoryview, str)):
+            return InvalidArgument(ErrorCode.INVALID_FORMAT, f"messages[{i}]: a payload is "
+                                   f"bytes or str, not {type(payload).__name__}")
+    for i, message_id in enumerate(ids or ()):
+        if not isinstance(message_id, uuid.UUID) and not _is_u128(message_id):
+            return InvalidArgument(ErrorCode.INVALID_FORMAT, f"ids[{i}]: {shown(message_id)}"
+                                   " is not an int in 0..2**128-1 or a UUID")
+    what = "ids" if str(error).startswith("ids") else "headers"
+    return InvalidArgument(ErrorCode.INVALID_FORMAT, f"{what}: {error}")
+
+
+def _is_u128(value: Any) -> bool:
+    return type(value) is int and 0 <= value < 1 << 128
 
 
 def to_partitioning(value: Partitioning | int | bytes | str | None) -> Partitioning:

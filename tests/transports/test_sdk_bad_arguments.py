@@ -6,7 +6,9 @@ raises ``InvalidArgument`` (an ``IggyError`` and a ``ValueError``) naming the ar
 the code of the rule, and sends nothing; the client goes on working. Before, the caller got
 whatever the encoder raised: ``struct.error`` for a partition id of -1 or 2**40, KeyError
 for an unknown polling strategy or compression name, OverflowError for a message id past
-u128, ValueError for a stream name over 255 bytes.
+u128, ValueError for a stream name over 255 bytes, TypeError for a payload that is not bytes
+or str, AttributeError for headers that are not mappings; a float message id was rounded
+down and sent, an empty stream name was sent (the server answered InvalidFormat).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from lurcher.sdk.client import Client
 _ids = itertools.count()
 Call = Callable[[Client, str], Awaitable[Any]]
 F = ErrorCode.INVALID_FORMAT
+IDENT = ErrorCode.INVALID_IDENTIFIER
 
 # (what is bad, the call, expected code, text the message names)
 BAD_ARGUMENTS: list[tuple[str, Call, ErrorCode, str]] = [
@@ -39,10 +42,20 @@ BAD_ARGUMENTS: list[tuple[str, Call, ErrorCode, str]] = [
      "partition"),
     ("send id 2**128", lambda c, s: c.send_messages(s, "t", [b"x"], ids=[2 ** 128]), F, "ids"),
     ("send id -1", lambda c, s: c.send_messages(s, "t", [b"x"], ids=[-1]), F, "ids"),
-    ("send stream id -1", lambda c, s: c.send_messages(-1, "t", [b"x"]), F, "stream_id"),
+    ("send stream id -1", lambda c, s: c.send_messages(-1, "t", [b"x"]), IDENT, "stream_id"),
+    ("send payload int", lambda c, s: c.send_messages(s, "t", [b"x", 7]), F, "messages[1]"),
+    ("send id float", lambda c, s: c.send_messages(s, "t", [b"x"], ids=[1.5]), F, "ids[0]"),
+    ("send id text", lambda c, s: c.send_messages(s, "t", [b"x"], ids=["7"]), F, "ids[0]"),
+    ("send ids short", lambda c, s: c.send_messages(s, "t", [b"x", b"y"], ids=[1]), F, "ids"),
+    ("send headers not mappings", lambda c, s: c.send_messages(s, "t", [b"x"], headers=[1]),
+     F, "headers"),
     ("stream name 300 bytes", lambda c, s: c.create_stream("x" * 300),
      ErrorCode.INVALID_STREAM_NAME, "create_stream"),
-    ("stream id 2**40", lambda c, s: c.get_stream(2 ** 40), F, "stream_id"),
+    ("stream id 2**40", lambda c, s: c.get_stream(2 ** 40), IDENT, "stream_id"),
+    ("stream name empty", lambda c, s: c.get_stream(""), IDENT, "empty name"),
+    ("topic name 300 bytes", lambda c, s: c.get_topic(s, "x" * 300), IDENT, "topic_id"),
+    ("consumer id -1", lambda c, s: c.get_consumer_offset(-1, s, "t", 0), IDENT,
+     "consumer: -1"),
     ("compression name", lambda c, s: c.create_topic(s, "t2", 1, "zip"), F, "compression"),
     ("expiry -1", lambda c, s: c.create_topic(s, "t3", 1, "none", -1), F, "message_expiry"),
     ("replication factor 300", lambda c, s: c.create_topic(s, "t4", 1, "none", 0, 0, 300),

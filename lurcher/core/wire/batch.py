@@ -16,9 +16,11 @@ Invariants after ``validate()``: ``ends()`` is non-decreasing, starts at >= 64, 
 
 from __future__ import annotations
 
+import operator
 import os
 import struct
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any, Self
 
@@ -442,8 +444,11 @@ def _same_length(values: Sequence[object], n: int, what: str) -> None:
         raise ValueError(f"{what}: {len(values)} values for {n} payloads")
 
 
-def _fill_ids(headers: np.ndarray, ids: Sequence[int]) -> None:
-    as_int = np.array([int(i) for i in ids], dtype=object)
+def _fill_ids(headers: np.ndarray, ids: Sequence[Any]) -> None:
+    """Each id an int or a UUID; TypeError for another kind (a float or a string is not
+    rounded or parsed into one), OverflowError for an int outside 0..2**128-1."""
+    as_int = np.array([i.int if isinstance(i, uuid.UUID) else operator.index(i) for i in ids],
+                      dtype=object)
     headers["id_lo"] = (as_int & U64_MASK).astype(np.uint64)
     headers["id_hi"] = (as_int >> 64).astype(np.uint64)
 

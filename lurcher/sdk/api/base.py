@@ -13,13 +13,16 @@ from typing import Any
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.codec import Request
 from lurcher.core.wire.identifier import Identifier
+from lurcher.sdk.arguments import empty_name_refused
 
 Id = int | str | Identifier
 
 
 def ident(value: Id) -> Identifier:
     """An Identifier from an int, a name (all-digit names are numeric, as in Iggy) or itself
-    (kept: a client names the same few streams and topics in every request)."""
+    (kept: a client names the same few streams and topics in every request). Raises
+    InvalidArgument for an empty name (other bad values: when the request is encoded)."""
+    empty_name_refused(value)
     try:
         return _kept_ident(value)
     except TypeError:  # unhashable, so neither a name nor an id: treated as before
