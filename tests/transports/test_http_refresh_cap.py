@@ -28,6 +28,11 @@ def capped_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LurcherS
     yield from _serve(tmp_path_factory.mktemp("refresh"), env)
 
 
+def new_user(name: str) -> dict[str, str]:
+    """A CreateUser body for ``name`` (password ``<name>-pw``)."""
+    return {"username": name, "password": f"{name}-pw", "status": "active"}
+
+
 def _token(http: httpx.Client, username: str, password: str) -> str:
     r = http.post("/users/login", json={"username": username, "password": password})
     assert r.status_code == 200, r.text
@@ -49,7 +54,7 @@ def _refresh_up_to_the_cap(http: httpx.Client, token: str) -> str:
 def test_refreshes_beyond_the_cap_are_refused(capped_server: LurcherServer) -> None:
     with httpx.Client(base_url=f"http://{capped_server.endpoints['http']}") as http:
         root = _token(http, "iggy", "iggy")
-        r = http.post("/users", json={"username": "refresher", "password": "refresher-pw"},
+        r = http.post("/users", json=new_user("refresher"),
                       headers={"Authorization": f"Bearer {root}"})
         assert r.status_code == 200, r.text
         token = _refresh_up_to_the_cap(http, _token(http, "refresher", "refresher-pw"))
@@ -71,12 +76,12 @@ def test_refused_refreshes_of_a_deleted_users_tokens_do_not_count(
     the new user out of refreshing for a token lifetime."""
     with httpx.Client(base_url=f"http://{capped_server.endpoints['http']}") as http:
         root = {"Authorization": f"Bearer {_token(http, 'iggy', 'iggy')}"}
-        gone = http.post("/users", json={"username": "gone", "password": "gone-pw"},
+        gone = http.post("/users", json=new_user("gone"),
                          headers=root)
         assert gone.status_code == 200, gone.text
         stale = [_token(http, "gone", "gone-pw") for _ in range(CAP)]
         assert http.delete(f"/users/{gone.json()['id']}", headers=root).status_code == 204
-        heir = http.post("/users", json={"username": "heir", "password": "heir-pw"},
+        heir = http.post("/users", json=new_user("heir"),
                          headers=root)
         assert heir.json()["id"] == gone.json()["id"]  # the freed id is reused
         assert [_refresh(http, token).status_code for token in stale] == [401] * CAP
@@ -91,12 +96,12 @@ def test_a_user_given_a_deleted_users_id_does_not_inherit_its_refreshes(
     creation time)."""
     with httpx.Client(base_url=f"http://{capped_server.endpoints['http']}") as http:
         root = {"Authorization": f"Bearer {_token(http, 'iggy', 'iggy')}"}
-        first = http.post("/users", json={"username": "first", "password": "first-pw"},
+        first = http.post("/users", json=new_user("first"),
                           headers=root)
         assert first.status_code == 200, first.text
         _refresh_up_to_the_cap(http, _token(http, "first", "first-pw"))
         assert http.delete(f"/users/{first.json()['id']}", headers=root).status_code == 204
-        second = http.post("/users", json={"username": "second", "password": "second-pw"},
+        second = http.post("/users", json=new_user("second"),
                            headers=root)
         assert second.json()["id"] == first.json()["id"]  # the freed id is reused
         r = _refresh(http, _token(http, "second", "second-pw"))

@@ -45,6 +45,14 @@ async def login(http: httpx.AsyncClient) -> str:
     return r.json()["access_token"]["token"]
 
 
+async def make_topic(http: httpx.AsyncClient, auth: dict[str, str], stream: str) -> None:
+    """Stream ``stream`` with topic "t" of one partition."""
+    await http.post("/streams", json={"name": stream}, headers=auth)
+    r = await http.post(f"/streams/{stream}/topics", headers=auth,
+                        json={"name": "t", "partitions_count": 1, **TOPIC_SETTINGS})
+    assert r.status_code == 200, r.text
+
+
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
@@ -169,6 +177,45 @@ async def test_http_create_topic_takes_iggys_body_field_by_field(
         assert r.json()["max_topic_size"] == 2 ** 31
 
 
+async def test_http_user_token_and_offset_bodies_take_iggys_fields(
+        plain_server: LurcherServer) -> None:
+    """Iggy 0.8's CreateUser (``status``) and CreatePersonalAccessToken (``expiry``) bodies
+    have no ``#[serde(default)]``: 422 without them, and for an unknown status or a
+    negative expiry; StoreConsumerOffset's ``consumer_id`` may be left out (consumer 1,
+    its ``default_id``), but a negative or empty one, a partition id or offset outside
+    u32/u64 do not deserialize (422). The old code created an active user and a token that
+    never expires, refused the offset without consumer_id (422) and answered the numbers
+    400."""
+    async with httpx.AsyncClient(base_url=http_base(plain_server)) as http:
+        auth = bearer(await login(http))
+        await make_topic(http, auth, "bodies")
+        await http.post("/streams/bodies/topics/t/messages", headers=auth, json={
+            "partitioning": {"kind": "balanced", "value": ""},
+            "messages": [{"payload": "AA=="}, {"payload": "AQ=="}]})
+        offsets = "/streams/bodies/topics/t/consumer-offsets"
+        refused = [
+            ("POST", "/users", {"username": "nostatus", "password": "secret1"}),
+            ("POST", "/users", {"username": "odd", "password": "secret1", "status": "gone"}),
+            ("POST", "/personal-access-tokens", {"name": "noexpiry"}),
+            ("POST", "/personal-access-tokens", {"name": "negative", "expiry": -1}),
+            ("PUT", offsets, {"consumer_id": -1, "partition_id": 0, "offset": 0}),
+            ("PUT", offsets, {"consumer_id": "", "partition_id": 0, "offset": 0}),
+            ("PUT", offsets, {"consumer_id": 2, "partition_id": -1, "offset": 0}),
+            ("PUT", offsets, {"consumer_id": 2, "partition_id": 0, "offset": 2 ** 64}),
+        ]
+        for method, path, body in refused:
+            r = await http.request(method, path, json=body, headers=auth)
+            assert (r.status_code, r.json()["id"]) == (422, ErrorCode.INVALID_FORMAT), (
+                body, r.text)
+        users = [u["username"] for u in (await http.get("/users", headers=auth)).json()]
+        assert users == ["iggy"]
+        assert (await http.get("/personal-access-tokens", headers=auth)).json() == []
+        r = await http.put(offsets, json={"partition_id": 0, "offset": 1}, headers=auth)
+        assert r.status_code == 204, r.text
+        r = await http.get(offsets, params={"consumer_id": 1, "partition_id": 0}, headers=auth)
+        assert r.json()["stored_offset"] == 1, r.text
+
+
 async def test_http_oversize_body(plain_server: LurcherServer) -> None:
     async with httpx.AsyncClient(base_url=http_base(plain_server)) as http:
         auth = {**bearer(await login(http)), "content-type": "application/json"}
@@ -260,7 +307,8 @@ async def test_http_status_mapping(plain_server: LurcherServer) -> None:
         assert body["code"] == "stream_name_already_exists" and body["field"] == "name"
         r = await http.delete("/streams/999999", headers=auth)
         assert r.status_code == 404 and r.json()["id"] == ErrorCode.STREAM_ID_NOT_FOUND
-        await http.post("/users", json={"username": "reader", "password": "reader-pw"},
+        await http.post("/users", json={"username": "reader", "password": "reader-pw",
+                                          "status": "active"},
                         headers=auth)
         r = await http.post("/users/login", json={"username": "reader", "password": "reader-pw"})
         reader = bearer(r.json()["access_token"]["token"])
@@ -278,9 +326,7 @@ async def test_http_cors_and_metrics(plain_server: LurcherServer) -> None:
             "Access-Control-Request-Headers": "authorization,content-type"})
         assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "*"
         auth = bearer(await login(http))
-        await http.post("/streams", json={"name": "metered"}, headers=auth)
-        await http.post("/streams/metered/topics", headers=auth,
-                        json={"name": "t", "partitions_count": 1, **TOPIC_SETTINGS})
+        await make_topic(http, auth, "metered")
         await http.post("/streams/metered/topics/t/messages", headers=auth, json={
             "partitioning": {"kind": "partition_id", "value": "AAAAAA=="},
             "messages": [{"payload": "aGk="}, {"payload": "aG8=", "id": "42"}]})

@@ -315,9 +315,10 @@ def test_never_and_unlimited_are_not_the_server_default(browser, tmp_path):
 
 def test_read_only_user_gets_no_delete_and_server_refuses(page, rest):
     sid, tid = make_topic(rest, "guarded-s", "guarded-t")
-    rest.call("POST", "/users", {"username": "reader", "password": "reader-pass", "permissions": {
-        "global": {"read_streams": True, "read_topics": True, "poll_messages": True},
-        "streams": None}}, ok=200)
+    rest.call("POST", "/users", {
+        "username": "reader", "password": "reader-pass", "status": "active", "permissions": {
+            "global": {"read_streams": True, "read_topics": True, "poll_messages": True},
+            "streams": None}}, ok=200)
     page.sign_in("reader", "reader-pass")
     page.one("#no-stats")
     assert "Clients" not in page.text("#nav")
@@ -417,6 +418,7 @@ def test_pages_follow_permissions_changed_while_open(page, rest):
     by the server), and a permission given later was not offered until a reload."""
     rest.call("POST", "/streams", {"name": "shrink-s"}, ok=200)
     rest.call("POST", "/users", {"username": "shrinking", "password": "shrinking-pass",
+                                 "status": "active",
                                  "permissions": {"global": {"manage_streams": True,
                                                             "read_streams": True}}}, ok=200)
     uid = next(u["id"] for u in rest.call("GET", "/users") if u["username"] == "shrinking")

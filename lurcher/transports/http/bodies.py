@@ -6,10 +6,13 @@ type (``null`` included, where Iggy's serde type takes no null) is a
 INVALID_FORMAT, as Iggy 0.8 (axum's ``Json`` answers 422 for a body that does not
 deserialize into its type, 400 for one that is not JSON). An expiry (``IggyExpiry``) and a
 topic size (``MaxTopicSize``) take a number (the size also a string), never ``null``.
-CreateTopic and UpdateTopic require every setting but ``replication_factor``, as Iggy 0.8
-(``core/common/src/http/topics/``: no ``#[serde(default)]``; an ``Option`` may be left out).
-A number outside its Rust type (``U8``/``U32``/``U64``), a compression name or a topic size
-string Iggy's deserializer refuses is a ``ValidationError`` too (422, as there), raised in
+CreateTopic and UpdateTopic require every setting but ``replication_factor``, CreateUser its
+``status``, CreatePersonalAccessToken its ``expiry``, as Iggy 0.8 (``core/common/src/http/``:
+no ``#[serde(default)]``; an ``Option`` may be left out); StoreConsumerOffset's
+``consumer_id`` left out is consumer 1 (Iggy's ``default_id``).
+A number outside its Rust type (``U8``/``U32``/``U64``), a compression name, a user status,
+a consumer identifier ("", a name over 255 bytes) or a topic size string Iggy's
+deserializer refuses is a ``ValidationError`` too (422, as there), raised in
 ``__post_init__``; a decoded ``TopicBody`` holds a known compression name and a
 ``max_topic_size`` in bytes.
 """
@@ -22,7 +25,8 @@ import msgspec
 
 from lurcher.core.wire import units
 from lurcher.core.wire.buffer import U32_MAX
-from lurcher.core.wire.json_shapes import COMPRESSION_CODES
+from lurcher.core.wire.identifier import Identifier
+from lurcher.core.wire.json_shapes import COMPRESSION_CODES, USER_STATUS_CODES
 
 U8 = Annotated[int, msgspec.Meta(ge=0, le=0xFF)]
 U32 = Annotated[int, msgspec.Meta(ge=0, le=U32_MAX)]
@@ -48,16 +52,28 @@ class NameBody(Body, kw_only=True):
     name: str
 
 
+def known_status(status: str | None) -> None:
+    """Raises ValueError for a user status other than active or inactive."""
+    if status is not None and status.lower() not in USER_STATUS_CODES:
+        raise ValueError(f"status: unknown {status!r} (expected active or inactive)")
+
+
 class CreateUserBody(Body, kw_only=True):
     username: str
     password: str
-    status: str = "active"
+    status: str
     permissions: Any = None
+
+    def __post_init__(self) -> None:
+        known_status(self.status)
 
 
 class UpdateUserBody(Body, kw_only=True):
     username: str | None = None
     status: str | None = None
+
+    def __post_init__(self) -> None:
+        known_status(self.status)
 
 
 class PermissionsBody(Body, kw_only=True):
@@ -71,7 +87,10 @@ class PasswordBody(Body, kw_only=True):
 
 class CreatePatBody(Body, kw_only=True):
     name: str
-    expiry: int = 0
+    expiry: U64
+
+    def __post_init__(self) -> None:
+        checked_u64(self.expiry, "expiry")
 
 
 def checked_u64(value: int, name: str) -> int:
@@ -120,10 +139,26 @@ class PartitionsBody(Body, kw_only=True):
     partitions_count: U32
 
 
+def consumer_identifier(value: int | str) -> None:
+    """Raises ValueError unless ``value`` is a u32 id or a name (all digits: an id) of 1..255
+    UTF-8 bytes, as Iggy's consumer identifier. Id 0, which Iggy refuses, is taken: it is
+    the SDK's default consumer (``sdk.consumer``), and the binary transports take it."""
+    parsed = Identifier.parse(value).value
+    if isinstance(parsed, int):
+        return
+    if not 1 <= len(parsed.encode("utf-8", "surrogatepass")) <= 255:
+        raise ValueError(f"consumer_id: {units.shown(value)} is not an identifier "
+                         "(a name is 1..255 bytes)")
+
+
 class StoreOffsetBody(Body, kw_only=True):
-    consumer_id: int | str
-    partition_id: int | None = None
-    offset: int
+    consumer_id: U32 | str = 1
+    partition_id: U32 | None = None
+    offset: U64
+
+    def __post_init__(self) -> None:
+        consumer_identifier(self.consumer_id)
+        checked_u64(self.offset, "offset")
 
 
 class PartitioningBody(Body, kw_only=True):
