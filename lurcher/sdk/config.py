@@ -6,14 +6,22 @@ means unlimited. ``request_timeout_s`` (default ``DEFAULT_REQUEST_TIMEOUT_S``; N
 for ever) bounds every request, the heartbeat's pings and logins included, so a server
 that accepts but never answers, or a connection whose peer vanished, ends in TASK_TIMEOUT.
 ``options`` keeps transport-specific settings that only a given connection class reads
-(e.g. WebSocket buffer sizes), as strings.
+(e.g. WebSocket buffer sizes), as strings. A duration or count out of its range (a timeout
+or heartbeat of 0 or less, a negative interval or retry count) is refused when the config is
+made: ``InvalidArgument`` INVALID_CONFIGURATION naming the field (it used to end every
+request at once in TaskTimeout).
 """
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import msgspec
 
 from lurcher.core.wire.address import split_address
+from lurcher.core.wire.error_codes import ErrorCode
+from lurcher.sdk.arguments import InvalidArgument
 
 DEFAULT_ADDRESS = "127.0.0.1:8090"
 DEFAULT_REQUEST_TIMEOUT_S = 60.0
@@ -40,6 +48,12 @@ class ClientConfig(msgspec.Struct, frozen=True, kw_only=True):
     request_timeout_s: float | None = DEFAULT_REQUEST_TIMEOUT_S
     options: dict[str, str] = {}
 
+    def __post_init__(self) -> None:
+        for name in ("heartbeat_interval_s", "connect_timeout_s", "request_timeout_s"):
+            _in_range(self, name, above_zero=True)
+        for name in ("reconnection_interval_s", "reestablish_after_s", "reconnection_retries"):
+            _in_range(self, name, above_zero=False)
+
     @property
     def has_credentials(self) -> bool:
         return self.token is not None or (self.username is not None and self.password is not None)
@@ -50,3 +64,21 @@ class ClientConfig(msgspec.Struct, frozen=True, kw_only=True):
         Raises ValueError for an address without a port from 0 to 65535.
         """
         return split_address(self.address)
+
+
+# Fields where None has a meaning: no heartbeat, no request timeout, unlimited retries.
+_NONE_TAKEN = frozenset({"heartbeat_interval_s", "request_timeout_s", "reconnection_retries"})
+
+
+def _in_range(config: ClientConfig, name: str, above_zero: bool) -> None:
+    """Raises InvalidArgument INVALID_CONFIGURATION unless field ``name`` is a finite number
+    over 0 (``above_zero``) or at least 0, or None where the field takes None."""
+    value: Any = getattr(config, name)
+    if value is None and name in _NONE_TAKEN:
+        return
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if number and math.isfinite(value) and (value > 0 if above_zero else value >= 0):
+        return
+    expected = "more than 0" if above_zero else "0 or more"
+    raise InvalidArgument(ErrorCode.INVALID_CONFIGURATION, f"{name}: {value!r} (expected "
+                          f"{expected}{', or None' if name in _NONE_TAKEN else ''})")
