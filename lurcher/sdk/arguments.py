@@ -7,14 +7,19 @@ A bad argument is ``InvalidArgument``: an ``IggyError`` (the SDK's one failure t
 number outside its wire type, an unknown name such as a polling strategy). The same holds
 over every transport: the checks run on the typed request, before any connection sees it.
 
-Checks cost nothing per message: ``encoded`` looks for the field at fault only once the
-request failed to encode, by encoding it again with one field at a time made neutral.
+Checks cost nothing per message: ``encoded`` checks each field's type (a name given as an
+int, permissions as a string: their encoders took any value with an ``encode``), runs
+``validate()``, and looks for the field at fault only once the request failed to encode, by
+encoding it again with one field at a time made neutral.
 """
 
 from __future__ import annotations
 
+import functools
 import struct
+import types
 from collections.abc import Mapping
+from numbers import Integral
 from typing import Any
 
 import msgspec
@@ -32,6 +37,7 @@ from lurcher.core.wire.values.polling import PollingStrategy
 
 ENCODE_ERRORS = (struct.error, OverflowError, ValueError, TypeError, AttributeError)
 F = ErrorCode.INVALID_FORMAT
+TYPE_WORDS: dict[type, str] = {Integral: "an integer", type(None): "None", str: "a str"}
 # A value of each field type that always encodes: put in place of one field to see whether
 # that field is the one that does not.
 NEUTRAL: dict[type, Any] = {
@@ -70,10 +76,13 @@ def named(table: Mapping[str, Any], value: str, name: str) -> Any:
 
 def encoded(request: Request) -> bytes:
     """The binary form of ``request`` after its ``validate()``. Raises InvalidArgument."""
+    check_field_types(request)
     try:
         request.validate()
     except IggyError as exc:
         raise InvalidArgument(exc.code, f"{command_name(request.CODE)}: {exc.detail}") from None
+    except ENCODE_ERRORS as exc:  # a value of a type the rule cannot read
+        raise unencodable(request, exc) from None
     try:
         return request.encode()
     except IggyError as exc:
@@ -82,13 +91,40 @@ def encoded(request: Request) -> bytes:
         raise unencodable(request, exc) from None
 
 
+def check_field_types(request: Request) -> None:
+    """Raises InvalidArgument INVALID_FORMAT naming the first field of ``request`` whose
+    value is not of the field's type (any integer for an int or a flag: numpy's too)."""
+    for name, expected in _field_types(type(request)):
+        value = getattr(request, name)
+        if not isinstance(value, expected):
+            wanted = " or ".join(TYPE_WORDS.get(t, t.__name__) for t in expected)
+            raise InvalidArgument(F, f"{name}: {shown(value)} is not {wanted}")
+
+
+@functools.cache
+def _field_types(kind: type) -> tuple[tuple[str, tuple[type, ...]], ...]:
+    """(field name, the types ``isinstance`` checks) of a request type; generic types such
+    as ``list[int]`` are left to the encoder."""
+    checked = []
+    for field in msgspec.structs.fields(kind):
+        given = field.type
+        members = given.__args__ if isinstance(given, types.UnionType) else (given,)
+        expected = tuple(Integral if t in (int, bool) else t for t in members)
+        try:
+            isinstance(None, expected)
+        except TypeError:
+            continue
+        checked.append((field.name, expected))
+    return tuple(checked)
+
+
 def unencodable(request: Request, error: Exception) -> InvalidArgument:
     """The InvalidArgument for ``request``, which failed to encode with ``error``: it names
     the field that has no binary form when one field alone is at fault (INVALID_IDENTIFIER
     for an identifier, as Iggy's SDK: an id outside u32, a name over 255 bytes)."""
     for field in msgspec.structs.fields(request):
         value = getattr(request, field.name)
-        neutral = NEUTRAL.get(type(value))
+        neutral = NEUTRAL.get(field.type, NEUTRAL.get(type(value)))
         if neutral is None or value == neutral:
             continue
         try:

@@ -8,7 +8,9 @@ whatever the encoder raised: ``struct.error`` for a partition id of -1 or 2**40,
 for an unknown polling strategy or compression name, OverflowError for a message id past
 u128, ValueError for a stream name over 255 bytes, TypeError for a payload that is not bytes
 or str, AttributeError for headers that are not mappings; a float message id was rounded
-down and sent, an empty stream name was sent (the server answered InvalidFormat).
+down and sent, an empty stream name was sent (the server answered InvalidFormat), and
+permissions given as a string were encoded as bytes and sent (InvalidCommand), a stream
+name given as an int raised AttributeError.
 """
 
 from __future__ import annotations
@@ -63,6 +65,11 @@ BAD_ARGUMENTS: list[tuple[str, Call, ErrorCode, str]] = [
     ("flush partition -1", lambda c, s: c.flush_unsaved_buffer(s, "t", -1), F, "partition_id"),
     ("segments -1", lambda c, s: c.delete_segments(s, "t", 0, -1), F, "segments_count"),
     ("stored offset -1", lambda c, s: c.store_consumer_offset(1, s, "t", -1, 0), F, "offset"),
+    ("stream name an int", lambda c, s: c.create_stream(123), F, "name"),
+    ("partitions as text", lambda c, s: c.create_topic(s, "t5", "3"), F, "partitions_count"),
+    ("poll count float", lambda c, s: c.poll_messages(s, "t", 0, "first", 1.5), F, "count"),
+    ("permissions as text", lambda c, s: c.create_user("someone", "secret1", permissions="all"),
+     F, "permissions"),
 ]
 
 
