@@ -2,7 +2,9 @@
 
 Ops (``Op``, executed on every replica; see ``partitions`` for their meaning): ``Append``
 (one send batch, its ids filled and its timestamp decided by the receiving node),
-``StoreOffset``, ``DeleteOffset`` and ``PurgePartition``. Calls: ``Poll`` (answered with ``Polled``). Each
+``StoreOffset``, ``DeleteOffset``, ``PurgePartition`` and ``DeleteSegmentsBelow`` (a
+DeleteSegments as its primary decided it: the first offset kept). Calls: ``Poll`` (answered
+with ``Polled``) and ``DeleteOldest`` (a DeleteSegments as the client asked it). Each
 starts with ``Addressed``: the metadata count it was decided on and the partition, with its
 creation time to tell it from a later partition of the same ids.
 """
@@ -55,6 +57,14 @@ class PurgePartition(Addressed, tag=4):
     pass
 
 
+class DeleteSegmentsBelow(Addressed, tag=5):
+    below: int  # the sealed segments whose messages are all below it go
+
+
+class DeleteOldest(Addressed):
+    count: int  # a DeleteSegments: how many of the oldest segments
+
+
 class Poll(ConsumerAt):
     strategy: int
     value: int
@@ -67,8 +77,9 @@ class Polled(msgspec.Struct, array_like=True, frozen=True):
     payload: bytes
 
 
-Op = Append | StoreOffset | DeleteOffset | PurgePartition
+Op = Append | StoreOffset | DeleteOffset | PurgePartition | DeleteSegmentsBelow
 op_decoder = msgspec.msgpack.Decoder(Op)
+delete_oldest_decoder = msgspec.msgpack.Decoder(DeleteOldest)
 poll_decoder = msgspec.msgpack.Decoder(Poll)
 polled_decoder = msgspec.msgpack.Decoder(Polled)
 

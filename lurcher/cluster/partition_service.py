@@ -75,8 +75,8 @@ import msgspec
 
 from lurcher.cluster.host import NOOP, wait_listed
 from lurcher.cluster.journal_file import replace_whole
-from lurcher.cluster.partition_ops import Append, DeleteOffset, Op, PurgePartition, \
-    StoreOffset, op_decoder
+from lurcher.cluster.partition_ops import Append, DeleteOffset, DeleteSegmentsBelow, Op, \
+    PurgePartition, StoreOffset, op_decoder
 from lurcher.cluster.partition_state import RETRY_S, Filler, decode_state, encode_state
 from lurcher.core.faults import crash_point
 from lurcher.core.wire.batch import MessageBatch
@@ -173,6 +173,18 @@ def _finish_pending_purge(partition: Any, pending: int) -> int:
                   partition.path, exc)
         return _purges[partition]
     return pending
+
+
+def delete_segments_below(key: tuple[int, int, int], partition: Any, below: int) -> None:
+    """The group's DeleteSegments: this replica's sealed segments wholly below offset
+    ``below`` go (the same ones everywhere, as every replica stores the same messages; the
+    op executed again after a restart finds them gone). Raises IggyError CANNOT_DELETE_FILE
+    (10008) when a segment file cannot be removed: it and the later ones stay here."""
+    try:
+        partition.delete_segments_below(below)
+    except OSError as exc:
+        log.error("partition %s: the group's DeleteSegments failed on this node: %s", key, exc)
+        raise IggyError(ErrorCode.CANNOT_DELETE_FILE, f"segment not deleted: {exc}") from exc
 
 
 class PartitionService:
@@ -374,6 +386,8 @@ class PartitionService:
         key = (op.stream_id, op.topic_id, op.partition_id)
         if isinstance(op, PurgePartition):
             return self._purge(key, partition)
+        if isinstance(op, DeleteSegmentsBelow):
+            return delete_segments_below(key, partition, op.below)
         batch = MessageBatch(op.count, memoryview(op.index), memoryview(bytearray(op.blob)))
         return self.shard.dedup.append(
             key, batch, op.timestamp_us,

@@ -36,8 +36,12 @@ A purge (of a stream or topic) is one ``PurgePartition`` op through each of its 
 groups, acknowledged once every one is committed (``partition_service``: every replica
 empties the partition at the same point of the group's order, and tells its consumer
 groups, as a single node's purge does: what they delivered from it is forgotten and its
-pending hand-over completes; the receiving node tells its own too); segment deletion by
-retention stays node-local (offsets are unaffected).
+pending hand-over completes; the receiving node tells its own too). A DeleteSegments is
+decided on the partition's primary (the oldest segments it may delete there, as on a node)
+and replicated as ``DeleteSegmentsBelow``, the first offset kept: every replica deletes its
+sealed segments wholly below it at the same point of the group's order, so every node serves
+from the same first offset, also after a fail-over; it is answered once committed and done
+on the primary. Segment deletion by retention stays node-local (offsets are unaffected).
 
 Modules: ``partition_ops`` (the values), ``partition_service`` (execution on each replica),
 ``partition_state`` (checkpoints, filling), ``forwarding`` (calls to the primary); this
@@ -57,8 +61,8 @@ from lurcher.cluster.forwarding import Forwarder
 from lurcher.cluster.host import ClusterBusy
 from lurcher.cluster.partition_groups import GroupLayout
 from lurcher.cluster.partition_ops import (
-    Append, DeleteOffset, Poll, Polled, PurgePartition, StoreOffset, op_decoder, poll_decoder,
-    polled_decoder, with_ids)
+    Append, DeleteOffset, DeleteOldest, DeleteSegmentsBelow, Poll, Polled, PurgePartition,
+    StoreOffset, delete_oldest_decoder, op_decoder, poll_decoder, polled_decoder, with_ids)
 from lurcher.cluster.partition_service import PartitionService, purges_of
 from lurcher.cluster.partition_state import Filler, fetch_decoder
 from lurcher.core.shard.handlers.offsets import check_storable, offset_target, \
@@ -84,6 +88,7 @@ class ReplicatedPartitions:
                                           "get_offset": self._get_offset, "poll": self._poll,
                                           "delete_offset": self._delete_offset,
                                           "purge": self._submit,
+                                          "delete_segments": self._delete_segments,
                                           "fetch": self._fetch},
                                    self._encode, timeout_s, anywhere={"fetch"})
         for group, service in services.items():
@@ -95,7 +100,8 @@ class ReplicatedPartitions:
                     "store_consumer_offset": self.store_offset,
                     "get_consumer_offset": self.get_offset,
                     "delete_consumer_offset": self.delete_offset,
-                    "purge_stream": self.purge_stream, "purge_topic": self.purge_topic}
+                    "purge_stream": self.purge_stream, "purge_topic": self.purge_topic,
+                    "delete_segments": self.delete_segments}
         for code, route in list(dispatcher.table.items()):
             if route.spec.name in handlers:
                 dispatcher.table[code] = dataclasses.replace(
@@ -171,6 +177,17 @@ class ReplicatedPartitions:
                 if self.group_of(topic, pid) not in self.services:
                     self.shard.partition_purged(topic.stream_id, topic.id, pid)
 
+    async def delete_segments(self, shard: Any, session: Any, req: Any) -> None:
+        """Decided on the partition's primary (``_delete_segments``), answered once the
+        group committed it and the primary deleted them."""
+        topic = shard.meta.state.topic(req.stream_id, req.topic_id)
+        pid = req.partition_id
+        shard.partition(topic, pid)
+        call = DeleteOldest(self.meta.accepted, topic.stream_id, topic.id, pid,
+                            topic.partition_created_at[pid], req.segments_count)
+        await self.forwarder.on_primary(self.group_of(topic, pid), "delete_segments",
+                                        msgspec.msgpack.encode(call))
+
     async def poll(self, shard: Any, session: Any, req: Any) -> Any:
         topic = shard.meta.state.topic(req.stream_id, req.topic_id)
         target = resolve(shard, session, topic, req.consumer, req.partition_id, advance=True)
@@ -233,6 +250,19 @@ class ReplicatedPartitions:
         if partition.get_offset(op.kind, op.key) is None:
             raise IggyError(ErrorCode.CONSUMER_OFFSET_NOT_FOUND, "no stored offset")
         await self._submit(group, body)
+
+    async def _delete_segments(self, group: int, body: bytes) -> None:
+        """The oldest segments a DeleteSegments names, as this primary holds them (sealed,
+        none past the lowest stored consumer offset, as on a node), become one op: delete
+        the segments wholly below the first offset kept here, executed by every replica in
+        the group's order. Nothing deletable: nothing to replicate."""
+        call = delete_oldest_decoder.decode(body)
+        partition = await self._current(group, call)
+        below = partition.first_kept_after(call.count, partition.min_stored_offset())
+        if below > partition.first_offset:
+            await self._submit(group, msgspec.msgpack.encode(DeleteSegmentsBelow(
+                call.meta_base, call.stream_id, call.topic_id, call.partition_id,
+                call.created_at, below)))
 
     async def _get_offset(self, group: int, body: bytes) -> Any:
         ask = op_decoder.decode(body)

@@ -929,6 +929,17 @@ class Partition:
                 return n
         return deletable
 
+    def first_kept_after(self, n: int, barrier: int | None = None) -> int:
+        """The first offset stored once the oldest ``n`` deletable segments (see
+        ``deletable_segments``) are deleted: ``first_offset`` when none may go."""
+        return self.segments[max(0, min(n, self.deletable_segments(barrier)))].start_offset
+
+    def delete_segments_below(self, offset: int) -> tuple[int, int]:
+        """Delete the sealed segments whose messages are all below ``offset`` (never the
+        open one). Returns (segments, messages) deleted. Raises OSError, as
+        ``delete_oldest_segments``."""
+        return self.delete_oldest_segments(len(self.segments), offset - 1)
+
     def delete_expired_segments(self, now_us: int, expiry_us: int,
                                 barrier: int | None = None) -> tuple[int, int]:
         """Delete the sealed segments whose messages are all expired. Returns (segments,

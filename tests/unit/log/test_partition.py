@@ -365,6 +365,21 @@ def test_delete_oldest_segments(spread, open_partition):
     assert (again.first_offset, again.current_offset, again.messages_count) == (45, 49, 5)
 
 
+def test_segments_wholly_below_an_offset_go_and_the_first_kept_is_decided_before(spread):
+    """A cluster's DeleteSegments: its primary decides the first offset kept, every replica
+    deletes its sealed segments wholly below it (a segment straddling it stays)."""
+    assert spread.first_kept_after(2) == 30
+    assert spread.first_kept_after(10) == 45  # never the open segment
+    assert spread.first_kept_after(2, barrier=20) == 15  # none past the barrier
+    assert spread.first_kept_after(0) == 0
+    assert spread.delete_segments_below(29) == (1, 15)  # 15..29 ends at 29: it stays
+    assert spread.first_offset == 15
+    assert spread.delete_segments_below(30) == (1, 15)
+    assert spread.delete_segments_below(30) == (0, 0)  # executed again: nothing more
+    assert spread.delete_segments_below(1000) == (1, 15)  # never the open segment
+    assert spread.first_offset == 45
+
+
 def test_a_cut_whose_segment_cannot_be_removed_ends_where_the_files_end(open_partition,
                                                                        clock, part_dir):
     io = FaultyIo(PosixIo(), "remove-eio", 3)  # the log of the second segment cut off

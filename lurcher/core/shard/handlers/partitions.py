@@ -6,7 +6,8 @@ DeleteSegments deletes the oldest N sealed segments of a partition, never the op
 one holding messages past the lowest stored consumer offset (as 0.8 does); offsets are
 kept, so the next message still gets the next offset. A segment whose log file cannot be
 removed stays (with the later ones), in memory as on disk: CANNOT_DELETE_FILE (10008), as
-0.8 answers.
+0.8 answers. On a cluster node DeleteSegments is replicated instead
+(``lurcher.cluster.partitions``).
 
 Partition counts are bounded twice: at most 1,000 per request (0.8's
 ``MAX_PARTITIONS_COUNT``, checked by the request codecs) and at most
