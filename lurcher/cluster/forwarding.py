@@ -118,6 +118,14 @@ class Forwarder:
                 failure = exc if isinstance(exc, IggyError) else timed_out(kind, 0)
         raise failure
 
+    async def on_each_other(self, group: int, kind: str, body: bytes) -> list[bytes] | None:
+        """Run ``kind`` (one of ``anywhere``) on every other member of ``group`` at once:
+        their answers, or None when any did not answer it within ``timeout_s``."""
+        others = [m for m in self.node.members_of(group) if m != self.node.index]
+        answers = await asyncio.gather(*(self._call(m, Call(kind, group, body), self.timeout_s)
+                                         for m in others), return_exceptions=True)
+        return None if any(isinstance(a, BaseException) for a in answers) else answers
+
     def _target(self, group: int, members: list[int], attempt: int) -> int | None:
         if group in self.node.groups:
             return self.node.leader(group)

@@ -598,6 +598,14 @@ class PartitionService:
         if self.fill_task is None or self.fill_task.done():
             self.fill_task = asyncio.ensure_future(self._fill())
 
+    def _start_at(self, key: tuple[int, int, int], partition: Any, offset: int) -> None:
+        """Start ``partition`` at ``offset`` (its peers deleted what it lacks below it),
+        once no append handed to it is still in flight (else the fill asks again)."""
+        if key in self.handed:
+            raise RuntimeError(f"partition {key}: appends in flight")
+        partition.skip_to(offset)
+        _ends[partition] = offset
+
     def generation(self, key: tuple[int, int, int]) -> tuple[int, int]:
         """(created_at, purges) of partition ``key`` as this replica's group order has it:
         what a fill asks for and what answering one requires (-1: no such topic here)."""
@@ -615,7 +623,8 @@ class PartitionService:
         failures = 0
         while self.fill_to:
             try:
-                await self.filler.fill(self.fill_to, end_of, self._append, self.generation)
+                await self.filler.fill(self.fill_to, end_of, self._append, self.generation,
+                                       self._start_at)
             except Exception:
                 failures += 1  # the first with its traceback, the rest quietly (every RETRY_S)
                 log.log(logging.ERROR if failures == 1 else logging.DEBUG,

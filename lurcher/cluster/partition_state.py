@@ -21,7 +21,11 @@ fill is done the group's later ops wait (``PartitionService.drain`` holds them).
 runs at a time per group; a checkpoint adopted during it raises its targets, and each fetch
 asks from the partition's current end, so copied batches land at their own offsets. A fill
 of a partition deleted meanwhile (or whose ids a later one took) is given up, so it never
-holds the group's later ops for ever: no peer serves it any more.
+holds the group's later ops for ever: no peer serves it any more. Nor does one whose
+messages every other member deleted (retention, DeleteSegments): once none serves them and
+each answers that it keeps the partition only from a later offset (``first_kept``), the
+replica starts the partition at the lowest of those offsets (``Partition.skip_to``) and
+copies from there; nothing any member still holds is skipped.
 """
 
 from __future__ import annotations
@@ -125,18 +129,25 @@ def stored_batches(blob: bytes) -> list[tuple[int, MessageBatch]]:
 class Filler:
     """Copies the messages a replica lacks from another member (see the module doc)."""
 
-    def __init__(self, shard: Any, fetch: Any, group: int) -> None:
+    def __init__(self, shard: Any, fetch: Any, group: int, first_kept: Any = None) -> None:
+        """``fetch(group, body)``: a member's answer to a ``Fetch``; ``first_kept(group,
+        body)``: the lowest first offset the other members keep of a ``Fetch``'s partition
+        (None when one did not answer)."""
         self.shard, self.fetch, self.group = shard, fetch, group
+        self.first_kept = first_kept
 
     async def fill(self, targets: dict[Key, int], end: Any, append: Any,
-                   generation: Any) -> None:
+                   generation: Any, skip: Any = None) -> None:
         """Copy messages until each partition of ``targets`` (key -> offset to reach; the
         caller may raise or add targets meanwhile) reaches its target; a reached target is
         removed. ``end(partition)`` is the offset the next batch handed goes to;
         ``append(key, partition, batch, timestamp)`` hands one batch (returns an awaitable
         or None); ``generation(key)`` is the (created_at, purges) a fetch asks from. Each
         fetch starts at the partition's end read just before it, and its
-        answer is appended only if that end is still the same afterwards."""
+        answer is appended only if that end is still the same afterwards. When every
+        other member deleted the messages asked for (retention, DeleteSegments), gone
+        everywhere, ``skip(key, partition, offset)`` starts the partition at the lowest
+        offset any of them keeps, and the fill goes on from there."""
         logged: set[Key] = set()
         while targets:
             key = next(iter(targets))
@@ -157,6 +168,9 @@ class Filler:
             if blob is None or self.shard.partitions.get(key) is not partition or \
                     end(partition) != have:
                 continue  # purged or replaced meanwhile: ask again from where it is now
+            if isinstance(blob, int):
+                skip(key, partition, blob)  # deleted on every other member below ``blob``
+                continue
             batches = stored_batches(blob)
             if int(batches[0][1].offsets()[0]) != have:
                 raise ValueError(f"asked for {key} from offset {have}, got another offset")
@@ -170,10 +184,11 @@ class Filler:
         dropped (the partition deleted) and no other partition took the key."""
         return key in targets and self.shard.partitions.get(key) is partition
 
-    async def _fetch(self, ask: Fetch, wanted: Any) -> bytes | None:
+    async def _fetch(self, ask: Fetch, wanted: Any) -> bytes | int | None:
         """The answer of a member that can serve ``ask``; asks again until one can (the
         first refusal is logged as a warning: the group's later ops wait meanwhile), or
-        None once ``wanted()`` is false."""
+        None once ``wanted()`` is false. When none serves it and every other member keeps
+        the partition only from a later offset (``_deleted_everywhere``): that offset."""
         report = log.warning
         while wanted():
             try:
@@ -181,10 +196,27 @@ class Filler:
                 if blob:
                     return blob
             except Exception as exc:  # noqa: BLE001 - no member holds it yet: ask again
+                later = await self._deleted_everywhere(ask)
+                if later is not None:
+                    return later
                 report("group %d: no other replica serves the fill of partition %s from "
                        "offset %d yet (%s); retrying, the group's later ops wait",
                        self.group, ask.key, ask.offset, exc)
                 report = log.info
             await asyncio.sleep(RETRY_S)
         return None
+
+    async def _deleted_everywhere(self, ask: Fetch) -> int | None:
+        """The lowest first offset the other members keep of ``ask``'s partition, when
+        it is past ``ask.offset`` on every one of them (each answered): what lies below
+        is deleted everywhere, so nothing any replica holds is skipped. Else None."""
+        if self.first_kept is None:
+            return None
+        first = await self.first_kept(self.group, msgspec.msgpack.encode(ask))
+        if first is None or first <= ask.offset:
+            return None
+        log.warning("group %d: partition %s lacks offsets from %d, which its peers deleted "
+                    "(retention, DeleteSegments); it starts at offset %d, the first they "
+                    "keep", self.group, ask.key, ask.offset, first)
+        return first
 

@@ -89,10 +89,12 @@ class ReplicatedPartitions:
                                           "delete_offset": self._delete_offset,
                                           "purge": self._submit,
                                           "delete_segments": self._delete_segments,
-                                          "fetch": self._fetch},
-                                   self._encode, timeout_s, anywhere={"fetch"})
+                                          "fetch": self._fetch,
+                                          "first_kept": self._first_kept},
+                                   self._encode, timeout_s, anywhere={"fetch", "first_kept"})
         for group, service in services.items():
-            service.filler = Filler(shard, self._fetch_from_members, group)
+            service.filler = Filler(shard, self._fetch_from_members, group,
+                                    self._first_kept_by_others)
         node.catching_up = lambda group: group in services and services[group].filling
 
     def install(self, dispatcher: Any) -> None:
@@ -290,6 +292,22 @@ class ReplicatedPartitions:
                             f"deleted here (first kept {partition.first_offset})")
         return Parts([within_reply_cap(self.shard, partition,
                                        lambda: partition.read_offset(ask.offset, ask.count))])
+
+    async def _first_kept(self, group: int, body: bytes) -> bytes:
+        """The first offset this replica keeps of a fill's partition (the same generation
+        only, as ``_fetch``), 8 bytes little-endian: everything below is deleted here."""
+        ask = fetch_decoder.decode(body)
+        key, service = tuple(ask.key), self.services[group]
+        partition = self.shard.partitions.get(key)
+        if partition is None or service.generation(key) != (ask.created_at, ask.purges) \
+                or purges_of(partition) != ask.purges:
+            raise IggyError(ErrorCode.INVALID_OFFSET, "not the same partition here")
+        return partition.first_offset.to_bytes(8, "little")
+
+    async def _first_kept_by_others(self, group: int, body: bytes) -> int | None:
+        """The lowest of the other members' ``_first_kept`` (None unless each answered)."""
+        answers = await self.forwarder.on_each_other(group, "first_kept", body)
+        return None if not answers else min(int.from_bytes(a, "little") for a in answers)
 
     async def _fetch_from_members(self, group: int, body: bytes) -> bytes:
         return await self.forwarder.on_any_other(group, "fetch", body)

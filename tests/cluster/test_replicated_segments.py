@@ -4,7 +4,9 @@ Three nodes with small segments (a few messages each). DeleteSegments through th
 partition's primary or through a backup deletes the same oldest segments on every replica:
 every node then serves the partition from the same first offset, the replicas' files stay
 the same bytes, and after the primary is killed the new primary does not serve the
-deleted messages.
+deleted messages. A replica down across the deletion, which adopts a checkpoint counting
+messages its peers no longer hold, starts its log at their first offset and catches up
+(the old code asked them for the deleted messages for ever and held the group's later ops).
 """
 
 from __future__ import annotations
@@ -87,5 +89,39 @@ async def test_deleted_segments_are_deleted_on_every_replica_and_stay_deleted(
             nodes[index].restart()
             connected = [*survivors, await observer(nodes[index])]
             assert await served_from_everywhere(connected) == first
+        finally:
+            await close_all(connected)
+
+
+async def sent(client: Client, tag: int, count: int) -> None:
+    for k in range(count):
+        await client.send_messages("p", "t", [bytes([tag + k]) * PAYLOAD], 0)
+
+
+@pytest.mark.slow
+async def test_a_replica_down_across_a_deletion_starts_at_the_first_offset_kept_and_catches_up(
+        tmp_path: Path) -> None:
+    with running_cluster(tmp_path, 3, PRIMARY_STAYS, SMALL_SEGMENTS) as nodes:
+        connected = await clients(nodes)
+        try:
+            await topic_everywhere(connected, "p", "t", 1)
+            stream = (await connected[0].get_stream("p")).header.id
+            primary = await primary_seen_by(nodes[0], LAYOUT.group_of(stream, 0, 0, 3))
+            index = int(primary.removeprefix("node-"))
+            lagging = (index + 1) % 3
+            await connected[lagging].close()
+            nodes[lagging].kill()
+            await sent(connected[index], 65, SENT)  # across checkpoints (every 4 ops)
+            await connected[index].delete_segments("p", "t", 0, 2)
+            await sent(connected[index], 97, 5)
+            up = [c for i, c in enumerate(connected) if i != lagging]
+            first = await served_from_everywhere(up)
+            assert first > 0
+            nodes[lagging].restart()
+            connected = [*up, await observer(nodes[lagging])]
+            await eventually(same_files(nodes, stream), "the restarted replica caught up")
+            await sent(connected[0], 110, 3)  # the group's later ops run on it too
+            await eventually(same_files(nodes, stream), "it executes the later sends")
+            assert "peers deleted" in nodes[lagging].log_tail(100_000)
         finally:
             await close_all(connected)

@@ -940,6 +940,21 @@ class Partition:
         ``delete_oldest_segments``."""
         return self.delete_oldest_segments(len(self.segments), offset - 1)
 
+    def skip_to(self, offset: int) -> None:
+        """Start the log at ``offset``, past its end: the next message appended gets it,
+        and every message below it goes (a cluster replica whose peers deleted what it
+        lacks). A new segment starts there and the older ones are deleted; a crash or a
+        file that refuses between the two leaves them, below a gap that reads skip.
+        Raises OSError; RuntimeError with batches in flight."""
+        if offset <= self.next_offset:
+            return
+        if self._pending_count:
+            raise RuntimeError(f"partition {self.path}: batches in flight")
+        self._add_segment(Segment(self.path, offset, self.files))
+        self._directory_unsynced = True
+        self.synced_next_offset = offset
+        self.delete_segments_below(offset)
+
     def delete_expired_segments(self, now_us: int, expiry_us: int,
                                 barrier: int | None = None) -> tuple[int, int]:
         """Delete the sealed segments whose messages are all expired. Returns (segments,

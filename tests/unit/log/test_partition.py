@@ -380,6 +380,21 @@ def test_segments_wholly_below_an_offset_go_and_the_first_kept_is_decided_before
     assert spread.first_offset == 45
 
 
+def test_a_log_skipped_ahead_starts_at_the_offset_and_keeps_nothing_below(
+        spread, open_partition, clock):
+    """A cluster replica whose peers deleted what it lacks starts its log where they keep."""
+    spread.skip_to(30)  # not past its end (50): nothing changes
+    assert (spread.first_offset, spread.next_offset) == (0, 50)
+    spread.skip_to(70)
+    assert (spread.first_offset, spread.next_offset, spread.messages_count) == (70, 70, 0)
+    assert spread.read_offset(0, 10) is EMPTY
+    spread.append(batch(5, tag=70))
+    assert offsets_of(spread.read_offset(0, 10)) == [70, 71, 72, 73, 74]
+    spread.close()
+    again = open_partition(segment_size_bytes=12 * MESSAGE_BYTES)
+    assert (again.first_offset, again.next_offset, again.segments_count) == (70, 75, 1)
+
+
 def test_a_cut_whose_segment_cannot_be_removed_ends_where_the_files_end(open_partition,
                                                                        clock, part_dir):
     io = FaultyIo(PosixIo(), "remove-eio", 3)  # the log of the second segment cut off
