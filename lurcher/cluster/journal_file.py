@@ -31,6 +31,7 @@ import os
 import struct
 from pathlib import Path
 
+from lurcher.core.log.io import sync_directory
 from lurcher.core.replication.journal import (
     Discard, Read, StorageIntent, StoredRecord, Sync, Write,
 )
@@ -59,7 +60,7 @@ class FileJournal:
             if first_record is not None:
                 self.write(0, first_record)
             os.fsync(self.fd)
-            _fsync_directory(path.parent)
+            sync_directory(path.parent)
 
     def close(self) -> None:
         os.close(self.fd)
@@ -127,7 +128,7 @@ class FileJournal:
             _copy_range(self.fd, f.fileno(), kept_from, kept_to - kept_from)
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
-        _fsync_directory(self.path.parent)
+        sync_directory(self.path.parent)
         os.close(self.fd)
         self.fd = os.open(self.path, os.O_RDWR)
         self.start += drop
@@ -170,12 +171,4 @@ def replace_whole(path: Path, data: bytes) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    sync_directory(path.parent)

@@ -226,13 +226,8 @@ class PosixIo:
         os.replace(src, dst, src_dir_fd=folder, dst_dir_fd=folder)
 
     def sync_directory(self, path: str) -> None:
-        """fsync the directory ``path``: its entries (files created, renamed, removed) are
-        on the device once this returns. Raises OSError."""
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        """``sync_directory``: safe on any thread (plain system calls). Raises OSError."""
+        sync_directory(path)
 
     def append_pair(self, log_fd: int, blob: Buffer, log_position: int, index_fd: int,
                     entries: Buffer, index_position: int, fsync: bool) -> None:
@@ -270,6 +265,17 @@ class PosixIo:
                 self.start_writeback(index_fd)
 
         self._writer_thread().run(job, done)
+
+
+def sync_directory(path: str | os.PathLike[str]) -> None:
+    """fsync the directory ``path``: its entries (files created, renamed, removed) are on
+    the device once this returns. The process's one way to do it (storage backends, the
+    cluster's journal files). Raises OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})

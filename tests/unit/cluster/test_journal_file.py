@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from lurcher.cluster.journal_file import FileJournal
+import pytest
+
+from lurcher.cluster import journal_file
+from lurcher.cluster.journal_file import FileJournal, replace_whole
 from lurcher.core.replication.journal import Discard, Read, Sync, Write
 
 
@@ -61,3 +65,30 @@ def test_writes_after_a_discard_continue_and_truncate_the_kept_records(tmp_path:
     j.execute([Write(4, b"X"), Write(5, [b"Y", b"Z"])])  # replaces record 4, then appends
     j.close()
     assert FileJournal(path).read() == ([b"rCCC", b"rDDDD", b"X", b"YZ"], 2)
+
+
+def test_creation_discard_and_replace_whole_fsync_the_directory_the_one_shared_way(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The journal's directory fsyncs are the storage layer's (``io.sync_directory``: one
+    copy of "fsync a directory" in the process), each of the file's own directory."""
+    synced: list[Path] = []
+    monkeypatch.setattr(journal_file, "sync_directory", synced.append)
+    j = FileJournal(tmp_path / "g.journal")
+    j.execute([Write(0, b"a"), Write(1, b"b"), Discard(1)])
+    j.close()
+    replace_whole(tmp_path / "count", b"1")
+    assert synced == [tmp_path] * 3
+    assert (tmp_path / "count").read_bytes() == b"1"
+
+
+def test_a_failed_directory_fsync_raises_and_the_new_content_is_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As before: replace_whole raises the directory fsync's OSError after the rename."""
+    def refuse(path: os.PathLike[str]) -> None:
+        raise OSError(5, "injected")
+
+    monkeypatch.setattr(journal_file, "sync_directory", refuse)
+    with pytest.raises(OSError):
+        replace_whole(tmp_path / "count", b"2")
+    assert (tmp_path / "count").read_bytes() == b"2"
+    assert not (tmp_path / "count.tmp").exists()
