@@ -27,6 +27,9 @@ the ``n``-th call (1-based, counted per shard process) of one kind fails once:
 - ``dirsync-eio@n``: the n-th directory fsync (``sync_directory``, with ``enforce_fsync``: a
   purge's, a segment deletion's, a group-commit round's after a new segment) raises EIO
   without syncing.
+- ``dirsync-slow@n``: the n-th directory fsync logs ``SLOWED_DIRSYNC`` (so a test knows it
+  began), sleeps ``SLOW_S``, logs ``SLOWED_DIRSYNC_OVER`` (so a test knows whether something
+  happened during it), then fsyncs.
 
 Removals and renames of consumer offset files count too, those the offsets thread makes
 with ``enforce_fsync`` included.
@@ -49,9 +52,12 @@ from lurcher.core.wire.buffer import Buffer
 
 IO_FAULT_ENV = "TEST_LURCHER_IO_FAULT"
 FAULT_KINDS = ("write-eio", "short-write", "fsync-eio", "remove-eio",
-               "rename-eio", "rename-kill", "dirsync-eio", "remove-slow", "fsync-slow")
+               "rename-eio", "rename-kill", "dirsync-eio", "remove-slow", "fsync-slow",
+               "dirsync-slow")
 SLOW_S = 3.0
 SLOWED_FSYNC = "injected: a slow fsync"
+SLOWED_DIRSYNC = "injected: a slow directory fsync"
+SLOWED_DIRSYNC_OVER = "injected: the slow directory fsync is over"
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +157,10 @@ class FaultyIo:
         self.dir_syncs += 1
         if self.kind == "dirsync-eio" and self.dir_syncs == self.at:
             raise _eio(f"directory fsync #{self.dir_syncs} of {path}")
+        if self.kind == "dirsync-slow" and self.dir_syncs == self.at:
+            log.warning("%s (#%d of %s, %.0f s)", SLOWED_DIRSYNC, self.dir_syncs, path, SLOW_S)
+            time.sleep(SLOW_S)
+            log.warning("%s (#%d)", SLOWED_DIRSYNC_OVER, self.dir_syncs)
         self.inner.sync_directory(path)
 
 

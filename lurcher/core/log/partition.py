@@ -45,19 +45,24 @@ finishes the purge first (every segment file and stored offset removed). The fil
 aside are removed on the backend's worker thread, never on the event loop, and the purge
 is answered after that. With ``enforce_fsync`` the marker is on the device before the
 first change, and the directories after the last one, before the marker goes and the purge
-is answered; segment deletions fsync the directory too.
+is answered; segment deletions fsync the directory too. The server's purge
+(``purge_async``) makes, fsyncs and sets aside its marker and fsyncs the directories on
+that worker thread too, one purge of a partition at a time; sends that come while it
+finishes on disk wait for it (``_finishing``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import errno
 import logging
 import math
 import operator
 import os
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import TypeVar
 
 import numpy as np
 
@@ -89,6 +94,8 @@ _END_OFFSET = operator.attrgetter("end_offset")  # never decreases from segment 
 
 PURGE_MARKER = "purging"
 """A file in a partition directory while a purge of it is under way (see ``purge``)."""
+
+T = TypeVar("T")
 
 
 # The wire's polling strategies (one enum, ``core.wire.values.polling``), by the name the
@@ -161,12 +168,38 @@ def _mark_purge(path: str, io: IoBackend, durable: bool) -> str:
     fd = io.open(marker)
     try:
         if durable:
-            io.fsync(fd)
+            io.fsync_in_worker(fd)  # this runs on a worker thread (``purge_async``)
     finally:
         io.close(fd)
     if durable:
         io.sync_directory(path)
     return marker
+
+
+def _drop_marker_of_failed_purge(marker: str | None, path: str, io: IoBackend,
+                                 durable: bool) -> None:
+    """Remove the marker (None: none was made) of a purge that changed nothing; one that
+    stays is logged (the next start then finishes the purge)."""
+    if marker is None:
+        return
+    try:
+        aside = _unmark_purge(marker, path, io, durable)
+    except FileNotFoundError:  # gone with its directory (the partition was deleted)
+        return
+    except OSError as exc:
+        log.error("%s: the marker of a purge that failed cannot be removed (%s): the next "
+                  "start purges the partition", path, exc)
+        return
+    _remove_set_aside([aside], io)
+
+
+def _finish_on_disk(marker: str | None, path: str, io: IoBackend, durable: bool) -> list[str]:
+    """Once every file of a purge is set aside (the marker has done its work: what is set
+    aside is removed at any open): with ``durable`` fsync the directories, then set the
+    marker (if made) aside; the files to remove with the others. Raises OSError."""
+    if durable:
+        _sync_purged_dirs(path, io)
+    return [] if marker is None else [_unmark_purge(marker, path, io, durable)]
 
 
 def _unmark_purge(marker: str, path: str, io: IoBackend, durable: bool) -> str:
@@ -227,6 +260,36 @@ def _remove_set_aside(paths: list[str], io: IoBackend) -> None:
                         path, exc)
 
 
+def _in_worker(io: IoBackend, job: Callable[[], T]) -> asyncio.Future[T]:
+    """Run ``job`` on the backend's worker thread (``run_in_worker``, after the writes
+    submitted before it); a future of its result or its OSError."""
+    future = asyncio.get_running_loop().create_future()
+    results: list[T] = []
+
+    def done(error: OSError | None) -> None:
+        if future.done():
+            return
+        if error is None:
+            future.set_result(results[0])
+        else:
+            future.set_exception(error)
+
+    io.run_in_worker(lambda: results.append(job()), done)
+    return future
+
+
+def _pass_outcome(source: asyncio.Future, target: asyncio.Future) -> None:
+    """Give ``target`` (unless already done) the outcome of ``source``, done."""
+    if target.done():
+        return
+    if source.cancelled():
+        target.cancel()
+    elif source.exception() is not None:
+        target.set_exception(source.exception())
+    else:
+        target.set_result(source.result())
+
+
 def _delete_files(segment: Segment) -> None:
     """Remove a segment's files. Raises OSError while its log file is still there; an
     index file left alone is logged and removed at the next open (``_remove_leftovers``)."""
@@ -262,6 +325,8 @@ class Partition:
         self.synced_next_offset = 0
         self.epoch = 0  # purges so far (see ``synced_to``)
         self.storage_failure: str | None = None
+        self._purge_turn = asyncio.Lock()  # one ``purge_async`` at a time
+        self._finishing: asyncio.Future | None = None  # a purge's last disk work (sends wait)
         self._rotation_failure: str | None = None  # the last one logged (``_segment_for``)
         self.closed = False
         self._pending_count = 0  # messages stamped but not yet written (in flight)
@@ -409,7 +474,10 @@ class Partition:
         CANNOT_WRITE_TO_FILE (nothing of it is kept) or INVALID_MESSAGES_COUNT.
 
         A batch of at most ``config.inline_write_max_bytes`` that finds the partition idle
-        is written at once (``append``, see ``inline``): returns None or raises."""
+        is written at once (``append``, see ``inline``): returns None or raises. While a
+        purge finishes on disk the batch waits for it (``_held_by_purge``)."""
+        if self._finishing is not None:
+            return self._held_by_purge(batch)
         if not self._inline(len(batch.blob)):
             return self.pipeline.submit(self, batch)
         gate = self.inline_gate
@@ -1006,7 +1074,9 @@ class Partition:
         return messages
 
     def purge(self) -> asyncio.Future | None:
-        """Drop every segment and stored offset; restart empty at offset 0 (as 0.8 does).
+        """Drop every segment and stored offset; restart empty at offset 0 (as 0.8 does),
+        all of it here and now (the cluster's replicated purge, tools; the server's own
+        purges use ``purge_async``, whose disk work runs off the event loop).
         Batches in flight or still waiting for their turn are answered, and gone with the
         rest: they came before the purge (not refused: 0.8 runs a purge between two sends).
         When the new segment's files cannot be created now (full disk, no descriptor) they
@@ -1031,21 +1101,146 @@ class Partition:
         left, has the next start finish it) and the partition refuses sends until a restart
         (``storage_failure``): that start would remove them with the rest."""
         durable = self.config.enforce_fsync
-        marker = self._mark_purge(durable)
+        try:
+            marker: str | None = _mark_purge(self.path, self.io, durable)
+        except OSError as exc:
+            if not self._without_marker(exc):
+                _drop_marker_of_failed_purge(os.path.join(self.path, PURGE_MARKER), self.path,
+                                             self.io, durable)
+                raise _not_purged(self.path, exc) from exc
+            marker = None
         try:
             self.offsets.clear()
-            set_aside = _set_aside([path for segment in self.segments
-                                    for path in (segment.log_path, segment.index_path)],
-                                   self.io)
+            set_aside = self._set_segments_aside()
         except OSError as exc:
-            self._unmark_failed_purge(marker)
+            _drop_marker_of_failed_purge(marker, self.path, self.io, durable)
             raise _not_purged(self.path, exc) from exc
-        set_aside += self._finish_purge(marker, durable)
+        try:
+            set_aside += _finish_on_disk(marker, self.path, self.io, durable)
+        except OSError as exc:
+            self._not_finished_on_disk(exc)
+        self._restart_empty()
+        return self._remove_in_worker(set_aside)
+
+    async def purge_async(self, emptied: Callable[[], None] = lambda: None) -> None:
+        """``purge`` (the server's) with none of its directory fsyncs and marker work on the
+        event loop, in the same order: the marker is made (and with ``enforce_fsync``
+        fsynced, file and directory) on the backend's worker thread; then here the stored
+        offsets are removed and the segment files set aside (renames), the partition starts
+        empty and ``emptied()`` is called; then the directories are fsynced and the marker
+        set aside on the worker thread, and the files set aside are removed there.
+        Returns after all of it (answer the purge then); raises as ``purge``, or
+        PARTITION_NOT_FOUND when the partition was deleted meanwhile. Purges of one
+        partition run one after the other (``_purge_turn``). Sends that come while the disk
+        work after the renames is under way wait for it (``_held_by_purge``): when it fails
+        they are refused, as after ``purge``."""
+        async with self._purge_turn:
+            durable = self.config.enforce_fsync
+            marker = await self._mark_off_loop(durable)
+            try:
+                if self.closed:  # deleted, or the server stops
+                    raise FileNotFoundError(errno.ENOENT, "the partition was closed meanwhile")
+                self.offsets.clear()
+                set_aside = self._set_segments_aside()
+            except OSError as exc:
+                await _in_worker(self.io, lambda: _drop_marker_of_failed_purge(
+                    marker, self.path, self.io, durable))
+                self._refuse_if_deleted(exc)
+                raise _not_purged(self.path, exc) from exc
+            self._restart_empty()
+            try:
+                emptied()  # at once, as after ``purge``: nothing comes between
+            finally:
+                set_aside += await self._finish_off_loop(marker, durable)
+            await _in_worker(self.io, lambda: _remove_set_aside(set_aside, self.io))
+
+    async def _mark_off_loop(self, durable: bool) -> str | None:
+        """``_mark_purge`` on the worker thread (see ``_without_marker``). Raises IggyError
+        CANNOT_DELETE_FILE after removing the marker again (nothing has changed), or
+        PARTITION_NOT_FOUND when the partition's directory is gone (``_refuse_if_deleted``:
+        deleted meanwhile)."""
+        try:
+            return await _in_worker(self.io, lambda: _mark_purge(self.path, self.io, durable))
+        except OSError as exc:
+            if self._without_marker(exc):
+                return None
+            await _in_worker(self.io, lambda: _drop_marker_of_failed_purge(
+                os.path.join(self.path, PURGE_MARKER), self.path, self.io, durable))
+            self._refuse_if_deleted(exc)
+            raise _not_purged(self.path, exc) from exc
+
+    async def _finish_off_loop(self, marker: str | None, durable: bool) -> list[str]:
+        """``_finish_on_disk`` on the worker thread, sends held meanwhile
+        (``_held_by_purge``); the marker's new name to remove (none when it failed:
+        ``_not_finished_on_disk``)."""
+        finishing = self._finishing = asyncio.get_running_loop().create_future()
+        try:
+            return await _in_worker(self.io, lambda: _finish_on_disk(marker, self.path,
+                                                                     self.io, durable))
+        except OSError as exc:
+            self._not_finished_on_disk(exc)
+            return []
+        finally:
+            self._finishing = None
+            finishing.set_result(None)
+
+    def _without_marker(self, error: OSError) -> bool:
+        """The marker could not be made (``error``): whether to go on without one, as when
+        the disk has no room for it (logged: a purge is how room is made, and a crash during
+        it may leave it half done). Otherwise the caller removes the marker again and
+        refuses the purge (nothing has changed)."""
+        if is_no_space(error) and not os.path.exists(os.path.join(self.path, PURGE_MARKER)):
+            log.warning("partition %s: no room for the purge marker (%s); purged without it "
+                        "(a crash during this purge may leave it half done)", self.path, error)
+            return True
+        return False
+
+    def _set_segments_aside(self) -> list[str]:
+        """``_set_aside`` of every segment's log and index file. Raises OSError (nothing
+        set aside then)."""
+        return _set_aside([path for segment in self.segments
+                           for path in (segment.log_path, segment.index_path)], self.io)
+
+    def _not_finished_on_disk(self, error: OSError) -> None:
+        """``_finish_on_disk`` failed: the partition takes no sends until a restart, which
+        finishes the purge (see ``purge``)."""
+        self.storage_failure = f"purge not finished on disk: {error}"
+        log.error("partition %s: purged, but its purge cannot be finished on disk (%s); "
+                  "refusing writes until restart, which finishes it", self.path, error)
+
+    def _restart_empty(self) -> None:
+        """The purge's change in memory, once every file is set aside: the batches in
+        flight answered, the old segments closed, a new empty one (``_start_empty``)."""
         self._abandon_inflight(refuse_with=None)
         for segment in self.segments:
             segment.close()
         self._start_empty()
-        return self._remove_in_worker(set_aside)
+
+    def _held_by_purge(self, batch: MessageBatch) -> asyncio.Future:
+        """``append_async`` of a batch sent while a purge finishes on disk
+        (``_finish_off_loop``), once it has: a future as ``append_async``'s (refused then
+        when the purge failed there, or the partition was closed meanwhile)."""
+        assert self._finishing is not None
+        held = asyncio.get_running_loop().create_future()
+
+        def append(_finished: asyncio.Future) -> None:
+            if held.done():  # the sender is gone
+                return
+            try:
+                if self.closed:
+                    raise IggyError(ErrorCode.CANNOT_WRITE_TO_FILE,
+                                    f"partition {self.partition_id} is closed")
+                written = self.append_async(batch)
+            except Exception as exc:  # any: the sender waits for this future
+                held.set_exception(exc)
+                return
+            if written is None:
+                held.set_result(None)
+            else:
+                written.add_done_callback(lambda done: _pass_outcome(done, held))
+
+        self._finishing.add_done_callback(append)
+        return held
 
     def _remove_in_worker(self, set_aside: list[str]) -> asyncio.Future | None:
         """Remove the files set aside on the backend's worker thread (``run_in_worker``:
@@ -1053,59 +1248,11 @@ class Partition:
         after it. Without an event loop (tools, start-up) they are removed here and now, and
         None is returned. A file that cannot be removed is logged (``_remove_set_aside``)."""
         try:
-            future = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop()
         except RuntimeError:
             _remove_set_aside(set_aside, self.io)
             return None
-        self.io.run_in_worker(lambda: _remove_set_aside(set_aside, self.io),
-                              lambda _error: future.done() or future.set_result(None))
-        return future
-
-    def _mark_purge(self, durable: bool) -> str | None:
-        """``_mark_purge`` for this partition; None when the disk has no room for the
-        marker (logged: a purge is how room is made, so it goes on without one, and a crash
-        during it may leave it half done). Raises IggyError CANNOT_DELETE_FILE after
-        removing the marker again (nothing has changed)."""
-        marker = os.path.join(self.path, PURGE_MARKER)
-        try:
-            return _mark_purge(self.path, self.io, durable)
-        except OSError as exc:
-            if is_no_space(exc) and not os.path.exists(marker):
-                log.warning("partition %s: no room for the purge marker (%s); purged without "
-                            "it (a crash during this purge may leave it half done)",
-                            self.path, exc)
-                return None
-            self._unmark_failed_purge(marker)
-            raise _not_purged(self.path, exc) from exc
-
-    def _unmark_failed_purge(self, marker: str | None) -> None:
-        """Remove the marker of a purge that changed nothing; one that stays is logged (the
-        next start then finishes the purge)."""
-        if marker is None:
-            return
-        try:
-            aside = _unmark_purge(marker, self.path, self.io, self.config.enforce_fsync)
-        except OSError as exc:
-            log.error("%s: the marker of a purge that failed cannot be removed (%s): the "
-                      "next start purges the partition", self.path, exc)
-            return
-        _remove_set_aside([aside], self.io)
-
-    def _finish_purge(self, marker: str | None, durable: bool) -> list[str]:
-        """Once every file is set aside (the marker has done its work: what is set aside is
-        removed at any open): with ``durable`` fsync the directories, then set the marker
-        (if made) aside; the files to remove with the others. A failure keeps the partition
-        from taking sends until a restart (see ``purge``)."""
-        try:
-            if durable:
-                _sync_purged_dirs(self.path, self.io)
-            return [] if marker is None else [_unmark_purge(marker, self.path, self.io,
-                                                            durable)]
-        except OSError as exc:
-            self.storage_failure = f"purge not finished on disk: {exc}"
-            log.error("partition %s: purged, but its purge cannot be finished on disk (%s); "
-                      "refusing writes until restart, which finishes it", self.path, exc)
-            return []
+        return _in_worker(self.io, lambda: _remove_set_aside(set_aside, self.io))
 
     def _start_empty(self) -> None:
         """Counters and timestamps of an empty partition, a new ``epoch``, a new segment at
@@ -1151,34 +1298,23 @@ def _not_purged(path: str, exc: OSError) -> IggyError:
 
 def purge_each(partitions: Iterable[Partition],
                then: Callable[[Partition], None] = lambda _partition: None
-               ) -> Awaitable[None] | None:
-    """Purge every partition, also after one that could not be purged (each is purged
-    whole or not at all, ``Partition.purge``), calling ``then`` with each one purged.
-    Returns what to await before answering (the removals off the event loop), or None when
-    there is nothing to wait for. Raises (or the awaitable raises, after the removals) the
-    first failure's IggyError."""
-    failed: IggyError | None = None
-    removals: list[asyncio.Future] = []
-    for partition in partitions:
-        try:
-            removal = partition.purge()
-        except IggyError as exc:
-            failed = failed or exc
-            continue
-        then(partition)
-        if removal is not None:
-            removals.append(removal)
-    if not removals:
-        if failed is not None:
-            raise failed
-        return None
-    return _after_removals(removals, failed)
+               ) -> Awaitable[None]:
+    """Purge every partition (``Partition.purge_async``, started now and finished even if
+    nobody awaits the result), also after one that could not be purged (each is purged
+    whole or not at all), calling ``then`` with each one once it is emptied. Returns what to
+    await before answering, which raises the first failure's IggyError once every purge is
+    done."""
+    purges = [asyncio.ensure_future(partition.purge_async(lambda p=partition: then(p)))
+              for partition in partitions]
+    return _first_failure(asyncio.gather(*purges, return_exceptions=True))
 
 
-async def _after_removals(removals: list[asyncio.Future], failed: IggyError | None) -> None:
-    await asyncio.gather(*removals)
-    if failed is not None:
-        raise failed
+async def _first_failure(outcomes: asyncio.Future) -> None:
+    """Await ``outcomes`` (shielded: a purge is never cancelled half-way); raise the first
+    exception among them."""
+    for outcome in await asyncio.shield(outcomes):
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 _STRATEGIES = {

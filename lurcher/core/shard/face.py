@@ -10,7 +10,7 @@ means adding it here first.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 if TYPE_CHECKING:
     from lurcher.auth.passwords import Passwords
@@ -69,8 +69,9 @@ class ShardFace(Protocol):
     def leave_groups(self, client_id: int) -> None:
         """Remove the client from every consumer group (on every shard)."""
 
-    def purge_local(self, stream_id: int, topic_id: int | None) -> None:
-        """Purge this shard's partitions of a stream or of one topic. Raises IggyError."""
+    def purge_local(self, stream_id: int, topic_id: int | None) -> Awaitable[None] | None:
+        """Purge this shard's partitions of a stream or of one topic: what to await before
+        answering (it raises IggyError), None when there is nothing to purge here."""
 
     def partition_purged(self, stream_id: int, topic_id: int, partition_id: int) -> None:
         """Tell the consumer groups that a partition was purged (here or by its group)."""

@@ -249,8 +249,8 @@ class Shard:
     def purge_local(self, stream_id: int, topic_id: int | None) -> Awaitable[None] | None:
         """Purge the owned partitions of a stream (every topic) or of one topic, and tell
         the consumer groups of each one purged; what to await before answering
-        (``purge_each``). Nothing on a cluster node: its partitions are purged through their
-        replication groups. Raises IggyError (``purge_each``)."""
+        (``purge_each``, which raises IggyError). Nothing on a cluster node: its partitions
+        are purged through their replication groups."""
         if self.config.typed.cluster.enabled:
             return None
         keys = {partition: key for key, partition in self.partitions.items()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import threading
 
 import pytest
 from log_helpers import HeldIo, ManualClock, RecordingIo
@@ -396,3 +397,41 @@ async def test_a_full_submission_queue_refuses_a_pair_with_nothing_queued(tmp_pa
     ring.close()
     io.close(log_fd)
     io.close(index_fd)
+
+
+class SecondDirSyncFailsIo(HeldIo):
+    """``HeldIo`` whose second directory fsync (a purge's first after its renames, with
+    ``enforce_fsync``) waits for ``release`` and then fails with EIO."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir_syncs = 0
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def sync_directory(self, path: str) -> None:
+        self.dir_syncs += 1
+        if self.dir_syncs == 2:
+            self.entered.set()
+            self.release.wait(10)
+            raise OSError(errno.EIO, "injected")
+        super().sync_directory(path)
+
+
+async def test_a_send_held_by_a_purge_that_cannot_finish_on_disk_is_refused(tmp_path):
+    """A batch sent while a purge fsyncs the directories after its renames (off the event
+    loop) waits for them; they fail, so the partition refuses it as every later send
+    (a restart finishes the purge, which would drop it)."""
+    io = SecondDirSyncFailsIo()
+    part = open_part(tmp_path, io, enforce_fsync=True)
+    purge = asyncio.ensure_future(part.purge_async())
+    assert await asyncio.get_running_loop().run_in_executor(None, io.entered.wait, 10)
+    held = part.append_async(batch(1))
+    await settle()
+    assert not held.done() and not io.submitted
+    io.release.set()
+    await purge
+    with pytest.raises(IggyError) as refused:
+        await held
+    assert refused.value.code == ErrorCode.CANNOT_WRITE_TO_FILE and not io.submitted
+    assert part.next_offset == 0 and os.path.exists(os.path.join(part.path, "purging"))
+    part.close()
