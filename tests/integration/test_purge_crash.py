@@ -15,7 +15,8 @@ a purge fsyncs the partition directory: one whose first directory fsync (the mar
 fails answers CannotDeleteFile (10008) and keeps every message and the offset; one whose
 fsync after the changes fails is done and answered, and the partition refuses sends until a
 restart, which finds it purged. DeleteSegments fsyncs the directory too (a failure is
-logged: the segments are gone).
+logged: the segments are gone). A purge is answered only after the stored offsets' changes
+queued before it are undone on the device (a crash right after the answer keeps none).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from lurcher.core.wire.requests.consumer_offsets.store_consumer_offset import (
 from lurcher.core.wire.requests.segments.delete_segments import DeleteSegments
 from lurcher.core.wire.requests.topics.purge_topic import PurgeTopic
 from lurcher.core.wire.values.consumer import Consumer
+from tests.integration.test_flush_off_loop import wait_until_fsync_started
 from tests.integration.test_purge_faults import (FRESH, MESSAGES, PAYLOAD, call, connect,
                                                  files, refused)
 from tests.support import raw
@@ -147,3 +149,27 @@ def test_delete_segments_fsyncs_the_directory(server_factory: ServerFactory) -> 
         assert [m.offset for m in polled] == list(range(3, MESSAGES))
     assert "segments deleted, but the directory fsync failed" in server.log_tail(10**6)
     assert "Traceback" not in server.log_tail(10**6)
+
+
+# fsync-slow@4 with enforce_fsync: 1 and 2 are the send's (log, index), 3 the stored offset's
+# temporary file, 4 its directory after the rename (the offset file is there by then)
+def test_purge_answered_only_once_an_offset_store_queued_before_it_is_removed(
+        server_factory: ServerFactory) -> None:
+    """A consumer offset whose store is still on the offsets thread when the partition is
+    purged: the purge is answered only once the removal queued behind it is done, so a
+    crash right after the answer does not bring the offset back. (Messages are sent after
+    the purge, so a start keeps such an offset instead of dropping it as past the log.)"""
+    server = start(server_factory, "fsync-slow@4", fsync=True)
+    with connect(server) as storing, connect(server) as purging:
+        storing.create_stream("s")
+        storing.create_topic("s", "t", 1)
+        storing.send("s", "t", raw.partition_id(0), [raw.message(PAYLOAD)])
+        store = StoreConsumerOffset(Consumer.of(1), S, T, 0, 0)
+        storing.send_frame(store.CODE, store.encode())
+        wait_until_fsync_started(server)
+        call(purging, PurgeTopic(S, T))
+        purging.send("s", "t", raw.partition_id(0), [raw.message(b"after")] * 2)
+    restart_without_fault(server)  # killed: a crash right after the answer
+    with connect(server) as c:
+        assert [m.payload for m in c.poll_all("s", "t", 0)] == [b"after"] * 2
+        assert stored_offset(c) is None, "the offset stored before the purge came back"

@@ -21,7 +21,8 @@ when it succeeded, in call order, so a failed call leaves the previous value); `
 not, so a poll reads on from an offset being stored and a delete (a deleted group's) also
 removes an offset whose store is still queued. A failed call fails its future with
 CANNOT_WRITE_TO_FILE. ``clear`` (a purge) is immediate; the calls still queued then change
-no memory, and a removal queued behind them deletes any file they leave.
+no memory, and a removal queued behind them deletes any file they leave (``clear``'s future:
+a purge is answered, and its marker goes, only after it).
 A call that fails at once (its file or directory cannot be opened: descriptors used up; a
 failed write without fsync) raises IggyError and changes nothing in memory
 (``_refusal``): CANNOT_OPEN_CONSUMER_OFFSETS_FILE, CANNOT_WRITE_TO_FILE (a full disk, a
@@ -175,10 +176,12 @@ class ConsumerOffsets:
         del values[key]
         return None
 
-    def clear(self) -> None:
+    def clear(self) -> asyncio.Future | None:
         """Delete every stored offset (files and memory) now, and with fsync any file a
-        call still queued leaves behind. Raises OSError when a file cannot be removed: the
-        offsets not removed yet stay, in memory as on disk, and the queued calls go on."""
+        call still queued leaves behind: a future that resolves once that is done (after
+        those calls; a failure is logged), None when no call was queued. Raises OSError when
+        a file cannot be removed: the offsets not removed yet stay, in memory as on disk,
+        and the queued calls go on."""
         for kind in KINDS:
             for key in list(self._values[kind]):
                 self.io.remove(self._path(kind, key))
@@ -186,8 +189,17 @@ class ConsumerOffsets:
         folders = self._open_dirs() if self._pending else []
         self._generation += 1
         self._pending.clear()
-        if folders:
-            self._writer.run(lambda: self._durable_remove_all(folders), _log_failed_removal)
+        if not folders:
+            return None
+        removed = asyncio.get_running_loop().create_future()
+
+        def done(error: OSError | None) -> None:
+            _log_failed_removal(error)
+            if not removed.done():
+                removed.set_result(None)
+
+        self._writer.run(lambda: self._durable_remove_all(folders), done)
+        return removed
 
     def lowest(self) -> int | None:
         """The lowest offset any consumer or group may still have, for retention: per key

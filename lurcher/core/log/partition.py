@@ -1127,8 +1127,9 @@ class Partition:
         event loop, in the same order: the marker is made (and with ``enforce_fsync``
         fsynced, file and directory) on the backend's worker thread; then here the stored
         offsets are removed and the segment files set aside (renames), the partition starts
-        empty and ``emptied()`` is called; then the directories are fsynced and the marker
-        set aside on the worker thread, and the files set aside are removed there.
+        empty and ``emptied()`` is called; then, once the stored offsets' changes queued
+        before are done (``ConsumerOffsets.clear``), the directories are fsynced and the
+        marker set aside on the worker thread, and the files set aside are removed there.
         Returns after all of it (answer the purge then); raises as ``purge``, or
         PARTITION_NOT_FOUND when the partition was deleted meanwhile. Purges of one
         partition run one after the other (``_purge_turn``). Sends that come while the disk
@@ -1140,7 +1141,7 @@ class Partition:
             try:
                 if self.closed:  # deleted, or the server stops
                     raise FileNotFoundError(errno.ENOENT, "the partition was closed meanwhile")
-                self.offsets.clear()
+                offsets_done = self.offsets.clear()
                 set_aside = self._set_segments_aside()
             except OSError as exc:
                 await _in_worker(self.io, lambda: _drop_marker_of_failed_purge(
@@ -1151,7 +1152,7 @@ class Partition:
             try:
                 emptied()  # at once, as after ``purge``: nothing comes between
             finally:
-                set_aside += await self._finish_off_loop(marker, durable)
+                set_aside += await self._finish_off_loop(marker, durable, offsets_done)
             await _in_worker(self.io, lambda: _remove_set_aside(set_aside, self.io))
 
     async def _mark_off_loop(self, durable: bool) -> str | None:
@@ -1169,12 +1170,15 @@ class Partition:
             self._refuse_if_deleted(exc)
             raise _not_purged(self.path, exc) from exc
 
-    async def _finish_off_loop(self, marker: str | None, durable: bool) -> list[str]:
-        """``_finish_on_disk`` on the worker thread, sends held meanwhile
-        (``_held_by_purge``); the marker's new name to remove (none when it failed:
-        ``_not_finished_on_disk``)."""
+    async def _finish_off_loop(self, marker: str | None, durable: bool,
+                               offsets_done: asyncio.Future | None) -> list[str]:
+        """After the stored offsets' queued changes (``offsets_done``), ``_finish_on_disk``
+        on the worker thread, sends held meanwhile (``_held_by_purge``); the marker's new
+        name to remove (none when it failed: ``_not_finished_on_disk``)."""
         finishing = self._finishing = asyncio.get_running_loop().create_future()
         try:
+            if offsets_done is not None:
+                await offsets_done
             return await _in_worker(self.io, lambda: _finish_on_disk(marker, self.path,
                                                                      self.io, durable))
         except OSError as exc:
