@@ -45,10 +45,10 @@ finishes the purge first (every segment file and stored offset removed). The fil
 aside are removed on the backend's worker thread, never on the event loop, and the purge
 is answered after that. With ``enforce_fsync`` the marker is on the device before the
 first change, and the directories after the last one, before the marker goes and the purge
-is answered; segment deletions fsync the directory too. The server's purge
-(``purge_async``) makes, fsyncs and sets aside its marker and fsyncs the directories on
-that worker thread too, one purge of a partition at a time; sends that come while it
-finishes on disk wait for it (``_finishing``).
+is answered; segment deletions fsync the directory too (on that worker thread as well).
+The server's purge (``purge_async``) makes, fsyncs and sets aside its marker and fsyncs
+the directories on that worker thread too, one purge of a partition at a time; sends that
+come while it finishes on disk wait for it (``_finishing``).
 """
 
 from __future__ import annotations
@@ -290,6 +290,16 @@ def _pass_outcome(source: asyncio.Future, target: asyncio.Future) -> None:
         target.set_result(source.result())
 
 
+def _sync_after_removals(path: str, io: IoBackend) -> None:
+    """fsync the directory ``path`` after segment removals; a failure is logged (see
+    ``Partition._sync_removals``)."""
+    try:
+        io.sync_directory(path)
+    except OSError as exc:
+        log.error("partition %s: segments deleted, but the directory fsync failed (%s): a "
+                  "power loss may bring them back", path, exc)
+
+
 def _delete_files(segment: Segment) -> None:
     """Remove a segment's files. Raises OSError while its log file is still there; an
     index file left alone is logged and removed at the next open (``_remove_leftovers``)."""
@@ -327,6 +337,7 @@ class Partition:
         self.storage_failure: str | None = None
         self._purge_turn = asyncio.Lock()  # one ``purge_async`` at a time
         self._finishing: asyncio.Future | None = None  # a purge's last disk work (sends wait)
+        self._removals_synced: asyncio.Future | None = None  # see ``removals_synced``
         self._rotation_failure: str | None = None  # the last one logged (``_segment_for``)
         self.closed = False
         self._pending_count = 0  # messages stamped but not yet written (in flight)
@@ -1036,7 +1047,9 @@ class Partition:
 
         Returns (segments deleted, messages deleted). Raises OSError when a segment's log
         file cannot be removed: that segment and the later ones stay, in memory as on disk.
-        With ``enforce_fsync`` the directory is fsynced after the removals (``_sync_removals``).
+        With ``enforce_fsync`` the directory is fsynced after the removals
+        (``_sync_removals``), on the backend's worker thread when an event loop runs:
+        ``removals_synced`` says when.
         """
         doomed = self.segments[:max(0, min(n, self.deletable_segments(barrier)))]
         gone: list[Segment] = []
@@ -1047,18 +1060,26 @@ class Partition:
         finally:
             messages = self._forget_oldest(gone)
             if gone and self.config.enforce_fsync:
-                self._sync_removals()
+                self._removals_synced = self._sync_removals()
         return len(gone), messages
 
-    def _sync_removals(self) -> None:
-        """fsync the directory after segment removals. A failure is logged, not raised: the
-        segments are gone here, a caller asked again would delete more, and segments a power
-        loss brings back are only deleted again by retention."""
+    def _sync_removals(self) -> asyncio.Future | None:
+        """fsync the directory after segment removals: on the worker thread when an event
+        loop runs (a future that resolves after it), else here (None). A failure is logged,
+        not raised: the segments are gone here, a caller asked again would delete more, and
+        segments a power loss brings back are only deleted again by retention."""
         try:
-            self.io.sync_directory(self.path)
-        except OSError as exc:
-            log.error("partition %s: segments deleted, but the directory fsync failed (%s): "
-                      "a power loss may bring them back", self.path, exc)
+            asyncio.get_running_loop()
+        except RuntimeError:
+            _sync_after_removals(self.path, self.io)
+            return None
+        return _in_worker(self.io, lambda: _sync_after_removals(self.path, self.io))
+
+    def removals_synced(self) -> asyncio.Future | None:
+        """What to await before answering a segment deletion: the directory fsync after the
+        last one (``delete_oldest_segments``), None when none is under way."""
+        synced = self._removals_synced
+        return None if synced is None or synced.done() else synced
 
     def _forget_oldest(self, gone: list[Segment]) -> int:
         """Drop the oldest segments ``gone`` (their files deleted) from the segments and

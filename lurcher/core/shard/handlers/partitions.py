@@ -77,4 +77,4 @@ def delete_segments(shard: ShardFace, session: Session, req: DeleteSegments) -> 
     except OSError as exc:
         log.error("DeleteSegments on %s: %s", partition.path, exc)
         raise IggyError(ErrorCode.CANNOT_DELETE_FILE, f"segment not deleted: {exc}") from exc
-    return None
+    return partition.removals_synced()  # answered once the directory fsync is done
