@@ -178,10 +178,10 @@ class ConsumerOffsets:
 
     def clear(self) -> asyncio.Future | None:
         """Delete every stored offset (files and memory) now, and with fsync any file a
-        call still queued leaves behind: a future that resolves once that is done (after
-        those calls; a failure is logged), None when no call was queued. Raises OSError when
-        a file cannot be removed: the offsets not removed yet stay, in memory as on disk,
-        and the queued calls go on."""
+        call still queued leaves behind: a future of that removal's outcome, after those
+        calls (None once done, else its OSError, logged), or None when no call was queued.
+        Raises OSError when a file cannot be removed: the offsets not removed yet stay, in
+        memory as on disk, and the queued calls go on."""
         for kind in KINDS:
             for key in list(self._values[kind]):
                 self.io.remove(self._path(kind, key))
@@ -196,7 +196,7 @@ class ConsumerOffsets:
         def done(error: OSError | None) -> None:
             _log_failed_removal(error)
             if not removed.done():
-                removed.set_result(None)
+                removed.set_result(error)
 
         self._writer.run(lambda: self._durable_remove_all(folders), done)
         return removed

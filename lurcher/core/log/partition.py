@@ -1193,13 +1193,16 @@ class Partition:
 
     async def _finish_off_loop(self, marker: str | None, durable: bool,
                                offsets_done: asyncio.Future | None) -> list[str]:
-        """After the stored offsets' queued changes (``offsets_done``), ``_finish_on_disk``
-        on the worker thread, sends held meanwhile (``_held_by_purge``); the marker's new
-        name to remove (none when it failed: ``_not_finished_on_disk``)."""
+        """After the stored offsets' queued changes (``offsets_done``: the removal of the
+        files they leave), ``_finish_on_disk`` on the worker thread, sends held meanwhile
+        (``_held_by_purge``); the marker's new name to remove; none when either failed
+        (``_not_finished_on_disk``: the marker stays, and the next start removes what is
+        left)."""
         finishing = self._finishing = asyncio.get_running_loop().create_future()
         try:
-            if offsets_done is not None:
-                await offsets_done
+            failed = None if offsets_done is None else await offsets_done
+            if failed is not None:
+                raise failed
             return await _in_worker(self.io, lambda: _finish_on_disk(marker, self.path,
                                                                      self.io, durable))
         except OSError as exc:

@@ -435,3 +435,43 @@ async def test_an_fsync_store_out_of_descriptors_answers_cannot_open(part_dir, m
             call()
         assert info.value.code == ErrorCode.CANNOT_OPEN_CONSUMER_OFFSETS_FILE
     assert offsets.get("consumers", 5) == 1 == stored_file(part_dir, "consumers", 5)
+
+
+class QueuedRemovalFailsIo(RecordingIo):
+    """``RecordingIo`` whose removals on the offsets thread (relative to a directory
+    descriptor) fail with EIO."""
+
+    def remove(self, path, folder=None):
+        if folder is not None:
+            raise OSError(errno.EIO, "injected")
+        super().remove(path, folder)
+
+
+async def test_a_purge_whose_queued_offset_removal_fails_is_finished_by_the_next_start(
+        part_dir):
+    """A store still queued at a purge leaves its file, and the removal queued behind it
+    fails: the purge keeps its marker (so the next start finishes it and the offset stays
+    gone) and the partition refuses sends until then, as when its last fsync fails."""
+    io = QueuedRemovalFailsIo()
+    config = LogConfig(enforce_fsync=True)
+    part = Partition.open(part_dir, 0, config, io=io)
+    io.gate.clear()
+    storing = part.store_offset("consumers", 1, 0)
+    purging = asyncio.ensure_future(part.purge_async())
+    for _ in range(1000):  # until the purge cleared the offsets (queued its removal)
+        if part.get_offset("consumers", 1) is None:
+            break
+        await asyncio.sleep(0.01)
+    io.gate.set()
+    await storing
+    await purging
+    assert os.path.exists(os.path.join(part_dir, "purging")), "the marker was set aside"
+    with pytest.raises(IggyError) as refused:
+        part.append(batch(1))
+    assert refused.value.code == ErrorCode.CANNOT_WRITE_TO_FILE
+    part.close()
+    # not capped to the (empty) log at open: the offset file as it is on disk
+    again = Partition.open(part_dir, 0, LogConfig(enforce_fsync=True, cap_stored_offsets=False),
+                           io=PosixIo())
+    assert again.get_offset("consumers", 1) is None, "the purged offset came back"
+    again.close()
