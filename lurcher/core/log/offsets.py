@@ -178,20 +178,29 @@ class ConsumerOffsets:
 
     def clear(self) -> asyncio.Future | None:
         """Delete every stored offset (files and memory) now, and with fsync any file a
-        call still queued leaves behind: a future of that removal's outcome, after those
-        calls (None once done, else its OSError, logged), or None when no call was queued.
-        Raises OSError when a file cannot be removed: the offsets not removed yet stay, in
-        memory as on disk, and the queued calls go on."""
+        call still queued leaves behind: a future of that removal's outcome
+        (``_remove_left_by_queued_calls``), or None when no call was queued. Raises OSError
+        when a file cannot be removed: the offsets not removed yet stay, in memory as on
+        disk, and the queued calls go on."""
         for kind in KINDS:
             for key in list(self._values[kind]):
                 self.io.remove(self._path(kind, key))
                 del self._values[kind][key]
-        folders = self._open_dirs() if self._pending else []
+        queued = bool(self._pending)
         self._generation += 1
         self._pending.clear()
-        if not folders:
-            return None
+        return self._remove_left_by_queued_calls() if queued else None
+
+    def _remove_left_by_queued_calls(self) -> asyncio.Future:
+        """Queue the removal of every file in the offsets directories behind the calls
+        queued so far (on the offsets thread); a future of its outcome: None once done,
+        else its OSError (logged), also when it cannot be queued (``_open_dirs``)."""
         removed = asyncio.get_running_loop().create_future()
+        try:
+            folders = self._open_dirs()
+        except OSError as exc:
+            removed.set_result(exc)
+            return removed
 
         def done(error: OSError | None) -> None:
             _log_failed_removal(error)
@@ -239,9 +248,9 @@ class ConsumerOffsets:
             raise _refusal(exc, ErrorCode.CANNOT_OPEN_CONSUMER_OFFSETS_FILE) from exc
 
     def _open_dirs(self) -> list[int]:
-        """Descriptors of both kinds' directories (for ``clear``'s queued removal), or none
-        when they cannot be opened (logged: files of calls queued before may then survive
-        the purge)."""
+        """Descriptors of both kinds' directories (for ``clear``'s queued removal). Raises
+        OSError when they cannot be opened (logged, none left open: the files of calls
+        queued before are then left to the next start, which finishes the purge)."""
         folders: list[int] = []
         try:
             for kind in KINDS:
@@ -250,7 +259,7 @@ class ConsumerOffsets:
             log.error("cannot queue the removal of purged consumer offsets: %s", exc)
             for folder in folders:
                 os.close(folder)
-            return []
+            raise
         return folders
 
     def _durable_replace(self, folder: int, name: str, offset: int) -> None:

@@ -447,12 +447,29 @@ class QueuedRemovalFailsIo(RecordingIo):
         super().remove(path, folder)
 
 
+def fail_opening_a_second_directory(monkeypatch) -> None:
+    """``ConsumerOffsets._open_dir`` fails with EMFILE from its second call on."""
+    real_open, opened = ConsumerOffsets._open_dir, []
+
+    def second_open_fails(self, kind):
+        if opened:
+            raise OSError(errno.EMFILE, "injected")
+        opened.append(kind)
+        return real_open(self, kind)
+
+    monkeypatch.setattr(ConsumerOffsets, "_open_dir", second_open_fails)
+
+
+@pytest.mark.parametrize("failure", ["removal fails", "removal cannot be queued"])
 async def test_a_purge_whose_queued_offset_removal_fails_is_finished_by_the_next_start(
-        part_dir):
-    """A store still queued at a purge leaves its file, and the removal queued behind it
-    fails: the purge keeps its marker (so the next start finishes it and the offset stays
-    gone) and the partition refuses sends until then, as when its last fsync fails."""
-    io = QueuedRemovalFailsIo()
+        part_dir, monkeypatch, failure):
+    """A store still queued at a purge leaves its file, and the removal of it the purge
+    queues behind it fails (or cannot be queued: no descriptor for the directories): the
+    purge keeps its marker (so the next start finishes it and the offset stays gone) and
+    the partition refuses sends until then, as when its last fsync fails."""
+    io = QueuedRemovalFailsIo() if failure == "removal fails" else RecordingIo()
+    if failure == "removal cannot be queued":
+        fail_opening_a_second_directory(monkeypatch)  # the store's is the first
     config = LogConfig(enforce_fsync=True)
     part = Partition.open(part_dir, 0, config, io=io)
     io.gate.clear()
