@@ -7,10 +7,12 @@ CANNOT_CREATE_PARTITION_DIRECTORY (3002), with no traceback in the log; nothing 
 created); the server keeps answering; what is created afterwards takes messages at once,
 and a restart keeps them and finds every partition directory. A consumer offset whose file
 cannot be opened answers CANNOT_OPEN_CONSUMER_OFFSETS_FILE (3023) and keeps the stored one.
-DeleteSegments whose first file removal fails (``remove-eio`` injected through
+DeleteSegments of which a file cannot be renamed aside (``rename-eio`` injected through
 ``TEST_LURCHER_IO_FAULT``, one and two shards, posix and io_uring) answers
-CANNOT_DELETE_FILE (10008) and keeps every segment, in memory as on disk; the same call
-afterwards deletes them.
+CANNOT_DELETE_FILE (10008) and keeps every segment, in memory as on disk (the files already
+set aside put back); the same call afterwards deletes them. One whose file, set aside,
+cannot be removed (``remove-eio``) is done: answered OK, the segments gone from polls, and
+the file left is removed at the next start.
 """
 
 from __future__ import annotations
@@ -174,27 +176,63 @@ def segment_logs(server: LurcherServer) -> list[str]:
     return sorted(p.name for p in directory.glob("*.log"))
 
 
-@pytest.mark.parametrize("io", ["posix", "uring"])
-@pytest.mark.parametrize("shards", [1, 2])
-def test_delete_segments_that_cannot_be_removed_keeps_them(server_factory: ServerFactory,
-                                                           shards: int, io: str) -> None:
+DELETE_TWO = raw.ident("s") + raw.ident("t") + struct.pack("<II", 0, 2)  # partition 0
+
+
+def three_segments(server_factory: ServerFactory, io: str, fault: str,
+                   shards: int = 1) -> LurcherServer:
+    """A server with ``fault`` injected and partition 0 of "s"/"t" holding nine messages,
+    three per 64 KiB segment."""
     server = server_factory({"LURCHER_SYSTEM_SEGMENT_SIZE": "64KiB", "LURCHER_SYSTEM_IO": io,
-                             "LURCHER_SYSTEM_SHARDING_SHARDS": str(shards),
-                             IO_FAULT: "remove-eio@1"})
-    payload = b"x" * 30_000  # three per 64 KiB segment
+                             "LURCHER_SYSTEM_SHARDING_SHARDS": str(shards), IO_FAULT: fault})
     with RawClient(server.tcp_address) as c:
         c.login()
         c.create_stream("s")
         c.create_topic("s", "t", 1)
         for _ in range(9):
-            c.send("s", "t", raw.partition_id(0), [raw.message(payload)])
-        logs = segment_logs(server)
-        delete_two = raw.ident("s") + raw.ident("t") + struct.pack("<II", 0, 2)
-        assert refused(c.call, DELETE_SEGMENTS, delete_two) == CANNOT_DELETE_FILE
+            c.send("s", "t", raw.partition_id(0), [raw.message(b"x" * 30_000)])
+    return server
+
+
+def first_offsets(c: RawClient) -> list[int]:
+    return [m.offset for m in c.poll("s", "t", 0, raw.STRATEGY_FIRST, 0, 10).messages]
+
+
+@pytest.mark.parametrize("io", ["posix", "uring"])
+@pytest.mark.parametrize("shards", [1, 2])
+def test_delete_segments_that_cannot_be_set_aside_keeps_them(server_factory: ServerFactory,
+                                                             shards: int, io: str) -> None:
+    # rename 3 sets the second segment's log aside: the first segment's files are put back
+    server = three_segments(server_factory, io, "rename-eio@3", shards)
+    logs = segment_logs(server)
+    with RawClient(server.tcp_address) as c:
+        c.login()
+        assert refused(c.call, DELETE_SEGMENTS, DELETE_TWO) == CANNOT_DELETE_FILE
         assert len(c.poll_all("s", "t", 0)) == 9
         assert segment_logs(server) == logs
-        c.call(DELETE_SEGMENTS, delete_two)  # the fault was the first removal only
-        assert [m.offset for m in c.poll("s", "t", 0, raw.STRATEGY_FIRST, 0, 10).messages] == [
-            6, 7, 8]  # offsets 0-5 are gone
+        c.call(DELETE_SEGMENTS, DELETE_TWO)  # the fault fires once
+        assert first_offsets(c) == [6, 7, 8]  # offsets 0-5 are gone
         assert segment_logs(server) == logs[2:]
+    assert_no_traceback(server)
+
+
+@pytest.mark.parametrize("io", ["posix", "uring"])
+def test_delete_segments_whose_files_cannot_be_removed_deletes_them(
+        server_factory: ServerFactory, io: str) -> None:
+    # removal 1: the first segment's log, set aside
+    server = three_segments(server_factory, io, "remove-eio@1")
+    logs = segment_logs(server)
+    with RawClient(server.tcp_address) as c:
+        c.login()
+        c.call(DELETE_SEGMENTS, DELETE_TWO)
+        assert first_offsets(c) == [6, 7, 8]
+    assert segment_logs(server) == logs[2:]
+    left = server.data_dir / "streams" / "0" / "topics" / "0" / "partitions" / "0"
+    assert [p.name for p in left.glob("*.purged")] == [logs[0] + ".purged"]
+    server.env.pop(IO_FAULT)
+    server.restart()
+    assert not list(left.glob("*.purged"))
+    with RawClient(server.tcp_address) as c:
+        c.login()
+        assert first_offsets(c) == [6, 7, 8]
     assert_no_traceback(server)

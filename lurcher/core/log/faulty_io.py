@@ -18,8 +18,9 @@ the ``n``-th call (1-based, counted per shard process) of one kind fails once:
 - ``remove-eio@n``: the n-th file removal (``remove``: a segment's log or index file, a
   consumer offset file) raises EIO and leaves the file in place, as a directory that refuses
   to let go of its entries does.
-- ``remove-slow@n``: the n-th file removal first sleeps ``SLOW_S`` (a big file
-  whose blocks take long to free), then removes the file.
+- ``remove-slow@n``: the n-th file removal logs ``SLOWED_REMOVAL`` (so a test knows it
+  began), sleeps ``SLOW_S`` (a big file whose blocks take long to free), then removes the
+  file.
 - ``rename-eio@n``: the n-th rename (``replace``: a purge setting a segment file aside, a
   consumer offset file written) raises EIO and leaves both names as they were.
 - ``rename-kill@n``: the process is killed (SIGKILL, a crash) at the n-th rename, before it
@@ -58,6 +59,7 @@ SLOW_S = 3.0
 SLOWED_FSYNC = "injected: a slow fsync"
 SLOWED_DIRSYNC = "injected: a slow directory fsync"
 SLOWED_DIRSYNC_OVER = "injected: the slow directory fsync is over"
+SLOWED_REMOVAL = "injected: a slow removal"
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +144,7 @@ class FaultyIo:
         if self.kind == "remove-eio" and self.removals == self.at:
             raise _eio(f"remove #{self.removals} of {path}")
         if self.kind == "remove-slow" and self.removals == self.at:
+            log.warning("%s (#%d, %.0f s)", SLOWED_REMOVAL, self.removals, SLOW_S)
             time.sleep(SLOW_S)
         self.inner.remove(path, folder)
 

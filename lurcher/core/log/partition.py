@@ -45,10 +45,12 @@ finishes the purge first (every segment file and stored offset removed). The fil
 aside are removed on the backend's worker thread, never on the event loop, and the purge
 is answered after that. With ``enforce_fsync`` the marker is on the device before the
 first change, and the directories after the last one, before the marker goes and the purge
-is answered; segment deletions fsync the directory too (on that worker thread as well).
-The server's purge (``purge_async``) makes, fsyncs and sets aside its marker and fsyncs
-the directories on that worker thread too, one purge of a partition at a time; sends that
-come while it finishes on disk wait for it (``_finishing``).
+is answered. The server's purge (``purge_async``) makes, fsyncs and sets aside its marker
+and fsyncs the directories on that worker thread too, one purge of a partition at a time;
+sends that come while it finishes on disk wait for it (``_finishing``). Segment deletions
+(DeleteSegments, retention) set the oldest segments' files aside the same way, all or
+nothing, and remove them on the worker thread too (``set_oldest_segments_aside``); with
+``enforce_fsync`` the directory is fsynced there first, after the renames.
 """
 
 from __future__ import annotations
@@ -87,7 +89,8 @@ from lurcher.core.wire.errors import IggyError
 log = logging.getLogger(__name__)
 
 PURGED_SUFFIX = ".purged"
-"""Appended to a segment file's name by a purge before the file is removed."""
+"""Appended to a segment file's name by a purge or a segment deletion before the file is
+removed (off the event loop)."""
 
 _START_OFFSET = operator.attrgetter("start_offset")  # what segments bisect by, in order
 _END_OFFSET = operator.attrgetter("end_offset")  # never decreases from segment to segment
@@ -131,7 +134,7 @@ def _refuse_misnamed(path: str, starts: list[int], io: IoBackend) -> None:
 
 def _remove_leftovers(path: str, io: IoBackend) -> None:
     """Remove the .index files without their .log (a crash between creating a segment's
-    two files, or a deletion between removing them), and the files a purge set aside but
+    two files, or a deletion between setting them aside), and the files a purge set aside but
     could not remove (``PURGED_SUFFIX``; one that still cannot be is logged and left: it is
     never read). Raises OSError when an orphan index cannot be removed."""
     names = os.listdir(path)
@@ -245,18 +248,18 @@ def _put_back(paths: list[str], io: IoBackend) -> None:
         try:
             io.replace(path + PURGED_SUFFIX, path)
         except OSError as exc:
-            log.error("%s set aside for a purge that failed and cannot be put back (%s): "
+            log.error("%s set aside for a deletion that failed and cannot be put back (%s): "
                       "its messages are lost at the next start", path, exc)
 
 
 def _remove_set_aside(paths: list[str], io: IoBackend) -> None:
-    """Remove the files a purge set aside; one that stays is logged (removed at the next
-    start, ``_remove_leftovers``)."""
+    """Remove the files a purge or a segment deletion set aside; one that stays is logged
+    (removed at the next start, ``_remove_leftovers``)."""
     for path in paths:
         try:
             io.remove(path)
         except OSError as exc:
-            log.warning("%s purged, but not removed (%s): removed at the next start",
+            log.warning("%s deleted, but not removed (%s): removed at the next start",
                         path, exc)
 
 
@@ -301,8 +304,9 @@ def _sync_after_removals(path: str, io: IoBackend) -> None:
 
 
 def _delete_files(segment: Segment) -> None:
-    """Remove a segment's files. Raises OSError while its log file is still there; an
-    index file left alone is logged and removed at the next open (``_remove_leftovers``)."""
+    """Remove a segment's files (``truncate_to``: the newest ones, on the event loop).
+    Raises OSError while its log file is still there; an index file left alone is logged
+    and removed at the next open (``_remove_leftovers``)."""
     try:
         segment.delete()
     except OSError as exc:
@@ -337,7 +341,6 @@ class Partition:
         self.storage_failure: str | None = None
         self._purge_turn = asyncio.Lock()  # one ``purge_async`` at a time
         self._finishing: asyncio.Future | None = None  # a purge's last disk work (sends wait)
-        self._removals_synced: asyncio.Future | None = None  # see ``removals_synced``
         self._rotation_failure: str | None = None  # the last one logged (``_segment_for``)
         self.closed = False
         self._pending_count = 0  # messages stamped but not yet written (in flight)
@@ -1041,33 +1044,47 @@ class Partition:
         return self.delete_oldest_segments(self.expired_segments(now_us, expiry_us, barrier))
 
     def delete_oldest_segments(self, n: int, barrier: int | None = None) -> tuple[int, int]:
+        """``set_oldest_segments_aside`` without waiting for the files' removal (retention:
+        nobody is answered). Returns (segments deleted, messages deleted). Raises OSError."""
+        segments, messages, _removal = self.set_oldest_segments_aside(n, barrier)
+        return segments, messages
+
+    def set_oldest_segments_aside(self, n: int, barrier: int | None = None
+                                  ) -> tuple[int, int, asyncio.Future | None]:
         """Delete up to ``n`` oldest sealed segments (never the open one; none past
         ``barrier``, see ``deletable_segments``). Offsets are kept: the next append still
         gets ``next_offset`` and polls of deleted offsets start at the first one left.
 
-        Returns (segments deleted, messages deleted). Raises OSError when a segment's log
-        file cannot be removed: that segment and the later ones stay, in memory as on disk.
-        With ``enforce_fsync`` the directory is fsynced after the removals
-        (``_sync_removals``), on the backend's worker thread when an event loop runs:
-        ``removals_synced`` says when.
-        """
+        All or nothing, as a purge: each file (log first, so an index alone is an orphan
+        the next open removes) is renamed aside (``_set_aside``: a name no open reads as a
+        segment, removed at any open), then the segments leave the partition; one rename
+        that fails renames the others back and raises OSError: every segment stays, in
+        memory as on disk. Set aside, the files are removed on the backend's worker thread
+        (``_remove_in_worker``: an unlink of a synced file can take milliseconds), and one
+        that cannot be is logged and removed at the next start. A crash at any point leaves
+        a prefix of them deleted, never a segment half there. With ``enforce_fsync`` the
+        directory is fsynced after the renames, on the worker thread before the removals
+        when an event loop runs (``_sync_removals``).
+
+        Returns (segments deleted, messages deleted, a future that resolves once the files
+        are removed (answer a client then), or None when there is nothing to wait for)."""
         doomed = self.segments[:max(0, min(n, self.deletable_segments(barrier)))]
-        gone: list[Segment] = []
-        try:
-            for segment in doomed:
-                _delete_files(segment)
-                gone.append(segment)
-        finally:
-            messages = self._forget_oldest(gone)
-            if gone and self.config.enforce_fsync:
-                self._removals_synced = self._sync_removals()
-        return len(gone), messages
+        if not doomed:
+            return 0, 0, None
+        set_aside = _set_aside([path for segment in doomed
+                                for path in (segment.log_path, segment.index_path)], self.io)
+        for segment in doomed:
+            segment.close()
+        messages = self._forget_oldest(doomed)
+        if self.config.enforce_fsync:
+            self._sync_removals()  # queued before the removals: the worker runs jobs in order
+        return len(doomed), messages, self._remove_in_worker(set_aside)
 
     def _sync_removals(self) -> asyncio.Future | None:
-        """fsync the directory after segment removals: on the worker thread when an event
-        loop runs (a future that resolves after it), else here (None). A failure is logged,
-        not raised: the segments are gone here, a caller asked again would delete more, and
-        segments a power loss brings back are only deleted again by retention."""
+        """fsync the directory after segment files are set aside: on the worker thread when
+        an event loop runs (a future that resolves after it), else here (None). A failure is
+        logged, not raised: the segments are gone here, a caller asked again would delete
+        more, and segments a power loss brings back are only deleted again by retention."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -1075,14 +1092,8 @@ class Partition:
             return None
         return _in_worker(self.io, lambda: _sync_after_removals(self.path, self.io))
 
-    def removals_synced(self) -> asyncio.Future | None:
-        """What to await before answering a segment deletion: the directory fsync after the
-        last one (``delete_oldest_segments``), None when none is under way."""
-        synced = self._removals_synced
-        return None if synced is None or synced.done() else synced
-
     def _forget_oldest(self, gone: list[Segment]) -> int:
-        """Drop the oldest segments ``gone`` (their files deleted) from the segments and
+        """Drop the oldest segments ``gone`` (their files set aside) from the segments and
         counters; their message count."""
         self.segments = self.segments[len(gone):]
         messages = sum(segment.count for segment in gone)

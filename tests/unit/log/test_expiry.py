@@ -89,25 +89,53 @@ def test_delete_everything_but_the_open_segment_then_roll(spread, open_partition
     assert (again.first_offset, again.current_offset, again.segments_count) == (45, 49, 1)
 
 
-def test_a_segment_whose_log_cannot_be_removed_stays_with_the_later_ones(spread, monkeypatch):
-    """The second segment's log cannot be removed (a directory that refuses, EPERM): the
-    first is deleted, the second and third stay in memory as on disk, with their counters;
-    once removal works they go."""
+def test_a_segment_whose_log_cannot_be_set_aside_keeps_every_segment(spread, monkeypatch):
+    """The second segment's log cannot be renamed aside (a directory that refuses, EPERM):
+    the deletion is all or nothing, so the first segment's files are put back and every
+    segment stays, in memory as on disk, with its counters; once renames work they go.
+    (Until segment files were set aside before their removal, the first one was deleted.)"""
     io = spread.files.io
-    real_remove = io.remove
+    real_replace = io.replace
     refused = spread.segments[1].log_path
 
-    def remove(path):
-        if path == refused:
-            raise PermissionError(1, "Operation not permitted (injected)", path)
-        real_remove(path)
+    def replace(src, dst, folder=None):
+        if src == refused:
+            raise PermissionError(1, "Operation not permitted (injected)", src)
+        real_replace(src, dst, folder)
 
-    monkeypatch.setattr(io, "remove", remove)
+    monkeypatch.setattr(io, "replace", replace)
     with pytest.raises(OSError):
         spread.delete_oldest_segments(3)
-    assert [s.start_offset for s in spread.segments] == [15, 30, 45]
+    assert [s.start_offset for s in spread.segments] == [0, 15, 30, 45]
     assert (spread.first_offset, spread.messages_count, spread.size_bytes) == (
-        15, 35, 35 * MESSAGE_BYTES)
-    assert spread.read_offset(15, 1).first_offset == 15
+        0, 50, 50 * MESSAGE_BYTES)
+    assert spread.read_offset(0, 1).first_offset == 0
+    assert not [n for n in os.listdir(spread.path) if n.endswith(".purged")]
+    monkeypatch.setattr(io, "replace", real_replace)
+    assert spread.delete_oldest_segments(3) == (3, 45)
+
+
+def test_a_segment_file_that_cannot_be_removed_is_removed_at_the_next_open(
+        spread, open_partition, monkeypatch):
+    """Set aside, the second segment's log cannot be removed (EPERM): the deletion is done
+    all the same (the segments are gone), the file stays under its set-aside name, never
+    read, and the next open removes it."""
+    io = spread.files.io
+    real_remove = io.remove
+    refused = spread.segments[1].log_path + ".purged"
+
+    def remove(path, folder=None):
+        if path == refused:
+            raise PermissionError(1, "Operation not permitted (injected)", path)
+        real_remove(path, folder)
+
+    monkeypatch.setattr(io, "remove", remove)
+    assert spread.delete_oldest_segments(2) == (2, 30)
+    assert [s.start_offset for s in spread.segments] == [30, 45]
+    assert [n for n in os.listdir(spread.path) if n.endswith(".purged")] == [
+        os.path.basename(refused)]
     monkeypatch.setattr(io, "remove", real_remove)
-    assert spread.delete_oldest_segments(3) == (2, 30)
+    spread.close()
+    again = open_partition(segment_size_bytes=SEGMENT_BYTES)
+    assert (again.first_offset, again.messages_count) == (30, 20)
+    assert not [n for n in os.listdir(again.path) if n.endswith(".purged")]

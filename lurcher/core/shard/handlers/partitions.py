@@ -4,10 +4,14 @@ Creating or deleting partitions rebalances every consumer group of the topic. De
 partitions removes the last N (their files, offsets and deduplication windows).
 DeleteSegments deletes the oldest N sealed segments of a partition, never the open one nor
 one holding messages past the lowest stored consumer offset (as 0.8 does); offsets are
-kept, so the next message still gets the next offset. A segment whose log file cannot be
-removed stays (with the later ones), in memory as on disk: CANNOT_DELETE_FILE (10008), as
-0.8 answers. On a cluster node DeleteSegments is replicated instead
-(``lurcher.cluster.partitions``).
+kept, so the next message still gets the next offset. The segments leave the partition at
+once (their files renamed aside) and their files are removed off the event loop; the command
+is answered once they are gone (``Partition.set_oldest_segments_aside``). All or nothing: when
+one file cannot be renamed aside, every segment stays, in memory as on disk, and the answer
+is CANNOT_DELETE_FILE (10008), as 0.8 answers when it cannot remove a file; a file set aside
+that cannot be removed is logged and removed at the next start (the command succeeds: the
+segments are gone).
+On a cluster node DeleteSegments is replicated instead (``lurcher.cluster.partitions``).
 
 Partition counts are bounded twice: at most 1,000 per request (0.8's
 ``MAX_PARTITIONS_COUNT``, checked by the request codecs) and at most
@@ -73,8 +77,9 @@ def delete_segments(shard: ShardFace, session: Session, req: DeleteSegments) -> 
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
     partition = shard.partition(topic, req.partition_id)
     try:
-        partition.delete_oldest_segments(req.segments_count, partition.min_stored_offset())
+        _segments, _messages, removal = partition.set_oldest_segments_aside(
+            req.segments_count, partition.min_stored_offset())
     except OSError as exc:
         log.error("DeleteSegments on %s: %s", partition.path, exc)
         raise IggyError(ErrorCode.CANNOT_DELETE_FILE, f"segment not deleted: {exc}") from exc
-    return partition.removals_synced()  # answered once the directory fsync is done
+    return removal
