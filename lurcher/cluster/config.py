@@ -12,8 +12,9 @@ a change or send the group could not commit (no quorum) fails instead of waiting
 ``checkpoint_every_ops`` (every group, metadata and partitions, checkpoints every so many ops
 and keeps as many below the checkpoint), ``handshake_timeout_ms`` and
 ``max_handshaking_links`` (the bounds on connections to the replication port that have not
-authenticated yet: their deadline, and how many may be at once), ``replication_factor``, the replicas of each partition of a topic created without one
-(Iggy 0.8 has no such key: it stores 1), at most the number of nodes. ``[cluster.tls]``
+authenticated yet: their deadline, and how many may be at once), ``replication_factor``,
+the replicas of each partition of a topic created without one (Iggy 0.8 has no such key: it
+stores 1), at most the number of nodes. ``[cluster.tls]``
 (Iggy 0.8 has none): ``enabled``, ``cert_file``, ``key_file``, ``ca_file``: node links run
 over mutual TLS, each node's certificate chaining to ``ca_file`` (relative paths under
 ``system.path``); the secret handshake still runs inside.

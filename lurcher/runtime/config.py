@@ -5,11 +5,11 @@ Precedence (last wins): the packaged ``configs/server.toml``, the file given wit
 ``--config`` (or ``LURCHER_CONFIG_PATH``), then ``LURCHER_<SECTION>_<KEY>`` variables. An
 environment variable names a key by its path joined with ``_`` and upper-cased; the path is
 resolved against the keys that exist, so keys containing underscores work
-(``LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC``). Values are coerced to the type of the default. Every key and value, from the file or the
-environment, is checked against the defaults (``configcheck``): unknown keys and values of
-the wrong kind raise ConfigError with one line naming the key.
-Human sizes ("1 GiB", "500 MB") and durations ("30 s", "1 m", "none") are parsed by
-``core.wire.units`` (``parse_size`` and ``parse_duration_us`` here raise ConfigError).
+(``LURCHER_SYSTEM_PARTITION_ENFORCE_FSYNC``). Values are coerced to the type of the default.
+Every key and value, from the file or the environment, is checked against the defaults
+(``configcheck``): unknown keys and values of the wrong kind raise ConfigError with one line
+naming the key. Human sizes ("1 GiB", "500 MB") and durations ("30 s", "1 m", "none") are parsed
+by ``core.wire.units`` (``parse_size`` and ``parse_duration_us`` here raise ConfigError).
 
 ``Config`` holds the merged tables (``data``: what the diagnostic snapshot shows and what a
 shard process is started with) and their decoding (``typed``), which is what everything
@@ -138,7 +138,9 @@ def apply_env(config: dict[str, Any], environ: Mapping[str, str]) -> dict[str, A
             node = node[key]
         value = _coerce(raw, node[path[-1]])
         try:
-            configcheck.check_value(".".join(path), value, node[path[-1]], f"{name}={units.shown(raw)} ({'.'.join(path)})")
+            dotted = ".".join(path)
+            configcheck.check_value(dotted, value, node[path[-1]],
+                                    f"{name}={units.shown(raw)} ({dotted})")
         except configcheck.ConfigKeyError as exc:
             raise ConfigError(str(exc)) from None
         node[path[-1]] = value

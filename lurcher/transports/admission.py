@@ -8,8 +8,9 @@ could not be created. Two caps, each the configured count bounded by the open-fi
 
 - HTTP (``limits.http_max_connections``, ``listener_cap``): never more than a quarter of the
   open-files limit; a connection beyond it is answered ``503 Service Unavailable`` and
-  closed (counted only until it is gone), over TLS closed before its handshake. ``lurcher-mcp``'s HTTP listener has the same
-  kind of cap (``http.max_connections``, ``listener_connections``);
+  closed (counted only until it is gone), over TLS closed before its handshake.
+  ``lurcher-mcp``'s HTTP listener has the same kind of cap (``http.max_connections``,
+  ``listener_connections``);
 - the binary listeners of one shard process together, TCP (and TLS), WebSocket and the Unix
   socket (``limits.binary_max_connections``, ``binary_cap``): never more than the limit
   leaves once the segment files (``system.segment.max_open_files``), HTTP's share (shard 0)
@@ -20,9 +21,9 @@ could not be created. Two caps, each the configured count bounded by the open-fi
 ``admit``/``adopt``/``release`` keep the count (``admits`` answers for a given count). One
 warning is logged when the cap is first reached, and again only after the count fell below
 it; it says what becomes of new connections on that listener's kind (``refused_http``,
-``refused_binary``). Sans-IO but for that log line. Over TLS a connection counts from its accept, its
-handshake included (``transports.handshake``); one beyond the cap is closed before it.
-Invariant: ``open`` is the number of connections admitted or adopted and not yet released.
+``refused_binary``). Sans-IO but for that log line. Over TLS a connection counts from its
+accept, its handshake included (``transports.handshake``); one beyond the cap is closed before
+it. Invariant: ``open`` is the number of connections admitted or adopted and not yet released.
 """
 
 from __future__ import annotations

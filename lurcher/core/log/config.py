@@ -29,8 +29,8 @@ class LogConfig(msgspec.Struct, frozen=True):
     written (``Partition.append_async``); more wait, unstamped, in arrival order.
     ``inline_write_max_bytes``: a batch this small, arriving while nothing is in flight, is
     written on the event loop (a page-cache copy of a few KiB costs less than the hand-off,
-    see ``inline``); 0 = never, every write is asynchronous. ``page_cache_window``: the newest log bytes
-    of a partition kept in the page cache; older ones are written back and evicted
+    see ``inline``); 0 = never, every write is asynchronous. ``page_cache_window``: the newest
+    log bytes of a partition kept in the page cache; older ones are written back and evicted
     (``cache_window``); 0 = leave the cache to the kernel. ``reserve_ahead``: the largest
     step of disk blocks reserved past a log's end for partitions writing big batches
     (``segment``); 0 = never. ``cap_stored_offsets``: at open, lower consumer offsets stored

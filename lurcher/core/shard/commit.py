@@ -8,8 +8,9 @@ later marks them again for the next round) and fsynced together with every other
 in the same round, each partition on its own: one partition's failure fails only its
 waiters. A partition that created a segment since its last round has its directory fsynced
 in the round too (``Partition.take_unsynced_directory``): the new files' names must be on the
-device before a batch in them is acknowledged. Rounds run one at a time on the group commit's own thread (``WriterThread``), whose
-completion wakes the event loop once: no executor, no task, no coroutine per send.
+device before a batch in them is acknowledged. Rounds run one at a time on the group commit's
+own thread (``WriterThread``), whose completion wakes the event loop once: no executor, no task,
+no coroutine per send.
 
 A failed fsync answers CANNOT_SYNC_FILE to every batch of that partition not yet
 acknowledged (those of the round and those written while it ran) and calls

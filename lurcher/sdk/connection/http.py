@@ -1,8 +1,9 @@
 """``HttpConnection``: the binary ``Connection`` interface carried over the REST API (§14).
 
 The SDK speaks binary requests; this class decodes each one into its typed request
-(``core.wire``), sends the matching REST call (the spec's REST route, filled by ``rest_call``), and turns the JSON answer back
-into the binary OK payload of that command, so ``Client`` works unchanged over HTTP. Login
+(``core.wire``), sends the matching REST call (the spec's REST route, filled by
+``rest_call``), and turns the JSON answer back into the binary OK payload of that command, so
+``Client`` works unchanged over HTTP. Login
 requests keep the returned JWT and send it as ``Authorization: Bearer`` afterwards;
 LogoutUser revokes it. Error answers become their Iggy status; a bare 401 becomes
 UNAUTHENTICATED; a 404 "not found" for an optional resource becomes an empty OK (None).
@@ -15,8 +16,9 @@ its request with INVALID_BYTES_RESPONSE without being read further, and the conn
 closed. The SDK asks for gzip or deflate and decodes them itself (``BoundedDecoder``), never
 more than the bound plus one byte: a small compressed answer cannot decode into a large one
 first (httpx decodes each network read whole); another content coding, or a body that does
-not decode, is INVALID_BYTES_RESPONSE too. ``request_timeout_s`` bounds each exchange as a whole (a peer trickling its answer
-is not waited for past it), ``connect_timeout_s`` the connect's ``/ping``.
+not decode, is INVALID_BYTES_RESPONSE too. ``request_timeout_s`` bounds each exchange as a
+whole (a peer trickling its answer is not waited for past it), ``connect_timeout_s`` the
+connect's ``/ping``.
 """
 
 from __future__ import annotations
@@ -316,7 +318,8 @@ class HttpConnection(Connection):
             raise IggyError(ErrorCode.TASK_TIMEOUT, f"{self.base_url}: no answer") from None
         except (httpx.HTTPError, OSError, ssl.SSLError) as e:
             await self._abort()
-            raise IggyError(ErrorCode.CANNOT_ESTABLISH_CONNECTION, f"{self.base_url}: {e}") from None
+            raise IggyError(ErrorCode.CANNOT_ESTABLISH_CONNECTION,
+                            f"{self.base_url}: {e}") from None
         if response.status_code != 200:
             await self._abort()
             raise IggyError(ErrorCode.CANNOT_ESTABLISH_CONNECTION,

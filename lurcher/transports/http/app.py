@@ -14,12 +14,13 @@ tokens get a bare 401. Errors are ``{"id","code","reason","field"}`` with the §
 mapping; malformed JSON is 400 INVALID_FORMAT, a body that does not fit its type (a
 missing required field, a wrong type, a null: ``bodies``) 422 INVALID_FORMAT, both as Iggy
 0.8's axum ``Json``, invalid UTF-8 is 400 INVALID_UTF8, a body that is not
-``application/json`` is 415, a body above ``max_request_size`` is 413, and so is a body of a route taken before any login (login,
-token login, refresh) above ``limits.max_unauthenticated_payload_bytes``, as a binary frame
-before login is held to it (``unauthenticated_body``: no more is buffered, so a client
-trickling such bodies holds no more than that per connection). A built request must have a
-binary form (``validation.check_encodable``: integers in their wire ranges) and passes the
-same ``validate()`` as a binary one, in the dispatcher. One lurcher-only route: ``GET
+``application/json`` is 415, a body above ``max_request_size`` is 413, and so is a body of a
+route taken before any login (login, token login, refresh) above
+``limits.max_unauthenticated_payload_bytes``, as a binary frame before login is held to it
+(``unauthenticated_body``: no more is buffered, so a client trickling such bodies holds no more
+than that per connection). A built request must have a binary form
+(``validation.check_encodable``: integers in their wire ranges) and passes the same
+``validate()`` as a binary one, in the dispatcher. One lurcher-only route: ``GET
 /cluster/status`` (``cluster.status``), authenticated.
 
 A poll answer above ``RENDER_OFF_LOOP_BYTES`` is turned into JSON on the API's one renderer
