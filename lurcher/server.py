@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lurcher import datadir, logsetup
+from lurcher.auth.passwords import UnusableHashing
 from lurcher.auth.root import ensure_root
 from lurcher.auth.session import number_clients_for_shard
 from lurcher.core.allocator import return_large_buffers_to_the_kernel
@@ -257,7 +258,7 @@ def run_shard(config: Config, default_root: bool, shard_id: int = 0, shards: int
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             runner.run(serve(config, default_root, shard_id, shards, namespace, ready,
                              heartbeat))
-    except (OSError, TlsConfigError, MetaLogCorrupt, IggyError) as exc:
+    except (OSError, TlsConfigError, MetaLogCorrupt, IggyError, UnusableHashing) as exc:
         log.error("cannot start: %s", exc)
         return 1
     return 0

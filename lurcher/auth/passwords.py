@@ -8,6 +8,8 @@ shard processes (at least one each). So a flood of logins neither takes the even
 executor (partition removal, snapshots and cluster metadata writes queue there) nor runs
 more hashes at once than there are CPUs to compete with the loops (asyncio's default
 executor ran up to CPUs + 4 per process).
+Construction hashes once (the dummy), so parameters that cannot hash here (more memory
+than can be allocated) stop the start with ``UnusableHashing``, one line, before any login.
 """
 
 from __future__ import annotations
@@ -18,12 +20,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+from argon2.exceptions import (HashingError, InvalidHashError, VerificationError,
+                                VerifyMismatchError)
 
 if TYPE_CHECKING:
     from lurcher.runtime.config import Config
 
 T = TypeVar("T")
+
+
+class UnusableHashing(ValueError):
+    """The ``[auth]`` Argon2 parameters cannot hash here (the memory cannot be allocated)."""
 
 
 class Passwords:
@@ -32,7 +39,12 @@ class Passwords:
         """``workers``: hashing threads (default: one per CPU)."""
         self._hasher = PasswordHasher(time_cost=time_cost, memory_cost=memory_cost_kib,
                                       parallelism=parallelism)
-        self._dummy = self._hasher.hash("lurcher-dummy-password")
+        try:
+            self._dummy = self._hasher.hash("lurcher-dummy-password")
+        except HashingError as exc:
+            raise UnusableHashing(f"auth.argon2_*: cannot hash a password with time cost "
+                                  f"{time_cost}, {memory_cost_kib} KiB and parallelism "
+                                  f"{parallelism}: {exc}") from None
         self._workers = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1,
                                            thread_name_prefix="argon2")
 

@@ -25,6 +25,7 @@ from lurcher.cluster.config import ClusterConfig, ClusterConfigError, decode_clu
 from lurcher.core.log.config import MAX_SEGMENT_SIZE_BYTES
 from lurcher.core.quic import MAX_DATAGRAM_BYTES, SMALLEST_DATAGRAM_BYTES, STREAM_COUNT_MAX
 from lurcher.core.wire import units
+from lurcher.core.wire.buffer import U32_MAX
 
 
 class Quantity:
@@ -197,8 +198,9 @@ class Unix(Section):
 
 
 class Auth(Section):
-    argon2_time_cost: Annotated[int, msgspec.Meta(ge=1)]
-    argon2_memory_cost_kib: Annotated[int, msgspec.Meta(ge=8)]
+    # Argon2 takes its costs as u32 (argon2-cffi refused a larger one with a traceback)
+    argon2_time_cost: Annotated[int, msgspec.Meta(ge=1, le=U32_MAX)]
+    argon2_memory_cost_kib: Annotated[int, msgspec.Meta(ge=8, le=U32_MAX)]
     argon2_parallelism: Annotated[int, msgspec.Meta(ge=1)]
     login_free_attempts: Annotated[int, msgspec.Meta(ge=0)]
     login_backoff_base: Micros

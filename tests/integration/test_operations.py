@@ -136,6 +136,11 @@ BAD_ENV = [
     ("LURCHER_SYSTEM_SHARDING_HEARTBEAT_INTERVAL", "0",
      "system.sharding.heartbeat_interval must be above 0 and not none"),
     ("LURCHER_SYSTEM_SEGMENT_SIZE", "0", "system.segment.size: expected `int` >= 1"),
+    # found by the docs audit: argon2 refused a cost above u32 with a traceback (exit 1)
+    ("LURCHER_AUTH_ARGON2_TIME_COST", "4294967296",
+     "auth.argon2_time_cost: expected `int` <= 4294967295"),
+    ("LURCHER_AUTH_ARGON2_MEMORY_COST_KIB", "99999999999999999999",
+     "auth.argon2_memory_cost_kib: expected `int` <= 4294967295"),
 ]
 
 

@@ -7,7 +7,11 @@ import os
 import threading
 import time
 
-from lurcher.auth.passwords import Passwords
+import pytest
+from argon2 import PasswordHasher
+from argon2.exceptions import HashingError
+
+from lurcher.auth.passwords import Passwords, UnusableHashing
 from lurcher.runtime.config import Config
 
 
@@ -74,3 +78,14 @@ def test_hashing_threads_are_shared_among_shard_processes() -> None:
     for shards, expected in ((1, cpus), (2, max(1, cpus // 2)), (0, 1), (cpus * 4, 1)):
         config = Config({"system": {"sharding": {"shards": shards}}})
         assert Passwords.from_config(config)._workers._max_workers == expected
+
+
+def test_parameters_that_cannot_hash_are_one_line_refusal(monkeypatch) -> None:
+    """argon2 failing to hash (its memory cannot be allocated: 4 TiB asked) is a one-line
+    ``UnusableHashing`` naming the parameters, which the server's start reports as
+    "cannot start"; a HashingError traceback before (found by the docs audit)."""
+    def refuse(self, password, *, salt=None):
+        raise HashingError("Memory allocation error")
+    monkeypatch.setattr(PasswordHasher, "hash", refuse)
+    with pytest.raises(UnusableHashing, match="4294967295 KiB .*Memory allocation error"):
+        Passwords(time_cost=1, memory_cost_kib=0xFFFF_FFFF, parallelism=1)
