@@ -45,8 +45,13 @@ class Section(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """Base of every section: unknown keys refused, values immutable."""
 
 
+# Shard processes at most: each is a process every metadata change waits for, linked to the
+# others; 2**64 of them failed on a traceback, thousands exhausted the machine one by one.
+MAX_SHARDS = 1024
+
+
 class Sharding(Section):
-    shards: Annotated[int, msgspec.Meta(ge=0)]
+    shards: Annotated[int, msgspec.Meta(ge=0, le=MAX_SHARDS)]
     heartbeat_interval: Micros
     heartbeat_timeout: Micros
 

@@ -141,6 +141,11 @@ BAD_ENV = [
      "auth.argon2_time_cost: expected `int` <= 4294967295"),
     ("LURCHER_AUTH_ARGON2_MEMORY_COST_KIB", "99999999999999999999",
      "auth.argon2_memory_cost_kib: expected `int` <= 4294967295"),
+    # found by the docs audit: shard 0 failed on a traceback (its client-id stripe empty),
+    # and 65536 shards were started one by one until the machine ran out
+    ("LURCHER_SYSTEM_SHARDING_SHARDS", "99999999999999999999",
+     "system.sharding.shards: expected `int` <= 1024"),
+    ("LURCHER_SYSTEM_SHARDING_SHARDS", "1025", "system.sharding.shards: expected `int` <= 1024"),
 ]
 
 
