@@ -4,7 +4,8 @@ optional log file with size-based rotation (in addition to stderr).
 Invariants: one handler set per process, installed once (``configure`` replaces what was
 there). With several shard processes only the process given ``rotate=True`` (the
 supervisor, or the single server process) rotates the file; shard processes append through
-a ``WatchedFileHandler``, which reopens the file after the supervisor rotated it. Log
+a ``WatchedFileHandler``, which reopens the file after the supervisor rotated it; at most
+``MAX_BACKUPS`` rotated files are kept (a rotation costs a step each). Log
 lines never carry secrets: callers log user names, never passwords or tokens. ``configure``
 takes the typed section (``runtime.settings.Logging``); a plain table given instead (tests,
 tools) is completed from the packaged defaults, so no default is repeated here.
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from lurcher.runtime.settings import Logging
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# Kept rotated files at most (``backups``): a rotation looks at every kept name in turn, on the
+# thread that logs, so 2**64 of them hung the start at the first rotation.
+MAX_BACKUPS = 1000
 LEVELS = ("debug", "info", "warning", "error", "critical")
 FORMATS = ("text", "json")
 

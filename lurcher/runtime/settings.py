@@ -26,6 +26,7 @@ from lurcher.core.log.config import MAX_SEGMENT_SIZE_BYTES
 from lurcher.core.quic import MAX_DATAGRAM_BYTES, SMALLEST_DATAGRAM_BYTES, STREAM_COUNT_MAX
 from lurcher.core.wire import units
 from lurcher.core.wire.buffer import U32_MAX
+from lurcher.logsetup import MAX_BACKUPS
 
 
 class Quantity:
@@ -94,7 +95,7 @@ class Logging(Section):
     format: str
     file: str
     max_size: Bytes
-    backups: Annotated[int, msgspec.Meta(ge=0)]
+    backups: Annotated[int, msgspec.Meta(ge=0, le=MAX_BACKUPS)]
 
 
 class System(Section):

@@ -146,6 +146,9 @@ BAD_ENV = [
     ("LURCHER_SYSTEM_SHARDING_SHARDS", "99999999999999999999",
      "system.sharding.shards: expected `int` <= 1024"),
     ("LURCHER_SYSTEM_SHARDING_SHARDS", "1025", "system.sharding.shards: expected `int` <= 1024"),
+    # found by the docs audit: the first rotation looked at 2**64 names, never ready
+    ("LURCHER_SYSTEM_LOGGING_BACKUPS", "99999999999999999999",
+     "system.logging.backups: expected `int` <= 1000"),
 ]
 
 
