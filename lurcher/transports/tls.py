@@ -2,12 +2,13 @@
 
 A ``[<transport>.tls]`` section (``[quic.certificate]`` for QUIC) names ``cert_file`` and
 ``key_file``; relative paths resolve against ``system.path``. With ``self_signed = true`` and
-either file missing, a certificate for ``localhost`` / 127.0.0.1 / ::1 (and its key) is
+both files missing, a certificate for ``localhost`` / 127.0.0.1 / ::1 (and its key) is
 generated with ``cryptography`` and written there, so later starts reuse it. Invariants: the
-key file is written with mode 0600 before the certificate; an existing pair is never
-overwritten. Every context is TLS 1.2 or later. ``mutual_contexts`` serves ``[cluster.tls]``:
-both ends of a node link present their certificate and require the peer's to chain to
-``ca_file`` (no self-signing there: the operator provides every file).
+key file is written with mode 0600 before the certificate; an existing file is never
+overwritten (only one of the two present stops the start with one line). Every context is
+TLS 1.2 or later. ``mutual_contexts`` serves ``[cluster.tls]``: both ends of a node link
+present their certificate and require the peer's to chain to ``ca_file`` (no self-signing
+there: the operator provides every file).
 """
 
 from __future__ import annotations
@@ -142,17 +143,30 @@ def resolve_paths(section: Tls | Certificate | ClusterTls, data_path: Path) -> C
 def ensure_certificate(section: Tls | Certificate, data_path: Path) -> CertPaths:
     """The certificate pair of ``section``, generated when missing and self-signing is on.
 
-    Raises TlsConfigError when a file is missing and ``self_signed`` is false.
+    Raises TlsConfigError when a file is missing and ``self_signed`` is false, or when only
+    one of the two exists (generating would overwrite it: an operator's certificate with its
+    key misnamed, say).
     """
     paths = resolve_paths(section, data_path)
-    if paths.cert_file.exists() and paths.key_file.exists():
+    present = [path for path in (paths.cert_file, paths.key_file) if path.exists()]
+    if len(present) == 2:
         return paths
     if not section.self_signed:
         raise TlsConfigError(f"TLS certificate {paths.cert_file} or key {paths.key_file} "
                              f"is missing and self_signed = false")
+    if present:
+        raise TlsConfigError(_half_pair(paths, present[0]))
     cert, key = make_server_cert()
     write_pair(paths, cert, key)
     return paths
+
+
+def _half_pair(paths: CertPaths, present: Path) -> str:
+    """The refusal of a pair with one file: self-signing would have replaced that file."""
+    missing = paths.key_file if present == paths.cert_file else paths.cert_file
+    return (f"TLS {'key' if missing == paths.key_file else 'certificate'} {missing} is "
+            f"missing but {present} exists; not replacing it with a self-signed pair (name "
+            f"both files of the pair, or remove {present} to have one generated)")
 
 
 def _context(protocol: int, paths: CertPaths) -> ssl.SSLContext:

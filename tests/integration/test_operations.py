@@ -160,6 +160,25 @@ def test_bad_environment_variable_is_refused_in_one_line(tmp_path: Path, name: s
     assert one_line(result.stderr).startswith(f"lurcher-server: configuration error: {message}")
 
 
+@pytest.mark.parametrize("present", ["lurcher_cert.pem", "lurcher_key.pem"])
+def test_a_tls_pair_with_one_file_is_refused_and_that_file_is_kept(tmp_path: Path,
+                                                                   present: str):
+    """self_signed = true generates a pair only where both files are missing: the old code
+    wrote a new pair over the one file there (an operator's certificate whose key was
+    misnamed, say) and started (found by the docs audit)."""
+    certs = tmp_path / "data" / "certs"
+    certs.mkdir(parents=True)
+    kept = certs / present
+    kept.write_bytes(b"the operator's own file\n")
+    result = run_server_to_exit([], {"LURCHER_SYSTEM_PATH": "data",
+                                     "LURCHER_TCP_TLS_ENABLED": "true"}, cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "cannot start: TLS" in last and f"missing but {kept} exists" in last, last
+    assert kept.read_bytes() == b"the operator's own file\n"
+    assert sorted(p.name for p in certs.iterdir()) == [present]
+
+
 def test_help_lists_config_discovery_env_rule_and_data_location(tmp_path: Path):
     result = run_server_to_exit(["--help"], {}, cwd=tmp_path)
     assert result.returncode == 0
