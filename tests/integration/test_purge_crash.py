@@ -8,8 +8,9 @@ by renaming them, then its marker), ``rename-eio@n`` fails its n-th rename,
 
 Checked: a server killed anywhere in a purge's renames comes back with the partition fully
 purged (no message pollable, the stored consumer offset gone, only an empty segment at 0,
-sends from offset 0), never with some segments gone and the later ones still served. A
-purge whose marker cannot be set aside is done and answered, and the partition refuses sends
+sends from offset 0), never with some segments gone and the later ones still served; a
+start that cannot finish such a purge (``remove-eio``) is refused with one line naming it,
+and the next one finishes it. A purge whose marker cannot be set aside is done and answered, and the partition refuses sends
 (CannotWriteToFile, 10006) until a restart, which finds it purged. With ``enforce_fsync``
 a purge fsyncs the partition directory: one whose first directory fsync (the marker's)
 fails answers CannotDeleteFile (10008) and keeps every message and the offset; one whose
@@ -38,7 +39,7 @@ from tests.integration.test_purge_faults import (FRESH, MESSAGES, PAYLOAD, call,
                                                  files, refused)
 from tests.support import raw
 from tests.support.raw import PeerClosed, RawClient, StatusError
-from tests.support.server import LurcherServer, ServerFactory
+from tests.support.server import LurcherServer, ServerFactory, run_server_to_exit
 
 CANNOT_DELETE_FILE = 10008
 CANNOT_WRITE_TO_FILE = 10006
@@ -173,3 +174,24 @@ def test_purge_answered_only_once_an_offset_store_queued_before_it_is_removed(
     with connect(server) as c:
         assert [m.payload for m in c.poll_all("s", "t", 0)] == [b"after"] * 2
         assert stored_offset(c) is None, "the offset stored before the purge came back"
+
+
+def test_start_that_cannot_finish_an_interrupted_purge_refuses_in_one_line(
+        server_factory: ServerFactory) -> None:
+    """A purge interrupted by a crash is finished at the next start; a start whose removal of
+    the purged files fails is refused with one line naming the partition (exit 1, no
+    traceback), touching nothing more, and the start after it finishes the purge."""
+    server = start(server_factory, "rename-kill@3")
+    with connect(server) as c:
+        fill(c)
+        with pytest.raises((PeerClosed, ConnectionError)):
+            call(c, PurgeTopic(S, T))
+    server.proc.wait(EXIT_WAIT_S)  # killed by the fault, the purge half done
+    env = {**server.env, IO_FAULT: "remove-eio@1"}
+    refused_start = run_server_to_exit(server.args, env, cwd=server.data_dir)
+    assert refused_start.returncode == 1 and "Traceback" not in refused_start.stderr
+    last = refused_start.stderr.strip().splitlines()[-1]
+    assert "cannot start:" in last and "interrupted purge" in last, refused_start.stderr
+    assert str(server.data_dir / "streams") in last
+    restart_without_fault(server)
+    assert_purged(server)

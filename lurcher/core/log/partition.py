@@ -41,7 +41,8 @@ files are renamed aside (``PURGED_SUFFIX``) before any is removed, and such a fi
 behind is removed at the next open, never read as a segment. Across a crash too: a marker
 file (``PURGE_MARKER``) is created before the purge changes anything and set aside once
 every stored offset is removed and every segment file set aside; an open that finds it
-finishes the purge first (every segment file and stored offset removed). The files set
+finishes the purge first (every segment file and stored offset removed), or fails with
+``PurgeUnfinished`` (one line; the marker stays) when it cannot. The files set
 aside are removed on the backend's worker thread, never on the event loop, and the purge
 is answered after that. With ``enforce_fsync`` the marker is on the device before the
 first change, and the directories after the last one, before the marker goes and the purge
@@ -145,16 +146,30 @@ def _remove_leftovers(path: str, io: IoBackend) -> None:
     _remove_set_aside([os.path.join(path, n) for n in names if n.endswith(PURGED_SUFFIX)], io)
 
 
+class PurgeUnfinished(OSError):
+    """An interrupted purge that the open cannot finish (a file that cannot be removed): the
+    partition is not opened, and the start is refused with this one line."""
+
+
 def _finish_interrupted_purge(path: str, io: IoBackend) -> None:
     """When a purge was interrupted (its ``PURGE_MARKER`` is there: the process died before
     the purge was done), finish it: remove every segment file, set aside or not, and every
     stored offset, fsync the directories, then set the marker aside (``_remove_leftovers``
-    removes it). Raises OSError."""
+    removes it). Raises PurgeUnfinished (the marker stays: the next open goes on)."""
     marker = os.path.join(path, PURGE_MARKER)
     if not os.path.exists(marker):
         return
     log.warning("%s: a purge was interrupted (crash); finishing it: every message and "
                 "stored offset of the partition is removed", path)
+    try:
+        _remove_purged_files(path, io, marker)
+    except OSError as exc:
+        raise PurgeUnfinished(f"{path}: cannot finish an interrupted purge ({exc}); the "
+                              f"partition is not opened until it can") from None
+
+
+def _remove_purged_files(path: str, io: IoBackend, marker: str) -> None:
+    """The work of ``_finish_interrupted_purge``. Raises OSError."""
     suffixes = (LOG_SUFFIX, INDEX_SUFFIX, PURGED_SUFFIX)
     for name in os.listdir(path):
         if name.endswith(suffixes):
