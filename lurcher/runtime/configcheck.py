@@ -1,11 +1,13 @@
 """Strict checks of configuration input against the packaged defaults.
 
 The packaged ``configs/server.toml`` is the schema: a key is valid when it exists there,
-and the kind of value it takes follows from its default (a bool, an integer, a list, a size
-such as "1 GiB", a duration such as "30 s", an address ``host:port``, a choice from
-``CHOICES``, or any string). A key added to the defaults is therefore valid everywhere
-at once (file and environment). Errors are one line naming the key, the value given and what
-is expected; unknown keys name the nearest valid one. These checks judge the input (file
+and the kind of value it takes follows from its default (a bool, an integer, a list, an
+address ``host:port``, a choice from ``CHOICES``, or any string), a string being a size such
+as "1 GiB" or a duration such as "30 s" where its typed field says so
+(``settings.quantity_of``: a default such as "15 m" reads as both), kept to 0..U64_MAX. A
+key added to the defaults is therefore valid everywhere at once (file and environment).
+Errors are one line naming the key, the value given and what is expected; unknown keys name
+the nearest valid one. These checks judge the input (file
 and environment) before ``runtime.settings`` decodes the merged tables into typed sections;
 the decoder adds the range limits (``max_open_files`` at least 2, ...) and refuses a key
 the packaged defaults have but its Struct lacks, so the two cannot drift apart unseen.
@@ -20,6 +22,7 @@ from lurcher.core.log.io import IO_MODES
 from lurcher.core.wire.address import split_address
 from lurcher.core.wire import units
 from lurcher.logsetup import FORMATS, LEVELS
+from lurcher.runtime import settings
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "system.io": IO_MODES,
@@ -31,7 +34,6 @@ FIXED: dict[str, tuple[Any, str]] = {
     "tcp.socket.nodelay": (True, "asyncio sets TCP_NODELAY on every connection"),
     "http.jwt.algorithm": ("HS256", "the only JWT algorithm implemented"),
 }
-DURATION_WORDS = ("expiry", "interval", "timeout", "skew", "before")
 EXPECTED = {
     "bool": "true or false",
     "int": "an integer",
@@ -100,11 +102,7 @@ def kind_of(path: str, default: Any) -> str:
         return "address"
     if path == "system.umask":  # octal text ("077"), checked by server.file_umask
         return "str"
-    as_size, as_duration = _parses(units.parse_size, default), _parses(units.parse_duration_us,
-                                                                        default)
-    if as_size and as_duration:  # "none"/"unlimited": decide by the key's name
-        return "duration" if any(w in path for w in DURATION_WORDS) else "size"
-    return "size" if as_size else "duration" if as_duration else "str"
+    return settings.quantity_of(path) or "str"
 
 
 def _size_u64(value: Any) -> int:

@@ -371,6 +371,18 @@ def _fields(cls: type) -> dict[str, Any]:
     return get_type_hints(cls, include_extras=True)
 
 
+def quantity_of(path: str) -> str | None:
+    """"size" or "duration" when the dotted key ``path`` is written in such units (a
+    ``Bytes``/``Micros`` field, or one marked the same way); else None."""
+    cls: Any = ServerConfig
+    *sections, key = path.split(".")
+    for name in sections:
+        cls = _fields(cls).get(name) if isinstance(cls, type) else None
+    hint = _fields(cls).get(key) if isinstance(cls, type) else None
+    marks = [m for m in get_args(hint)[1:] if isinstance(m, Quantity)]
+    return marks[0].what if marks and get_origin(hint) is Annotated else None
+
+
 def _quantities(table: Any, cls: type, prefix: str) -> Any:
     """A copy of ``table`` with its ``Bytes``/``Micros`` values parsed into ints (other
     values untouched: msgspec judges them)."""

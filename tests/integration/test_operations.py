@@ -179,6 +179,14 @@ def test_a_tls_pair_with_one_file_is_refused_and_that_file_is_kept(tmp_path: Pat
     assert sorted(p.name for p in certs.iterdir()) == [present]
 
 
+def test_a_duration_key_whose_default_reads_as_a_size_takes_durations(server_factory):
+    """auth.login_backoff_reset (default "15 m") was judged a size: "1 h" stopped the start
+    with "expected a size" (found by the docs audit)."""
+    srv = server_factory({"LURCHER_AUTH_LOGIN_BACKOFF_RESET": "1 h"})
+    with connect(srv) as client:
+        client.ping()
+
+
 def test_help_lists_config_discovery_env_rule_and_data_location(tmp_path: Path):
     result = run_server_to_exit(["--help"], {}, cwd=tmp_path)
     assert result.returncode == 0

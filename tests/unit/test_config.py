@@ -102,6 +102,7 @@ def test_every_packaged_default_passes_its_own_check():
 @pytest.mark.parametrize("key,kind", [
     ("system.segment.size", "size"), ("system.topic.max_size", "size"),
     ("system.topic.message_expiry", "duration"), ("heartbeat.interval", "duration"),
+    ("auth.login_backoff_reset", "duration"),
     ("tcp.address", "address"), ("tcp.enabled", "bool"), ("system.sharding.shards", "int"),
     ("http.cors.allowed_origins", "list"), ("system.io", "choice"), ("system.path", "str"),
 ])
@@ -111,6 +112,26 @@ def test_value_kinds_follow_from_the_defaults(key, kind):
     value = functools.reduce(lambda table, name: table[name], key.split("."),
                              load_config(environ={}).data)
     assert kind_of(key, value) == kind
+
+
+def test_every_duration_key_takes_durations_and_every_size_key_sizes():
+    """The kind of a size or duration key comes from its typed field: auth.login_backoff_reset
+    (default "15 m", which reads as a size too) refused "1 h" and "30 s" as "expected a size"
+    (found by the docs audit)."""
+    from lurcher.runtime.config import default_config
+    from lurcher.runtime.configcheck import check_value, key_paths
+    from lurcher.runtime.settings import quantity_of
+
+    examples = {"duration": ("1 h", "30 s", "500 ms"), "size": ("3 MiB", "1 GB", "4096")}
+    defaults = default_config()
+    keys = [k for k in key_paths(defaults, sections=False) if quantity_of(k)]
+    assert "auth.login_backoff_reset" in keys and "system.segment.size" in keys
+    for key in keys:
+        default = functools.reduce(lambda table, name: table[name], key.split("."), defaults)
+        for value in examples[quantity_of(key)]:
+            check_value(key, value, default, key)  # no ConfigKeyError
+    reset = load_config(environ={"LURCHER_AUTH_LOGIN_BACKOFF_RESET": "1 h"})
+    assert reset.typed.auth.login_backoff_reset == 3600 * 10**6
 
 
 def test_unknown_file_key_names_the_nearest_valid_one(tmp_path):
