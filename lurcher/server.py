@@ -38,7 +38,7 @@ from lurcher.runtime.config import Config, ConfigError, load_config
 from lurcher.runtime.heap import freeze_startup_objects
 from lurcher.transports.admission import binary_connections
 from lurcher.transports.connection import StreamConnection
-from lurcher.transports.frontend import FrontEnd, ListenContext, Listener
+from lurcher.transports.frontend import FrontEnd, FrontEndRefused, ListenContext, Listener
 from lurcher.transports.http.metrics import observe_commands
 from lurcher.transports.tls import TlsConfigError
 
@@ -258,7 +258,8 @@ def run_shard(config: Config, default_root: bool, shard_id: int = 0, shards: int
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             runner.run(serve(config, default_root, shard_id, shards, namespace, ready,
                              heartbeat))
-    except (OSError, TlsConfigError, MetaLogCorrupt, IggyError, UnusableHashing) as exc:
+    except (OSError, TlsConfigError, MetaLogCorrupt, IggyError, UnusableHashing,
+            FrontEndRefused) as exc:
         log.error("cannot start: %s", exc)
         return 1
     return 0

@@ -7,6 +7,7 @@ A front end is a module with ``async def listen(shard, section, context) -> List
 name (configuration section and endpoint key), the module (imported only when enabled) and
 whether every shard process listens (sharing the address with SO_REUSEPORT) or shard 0 only.
 Invariant: a listener's ``address`` is the bound ``host:port`` (``[host]:port`` for IPv6).
+``listen`` raises OSError, ``TlsConfigError`` or ``FrontEndRefused`` for a start that cannot be.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from lurcher.transports.tls import server_context
 if TYPE_CHECKING:
     from lurcher.runtime.settings import Tls
     from lurcher.transports.handshake import TlsAccept
+
+
+class FrontEndRefused(ValueError):
+    """A front end's configuration it cannot serve (the start's one-line refusal)."""
 
 
 @dataclass(frozen=True)

@@ -187,6 +187,22 @@ def test_a_duration_key_whose_default_reads_as_a_size_takes_durations(server_fac
         client.ping()
 
 
+@pytest.mark.parametrize("endpoint,route", [("/users", "/users"), ("/", "/"),
+                                            ("/streams/x", "/streams/{stream_id}")])
+def test_a_metrics_endpoint_on_an_api_path_is_refused_in_one_line(tmp_path: Path,
+                                                                 endpoint: str, route: str):
+    """The metrics route and the API's GET route of one path: the old code started, and
+    whichever came first took every request (GET /users answered the metrics, without a
+    login; metrics at / were never served) (found by the docs audit)."""
+    result = run_server_to_exit([], {"LURCHER_SYSTEM_PATH": "data", "LURCHER_HTTP_ENABLED": "true",
+                                     "LURCHER_HTTP_ADDRESS": "127.0.0.1:0",
+                                     "LURCHER_HTTP_METRICS_ENDPOINT": endpoint}, cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert (f"cannot start: http.metrics.endpoint {endpoint!r} is also the path of GET "
+            f"{route}") in last, last
+
+
 def test_help_lists_config_discovery_env_rule_and_data_location(tmp_path: Path):
     result = run_server_to_exit(["--help"], {}, cwd=tmp_path)
     assert result.returncode == 0

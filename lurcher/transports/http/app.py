@@ -44,7 +44,7 @@ import msgspec
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from lurcher.auth.permissions import stale_login
 from lurcher.auth.session import TRANSPORT_HTTP
@@ -113,6 +113,7 @@ from lurcher.core.wire.validation import check_encodable
 from lurcher.core.wire.values.consumer import Consumer
 from lurcher.core.wire.values.partitioning import Partitioning
 from lurcher.core.wire.values.polling import PollingKind, PollingStrategy
+from lurcher.transports.frontend import FrontEndRefused
 from lurcher.transports.http import bodies as b
 from lurcher.transports.http.paths import EscapedSlashes, path_parameter
 from lurcher.core.wire import json_shapes as s
@@ -637,12 +638,32 @@ async def _too_large(send: Callable, limit: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+class MetricsPathTaken(FrontEndRefused):
+    """``http.metrics.endpoint`` is a path another route answers GET at (one line)."""
+
+
+def refuse_shadowed_metrics(api: HttpApi, routes: list[Any]) -> None:
+    """Raise MetricsPathTaken when a route besides the metrics one answers GET at the metrics
+    path: the first of the two would take every such request, so the API route (or the
+    metrics) was never reached, without a word. Iggy 0.8's router refuses the same path
+    twice at start (a panic); a template matching it (``/streams/{stream_id}``) counts too."""
+    if api.metrics is None:
+        return
+    scope = {"type": "http", "method": "GET", "path": api.metrics_path, "root_path": ""}
+    for route in routes:
+        if (getattr(route, "endpoint", None) != api.metrics_text
+                and route.matches(scope)[0] is Match.FULL):
+            raise MetricsPathTaken(f"http.metrics.endpoint {api.metrics_path!r} is also the "
+                                   f"path of GET {route.path}; choose another path")
+
+
 def build_app(api: HttpApi, limit_bytes: int, cors: Cors | None, console: Any = None) -> Any:
     """The ASGI application: routes (and the web console's, when given), CORS (when
-    enabled), body limit."""
+    enabled), body limit. Raises MetricsPathTaken."""
     routes: list[Any] = list(api.routes())
     if console is not None:
         routes.extend(console.routes())
+    refuse_shadowed_metrics(api, routes)
     app: Any = EscapedSlashes(Starlette(routes=routes))
     if cors is not None and cors.enabled:
         from starlette.middleware.cors import CORSMiddleware
