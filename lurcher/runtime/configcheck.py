@@ -16,7 +16,7 @@ the packaged defaults have but its Struct lacks, so the two cannot drift apart u
 from __future__ import annotations
 
 import difflib
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from lurcher.core.log.io import IO_MODES
 from lurcher.core.wire.address import split_address
@@ -105,12 +105,16 @@ def kind_of(path: str, default: Any) -> str:
     return settings.quantity_of(path) or "str"
 
 
-def _size_u64(value: Any) -> int:
-    """A size that fits the u64 it is kept in. Raises ValueError."""
-    size = units.parse_size(value)
-    if not 0 <= size <= units.U64_MAX:
-        raise ValueError(f"size {value!r} outside 0..{units.U64_MAX}")
-    return size
+def _u64(parse: Callable[[Any], int]) -> Callable[[Any], int]:
+    """``parse`` (a size's or a duration's) refusing what does not fit the u64 the value is
+    kept in: an integer in a file is taken as it is, and a duration of -1 µs made a periodic
+    job spin and dropped every client. The returned parser raises ValueError."""
+    def parse_u64(value: Any) -> int:
+        parsed = parse(value)
+        if not 0 <= parsed <= units.U64_MAX:
+            raise ValueError(f"{value!r} outside 0..{units.U64_MAX}")
+        return parsed
+    return parse_u64
 
 
 def _parses(parse: Any, value: Any) -> bool:
@@ -147,7 +151,7 @@ def _valid(kind: str, path: str, value: Any) -> bool:
     if kind == "address":
         return isinstance(value, str) and _parses(split_address, value)
     if kind in ("size", "duration"):
-        parse = _size_u64 if kind == "size" else units.parse_duration_us
+        parse = _u64(units.parse_size if kind == "size" else units.parse_duration_us)
         return (isinstance(value, (int, str)) and not isinstance(value, bool)
                 and _parses(parse, value))
     return isinstance(value, str)

@@ -95,6 +95,14 @@ BAD_FILES = [
     (CLUSTER.format("tick_ms = -1"), "cluster.tick_ms must be 1..60000, got -1"),
     (CLUSTER.format('name = "' + "x" * 300 + '"'),
      "cluster.name must be 1..255 bytes of UTF-8, got 300"),
+    # found by the docs audit: an integer duration was taken as it was, so -1 µs started
+    # (an enabled heartbeat then dropped every client, the message cleaner spun)
+    ("[heartbeat]\nenabled = true\ninterval = -1\n",
+     "heartbeat.interval = -1 in {file}: expected a duration"),
+    ("[data_maintenance.messages]\ncleaner_enabled = true\ninterval = -1\n",
+     "data_maintenance.messages.interval = -1 in {file}: expected a duration"),
+    ("[limits]\nlogin_timeout = 18446744073709551616\n",
+     "limits.login_timeout = 18446744073709551616 in {file}: expected a duration"),
 ]
 
 
