@@ -318,6 +318,17 @@ def _segment_size(c: ServerConfig) -> str | None:
     return None
 
 
+def _topic_max_size(c: ServerConfig) -> str | None:
+    """The default max size of new topics is held to the rule CreateTopic holds an asked one
+    to (at least the segment size): below it, every topic created with the server default
+    was refused INVALID_TOPIC_SIZE. Iggy 0.8 refuses such a configuration at start too."""
+    size, segment = c.system.topic.max_size, c.system.segment.size
+    if size < segment and size != units.U64_MAX:
+        return (f"system.topic.max_size must be at least system.segment.size ({segment} "
+                f"bytes) or unlimited, not {size}")
+    return None
+
+
 def _periodic_jobs(c: ServerConfig) -> str | None:
     """A periodic job that is on needs an interval: with 0 or none it never ran, without a
     word (0.8 refuses a zero interval of an enabled message or token cleaner). "none" turns
@@ -362,7 +373,8 @@ def _log_file(c: ServerConfig) -> str | None:
 
 
 CROSS_CHECKS: tuple[Callable[[ServerConfig], str | None], ...] = (
-    _heartbeats, _segment_size, _periodic_jobs, _metrics_endpoint, _argon2, _log_file)
+    _heartbeats, _segment_size, _topic_max_size, _periodic_jobs, _metrics_endpoint, _argon2,
+    _log_file)
 ARGON2_MAX_LANES = 0xFF_FFFF  # RFC 9106: parallelism is 1 to 2^24 - 1
 
 

@@ -157,6 +157,11 @@ BAD_ENV = [
     # found by the docs audit: the first rotation looked at 2**64 names, never ready
     ("LURCHER_SYSTEM_LOGGING_BACKUPS", "99999999999999999999",
      "system.logging.backups: expected `int` <= 1000"),
+    # found by the docs audit: started, then every CreateTopic taking the server default
+    # max size was refused InvalidTopicSize (1019)
+    ("LURCHER_SYSTEM_TOPIC_MAX_SIZE", "3 MiB",
+     "system.topic.max_size must be at least system.segment.size (1073741824 bytes) or "
+     "unlimited, not 3145728"),
 ]
 
 
