@@ -239,8 +239,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def file_umask(config: Config) -> int:
-    """``system.umask`` (octal text, default "077": data files 0600, directories 0700).
-    Raises ConfigError."""
+    """``system.umask`` (octal text, default "077": data files 0600, directories 0700); one
+    that masks the owner's bits is refused: the files it made could not be opened again by
+    a server not running as root. Raises ConfigError."""
     text = config.typed.system.umask
     try:
         mask = int(text, 8)
@@ -248,6 +249,9 @@ def file_umask(config: Config) -> int:
         raise ConfigError(f"system.umask: not an octal mask: {text!r}") from None
     if not 0 <= mask <= 0o777:
         raise ConfigError(f"system.umask: {text!r} outside 000..777")
+    if mask & 0o700:
+        raise ConfigError(f"system.umask: {text!r} takes the owner's own permissions away "
+                          f"(its first digit must be 0: the server reopens its files)")
     return mask
 
 

@@ -111,6 +111,24 @@ def test_umask_is_configurable_and_checked(server_factory: ServerFactory,
         "lurcher-server: configuration error: system.umask: not an octal mask: '9z'"]
 
 
+def test_a_umask_masking_the_owner_is_refused_in_one_line(tmp_path: Path) -> None:
+    """"700" made every data file and directory mode 000: the old code started (as root it
+    even ran), and a server not running as root could not open again what it had made (the
+    metadata log at its next start, a segment the descriptor cache reopens) (found by the
+    docs audit)."""
+    bad = subprocess.run(
+        [sys.executable, "-m", "lurcher.server"], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "LURCHER_SYSTEM_UMASK": "700",
+             "LURCHER_TCP_ADDRESS": "127.0.0.1:0", "LURCHER_HTTP_ENABLED": "false",
+             "LURCHER_QUIC_ENABLED": "false", "LURCHER_WEBSOCKET_ENABLED": "false",
+             "LURCHER_SYSTEM_PATH": str(tmp_path / "never")})
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [
+        "lurcher-server: configuration error: system.umask: '700' takes the owner's own "
+        "permissions away (its first digit must be 0: the server reopens its files)"]
+    assert not (tmp_path / "never").exists()
+
+
 def test_parallel_guesses_cannot_queue_a_user_out(server_factory: ServerFactory) -> None:
     """After 2 failures, 12 parallel wrong logins for root: each is answered 42 (those
     beyond the 1 s maximum wait at once and unchecked, logged); afterwards the right
