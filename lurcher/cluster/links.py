@@ -15,17 +15,17 @@ is not done within ``handshake_timeout_s`` of its start (``cluster.handshake_tim
 however its bytes trickle in. At most ``max_handshaking`` accepted connections
 (``cluster.max_handshaking_links``; with TLS, counting those still in their TLS handshake)
 may be unauthenticated at once from the hosts of the other members' ``ip`` (a host name
-looked up once, at start), and as many from every other host together: more are dropped as they arrive, before any byte is written
-or read (logged once until the count falls below the cap again). Strangers filling their
-share cannot keep the members from connecting. An unauthenticated peer therefore holds at
-most ``2 * max_handshaking`` descriptors and ``link.MAX_HANDSHAKE_BYTES`` each, each for at
-most ``handshake_timeout_s``.
+looked up once, at start), and as many from every other host together: more are dropped as they
+arrive, before any byte is written or read (logged once until the count falls below the cap
+again). Strangers filling their share cannot keep the members from connecting. An
+unauthenticated peer therefore holds at most ``2 * max_handshaking`` descriptors and
+``link.MAX_HANDSHAKE_BYTES`` each, each for at most ``handshake_timeout_s``.
 
 An accepted link authenticated as a node index that is not another member is refused; one
 authenticated as a member replaces (aborts) that member's older accepted link, if any. So a
 node holds at most one accepted link per member, whether the member crashed without closing
-its link or a peer with the secret opens more. A link dropped for any of these reasons hands on nothing
-more, not even the frames that came in the same read as its proof.
+its link or a peer with the secret opens more. A link dropped for any of these reasons hands on
+nothing more, not even the frames that came in the same read as its proof.
 
 With TLS (``[cluster.tls]``: the pair of contexts of ``tls.mutual_contexts``) every
 connection first completes a mutual TLS handshake and the ``PeerLink`` handshake then runs

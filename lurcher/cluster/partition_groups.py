@@ -11,12 +11,12 @@ the metadata group).
 
 A partition (stream, topic, partition id) of a topic with factor k goes to the groups of
 factor k at index ``(stream + topic + partition) % count``: consecutive partitions of a
-topic take consecutive groups, so any n consecutive partitions have n different primaries and writes to
-different partitions load different machines. Many partitions share a group (a group's
-Prepare carries the batches of all of them), which bounds the number of groups, journals
-and timers to ``n * 2**(n-1)`` in all (12 for 3 nodes, 80 for 5), whatever the number of
-topics. Invariant: the layout, hence every partition's group and replica set, depends only
-on ``n``, the ids and the factor; a topic's factor never changes after it is created.
+topic take consecutive groups, so any n consecutive partitions have n different primaries and
+writes to different partitions load different machines. Many partitions share a group (a group's
+Prepare carries the batches of all of them), which bounds the number of groups, journals and
+timers to ``n * 2**(n-1)`` in all (12 for 3 nodes, 80 for 5), whatever the number of topics.
+Invariant: the layout, hence every partition's group and replica set, depends only on ``n``, the
+ids and the factor; a topic's factor never changes after it is created.
 """
 
 from __future__ import annotations

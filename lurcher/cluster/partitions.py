@@ -8,8 +8,8 @@ Writes are ops of the group, executed on every replica in commit order (``Partit
   ``max_batch`` of them). The receiving node validates it, fills ids left 0 with random ids
   and stamps its clock (``timestamp_us``), so every replica stores identical bytes: at
   execution the batch carries the op's timestamp (``MessageBatch.stamp_us``; the batch
-  timestamp is ``max(op timestamp, last + 1)``, the same everywhere), deduplication runs with the op's
-  timestamp as "now" on the same history, so it drops the same messages everywhere.
+  timestamp is ``max(op timestamp, last + 1)``, the same everywhere), deduplication runs with
+  the op's timestamp as "now" on the same history, so it drops the same messages everywhere.
 - ``StoreOffset`` / ``DeleteOffset``: a consumer's or group's offset (StoreConsumerOffset,
   a poll with auto-commit, DeleteConsumerOffset), so a consumer resumes where it was on any
   replica after a failover.
@@ -28,9 +28,9 @@ created just before may not have reached it yet), holding later ops of the group
 ``created_at`` (the partition's creation time) tells a partition from a later one with the
 same ids: an op for a deleted partition is skipped alike everywhere.
 
-Restarts: a replica re-executes its group's committed log from its last checkpoint; an ``Append`` whose
-messages the partition log already holds (counted per partition since the start) is not
-stored again (deduplication still sees it). Checkpoints (``partition_state``) bound each
+Restarts: a replica re-executes its group's committed log from its last checkpoint; an
+``Append`` whose messages the partition log already holds (counted per partition since the
+start) is not stored again (deduplication still sees it). Checkpoints (``partition_state``) bound each
 group's log; a replica adopting one copies the messages it lacks from another replica.
 A purge (of a stream or topic) is one ``PurgePartition`` op through each of its partitions'
 groups, acknowledged once every one is committed (``partition_service``: every replica

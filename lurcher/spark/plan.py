@@ -13,9 +13,9 @@ offsets in ``[start, end)``, each once, ascending. With ``failOnDataLoss`` (defa
 range whose messages are no longer stored (retention) fails the task instead of
 silently skipping them, and so does a range whose last message is not the one planned
 (``RangeSplit.last_checksum``: the topic was purged and refilled in between, so the
-offsets hold other messages; checked after each poll, before its rows are yielded), and a micro-batch whose start offset's message before it is
-not the one the checkpoint saw (purged and refilled past the checkpoint, whether the query
-ran or was stopped meanwhile).
+offsets hold other messages; checked after each poll, before its rows are yielded), and a
+micro-batch whose start offset's message before it is not the one the checkpoint saw (purged and
+refilled past the checkpoint, whether the query ran or was stopped meanwhile).
 """
 
 from __future__ import annotations

@@ -30,11 +30,11 @@ new end (messages stored before that are skipped). A checkpointed partition the 
 longer has (partitions deleted) fails it too (messages sent there after the last
 micro-batch were never read); without ``failOnDataLoss`` it is dropped from the offset. A
 purge refilled past the checkpoint's offset is seen from the checksum of the message
-before a micro-batch's start, which the checkpointed offset carries (``plan.plan_stream``), also across a restart of the query
-(not for a checkpoint written before offsets carried checksums). ``commitConsumer`` /
-``commitConsumerGroup`` also store each committed micro-batch's end in lurcher as consumer
-offsets (display only: the checkpoint stays the source of truth, and a restart never reads
-them).
+before a micro-batch's start, which the checkpointed offset carries (``plan.plan_stream``), also
+across a restart of the query (not for a checkpoint written before offsets carried checksums).
+``commitConsumer`` / ``commitConsumerGroup`` also store each committed micro-batch's end in
+lurcher as consumer offsets (display only: the checkpoint stays the source of truth, and a
+restart never reads them).
 """
 
 from __future__ import annotations

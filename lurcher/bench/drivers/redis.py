@@ -3,10 +3,10 @@
 One stream key per (stream, partition): ``bench-stream-S:P``, field ``p`` = payload.
 ``send`` pipelines one ``XADD key * p payload`` per message: the pipeline is packed once in
 ``open`` with redis-py's ``Connection.pack_commands`` and re-sent as is, then the replies are
-read (redis-py reads them one by one; that part is per message in the client). Plain consumers read with
-``XRANGE key (last + COUNT n``; group members with ``XREADGROUP ... COUNT n NOACK``, one
-partition key per poll, round-robin. Replies of XRANGE/XREADGROUP are kept raw (no per-message
-dict building) by replacing redis-py's response callbacks for those two commands.
+read (redis-py reads them one by one; that part is per message in the client). Plain consumers
+read with ``XRANGE key (last + COUNT n``; group members with ``XREADGROUP ... COUNT n NOACK``,
+one partition key per poll, round-robin. Replies of XRANGE/XREADGROUP are kept raw (no
+per-message dict building) by replacing redis-py's response callbacks for those two commands.
 
 The blocking client is used on purpose: actors are single-purpose processes, and redis-py's
 blocking client is faster than its asyncio one; the ``async`` methods never suspend.

@@ -19,12 +19,13 @@ A frame too large for it is read into a dedicated buffer that grows as its bytes
 (doubling from ``BIG_FIRST_BYTES``), never beyond the announced size, so an announced length
 costs at most ``BIG_FIRST_BYTES`` until the bytes are really sent. 4 MiB: a typical batch
 (1,000 x 1 KB is about 1.06 MB) gets its exact-size buffer at once; growing from 1 MiB
-copied each such batch once more and cost about 8% of pinned-producer throughput. Small frames are views into the shared buffer,
-valid until the next ``get_buffer``/``feed``; a big frame's payload is its own buffer.
-Right after a big frame, while nothing else is pending, the next read is offered only
-``PEEK_AFTER_BIG_BYTES``: a producer's next batch is big too, and what a read puts in the
-small buffer must be copied into the big one (a full small buffer, 256 KiB, cost about 5% of
-the server's time at pinned-producer); the rest of the batch is read into its own buffer.
+copied each such batch once more and cost about 8% of pinned-producer throughput. Small frames
+are views into the shared buffer, valid until the next ``get_buffer``/``feed``; a big frame's
+payload is its own buffer. Right after a big frame, while nothing else is pending, the next read
+is offered only ``PEEK_AFTER_BIG_BYTES``: a producer's next batch is big too, and what a read
+puts in the small buffer must be copied into the big one (a full small buffer, 256 KiB, cost
+about 5% of the server's time at pinned-producer); the rest of the batch is read into its own
+buffer.
 
 Reuse: big-frame buffers come from ``BigBuffers``, the last few handed out in this thread
 (one event loop), and one that nothing references any more (CPython reference count: the

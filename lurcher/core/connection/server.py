@@ -4,10 +4,10 @@ Events in (called by the adapter): ``open(address)``, received bytes (``get_buff
 ``buffer_updated`` for zero-copy reads, or ``receive_data``), ``reply_ready`` /
 ``reply_failed`` / ``reply_cancelled`` (the outcome of an awaited reply), ``pause_writing``
 / ``resume_writing`` (the adapter's output passed its high-water mark / drained),
-``connection_lost``; the shard may call ``disconnect(status)``. Intents out: method calls on the adapter (``ConnectionIO``):
-write these response parts (file slices left in, for sendfile), await this reply, pause or
-resume reading, close after flushing, abort, hand the socket to another shard (when a
-command's result is ``intents.MigrateTo``).
+``connection_lost``; the shard may call ``disconnect(status)``. Intents out: method calls on the
+adapter (``ConnectionIO``): write these response parts (file slices left in, for sendfile),
+await this reply, pause or resume reading, close after flushing, abort, hand the socket to
+another shard (when a command's result is ``intents.MigrateTo``).
 
 Invariants:
 

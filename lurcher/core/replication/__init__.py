@@ -16,9 +16,10 @@ authenticated node-to-node link; its asyncio side and the node runtime are ``lur
 Fault model claimed (what the simulator injects and the auditor checks against):
 - crash-stop-restart of any number of replicas at any moment, with disks that lose every
   write not covered by a completed sync and may tear the last write (detected by checksum,
-  the journal is cut there), including in the middle of writing a checkpoint segment; replicas journal an entry and their view before vouching for
-  them (PrepareOk, DoViewChange, StartView, NewState, RecoveryResponse are sent only once
-  every earlier journal write is synced), so acknowledged state survives any crash;
+  the journal is cut there), including in the middle of writing a checkpoint segment; replicas
+  journal an entry and their view before vouching for them (PrepareOk, DoViewChange, StartView,
+  NewState, RecoveryResponse are sent only once every earlier journal write is synced), so
+  acknowledged state survives any crash;
 - loss of a whole disk on at most f replicas at a time: such a replica rejoins only through
   the recovery protocol (it must not vote until a quorum and the primary told it the state);
 - an asynchronous network that drops, duplicates, delays and reorders messages and may

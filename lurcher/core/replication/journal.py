@@ -2,14 +2,14 @@
 
 The journal is append-only. Replaying its records in order rebuilds the durable part of a
 replica: ``Format`` (first record; its absence means the disk was lost), ``ViewState``
-(view and log_view), ``Append`` of one log entry, ``Truncate`` (drop ops after ``op``), ``Snapshot`` (a
-checkpoint: ops up to its op are replaced by its state, later ops are kept).
-Each stored record is ``crc32 (u32 LE)`` of the rest, a tag byte (index in ``RECORD_TYPES``
-+ 1) and the record's fields in the ``codec`` binary form; replay stops at the first record
-whose checksum fails or that does not decode, which is how a torn last write shows up.
-Copies: ``record_parts`` gives a record as buffers in which request bodies are referenced,
-not copied (the checksum is computed over the parts), for ``pwritev``; ``decode_records``
-returns bodies as views into the stored bytes.
+(view and log_view), ``Append`` of one log entry, ``Truncate`` (drop ops after ``op``),
+``Snapshot`` (a checkpoint: ops up to its op are replaced by its state, later ops are kept).
+Each stored record is ``crc32 (u32 LE)`` of the rest, a tag byte (index in ``RECORD_TYPES`` + 1)
+and the record's fields in the ``codec`` binary form; replay stops at the first record whose
+checksum fails or that does not decode, which is how a torn last write shows up. Copies:
+``record_parts`` gives a record as buffers in which request bodies are referenced, not copied
+(the checksum is computed over the parts), for ``pwritev``; ``decode_records`` returns bodies as
+views into the stored bytes.
 
 Storage is driven by intents the replica emits and completions it receives:
 ``Write(pos, data)`` -> ``Replica.on_written(pos)``; ``Sync(upto)`` -> ``on_synced(upto)``

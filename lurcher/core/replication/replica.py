@@ -1,10 +1,10 @@
 """One VR replica as a pure state machine (no sockets, clock, files or randomness).
 
 Inputs: ``start()``, ``on_loaded(stored)``, ``on_message(msg)``, ``on_tick()``,
-``on_written(pos)``, ``on_synced(upto)``, ``request_view(view)``, ``flush()``. Each returns ``Effects``: messages to send
-(``sends``, to a replica index), ``replies`` to clients, ``storage`` intents (``Write``,
-``Sync``, ``Read``), and for observers the ``committed`` entries and ``executed`` requests
-in execution order.
+``on_written(pos)``, ``on_synced(upto)``, ``request_view(view)``, ``flush()``. Each returns
+``Effects``: messages to send (``sends``, to a replica index), ``replies`` to clients,
+``storage`` intents (``Write``, ``Sync``, ``Read``), and for observers the ``committed`` entries
+and ``executed`` requests in execution order.
 
 Invariants kept here (the simulator's auditor checks them from outside):
 - the log is ``log[op - 1]``; a backup appends only ``op == len(log) + 1``, so an

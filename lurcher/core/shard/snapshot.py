@@ -3,9 +3,9 @@
 Entries: ``filesystem_overview.txt`` (every file under ``system.path`` with its size),
 ``process_list.txt`` (this server's processes), ``resource_usage.txt`` (CPU, memory, disk),
 ``test.txt``, ``server_logs/`` (the last 8 MiB of the log file and of its rotated
-copies when ``system.logging.file`` is set) and ``server_config.json`` (the effective configuration).
-Invariants: no secret leaves the server (configuration keys naming a secret or password are
-redacted); the ZIP is built in a worker thread, never on the event loop.
+copies when ``system.logging.file`` is set) and ``server_config.json`` (the effective
+configuration). Invariants: no secret leaves the server (configuration keys naming a secret or
+password are redacted); the ZIP is built in a worker thread, never on the event loop.
 """
 
 from __future__ import annotations

@@ -65,7 +65,8 @@ class StreamsApi(ApiBase):
                            message_expiry_us: int = SERVER_DEFAULT,
                            max_topic_size_bytes: int = SERVER_DEFAULT,
                            replication_factor: int = 0) -> TopicDetails:
-        """CreateTopic (302). Expiry/size 0 = server default; ``NEVER_EXPIRE``/``UNLIMITED_SIZE``."""
+        """CreateTopic (302). Expiry/size 0 = server default;
+        ``NEVER_EXPIRE``/``UNLIMITED_SIZE``."""
         return await self._call(CreateTopic(
             ident(stream), partitions_count, compression_code(compression), message_expiry_us,
             max_topic_size_bytes, replication_factor, name))

@@ -1,9 +1,9 @@
 """Global options (connection, credentials, output) and how they become a ``ClientConfig``.
 
 The same options are accepted before the command (``lurcher --json stream list``) and,
-in long form (plus ``-o``/``-q``), after it (``lurcher stream list --json``): leaf parsers get them with
-``default=SUPPRESS`` so a value given in either place wins over the defaults set once on
-the top parser.
+in long form (plus ``-o``/``-q``), after it (``lurcher stream list --json``): leaf parsers get
+them with ``default=SUPPRESS`` so a value given in either place wins over the defaults set once
+on the top parser.
 
 Precedence, highest first: ``--connection`` / ``LURCHER_CONNECTION``; the context named by
 ``--context`` / ``LURCHER_CONTEXT`` or else the active context; individual flags

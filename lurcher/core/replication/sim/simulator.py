@@ -8,8 +8,9 @@ after every step; liveness requires that, within ``liveness_ticks`` of healing, 
 finished its requests and every replica executed every committed op; finally the clients'
 history must be linearizable. Each seed also picks a small checkpoint interval (or none) and
 how many ops replicas keep below it, so lagging, restarted and recovering replicas often
-need ops that others trimmed and get a checkpoint instead (``checkpoint_transfers``). Everything random comes from one ``random.Random(seed)``, so a
-seed replays bit for bit; ``trace`` hashes every delivered packet to prove it.
+need ops that others trimmed and get a checkpoint instead (``checkpoint_transfers``). Everything
+random comes from one ``random.Random(seed)``, so a seed replays bit for bit; ``trace`` hashes
+every delivered packet to prove it.
 """
 
 from __future__ import annotations

@@ -12,17 +12,16 @@ headers (``-H key:kind:value``) go on each. Partitioning: ``--partition-id``,
 
 Poll: one strategy of ``--offset``, ``--timestamp``, ``--first``, ``--last``, ``--next``
 (the default). ``--group NAME`` polls as a member of that consumer group (created when
-missing, as the SDK's ``Consumer`` does; joined for the command, left afterwards). ``--follow`` keeps polling: for a plain consumer it continues
-from the offset after the last message it printed (on the partition that answered); for a
-group it polls ``next`` with auto-commit so the group makes progress. It waits
-``--interval`` seconds after an empty poll, and stops on Ctrl-C, SIGTERM or after ``--max``
-messages (exit 0). Output formats: text, json (one object per line), hex, payload (raw
-payload bytes, one per line), to stdout or ``--output-file``; text shows control characters
-in payloads and headers as escapes (``\\n``, ``\\x1b``: one line per message, nothing sent to
-the terminal as a command). Header keys are named as ``headers.key_text`` names them (a
-UTF-8 string key as itself, any other ``<kind>:<value>``), so no two keys read alike.
-``flush`` is FlushUnsavedBuffer
-(``--fsync`` also fsyncs).
+missing, as the SDK's ``Consumer`` does; joined for the command, left afterwards). ``--follow``
+keeps polling: for a plain consumer it continues from the offset after the last message it
+printed (on the partition that answered); for a group it polls ``next`` with auto-commit so the
+group makes progress. It waits ``--interval`` seconds after an empty poll, and stops on Ctrl-C,
+SIGTERM or after ``--max`` messages (exit 0). Output formats: text, json (one object per line),
+hex, payload (raw payload bytes, one per line), to stdout or ``--output-file``; text shows
+control characters in payloads and headers as escapes (``\\n``, ``\\x1b``: one line per message,
+nothing sent to the terminal as a command). Header keys are named as ``headers.key_text`` names
+them (a UTF-8 string key as itself, any other ``<kind>:<value>``), so no two keys read alike.
+``flush`` is FlushUnsavedBuffer (``--fsync`` also fsyncs).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""GetConsumerGroup (600): stream Id, topic Id, group Id; answered with ``GroupDetails`` or empty."""
+"""GetConsumerGroup (600): stream Id, topic Id, group Id; answered with ``GroupDetails`` or
+empty."""
 
 from __future__ import annotations
 
