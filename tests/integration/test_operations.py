@@ -216,6 +216,30 @@ def test_a_metrics_endpoint_on_an_api_path_is_refused_in_one_line(tmp_path: Path
             f"{route}") in last, last
 
 
+@pytest.mark.parametrize("username,password,message", [
+    ("ab", "secret", "InvalidUsername (43): LURCHER_ROOT_USERNAME: length 2 outside 3..50"),
+    ("admin", "xx", "InvalidPassword (44): LURCHER_ROOT_PASSWORD: length 2 outside 3..100"),
+    ("admin", "p" * 101,
+     "InvalidPassword (44): LURCHER_ROOT_PASSWORD: length 101 outside 3..100"),
+])
+def test_root_credentials_no_login_accepts_are_refused_and_nothing_is_made(
+        server_factory, tmp_path: Path, username: str, password: str, message: str):
+    """The old code created the root user with them, and every login was then refused
+    (InvalidUsername / InvalidPassword) while later starts keep the stored root user: a
+    data directory nobody could log in to (found by the docs audit)."""
+    data = tmp_path / "data"
+    result = run_server_to_exit([], {"LURCHER_SYSTEM_PATH": str(data),
+                                     "LURCHER_ROOT_USERNAME": username,
+                                     "LURCHER_ROOT_PASSWORD": password}, cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert f"cannot start: {message}, which no login accepts" in last, last
+    srv = server_factory({"LURCHER_ROOT_USERNAME": "admin", "LURCHER_ROOT_PASSWORD": "secret"},
+                         data_dir=data)
+    with SyncClient.from_connection_string(f"iggy://admin:secret@{srv.tcp_address}") as client:
+        assert client.get_streams() == []
+
+
 def test_help_lists_config_discovery_env_rule_and_data_location(tmp_path: Path):
     result = run_server_to_exit(["--help"], {}, cwd=tmp_path)
     assert result.returncode == 0
