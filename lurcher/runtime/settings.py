@@ -17,7 +17,7 @@ tables (``_quantities``). A decode error is one line naming the key.
 from __future__ import annotations
 
 import functools
-from typing import Annotated, Any, Callable, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Callable, Iterator, get_args, get_origin, get_type_hints
 
 import msgspec
 
@@ -366,15 +366,30 @@ def _argon2(c: ServerConfig) -> str | None:
     return None
 
 
-def _log_file(c: ServerConfig) -> str | None:
-    if "\0" in c.system.logging.file:
-        return "system.logging.file must not contain a NUL character"
+def _nul_in_names(c: ServerConfig) -> str | None:
+    """A file name or address holding a NUL reached the OS calls, which refuse it with a
+    ValueError (a traceback at start: system.path, the TLS files, unix.path); every such
+    key is named ``path``, ``file``, ``*_file`` or ``address``."""
+    for key, value in _named_values(c, ""):
+        leaf = key.rsplit(".", 1)[-1]
+        if (leaf in ("path", "file", "address") or leaf.endswith("_file")) and "\0" in value:
+            return f"{key} must not contain a NUL character"
     return None
+
+
+def _named_values(section: msgspec.Struct, prefix: str) -> Iterator[tuple[str, str]]:
+    """(dotted key, value) of every string key of ``section`` and the sections below it."""
+    for name in section.__struct_fields__:
+        value = getattr(section, name)
+        if isinstance(value, msgspec.Struct):
+            yield from _named_values(value, f"{prefix}{name}.")
+        elif isinstance(value, str):
+            yield prefix + name, value
 
 
 CROSS_CHECKS: tuple[Callable[[ServerConfig], str | None], ...] = (
     _heartbeats, _segment_size, _topic_max_size, _periodic_jobs, _metrics_endpoint, _argon2,
-    _log_file)
+    _nul_in_names)
 ARGON2_MAX_LANES = 0xFF_FFFF  # RFC 9106: parallelism is 1 to 2^24 - 1
 
 

@@ -103,6 +103,14 @@ BAD_FILES = [
      "data_maintenance.messages.interval = -1 in {file}: expected a duration"),
     ("[limits]\nlogin_timeout = 18446744073709551616\n",
      "limits.login_timeout = 18446744073709551616 in {file}: expected a duration"),
+    # found by the docs audit: a NUL in any file name reached the OS calls (a ValueError
+    # traceback), as it did in system.logging.file before
+    ('[tcp.tls]\nenabled = true\ncert_file = "c\\u0000.pem"\n',
+     "tcp.tls.cert_file must not contain a NUL character"),
+    ('[unix]\nenabled = true\npath = "u\\u0000.sock"\n',
+     "unix.path must not contain a NUL character"),
+    ('[quic.certificate]\nkey_file = "k\\u0000.pem"\n',
+     "quic.certificate.key_file must not contain a NUL character"),
 ]
 
 
