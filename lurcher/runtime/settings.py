@@ -366,6 +366,17 @@ def _argon2(c: ServerConfig) -> str | None:
     return None
 
 
+def _jwt_secrets(c: ServerConfig) -> str | None:
+    """HS256 (the one algorithm) signs and checks with one secret: a decoding_secret unlike
+    the encoding_secret refused every token it had just issued (401). Iggy 0.8 only warns;
+    either one alone serves as both (``transports.http.jwt.load_secret``)."""
+    jwt = c.http.jwt
+    if jwt.encoding_secret and jwt.decoding_secret and jwt.decoding_secret != jwt.encoding_secret:
+        return ("http.jwt.decoding_secret must be empty or the same as encoding_secret "
+                "(HS256 signs and checks tokens with one secret)")
+    return None
+
+
 def _nul_in_names(c: ServerConfig) -> str | None:
     """A file name or address holding a NUL reached the OS calls, which refuse it with a
     ValueError (a traceback at start: system.path, the TLS files, unix.path); every such
@@ -389,7 +400,7 @@ def _named_values(section: msgspec.Struct, prefix: str) -> Iterator[tuple[str, s
 
 CROSS_CHECKS: tuple[Callable[[ServerConfig], str | None], ...] = (
     _heartbeats, _segment_size, _topic_max_size, _periodic_jobs, _metrics_endpoint, _argon2,
-    _nul_in_names)
+    _jwt_secrets, _nul_in_names)
 ARGON2_MAX_LANES = 0xFF_FFFF  # RFC 9106: parallelism is 1 to 2^24 - 1
 
 

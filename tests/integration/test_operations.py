@@ -111,6 +111,9 @@ BAD_FILES = [
      "unix.path must not contain a NUL character"),
     ('[quic.certificate]\nkey_file = "k\\u0000.pem"\n',
      "quic.certificate.key_file must not contain a NUL character"),
+    # found by the docs audit: started, and every token it issued was refused (401)
+    ('[http.jwt]\nencoding_secret = "' + "a" * 40 + '"\ndecoding_secret = "' + "b" * 40 + '"\n',
+     "http.jwt.decoding_secret must be empty or the same as encoding_secret"),
 ]
 
 
@@ -246,6 +249,24 @@ def test_root_credentials_no_login_accepts_are_refused_and_nothing_is_made(
                          data_dir=data)
     with SyncClient.from_connection_string(f"iggy://admin:secret@{srv.tcp_address}") as client:
         assert client.get_streams() == []
+
+
+def test_a_decoding_secret_alone_signs_and_checks_http_tokens(server_factory):
+    """As in Iggy 0.8, a decoding_secret without an encoding_secret serves as both: the old
+    code ignored it and generated a secret (state/jwt_secret) (found by the docs audit)."""
+    import httpx
+    import jwt as pyjwt
+
+    secret = "b" * 40
+    srv = server_factory({"LURCHER_HTTP_ENABLED": "true", "LURCHER_HTTP_ADDRESS": "127.0.0.1:0",
+                          "LURCHER_HTTP_JWT_DECODING_SECRET": secret})
+    base = f"http://{srv.endpoints['http']}"
+    login = httpx.post(f"{base}/users/login", json={"username": "iggy", "password": "iggy"})
+    token = login.json()["access_token"]["token"]
+    pyjwt.decode(token, secret, algorithms=["HS256"], options={"verify_aud": False})
+    answer = httpx.get(f"{base}/streams", headers={"authorization": f"Bearer {token}"})
+    assert answer.status_code == 200
+    assert not (srv.data_dir / "state" / "jwt_secret").exists()
 
 
 def test_help_lists_config_discovery_env_rule_and_data_location(tmp_path: Path):

@@ -95,8 +95,8 @@ def _write_private(path: Path, data: str) -> None:
 def load_secret(section: Jwt, state_path: Path) -> tuple[str, str]:
     """(encoding, decoding) secrets: configured, or generated and persisted once (module
     docstring). Raises SecretDamaged, OSError."""
-    encoding = section.encoding_secret
-    decoding = section.decoding_secret or encoding
+    encoding = section.encoding_secret or section.decoding_secret  # either serves as both,
+    decoding = section.decoding_secret or encoding                 # as in Iggy 0.8
     if encoding:
         return encoding, decoding
     path = state_path / "jwt_secret"
