@@ -221,7 +221,8 @@ class Cleaner(Section):
 
 
 class PersonalAccessToken(Section):
-    max_tokens_per_user: Annotated[int, msgspec.Meta(ge=0)]
+    # 0 refused every token (not "no limit", as 0 is elsewhere); Iggy 0.8 refuses it at start
+    max_tokens_per_user: Annotated[int, msgspec.Meta(ge=1)]
     cleaner: Cleaner
 
 

@@ -173,6 +173,10 @@ BAD_ENV = [
     ("LURCHER_SYSTEM_TOPIC_MAX_SIZE", "3 MiB",
      "system.topic.max_size must be at least system.segment.size (1073741824 bytes) or "
      "unlimited, not 3145728"),
+    # found by the docs audit: started, and then refused every token (52), where 0 means
+    # "no limit" for the other such keys
+    ("LURCHER_PERSONAL_ACCESS_TOKEN_MAX_TOKENS_PER_USER", "0",
+     "personal_access_token.max_tokens_per_user: expected `int` >= 1"),
 ]
 
 
