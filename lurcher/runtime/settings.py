@@ -246,9 +246,11 @@ class DataMaintenance(Section):
 
 
 class Limits(Section):
-    max_control_payload_bytes: Bytes
-    max_send_payload_bytes: Bytes
-    max_unauthenticated_payload_bytes: Bytes
+    # 0 refused every such request (every login, every send), where 0 is "no cap" for
+    # http_max_connections and binary_max_connections of the same section
+    max_control_payload_bytes: Annotated[Bytes, Positive]
+    max_send_payload_bytes: Annotated[Bytes, Positive]
+    max_unauthenticated_payload_bytes: Annotated[Bytes, Positive]
     max_poll_reply_bytes: Bytes
     http_header_timeout: Micros
     login_timeout: Micros

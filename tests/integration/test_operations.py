@@ -177,6 +177,14 @@ BAD_ENV = [
     # "no limit" for the other such keys
     ("LURCHER_PERSONAL_ACCESS_TOKEN_MAX_TOKENS_PER_USER", "0",
      "personal_access_token.max_tokens_per_user: expected `int` >= 1"),
+    # found by the docs audit: started, and then refused every login (Unauthenticated, 40),
+    # every command with a payload or every send (InvalidCommand, 3)
+    ("LURCHER_LIMITS_MAX_UNAUTHENTICATED_PAYLOAD_BYTES", "0",
+     "limits.max_unauthenticated_payload_bytes: expected `int` >= 1"),
+    ("LURCHER_LIMITS_MAX_CONTROL_PAYLOAD_BYTES", "0",
+     "limits.max_control_payload_bytes: expected `int` >= 1"),
+    ("LURCHER_LIMITS_MAX_SEND_PAYLOAD_BYTES", "0 B",
+     "limits.max_send_payload_bytes: expected `int` >= 1"),
 ]
 
 
