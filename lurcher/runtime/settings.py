@@ -380,6 +380,19 @@ def _jwt_secrets(c: ServerConfig) -> str | None:
     return None
 
 
+def _jwt_claims(c: ServerConfig) -> str | None:
+    """The server checks its own tokens' issuer and audience against valid_issuers and
+    valid_audiences (each empty: the one it issues): one left out refused every token it
+    issued (401)."""
+    jwt = c.http.jwt
+    for claim, value, valid in (("issuer", jwt.issuer, jwt.valid_issuers),
+                                ("audience", jwt.audience, jwt.valid_audiences)):
+        if valid and value not in valid:
+            return (f"http.jwt.{claim} {value!r} must be one of valid_{claim}s "
+                    f"{valid} (or that list empty): the server checks its own tokens against it")
+    return None
+
+
 def _nul_in_names(c: ServerConfig) -> str | None:
     """A file name or address holding a NUL reached the OS calls, which refuse it with a
     ValueError (a traceback at start: system.path, the TLS files, unix.path); every such
@@ -403,7 +416,7 @@ def _named_values(section: msgspec.Struct, prefix: str) -> Iterator[tuple[str, s
 
 CROSS_CHECKS: tuple[Callable[[ServerConfig], str | None], ...] = (
     _heartbeats, _segment_size, _topic_max_size, _periodic_jobs, _metrics_endpoint, _argon2,
-    _jwt_secrets, _nul_in_names)
+    _jwt_secrets, _jwt_claims, _nul_in_names)
 ARGON2_MAX_LANES = 0xFF_FFFF  # RFC 9106: parallelism is 1 to 2^24 - 1
 
 

@@ -185,6 +185,11 @@ BAD_ENV = [
      "limits.max_control_payload_bytes: expected `int` >= 1"),
     ("LURCHER_LIMITS_MAX_SEND_PAYLOAD_BYTES", "0 B",
      "limits.max_send_payload_bytes: expected `int` >= 1"),
+    # found by the docs audit: started, and every token it issued was then refused (401)
+    ("LURCHER_HTTP_JWT_ISSUER", "me",
+     "http.jwt.issuer 'me' must be one of valid_issuers ['iggy.apache.org']"),
+    ("LURCHER_HTTP_JWT_AUDIENCE", "them",
+     "http.jwt.audience 'them' must be one of valid_audiences ['iggy.apache.org']"),
 ]
 
 
