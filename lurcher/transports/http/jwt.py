@@ -11,19 +11,20 @@ in ``<system.path>/state/jwt_secret`` (mode 0600), so tokens survive a restart. 
 empty (a crash before its bytes reached the disk) gets a new secret (logged: tokens issued
 before are invalid); one holding fewer than ``SECRET_BYTES`` characters or not UTF-8
 (damaged: a short key would let anyone forge tokens) stops the start (``SecretDamaged``, one
-line naming it). Revoked token ids are appended to ``<system.path>/state/tokens`` as ``jti
-expiry_s`` lines; entries past their expiry are dropped when the file is loaded (and the
-file rewritten; damaged lines, a torn append or bytes that are not UTF-8, are dropped with
-one warning) and as later ids are revoked (the file rewritten once most of its lines
-expired), so neither grows with repeated login/logout. A revocation whose line cannot be
-written (descriptors used up, a full disk) is refused with CANNOT_WRITE_TO_FILE and changes
-nothing, in memory either: the token stays valid, as a restart would find it. A refresh
-revokes the token it replaces, and needs no password, so one client could refresh hundreds
-of times a second and fill memory and that file with ids for a whole token lifetime;
-``[http.jwt] max_refreshes_per_user`` caps the ids a user's refreshes keep revoked at once
-(line ``jti expiry_s user_id user_created_at``): beyond it a refresh is refused (401) until
-some expire, and the user logs in again. The count is the login's, a user id with its
-creation time (``RefreshLogin``): a user given a deleted user's id starts from none (lines
+line naming it). ``clock_skew`` and ``not_before`` "none" are 0 (no skew, no delay);
+``access_token_expiry`` "none" never expires. Revoked token ids are appended to
+``<system.path>/state/tokens`` as ``jti expiry_s`` lines; entries past their expiry are
+dropped when the file is loaded (and the file rewritten; damaged lines, a torn append or bytes
+that are not UTF-8, are dropped with one warning) and as later ids are revoked (the file
+rewritten once most of its lines expired), so neither grows with repeated login/logout. A
+revocation whose line cannot be written (descriptors used up, a full disk) is refused with
+CANNOT_WRITE_TO_FILE and changes nothing, in memory either: the token stays valid, as a restart
+would find it. A refresh revokes the token it replaces, and needs no password, so one client
+could refresh hundreds of times a second and fill memory and that file with ids for a whole
+token lifetime; ``[http.jwt] max_refreshes_per_user`` caps the ids a user's refreshes keep
+revoked at once (line ``jti expiry_s user_id user_created_at``): beyond it a refresh is refused
+(401) until some expire, and the user logs in again. The count is the login's, a user id with
+its creation time (``RefreshLogin``): a user given a deleted user's id starts from none (lines
 of older servers, without the creation time, count for no user that can refresh, until they
 expire).
 """
@@ -47,6 +48,7 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire import units
 from lurcher.core.wire.buffer import U32_MAX
 from lurcher.core.wire.units import US_PER_S
+from lurcher.runtime.settings import seconds
 
 if TYPE_CHECKING:
     from lurcher.runtime.settings import Jwt
@@ -244,9 +246,11 @@ class JwtManager:
         self.audience = section.audience
         self.valid_issuers = section.valid_issuers or [self.issuer]
         self.valid_audiences = section.valid_audiences or [self.audience]
-        self.expiry_s = section.access_token_expiry // US_PER_S
-        self.leeway_s = section.clock_skew // US_PER_S
-        self.not_before_s = section.not_before // US_PER_S
+        self.expiry_s = section.access_token_expiry // US_PER_S  # "none": never expires
+        # "none" is no skew and no delay (settings.seconds): as microseconds it made every
+        # token valid forever (clock_skew) or never (not_before)
+        self.leeway_s = int(seconds(section.clock_skew))
+        self.not_before_s = int(seconds(section.not_before))
         self.revoked = RevokedTokens(state_path / "tokens", int(clock_s()))
         self.max_refreshes = section.max_refreshes_per_user
 
