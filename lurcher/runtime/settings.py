@@ -17,6 +17,7 @@ tables (``_quantities``). A decode error is one line naming the key.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Annotated, Any, Callable, Iterator, get_args, get_origin, get_type_hints
 
 import msgspec
@@ -352,6 +353,29 @@ def _periodic_jobs(c: ServerConfig) -> str | None:
     return None
 
 
+_HTTP_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token: names, methods
+
+
+def _cors(c: ServerConfig) -> str | None:
+    """CORS lists go into response headers: a header name or method that is not a token, or
+    an origin with a control character, failed every request carrying an Origin (an ASGI
+    traceback, the connection dropped). Credentials with any origin let every site make
+    credentialed requests. Iggy 0.8 stops at start on them too (InvalidConfiguration; its
+    CORS layer panics on the last)."""
+    cors = c.http.cors
+    for key in ("allowed_methods", "allowed_headers", "exposed_headers"):
+        bad = [v for v in getattr(cors, key) if v.strip() and not _HTTP_TOKEN.fullmatch(v)]
+        if bad:
+            return f"http.cors.{key}: {bad[0]!r} is not an HTTP token"
+    bad = [v for v in cors.allowed_origins if any(ch < " " or ch == "\x7f" for ch in v)]
+    if bad:
+        return f"http.cors.allowed_origins: {bad[0]!r} holds a control character"
+    if cors.allow_credentials and "*" in cors.allowed_origins:
+        return ("http.cors.allow_credentials = true cannot go with allowed_origins \"*\" "
+                "(any site could make credentialed requests): list the origins")
+    return None
+
+
 def _metrics_endpoint(c: ServerConfig) -> str | None:
     endpoint = c.http.metrics.endpoint
     if not endpoint.startswith("/"):
@@ -416,7 +440,7 @@ def _named_values(section: msgspec.Struct, prefix: str) -> Iterator[tuple[str, s
 
 CROSS_CHECKS: tuple[Callable[[ServerConfig], str | None], ...] = (
     _heartbeats, _segment_size, _topic_max_size, _periodic_jobs, _metrics_endpoint, _argon2,
-    _jwt_secrets, _jwt_claims, _nul_in_names)
+    _jwt_secrets, _jwt_claims, _cors, _nul_in_names)
 ARGON2_MAX_LANES = 0xFF_FFFF  # RFC 9106: parallelism is 1 to 2^24 - 1
 
 

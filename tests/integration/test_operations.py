@@ -114,6 +114,12 @@ BAD_FILES = [
     # found by the docs audit: started, and every token it issued was refused (401)
     ('[http.jwt]\nencoding_secret = "' + "a" * 40 + '"\ndecoding_secret = "' + "b" * 40 + '"\n',
      "http.jwt.decoding_secret must be empty or the same as encoding_secret"),
+    # found by the docs audit: started, and every request with an Origin then failed on an
+    # ASGI traceback (connection dropped); credentials went to any site
+    ('[http.cors]\nallowed_headers = ["ok", "bad\\r\\nX-Evil: 1"]\n',
+     "http.cors.allowed_headers: 'bad\\r\\nX-Evil: 1' is not an HTTP token"),
+    ("[http.cors]\nallow_credentials = true\n",
+     'http.cors.allow_credentials = true cannot go with allowed_origins "*"'),
 ]
 
 
