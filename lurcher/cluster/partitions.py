@@ -30,13 +30,13 @@ same ids: an op for a deleted partition is skipped alike everywhere.
 
 Restarts: a replica re-executes its group's committed log from its last checkpoint; an
 ``Append`` whose messages the partition log already holds (counted per partition since the
-start) is not stored again (deduplication still sees it). Checkpoints (``partition_state``) bound each
-group's log; a replica adopting one copies the messages it lacks from another replica.
-A purge (of a stream or topic) is one ``PurgePartition`` op through each of its partitions'
-groups, acknowledged once every one is committed (``partition_service``: every replica
-empties the partition at the same point of the group's order, and tells its consumer
-groups, as a single node's purge does: what they delivered from it is forgotten and its
-pending hand-over completes; the receiving node tells its own too). A DeleteSegments is
+start) is not stored again (deduplication still sees it). Checkpoints (``partition_state``)
+bound each group's log; a replica adopting one copies the messages it lacks from another
+replica. A purge (of a stream or topic) is one ``PurgePartition`` op through each of its
+partitions' groups, acknowledged once every one is committed (``partition_service``: every
+replica empties the partition at the same point of the group's order, and tells its
+consumer groups, as a single node's purge does: what they delivered from it is forgotten
+and its pending hand-over completes; the receiving node tells its own too). A DeleteSegments is
 decided on the partition's primary (the oldest segments it may delete there, as on a node)
 and replicated as ``DeleteSegmentsBelow``, the first offset kept: every replica deletes its
 sealed segments wholly below it at the same point of the group's order, so every node serves

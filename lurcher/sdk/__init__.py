@@ -33,6 +33,7 @@ from lurcher.sdk.sync import SyncClient
 __all__ = [
     "Client", "ClientConfig", "Consumer", "Encryptor", "ErrorCode", "GlobalPermissions",
     "HeaderKind", "HeaderValue", "Identifier", "IggyError", "InvalidArgument", "MessageBatch",
-    "Partitioning", "Permissions", "PollingStrategy", "Producer", "ReceivedMessage", "StreamPermissions",
-    "SyncClient", "TopicPermissions", "build_batch", "parse_connection_string",
+    "Partitioning", "Permissions", "PollingStrategy", "Producer", "ReceivedMessage",
+    "StreamPermissions", "SyncClient", "TopicPermissions", "build_batch",
+    "parse_connection_string",
 ]
