@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import msgspec
 
 from lurcher.core.replication.journal import Format, encode_record
-from lurcher.core.replication.messages import Reply
 from lurcher.core.replication.replica import Bug, Config, Effects, Replica, Status
 from lurcher.core.replication.sim.auditor import Auditor, SafetyViolation
 from lurcher.core.replication.sim.client import SimClient
