@@ -296,6 +296,17 @@ def _in_worker(io: IoBackend, job: Callable[[], T]) -> asyncio.Future[T]:
     return future
 
 
+def _off_loop(io: IoBackend, job: Callable[[], object]) -> asyncio.Future | None:
+    """``_in_worker(io, job)`` when an event loop runs; without one (tools, start-up) ``job``
+    runs here and now, and None is returned."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        job()
+        return None
+    return _in_worker(io, job)
+
+
 def _pass_outcome(source: asyncio.Future, target: asyncio.Future) -> None:
     """Give ``target`` (unless already done) the outcome of ``source``, done."""
     if target.done():
@@ -1100,12 +1111,7 @@ class Partition:
         an event loop runs (a future that resolves after it), else here (None). A failure is
         logged, not raised: the segments are gone here, a caller asked again would delete
         more, and segments a power loss brings back are only deleted again by retention."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            _sync_after_removals(self.path, self.io)
-            return None
-        return _in_worker(self.io, lambda: _sync_after_removals(self.path, self.io))
+        return _off_loop(self.io, lambda: _sync_after_removals(self.path, self.io))
 
     def _forget_oldest(self, gone: list[Segment]) -> int:
         """Drop the oldest segments ``gone`` (their files set aside) from the segments and
@@ -1301,12 +1307,7 @@ class Partition:
         freeing a big file's blocks can take tens of milliseconds); a future that resolves
         after it. Without an event loop (tools, start-up) they are removed here and now, and
         None is returned. A file that cannot be removed is logged (``_remove_set_aside``)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            _remove_set_aside(set_aside, self.io)
-            return None
-        return _in_worker(self.io, lambda: _remove_set_aside(set_aside, self.io))
+        return _off_loop(self.io, lambda: _remove_set_aside(set_aside, self.io))
 
     def _start_empty(self) -> None:
         """Counters and timestamps of an empty partition, a new ``epoch``, a new segment at
