@@ -179,7 +179,8 @@ def delete_segments_below(key: tuple[int, int, int], partition: Any, below: int)
     """The group's DeleteSegments: this replica's sealed segments wholly below offset
     ``below`` go (the same ones everywhere, as every replica stores the same messages; the
     op executed again after a restart finds them gone). Raises IggyError CANNOT_DELETE_FILE
-    (10008) when a segment file cannot be removed: it and the later ones stay here."""
+    (10008) when a segment file cannot be set aside: every segment stays here (files set
+    aside that cannot be removed are logged and removed at the next start)."""
     try:
         partition.delete_segments_below(below)
     except OSError as exc:
