@@ -77,7 +77,8 @@ from lurcher.cluster.host import NOOP, wait_listed
 from lurcher.cluster.journal_file import replace_whole
 from lurcher.cluster.partition_ops import Append, DeleteOffset, DeleteSegmentsBelow, Op, \
     PurgePartition, StoreOffset, op_decoder
-from lurcher.cluster.partition_state import RETRY_S, Filler, decode_state, encode_state
+from lurcher.cluster.partition_state import RETRY_S, Filler, decode_state, encode_state, \
+    put_offsets, stored_offsets
 from lurcher.core.faults import crash_point
 from lurcher.core.wire.batch import MessageBatch
 from lurcher.core.wire.error_codes import ErrorCode
@@ -203,6 +204,8 @@ class PartitionService:
         # per partition: the creation time of the generation ``stored`` and ``purged`` count
         self.created: dict[tuple[int, int, int], int] = {}
         self.unreached: set[tuple[int, int, int]] = set()  # an adopted checkpoint's, to reach
+        # an adopted checkpoint's stored offsets, per partition, until it is reached
+        self.offsets_to: dict[tuple[int, int, int], list[tuple[str, int, int]]] = {}
         self.settling: list[tuple[tuple[int, int, int], asyncio.Future]] = []  # ``settled``
         self.filling = False  # copying messages the group stored and we lack (``Filler``)
         self.fill_to: dict[tuple[int, int, int], int] = {}  # per partition: fill up to
@@ -308,7 +311,8 @@ class PartitionService:
             return
         self.created[key] = op.created_at
         if counted is not None:
-            for counts in (self.stored, self.purged, self.fill_to, self.broken):
+            for counts in (self.stored, self.purged, self.fill_to, self.broken,
+                           self.offsets_to):
                 counts.pop(key, None)
             self.unreached.discard(key)
 
@@ -525,15 +529,27 @@ class PartitionService:
             asyncio.get_running_loop().call_later(PURGE_RETRY_S, self._repair, key)
             return False
         log.warning("partition %s: purged as the group did; its held ops run now", key)
+        self._put_offsets(key, self.shard.partitions[key])
         return True
+
+    def _put_offsets(self, key: tuple[int, int, int], partition: Any) -> None:
+        """Put an adopted checkpoint's stored offsets of ``key`` in place, unless the
+        partition went through more purges than the checkpoint counts (it purged past them:
+        the log after the checkpoint, executed again, stores the offsets that count)."""
+        wanted = self.offsets_to.pop(key, None)
+        if wanted is not None and purges_of(partition) == self.purged.get(key, 0):
+            put_offsets(partition, wanted)
 
     # ---- checkpoints (``partition_state``) ---------------------------------------------
 
     def snapshot(self) -> bytes:
         self._forget_deleted()
         queued = [(position, msgspec.msgpack.encode(op)) for position, op in self.queue]
+        keys = {*self.stored, *self.purged, *self.created}
+        offsets = {key: stored_offsets(self.shard.partitions[key]) for key in keys
+                   if key in self.shard.partitions}
         return encode_state(self.calls, self.stored, queued, self.shard.dedup, self.purged,
-                            self.created)
+                            self.created, offsets)
 
     def restore(self, state: bytes) -> None:
         """Adopt a checkpoint's state; copy the messages it counts that this replica's
@@ -542,6 +558,7 @@ class PartitionService:
         self.stored = {tuple(k): n for k, n in decoded.stored}
         self.purged = {tuple(k): n for k, n in decoded.purged}
         self.created = {tuple(k): at for k, at in decoded.created}
+        self.offsets_to = {tuple(k): offsets for k, offsets in decoded.offsets}
         for position, _ in self.queue:  # covered by the checkpoint (stored or queued)
             self._finish(position, self.done[position], None)
         self.calls = decoded.calls
@@ -549,7 +566,7 @@ class PartitionService:
         for position, body in decoded.queued:
             self.done.setdefault(position, asyncio.get_running_loop().create_future())
             self._enqueue(position, op_decoder.decode(body))
-        self.unreached = set(self.stored) | set(self.purged)
+        self.unreached = set(self.stored) | set(self.purged) | set(self.offsets_to)
         self._reach_counts()
 
     def _forget_deleted(self) -> None:
@@ -569,7 +586,8 @@ class PartitionService:
 
     def _reach_counts(self) -> None:
         """Bring the partitions of ``unreached`` to an adopted checkpoint's counts (purge
-        what the others purged while this one was behind, then copy what it lacks), each
+        what the others purged while this one was behind, put its stored offsets in place,
+        then copy what it lacks), each
         once this node's metadata has the partition those counts are of: not a partition
         deleted since (its ids taken by a later one, which the counts must never purge or
         fill), nor one whose creation this node has not applied yet (done when it has:
@@ -581,12 +599,14 @@ class PartitionService:
             self.unreached.discard(key)
             partition = self.shard.partitions.get(key)
             if partition is None:
+                self.offsets_to.pop(key, None)
                 continue
             if purges_of(partition) < self.purged.get(key, 0):
                 self.fill_to.pop(key, None)  # purged on the others while this one was behind
                 self.shard.partition_purged(*key)
                 if not self._purge_or_owe(key, partition):
                     continue  # filled once purged (``_repair``)
+            self._put_offsets(key, partition)
             if self.stored.get(key, 0) > end_of(partition) and \
                     purges_of(partition) == self.purged.get(key, 0):  # else purged past it
                 self._fill_up_to(key, self.stored[key])

@@ -6,8 +6,10 @@ and view changes carry a bounded log. The checkpoint's state is small (``GroupSt
 the position count, how many messages each partition of the group has been handed (since
 its last purge), how many purges it has been through and the creation time of the
 partition those counts are of (a deleted partition's ids go to the next one), the ops
-still waiting for metadata, and the deduplication windows of the group's partitions. The
-messages themselves stay in the partition logs, byte-identical on every replica.
+still waiting for metadata, and the deduplication windows of the group's partitions, and each partition's stored consumer and
+group offsets (a replica adopting the checkpoint puts them in place, ``put_offsets``: it
+never executes the offset ops the checkpoint covers). The messages themselves stay in the
+partition logs, byte-identical on every replica.
 
 A replica that adopts a checkpoint covering ops it never carried out (a lagging backup
 given another replica's checkpoint, or a node whose last writes before a crash were lost)
@@ -37,8 +39,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from lurcher.core.log.offsets import KINDS
 from lurcher.core.shard.dedup import IdWindow
 from lurcher.core.wire.batch import HEADER_BYTES, INDEX_DTYPE, MessageBatch, read_timestamps
+from lurcher.core.wire.errors import IggyError
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +64,8 @@ class GroupState(msgspec.Struct, array_like=True, frozen=True):
     purged: list[tuple[tuple[int, int, int], int]] = []  # purges per partition so far
     # per partition, the creation time of the generation its counts belong to
     created: list[tuple[tuple[int, int, int], int]] = []
+    # per partition, its stored consumer and group offsets: (kind, consumer or group, offset)
+    offsets: list[tuple[tuple[int, int, int], list[tuple[str, int, int]]]] = []
 
 
 class Fetch(msgspec.Struct, array_like=True, frozen=True):
@@ -80,13 +86,52 @@ fetch_decoder = msgspec.msgpack.Decoder(Fetch)
 
 
 def encode_state(calls: int, stored: dict[Key, int], queued: list[tuple[int, bytes]],
-                 dedup: Any, purged: dict[Key, int], created: dict[Key, int] | None = None
-                 ) -> bytes:
+                 dedup: Any, purged: dict[Key, int], created: dict[Key, int] | None = None,
+                 offsets: dict[Key, list[tuple[str, int, int]]] | None = None) -> bytes:
     windows = [WindowState(key, [(stamp, list(keys)) for stamp, keys in dedup.windows[key]
                                  .batches]) for key in stored if key in dedup.windows]
     return msgspec.msgpack.encode(GroupState(calls, sorted(stored.items()), queued, windows,
                                              sorted(purged.items()),
-                                             sorted((created or {}).items())))
+                                             sorted((created or {}).items()),
+                                             sorted((offsets or {}).items())))
+
+
+def stored_offsets(partition: Any) -> list[tuple[str, int, int]]:
+    """``partition``'s stored offsets as its executed ops left them: (kind, consumer or
+    group id, offset), in a fixed order."""
+    return [(kind, key, offset) for kind in KINDS
+            for key, offset in sorted(partition.stored_offsets(kind).items())]
+
+
+def put_offsets(partition: Any, wanted: list[tuple[str, int, int]]) -> None:
+    """Make ``partition``'s stored offsets exactly ``wanted`` (an adopted checkpoint's):
+    store those missing or different, delete those it does not list. A file that refuses is
+    logged (the offset stays as it was here; the next checkpoint adopted tries again)."""
+    want = {(kind, key): offset for kind, key, offset in wanted}
+    have = {(kind, key): offset for kind, key, offset in stored_offsets(partition)}
+    for kind, key in have.keys() - want.keys():
+        _offset_call(partition, kind, key, lambda k=kind, c=key: partition.delete_offset(k, c))
+    for (kind, key), offset in want.items():
+        if have.get((kind, key)) != offset:
+            _offset_call(partition, kind, key,
+                         lambda k=kind, c=key, o=offset: partition.store_offset(k, c, o))
+
+
+def _offset_call(partition: Any, kind: str, key: int, call: Any) -> None:
+    """``call()``, a store or delete of one offset; its failure (now, or its future's) is
+    logged in one line."""
+    def failed(exc: BaseException) -> None:
+        log.error("partition %s: the %s offset of %d in the adopted checkpoint cannot be "
+                  "put in place: %s", partition.path, kind, key, exc)
+    try:
+        future = call()
+    except (IggyError, OSError) as exc:
+        failed(exc)
+        return
+    if future is not None:
+        future.add_done_callback(
+            lambda done: None if done.cancelled() or done.exception() is None
+            else failed(done.exception()))
 
 
 def decode_state(state: bytes, dedup: Any) -> GroupState:

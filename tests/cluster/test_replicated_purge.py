@@ -103,6 +103,18 @@ async def make_primary(nodes: list[LurcherServer], group: int, wanted: int) -> N
     raise AssertionError(f"node-{wanted} never became the primary of group {group}")
 
 
+async def serving_as_primary(nodes: list[LurcherServer], group: int,
+                             wanted: int) -> tuple[list, list[tuple]]:
+    """Make node ``wanted`` the primary of ``group`` (``make_primary``), connect to every
+    node and wait until that node serves partition 0 of ``p``/``t``: (the clients, what
+    it polled there)."""
+    await make_primary(nodes, group, wanted)
+    connected = await clients(nodes)
+    got = await eventually(lambda: _polled_or_none(connected[wanted]),
+                           f"node-{wanted} serves the partition as its group's primary")
+    return connected, got
+
+
 PRIMARY_STAYS = ("commit_timeout_ms = 5000\ncheckpoint_every_ops = 4\n"
                  "rebalance_after_ticks = 1000000\n")  # a primary moves only when killed
 
@@ -150,6 +162,11 @@ async def test_a_replica_whose_files_refuse_a_purge_serves_only_what_the_group_s
                 # rename-eio its write, replayed by the restarted node when no checkpoint
                 # covered it yet, would take the fault instead of the purge
                 await connected[0].store_consumer_offset(7, "p", "t", 3, partition_id=0)
+                # executed on every node before the restart: a node killed before it
+                # catches up from a checkpoint whose purge needs no removal of it
+                stream = (await connected[0].get_stream("p")).header.id
+                await eventually(_offset_file_everywhere(nodes, stream, 7),
+                                 "the offset file on every node")
             stream, group, faulty = await restart_a_backup_with(
                 nodes, connected, IO_FAULT_ENV, fault)
             healthy = connected[(faulty + 1) % 3]
@@ -159,16 +176,22 @@ async def test_a_replica_whose_files_refuse_a_purge_serves_only_what_the_group_s
                 await healthy.send_messages("p", "t", [payload], 0)
             await close_all(connected)
             connected = []
-            await make_primary(nodes, group, faulty)
-            connected = await clients(nodes)
-            got = await eventually(lambda: _polled_or_none(connected[faulty]),
-                                   "the faulty node serves the partition")
+            connected, got = await serving_as_primary(nodes, group, faulty)
             assert [(m[0], m[3]) for m in got] == list(enumerate(after))
             assert await connected[faulty].get_consumer_offset(7, "p", "t", 0) is None
             await eventually(alike(nodes, stream, 0, 8), "every replica holds the same 8")
             assert "purged as the group did" in nodes[faulty].log_tail(100_000)
         finally:
             await close_all(connected)
+
+
+def _offset_file_everywhere(nodes: list[LurcherServer], stream: int, consumer: int):
+    """A check: every node has a stored offset file of ``consumer`` on partition 0 of
+    topic 0 of ``stream``."""
+    async def check() -> bool:
+        return all((node.data_dir / "streams" / str(stream) / "topics" / "0" / "partitions" /
+                    "0" / "offsets" / "consumers" / str(consumer)).is_file() for node in nodes)
+    return check
 
 
 async def _polled_or_none(client) -> list[tuple] | None:
@@ -206,10 +229,7 @@ async def test_a_replica_killed_in_its_purge_finishes_it_at_its_restart(
             del nodes[killed].env[env]
             nodes[killed].restart()
             await eventually(alike(nodes, stream, 0, 8), "every replica holds the same 8")
-            await make_primary(nodes, group, killed)
-            connected = await clients(nodes)
-            got = await eventually(lambda: _polled_or_none(connected[killed]),
-                                   "the restarted node serves the partition")
+            connected, got = await serving_as_primary(nodes, group, killed)
             assert [(m[0], m[3]) for m in got] == list(enumerate(after))
         finally:
             await close_all(connected)

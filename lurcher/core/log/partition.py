@@ -978,6 +978,10 @@ class Partition:
     def get_offset(self, kind: OffsetKind, key: int) -> int | None:
         return self.offsets.get(kind, key)
 
+    def stored_offsets(self, kind: OffsetKind) -> dict[int, int]:
+        """Consumer (or group) id -> stored offset, as the last calls left them."""
+        return self.offsets.items(kind)
+
     def delete_offset(self, kind: OffsetKind, key: int) -> asyncio.Future | None:
         """None once deleted, or with ``enforce_fsync`` a future. Raises IggyError
         CONSUMER_OFFSET_NOT_FOUND when nothing is stored, PARTITION_NOT_FOUND

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from pathlib import Path
 from types import SimpleNamespace
 
 import msgspec
@@ -15,8 +16,8 @@ import pytest
 from lurcher.cluster import partition_service, partition_state
 from lurcher.cluster.host import ClusterNode
 from lurcher.core.replication.replica import Status
-from lurcher.cluster.partition_ops import Append, PurgePartition, StoreOffset
-from lurcher.cluster.partition_service import PartitionService
+from lurcher.cluster.partition_ops import Append, DeleteOffset, PurgePartition, StoreOffset
+from lurcher.cluster.partition_service import PURGES_FILE, PartitionService
 from lurcher.cluster.partitions import ReplicatedPartitions
 from lurcher.core.shard.reply import payload_bytes
 from lurcher.cluster.partition_state import Filler, encode_state, fetch_decoder, stored_batches
@@ -63,13 +64,26 @@ class LogPartition:
         self.blobs = [stored_batch(n) for n in range(batches)]
         self.next_offset = batches * PER_BATCH
         self.first_offset = 0  # raised by retention
+        self.offsets: dict[tuple[str, int], int] = {}  # (kind, id) -> stored offset
 
     def read_offset(self, offset: int, count: int) -> "Read":
         first = max(offset, self.first_offset) // PER_BATCH  # from the first kept one
         return Read(b"".join(self.blobs[first:first + count // PER_BATCH]))
 
     def purge(self) -> None:
-        self.blobs, self.next_offset = [], 0
+        self.blobs, self.next_offset, self.offsets = [], 0, {}
+
+    def get_offset(self, kind: str, key: int) -> int | None:
+        return self.offsets.get((kind, key))
+
+    def stored_offsets(self, kind: str) -> dict[int, int]:
+        return {key: offset for (k, key), offset in self.offsets.items() if k == kind}
+
+    def store_offset(self, kind: str, key: int, offset: int) -> None:
+        self.offsets[(kind, key)] = offset
+
+    def delete_offset(self, kind: str, key: int) -> None:
+        del self.offsets[(kind, key)]
 
     def truncate_to(self, next_offset: int) -> None:
         del self.blobs[next_offset // PER_BATCH:]
@@ -320,15 +334,9 @@ def test_a_node_still_filling_does_not_take_its_primary_back(tmp_path):
     assert views and set(views) == {2}  # asked (again each wait while not primary)
 
 
-class Offsets:
-    """What ``_get_offset`` reads of a partition, on ``LogPartition``."""
-
-    def __init__(self, partition: LogPartition) -> None:
-        self.stored: dict[tuple[str, int], int] = {}
-        partition.partition_id, partition.current_offset = KEY[2], partition.next_offset - 1
-        partition.get_offset = lambda kind, key: self.stored.get((kind, key))
-        partition.store_offset = lambda kind, key, offset: self.stored.update(
-            {(kind, key): offset})
+def answerable(partition: LogPartition) -> None:
+    """What ``_get_offset`` reads of a partition besides its offsets, on ``LogPartition``."""
+    partition.partition_id, partition.current_offset = KEY[2], partition.next_offset - 1
 
 
 async def test_a_primary_answers_reads_only_once_the_ops_it_executed_reached_the_partition(
@@ -337,7 +345,7 @@ async def test_a_primary_answers_reads_only_once_the_ops_it_executed_reached_the
     this node has not applied, as a fill would hold it) does not answer from the older
     state: the read waits until the op is carried out."""
     node = Node(tmp_path, batches_held=1)
-    Offsets(node.partition)
+    answerable(node.partition)
     node.service.meta.accepted = 0
     node.service.apply(msgspec.msgpack.encode(StoreOffset(1, *KEY, 0, "consumers", 7, 5)))
     replicated = answering(node)
@@ -474,7 +482,7 @@ async def test_waiting_reads_are_checked_without_scanning_the_queued_ops(tmp_pat
     every waiting read at every op the group ran, so reads waiting during a long catch-up
     cost the send path in proportion to the queue."""
     node = Node(tmp_path, batches_held=1)
-    Offsets(node.partition)
+    answerable(node.partition)
     node.service.meta.accepted = 0
     node.service.queue = Unscanned()
     other = (0, 0, 2)
@@ -498,7 +506,6 @@ def refusing_purges(partition: LogPartition, times: int) -> None:
     """``partition``'s next ``times`` purges fail as a file that cannot be set aside does
     (CannotDeleteFile, nothing changed); a purge also drops its stored offsets."""
     purge = partition.purge
-    offsets = Offsets(partition)
 
     def refusing() -> None:
         nonlocal times
@@ -506,7 +513,6 @@ def refusing_purges(partition: LogPartition, times: int) -> None:
             times -= 1
             raise IggyError(10008, "not purged: [Errno 5] Input/output error")
         purge()
-        offsets.stored.clear()
     partition.purge = refusing
 
 
@@ -564,3 +570,33 @@ async def first_batch_lands_at_offset_0(node, successor: LogPartition) -> None:
         0, *KEY, 5, stamp_of(0), batch.count, bytes(batch.index), batch.blob)))
     await asyncio.wait_for(node.service.effect(result), 5)
     assert successor.blobs == [stored_batch_at(0, 0)]
+
+
+async def test_a_checkpoint_carries_the_stored_offsets_and_an_adopting_replica_takes_them(
+        tmp_path):
+    """The offsets a checkpoint's ops stored (and deleted) are in its state; a replica that
+    adopts it, never executing those ops, ends with exactly them (the old state had no
+    offsets: the adopting replica kept what it had, and lacked what it never executed)."""
+    source = Node(tmp_path / "source", batches_held=1)
+    for consumer, offset in ((7, 3), (8, 2)):
+        source.service.apply(msgspec.msgpack.encode(
+            StoreOffset(0, *KEY, 0, "consumers", consumer, offset)))
+    source.service.apply(msgspec.msgpack.encode(StoreOffset(0, *KEY, 0, "groups", 1, 4)))
+    source.service.apply(msgspec.msgpack.encode(DeleteOffset(0, *KEY, 0, "consumers", 8)))
+    adopting = Node(tmp_path / "adopting", batches_held=1)
+    adopting.partition.offsets = {("consumers", 8): 2, ("consumers", 9): 1}
+    adopting.service.restore(source.service.snapshot())
+    assert adopting.partition.offsets == {("consumers", 7): 3, ("groups", 1): 4}
+
+
+async def test_a_replica_that_purged_past_an_adopted_checkpoint_keeps_its_offsets(tmp_path):
+    """Its partition went through a purge the checkpoint does not count: the checkpoint's
+    offsets are from before it, and the log after the checkpoint stores the ones that
+    count."""
+    source = Node(tmp_path / "source", batches_held=1)
+    source.service.apply(msgspec.msgpack.encode(StoreOffset(0, *KEY, 0, "consumers", 7, 3)))
+    purged = Node(tmp_path / "purged", batches_held=0)
+    partition_service.replace_whole(Path(purged.partition.path) / PURGES_FILE, b"1")
+    purged.partition.offsets = {("consumers", 9): 0}
+    purged.service.restore(source.service.snapshot())
+    assert purged.partition.offsets == {("consumers", 9): 0}
