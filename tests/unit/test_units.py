@@ -24,6 +24,13 @@ def test_bad_sizes(bad):
         parse_size(bad)
 
 
+@pytest.mark.parametrize("fraction", ["1.5", "1.5 B", "0.5", "1.0001 kB", "1.1 KiB"])
+def test_a_size_that_is_not_a_whole_number_of_bytes_is_refused(fraction):
+    """It used to be cut down ("1.5" read as 1 byte)."""
+    with pytest.raises(ValueError, match="not a whole number of bytes"):
+        parse_size(fraction)
+
+
 @pytest.mark.parametrize("text,seconds", [
     ("5s", 5.0), ("1m 30s", 90.0), ("500ms", 0.5), ("2h30m", 9000.0), ("7", 7.0),
     ("1 day", 86400.0), ("250us", 0.00025),

@@ -2,7 +2,8 @@
 connection strings, the CLI, the MCP server and the HTTP JSON shapes.
 
 Sizes: a byte count, or a number (fractions allowed, exact) with a decimal (kB, MB, ...) or
-binary (KiB, MiB, ...) unit, spaces optional: "1 GiB", "1.5MB", "512 KiB". Durations, the
+binary (KiB, MiB, ...) unit, spaces optional: "1 GiB", "1.5MB", "512 KiB"; one that is not a
+whole number of bytes ("1.5", "1.0001 kB") is refused. Durations, the
 humantime grammar the Iggy SDKs use: one or more ``<number><unit>`` terms ("5s", "1m 30s",
 "500ms", "2h30m", "3months", "1y"); a bare number is seconds. Units are humantime's (a
 month is 30.44 days, a year 365.25 days); "M" is a month and "m" a minute, as there, and
@@ -61,9 +62,12 @@ def parse_size(value: int | str) -> int:
     if unit not in SIZE_UNITS:
         raise ValueError(f"not a size: {value!r} (examples: 1048576, \"512 KiB\", \"1 GB\")")
     try:
-        return int(Decimal(m.group(1).replace("_", "")) * SIZE_UNITS[unit])
+        size = Decimal(m.group(1).replace("_", "")) * SIZE_UNITS[unit]
     except InvalidOperation:
         raise ValueError(f"not a size: {value!r}") from None
+    if size != size.to_integral_value():
+        raise ValueError(f"not a whole number of bytes: {value!r}")
+    return int(size)
 
 
 def parse_duration(text: str) -> float:
