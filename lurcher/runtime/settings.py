@@ -23,7 +23,7 @@ from typing import Annotated, Any, Callable, Iterator, get_args, get_origin, get
 import msgspec
 
 from lurcher.cluster.config import ClusterConfig, ClusterConfigError, decode_cluster
-from lurcher.core.log.config import MAX_SEGMENT_SIZE_BYTES
+from lurcher.core.log.config import GIB, MAX_SEGMENT_SIZE_BYTES
 from lurcher.core.quic import MAX_DATAGRAM_BYTES, SMALLEST_DATAGRAM_BYTES, STREAM_COUNT_MAX
 from lurcher.core.wire import units
 from lurcher.core.wire.buffer import U32_MAX
@@ -333,6 +333,19 @@ def _topic_max_size(c: ServerConfig) -> str | None:
     return None
 
 
+MAX_POLL_REPLY_BYTES = GIB
+
+
+def _poll_reply(c: ServerConfig) -> str | None:
+    """A poll's reply is built whole in memory: "unlimited" let one poll of a large partition
+    take gigabytes, past the u32 length of a binary reply."""
+    size = c.limits.max_poll_reply_bytes
+    if size > MAX_POLL_REPLY_BYTES:
+        return (f"limits.max_poll_reply_bytes must be at most 1 GiB ({MAX_POLL_REPLY_BYTES} "
+                f"bytes), not {'unlimited' if size == units.U64_MAX else size}")
+    return None
+
+
 def _periodic_jobs(c: ServerConfig) -> str | None:
     """A periodic job that is on needs an interval: with 0 or none it never ran, without a
     word (0.8 refuses a zero interval of an enabled message or token cleaner). "none" turns
@@ -439,8 +452,8 @@ def _named_values(section: msgspec.Struct, prefix: str) -> Iterator[tuple[str, s
 
 
 CROSS_CHECKS: tuple[Callable[[ServerConfig], str | None], ...] = (
-    _heartbeats, _segment_size, _topic_max_size, _periodic_jobs, _metrics_endpoint, _argon2,
-    _jwt_secrets, _jwt_claims, _cors, _nul_in_names)
+    _heartbeats, _segment_size, _topic_max_size, _poll_reply, _periodic_jobs, _metrics_endpoint,
+    _argon2, _jwt_secrets, _jwt_claims, _cors, _nul_in_names)
 ARGON2_MAX_LANES = 0xFF_FFFF  # RFC 9106: parallelism is 1 to 2^24 - 1
 
 

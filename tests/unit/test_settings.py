@@ -129,6 +129,16 @@ def test_a_segment_size_above_1_gib_is_refused_in_one_line():
         load_config(environ={"LURCHER_SYSTEM_SEGMENT_SIZE": "1073741825"})
 
 
+@pytest.mark.parametrize("value, shown", [("unlimited", "unlimited"),
+                                          ("1073741825", "1073741825")])
+def test_a_poll_reply_limit_above_1_gib_is_refused_in_one_line(value, shown):
+    """"unlimited" was accepted: one poll could build a reply of gigabytes in memory."""
+    assert load_config(environ={"LURCHER_LIMITS_MAX_POLL_REPLY_BYTES": "1 GiB"}).typed
+    with pytest.raises(ConfigError, match="^limits.max_poll_reply_bytes must be at most 1 GiB "
+                                          rf"\(1073741824 bytes\), not {shown}$"):
+        load_config(environ={"LURCHER_LIMITS_MAX_POLL_REPLY_BYTES": value})
+
+
 @pytest.mark.parametrize("interval", ["0", "none"])
 def test_an_enabled_message_cleaner_needs_an_interval(interval):
     """With no interval the cleaner never ran: retention silently off."""
