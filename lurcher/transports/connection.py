@@ -6,7 +6,13 @@ copy); the core's intents are carried out on the asyncio transport. Responses go
 ``Outbox`` (sendfile of large stored ranges on plain TCP); the transport's write-buffer
 limits drive the core's back-pressure (``pause_writing``/``resume_writing``). Everything
 else (framing, order, errors, session, migration state) is the core's
-(``lurcher.core.connection.server``). Given a ``ConnectionCap`` (``transports.admission``),
+(``lurcher.core.connection.server``). A connection the core closes for a refused frame
+lingers (``_linger``, plain TCP and Unix sockets): its answer is sent and its writing side
+shut, then what the client still sends is read into one small scratch buffer and dropped,
+until the client closes, ``LINGER_S`` passes or ``LINGER_MAX_BYTES`` came. Closed at once
+instead, a client still writing the rest of a refused frame (Iggy's clients write a whole
+frame before they read) got a reset that discarded the answer: it saw "connection reset"
+instead of InvalidCommand. With TLS the transport cannot shut one side: closed as before. Given a ``ConnectionCap`` (``transports.admission``),
 a connection counts in it from ``connection_made`` to ``connection_lost`` (a migration away
 ends with the latter too), and one beyond it is closed at once. Background tasks of the
 transports (``run_tracked``) are held until done and an unexpected error in one is logged.
@@ -20,7 +26,7 @@ import socket
 from typing import Any
 
 from lurcher.auth.session import Session
-from lurcher.core.connection.server import ServerConnection
+from lurcher.core.connection.server import CLOSE_REFUSED, ServerConnection
 from lurcher.transports.admission import ConnectionCap
 from lurcher.transports.sendfile import WRITE_HIGH_WATER_BYTES, WRITE_LOW_WATER_BYTES, Outbox
 
@@ -29,6 +35,11 @@ log = logging.getLogger(__name__)
 # A poll answer of a typical batch (1 MB) fits the kernel's send buffer, so sendfile hands
 # it over in one call instead of stopping half-way.
 SEND_BUFFER_BYTES = 4 * 1024 * 1024
+# A connection closed for a refused frame reads and drops what the client still sends for
+# at most this long, and at most this much (then it is closed as before).
+LINGER_S = 2.0
+LINGER_MAX_BYTES = 256 * 1024 * 1024
+LINGER_SCRATCH_BYTES = 64 * 1024
 
 
 def peer_address(peer: Any) -> str:
@@ -95,6 +106,8 @@ class StreamConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.outbox: Outbox | None = None
         self.sendfile_fd: int | None = None
+        self.linger_timer: asyncio.TimerHandle | None = None
+        self.lingered_bytes = 0
         # asyncio calls these straight into the core: no extra call per read
         self.get_buffer = lambda sizehint, take=self.core.reader.get_buffer: take()
         self.buffer_updated = self.core.buffer_updated
@@ -119,6 +132,8 @@ class StreamConnection(asyncio.BufferedProtocol):
             self.cap.release()
         if self.outbox is not None:
             self.outbox.clear()
+        if self.linger_timer is not None:
+            self.linger_timer.cancel()
         self.core.connection_lost()
 
     def admitted(self) -> bool:
@@ -169,9 +184,33 @@ class StreamConnection(asyncio.BufferedProtocol):
         self.transport.resume_reading()
 
     def close(self, reason: str) -> None:
-        """Close after the transport's buffer is flushed (queued file ranges are dropped)."""
-        if self.transport is not None:
-            self.outbox.clear()
+        """Close after the transport's buffer is flushed (queued file ranges are dropped);
+        after a refused frame, linger first where the transport can (module doc)."""
+        if self.transport is None:
+            return
+        self.outbox.clear()
+        if reason == CLOSE_REFUSED and self.transport.can_write_eof() and \
+                not self.transport.is_closing():
+            self._linger()
+        else:
+            self.transport.close()
+
+    def _linger(self) -> None:
+        """Shut the writing side once the answer is sent; read and drop what comes until
+        the client closes (``eof_received``), ``LINGER_S`` passes or ``LINGER_MAX_BYTES``
+        came; then close."""
+        scratch = memoryview(bytearray(LINGER_SCRATCH_BYTES))
+        self.get_buffer = lambda sizehint: scratch
+        self.buffer_updated = self._dropped
+        self.transport.set_protocol(self)  # uvloop keeps the two methods it was given
+        self.transport.write_eof()
+        self.transport.resume_reading()  # the core may have paused it (back-pressure)
+        self.linger_timer = asyncio.get_running_loop().call_later(LINGER_S,
+                                                                  self.transport.close)
+
+    def _dropped(self, nbytes: int) -> None:
+        self.lingered_bytes += nbytes
+        if self.lingered_bytes > LINGER_MAX_BYTES:
             self.transport.close()
 
     def abort(self) -> None:

@@ -184,6 +184,77 @@ def test_send_above_max_send_payload_is_invalid_command(server: LurcherServer) -
         assert client.read_response().status == INVALID_COMMAND
 
 
+@pytest.mark.parametrize("over", ["tcp", "unix"])
+def test_a_whole_frame_above_max_send_payload_is_answered_before_the_close(
+        server_factory: ServerFactory, over: str) -> None:
+    """Iggy's clients write a whole frame before they read its answer. The server refuses
+    a SendMessages above the limit at its header and closes the connection: it used to
+    close at once, and the reset that met the rest of the frame discarded the answer (the
+    client saw "connection reset by peer", never InvalidCommand)."""
+    server = server_factory({"LURCHER_UNIX_ENABLED": "true"})
+    for _ in range(2):
+        with _connected(server, over) as sock:
+            _log_in(sock)
+            sock.sendall(frame(raw.SEND_MESSAGES, length=70 * MIB + 4) + bytes(70 * MIB))
+            assert status_of(_recv_exact(sock, 8)) == (INVALID_COMMAND, 0)
+            assert sock.recv(1) == b"", "the connection is closed after the refusal"
+    with raw.RawClient(server.tcp_address) as client:
+        client.login()
+        client.ping()
+
+
+def test_a_lingering_connection_is_closed_though_its_client_never_closes(
+        server_factory: ServerFactory) -> None:
+    """After a refused frame the server reads and drops what still comes for a bounded
+    time only: a client that never closes its socket does not hold its connection (here
+    the only one ``binary_max_connections`` allows) for ever."""
+    server = server_factory({"LURCHER_LIMITS_BINARY_MAX_CONNECTIONS": "1"})
+    with _connected(server, "tcp") as sock:
+        _log_in(sock)  # logged in: the login timeout does not close it either
+        sock.sendall(frame(raw.SEND_MESSAGES, length=70 * MIB + 4) + bytes(64 * KIB))
+        assert status_of(_recv_exact(sock, 8)) == (INVALID_COMMAND, 0)
+        deadline = time.monotonic() + ANSWER_WITHIN_S
+        while True:  # the lingering one still counts: a new one is closed at once
+            try:
+                with raw.RawClient(server.tcp_address, timeout_s=ANSWER_WITHIN_S) as client:
+                    client.login()
+                    client.ping()
+                break
+            except (raw.PeerClosed, ConnectionError):
+                assert time.monotonic() < deadline, "the lingering connection was kept"
+                time.sleep(0.2)
+
+
+def test_a_lingering_connection_drops_a_bounded_amount(server: LurcherServer) -> None:
+    """After a refused frame the server reads and drops at most ``LINGER_MAX_BYTES``
+    (256 MiB): a client that keeps writing past it is cut off (its writes fail)."""
+    chunk = bytes(MIB)
+    with _connected(server, "tcp") as sock:
+        _log_in(sock)
+        sock.sendall(frame(raw.SEND_MESSAGES, length=70 * MIB + 4))
+        with pytest.raises(OSError):  # reset (or broken pipe) once the server closed
+            for _ in range(1024):  # 1 GiB: 4x the bound
+                sock.sendall(chunk)
+
+
+def _log_in(sock: socket.socket) -> None:
+    sock.sendall(frame(raw.LOGIN_USER, raw.login_payload("iggy", "iggy")))
+    status, length = status_of(_recv_exact(sock, 8))
+    assert status == 0
+    _recv_exact(sock, length)  # the user id
+
+
+def _connected(server: LurcherServer, over: str) -> socket.socket:
+    """A socket connected to ``server`` over TCP or its Unix socket."""
+    if over == "tcp":
+        sock = socket.create_connection(_address(server), timeout=ANSWER_WITHIN_S)
+    else:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(ANSWER_WITHIN_S)
+        sock.connect(server.endpoints["unix"])
+    return sock
+
+
 def test_announced_lengths_cost_memory_only_as_bytes_arrive(server: LurcherServer) -> None:
     """Eight logged-in connections each announce a 60 MiB SendMessages (under the 64 MiB
     limit) and send 64 KiB of it: the server grows by far less than 8 x 60 MiB."""

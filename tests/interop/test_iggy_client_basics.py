@@ -106,3 +106,19 @@ async def test_empty_partition_polls_empty(client: IggyClient) -> None:
     for strategy in (PollingStrategy.First(), PollingStrategy.Last(), PollingStrategy.Next(),
                      PollingStrategy.Offset(0), PollingStrategy.Timestamp(0)):
         assert await client.poll_messages("s", "t", 0, strategy, 10, False) == []
+
+
+async def test_a_batch_above_the_send_limit_is_invalid_command(server: LurcherServer) -> None:
+    """70 MB in one SendMessages (``limits.max_send_payload_bytes`` is 64 MiB): the client
+    gets InvalidCommand. It got TcpError before: the server closed while the client was
+    still writing the frame, and the reset discarded the answer."""
+    client = await connect_client(server)
+    await client.create_stream("s")
+    await client.create_topic("s", "t", 1)
+    with pytest.raises(RuntimeError, match="InvalidCommand"):
+        await client.send_messages("s", "t", 0,
+                                   [SendMessage(bytes(10_000_000)) for _ in range(7)])
+    other = await connect_client(server)
+    await other.send_messages("s", "t", 0, [SendMessage(b"after")])
+    polled = await other.poll_messages("s", "t", 0, PollingStrategy.Offset(0), 10, False)
+    assert [m.payload() for m in polled] == [b"after"]
