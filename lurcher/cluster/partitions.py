@@ -84,6 +84,9 @@ class ReplicatedPartitions:
                  services: dict[int, PartitionService], meta: Any, timeout_s: float) -> None:
         self.shard, self.node, self.layout, self.services = shard, node, layout, services
         self.meta, self.timeout_s = meta, timeout_s
+        # per partition, the offset of the last fill refused for retention that was logged:
+        # an asker retries every few tenths of a second while it waits for its peers
+        self.refused_fills: dict[tuple[int, int, int], int] = {}
         self.forwarder = Forwarder(node, {"append": self._submit, "offset": self._offset,
                                           "get_offset": self._get_offset, "poll": self._poll,
                                           "delete_offset": self._delete_offset,
@@ -285,9 +288,11 @@ class ReplicatedPartitions:
                 or purges_of(partition) != ask.purges:
             raise IggyError(ErrorCode.INVALID_OFFSET, "this replica lacks them too")
         if ask.offset < partition.first_offset:
-            log.warning("group %d: cannot serve a fill of partition %s from offset %d: "
-                        "retention deleted it here (first kept offset %d)", group, key,
-                        ask.offset, partition.first_offset)
+            logged, self.refused_fills[key] = self.refused_fills.get(key), ask.offset
+            (log.debug if logged == ask.offset else log.warning)(
+                "group %d: cannot serve a fill of partition %s from offset %d: retention "
+                "deleted it here (first kept offset %d)", group, key, ask.offset,
+                partition.first_offset)
             raise IggyError(ErrorCode.INVALID_OFFSET, f"offsets from {ask.offset} were "
                             f"deleted here (first kept {partition.first_offset})")
         return Parts([within_reply_cap(self.shard, partition,
