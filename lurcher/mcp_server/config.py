@@ -5,7 +5,8 @@ Precedence (last wins): the defaults below, the TOML file (``--config`` or
 ``LURCHER_MCP_CONFIG_PATH``), then ``LURCHER_MCP_<PATH>`` variables, where ``<PATH>`` is a
 key's path joined with ``_`` and upper-cased (``LURCHER_MCP_IGGY_ADDRESS``,
 ``LURCHER_MCP_HTTP_CORS_ALLOWED_ORIGINS``, ``LURCHER_MCP_PERMISSIONS_CREATE``). Variables are
-matched against the keys that exist, so keys containing underscores are unambiguous.
+matched against the keys that exist, so keys containing underscores are unambiguous; one
+that names no key is refused (``ConfigError``, with the nearest key).
 
 The sections and keys follow Iggy's MCP server (``transport``, ``[http]``, ``[http.cors]``,
 ``[http.tls]``, ``[iggy]``, ``[iggy.tls]``, ``[permissions]``), so an Iggy MCP config file
@@ -25,6 +26,7 @@ from typing import Any
 import msgspec
 
 from lurcher.core.wire.address import split_address
+from lurcher.suggest import nearest
 
 ENV_PREFIX = "LURCHER_MCP_"
 CONFIG_PATH_ENV = "LURCHER_MCP_CONFIG_PATH"
@@ -235,8 +237,14 @@ def env_keys(struct: type[msgspec.Struct] = McpConfig,
 
 
 def apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
-    """Set every key named by a ``LURCHER_MCP_*`` variable in ``data`` (in place)."""
-    for name, (path, leaf) in env_keys().items():
+    """Set every key named by a ``LURCHER_MCP_*`` variable in ``data`` (in place). Raises
+    ConfigError for one that names no key (a typo used to be ignored)."""
+    keys = env_keys()
+    for name in sorted(environ):
+        if name.startswith(ENV_PREFIX) and name != CONFIG_PATH_ENV and name not in keys:
+            raise ConfigError(f"{name} names no configuration key"
+                              f"{nearest(name, [*keys, CONFIG_PATH_ENV])}")
+    for name, (path, leaf) in keys.items():
         if name in environ:
             node = data
             for part in path[:-1]:

@@ -28,6 +28,7 @@ from typing import Any, Mapping
 
 from lurcher.core.wire import units
 from lurcher.runtime import configcheck, settings
+from lurcher.suggest import nearest
 
 ENV_PREFIX = "LURCHER_"
 U64_MAX = units.U64_MAX  # re-exported for configuration users
@@ -35,6 +36,8 @@ NOT_CONFIG_ENV = {"LURCHER_CONFIG_PATH", "LURCHER_ROOT_USERNAME", "LURCHER_ROOT_
                   # the CLI's own (lurcher.sdk.cli), often set in the shell that starts a server
                   "LURCHER_CLI_CONFIG", "LURCHER_CONNECTION", "LURCHER_CONTEXT",
                   "LURCHER_USERNAME", "LURCHER_PASSWORD", "LURCHER_TOKEN"}
+# variables of other programs of the package, often set in the same shell
+NOT_CONFIG_ENV_PREFIXES = ("LURCHER_MCP_",)  # lurcher-mcp's (``mcp_server.config``)
 
 
 
@@ -126,13 +129,14 @@ def apply_env(config: dict[str, Any], environ: Mapping[str, str]) -> dict[str, A
     of the wrong kind."""
     out = copy.deepcopy(config)
     for name, raw in sorted(environ.items()):
-        if not name.startswith(ENV_PREFIX) or name in NOT_CONFIG_ENV:
+        if not name.startswith(ENV_PREFIX) or name in NOT_CONFIG_ENV or \
+                name.startswith(NOT_CONFIG_ENV_PREFIXES):
             continue
         path = _resolve(out, name[len(ENV_PREFIX):].lower().split("_"))
         if path is None:
             known = [env_name(p) for p in configcheck.key_paths(config, sections=False)]
             raise ConfigError(f"{name} names no configuration key"
-                              f"{configcheck.nearest(name, known)}")
+                              f"{nearest(name, known)}")
         node = out
         for key in path[:-1]:
             node = node[key]

@@ -15,7 +15,6 @@ the packaged defaults have but its Struct lacks, so the two cannot drift apart u
 
 from __future__ import annotations
 
-import difflib
 from typing import Any, Callable, Iterator, Mapping
 
 from lurcher.core.log.io import IO_MODES
@@ -23,6 +22,7 @@ from lurcher.core.wire.address import split_address
 from lurcher.core.wire import units
 from lurcher.logsetup import FORMATS, LEVELS
 from lurcher.runtime import settings
+from lurcher.suggest import nearest
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "system.io": IO_MODES,
@@ -58,12 +58,6 @@ def key_paths(tree: Mapping[str, Any], prefix: str = "", sections: bool = True) 
             yield path
         if isinstance(value, Mapping):
             yield from key_paths(value, path + ".", sections)
-
-
-def nearest(name: str, candidates: list[str]) -> str:
-    """"; did you mean X?" for the closest candidate, or "" when none is close."""
-    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]}?" if close else ""
 
 
 def check_file_keys(override: Mapping[str, Any], defaults: Mapping[str, Any],

@@ -49,6 +49,20 @@ def test_config_rejects(env) -> None:
         load_config(None, env)
 
 
+@pytest.mark.parametrize("name, suggested", [
+    ("LURCHER_MCP_IGGY_ADRESS", "LURCHER_MCP_IGGY_ADDRESS"),
+    ("LURCHER_MCP_PERMISSION_CREATE", "LURCHER_MCP_PERMISSIONS_CREATE"),
+    ("LURCHER_MCP_LIMITS", None)])  # a section, not a key
+def test_a_variable_naming_no_key_is_refused_in_one_line(name, suggested) -> None:
+    """A misspelt variable used to be ignored: the server ran on the default it meant to
+    change."""
+    with pytest.raises(ConfigError) as refused:
+        load_config(None, {name: "x"})
+    message = str(refused.value)
+    assert message.startswith(f"{name} names no configuration key") and "\n" not in message
+    assert suggested is None or message.endswith(f"did you mean {suggested}?")
+
+
 def _tls_without_cert(tmp_path) -> dict[str, str]:
     (tmp_path / "key.pem").write_text("")
     return {"LURCHER_MCP_HTTP_ADDRESS": "127.0.0.1:0", "LURCHER_MCP_HTTP_TLS_ENABLED": "true",

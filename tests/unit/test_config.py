@@ -142,6 +142,14 @@ def test_unknown_file_key_names_the_nearest_valid_one(tmp_path):
         load_config(path, environ={})
 
 
+def test_the_mcp_server_s_variables_in_the_environment_do_not_stop_the_server():
+    """``LURCHER_MCP_*`` are lurcher-mcp's (often exported in the same shell): the server
+    used to refuse to start ("names no configuration key")."""
+    config = load_config(environ={"LURCHER_MCP_IGGY_ADDRESS": "127.0.0.1:8090",
+                                  "LURCHER_MCP_TRANSPORT": "http"})
+    assert config.typed.tcp.address == load_config(environ={}).typed.tcp.address
+
+
 def test_environment_variable_naming_a_section_is_refused():
     with pytest.raises(ConfigError, match="LURCHER_TCP_TLS names no configuration key"):
         load_config(environ={"LURCHER_TCP_TLS": "true"})
