@@ -312,7 +312,35 @@ def test_http_snapshot_answers_a_zip(server_factory):
     base = f"http://{srv.endpoints['http']}"
     login = httpx.post(f"{base}/users/login", json={"username": "iggy", "password": "iggy"})
     token = login.json()["access_token"]["token"]
-    answer = httpx.post(f"{base}/snapshot", json={},
-                        headers={"authorization": f"Bearer {token}"}, timeout=30)
+    auth = {"authorization": f"Bearer {token}"}
+    answer = httpx.post(f"{base}/snapshot", json={"compression": "Deflated",
+                                                  "snapshot_types": ["All"]},
+                        headers=auth, timeout=30)
     assert answer.status_code == 200 and answer.headers["content-type"] == "application/zip"
     assert "server_config.json" in zipfile.ZipFile(io.BytesIO(answer.content)).namelist()
+    chosen = httpx.post(f"{base}/snapshot", json={"compression": "Stored",
+                                                  "snapshot_types": ["ServerConfig", "Test"]},
+                        headers=auth, timeout=30)
+    archive = zipfile.ZipFile(io.BytesIO(chosen.content))
+    assert sorted(archive.namelist()) == ["server_config.json", "test.txt"]
+    assert {entry.compress_type for entry in archive.infolist()} == {zipfile.ZIP_STORED}
+
+
+@pytest.mark.parametrize("body, status", [
+    ({}, 422),                                                     # both fields required
+    ({"compression": "Deflated"}, 422),
+    ({"snapshot_types": ["All"]}, 422),
+    ({"compression": "deflated", "snapshot_types": ["All"]}, 422),  # serde's variant names
+    ({"compression": "Deflated", "snapshot_types": ["Everything"]}, 422),
+    ({"compression": "Deflated", "snapshot_types": "All"}, 422),
+    ({"compression": "Deflated", "snapshot_types": ["All", "Test"]}, 400)])  # InvalidCommand
+def test_http_snapshot_takes_iggys_body(server_factory, body, status):
+    """The body used to be ignored (every snapshot was Deflated and All)."""
+    import httpx
+
+    srv = server_factory({"LURCHER_HTTP_ENABLED": "true", "LURCHER_HTTP_ADDRESS": "127.0.0.1:0"})
+    base = f"http://{srv.endpoints['http']}"
+    login = httpx.post(f"{base}/users/login", json={"username": "iggy", "password": "iggy"})
+    auth = {"authorization": f"Bearer {login.json()['access_token']['token']}"}
+    answer = httpx.post(f"{base}/snapshot", json=body, headers=auth, timeout=30)
+    assert answer.status_code == status, answer.text

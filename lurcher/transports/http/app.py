@@ -90,7 +90,7 @@ from lurcher.core.wire.requests.streams.update_stream import UpdateStream
 from lurcher.core.wire.requests.system.get_client import GetClient
 from lurcher.core.wire.requests.system.get_clients import GetClients
 from lurcher.core.wire.requests.system.get_cluster_metadata import GetClusterMetadata
-from lurcher.core.wire.requests.system.get_snapshot_file import ALL_TYPES, GetSnapshotFile
+from lurcher.core.wire.requests.system.get_snapshot_file import GetSnapshotFile
 from lurcher.core.wire.responses.messages import PolledMessages
 from lurcher.core.wire.responses.snapshot import SnapshotFile
 from lurcher.core.wire.requests.system.get_stats import GetStats
@@ -266,7 +266,9 @@ BUILDERS: dict[str, tuple[Builder, type | None, int]] = {
     "get_cluster_metadata": (lambda c: GetClusterMetadata(), None, 200),
     "get_clients": (lambda c: GetClients(), None, 200),
     "get_client": (lambda c: GetClient(c.int_param("client_id", path=True)), None, 200),
-    "get_snapshot_file": (lambda c: GetSnapshotFile(2, [ALL_TYPES]), b.SnapshotBody, 200),
+    "get_snapshot_file": (lambda c: GetSnapshotFile(
+        b.SNAPSHOT_COMPRESSIONS[c.body.compression],
+        [b.SNAPSHOT_TYPE_CODES[kind] for kind in c.body.snapshot_types]), b.SnapshotBody, 200),
     "get_users": (lambda c: GetUsers(), None, 200),
     "create_user": (lambda c: CreateUser(
         c.body.username, c.body.password, _status_code(c.body.status),

@@ -9,7 +9,8 @@ topic size (``MaxTopicSize``) take a number (the size also a string), never ``nu
 CreateTopic and UpdateTopic require every setting but ``replication_factor``, CreateUser its
 ``status``, CreatePersonalAccessToken its ``expiry``, as Iggy 0.8 (``core/common/src/http/``:
 no ``#[serde(default)]``; an ``Option`` may be left out); StoreConsumerOffset's
-``consumer_id`` left out is consumer 1 (Iggy's ``default_id``).
+``consumer_id`` left out is consumer 1 (Iggy's ``default_id``). POST /snapshot requires
+``compression`` and ``snapshot_types``, in serde's variant names ("Deflated", ["All"]).
 A number outside its Rust type (``U8``/``U32``/``U64``), a compression name, a user status,
 a consumer identifier ("", a name over 255 bytes) or a topic size string Iggy's
 deserializer refuses is a ``ValidationError`` too (422, as there), raised in
@@ -177,6 +178,23 @@ class SendBody(Body, kw_only=True):
     messages: list[MessageBody]
 
 
+# Iggy 0.8's serde names of ``SnapshotCompression`` and ``SystemSnapshotType`` (variant names,
+# no renaming) -> their binary codes (wire §3.8)
+SNAPSHOT_COMPRESSIONS = {"Stored": 1, "Deflated": 2, "Bzip2": 3, "Zstd": 4, "Lzma": 5, "Xz": 6}
+SNAPSHOT_TYPE_CODES = {"FilesystemOverview": 1, "ProcessList": 2, "ResourceUsage": 3, "Test": 4,
+                       "ServerLogs": 5, "ServerConfig": 6, "All": 100}
+
+
 class SnapshotBody(Body, kw_only=True):
-    compression: Any = None
-    snapshot_types: Any = None
+    """POST /snapshot: both fields required, as Iggy 0.8's ``GetSnapshot`` (no defaults)."""
+    compression: str
+    snapshot_types: list[str]
+
+    def __post_init__(self) -> None:
+        if self.compression not in SNAPSHOT_COMPRESSIONS:
+            raise ValueError(f"compression: unknown {self.compression!r} (expected one of "
+                             f"{', '.join(SNAPSHOT_COMPRESSIONS)})")
+        for kind in self.snapshot_types:
+            if kind not in SNAPSHOT_TYPE_CODES:
+                raise ValueError(f"snapshot_types: unknown {kind!r} (expected one of "
+                                 f"{', '.join(SNAPSHOT_TYPE_CODES)})")
