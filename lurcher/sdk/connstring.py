@@ -14,8 +14,13 @@ reconnect attempts after a lost connection, default unlimited); timeouts are mor
 (``request_timeout=none``: no request timeout). A transport's own options (sizes, QUIC
 settings, WebSocket buffers) are kept as text for its connection class and checked here by
 the rules that class applies (``TRANSPORT_OPTION_CHECKS``), so a value it would refuse at
-connect is refused at parse; a size of 0 (``response_buffer_size``, ``max_message_size``)
-is refused, not taken as the default. Every failure is IggyError
+connect is refused at parse; a size of 0 (``response_buffer_size``, ``max_message_size``,
+``max_frame_size``, ``max_write_buffer_size``) is refused, not taken as the default. Four
+options of Iggy's are accepted, so its connection strings work unchanged, and change
+nothing here: WebSocket's ``read_buffer_size``, ``write_buffer_size`` (each message is
+written at once) and ``accept_unmasked_frames`` (a server's setting: frames from a server
+are never masked), and QUIC's ``datagram_send_buffer_size`` (neither Iggy nor lurcher sends
+QUIC datagrams). Every failure is IggyError
 INVALID_CONNECTION_STRING (8000) with a one-line message naming the problem; no message
 repeats the credentials (errors are printed at start-up and logged).
 """
@@ -109,8 +114,9 @@ def _quic_setting(key: str) -> Callable[[str], Any]:
 TRANSPORT_OPTION_CHECKS: dict[str, Callable[[str], Any]] = {
     "response_buffer_size": _size_over_0("response_buffer_size"),
     "max_message_size": _size_over_0("max_message_size"),
+    "max_frame_size": _size_over_0("max_frame_size"),
+    "max_write_buffer_size": _size_over_0("max_write_buffer_size"),
     "read_buffer_size": _count, "write_buffer_size": _count,
-    "max_write_buffer_size": _count, "max_frame_size": _count,
     "accept_unmasked_frames": _bool, "datagram_send_buffer_size": _count,
     **{key: _quic_setting(key) for key in (
         "initial_mtu", "send_window", "receive_window", "keep_alive_interval",

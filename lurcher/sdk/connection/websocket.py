@@ -8,7 +8,11 @@ Options (``config.options``): ``response_buffer_size`` (the largest response pay
 over TCP: default ``DEFAULT_MAX_RESPONSE_BYTES``; a frame announcing more fails with
 INVALID_BYTES_RESPONSE) and ``max_message_size`` (bytes or "64 MiB"; default the response
 buffer size plus a frame header: a longer message closes the connection, also with
-INVALID_BYTES_RESPONSE). Either option of 0, or not a size, fails the connect with
+INVALID_BYTES_RESPONSE), ``max_frame_size`` (the largest single frame of a response
+message, as tungstenite's: default no limit of its own; a longer frame closes the
+connection with INVALID_BYTES_RESPONSE) and ``max_write_buffer_size`` (the write buffer's
+high-water mark: a send waits while more is buffered; tungstenite fails the write instead;
+default websockets' 32 KiB). Any of them 0, or not a size, fails the connect with
 INVALID_CONFIGURATION naming it (``size_setting``; a connection string refuses it at parse).
 """
 
@@ -64,8 +68,9 @@ class WebSocketConnection(Connection):
             self._ws = await asyncio.wait_for(
                 connect(self.uri, ssl=ssl_ctx, server_hostname=(cfg.tls_domain or self.host)
                         if cfg.tls else None, compression=None, ping_interval=None,
-                        max_size=self._max_message_bytes(),
-                        open_timeout=None, user_agent_header=None),
+                        max_size=(self._max_message_bytes(),
+                                  size_setting(cfg.options, "max_frame_size")),
+                        open_timeout=None, user_agent_header=None, **self._write_limit()),
                 cfg.connect_timeout_s)
         except asyncio.TimeoutError:
             raise IggyError(ErrorCode.TASK_TIMEOUT,
@@ -93,6 +98,11 @@ class WebSocketConnection(Connection):
         """The ``max_message_size`` option, else one response frame. Raises IggyError."""
         given = size_setting(self.config.options, "max_message_size")
         return given or self.limit + FRAME_HEADER_BYTES
+
+    def _write_limit(self) -> dict[str, int]:
+        """websockets' ``write_limit`` from ``max_write_buffer_size``, if given."""
+        high = size_setting(self.config.options, "max_write_buffer_size")
+        return {} if high is None else {"write_limit": high}
 
     async def _next_binary(self) -> bytes:
         assert self._ws is not None
