@@ -417,6 +417,16 @@ def _jwt_secrets(c: ServerConfig) -> str | None:
     return None
 
 
+def _jwt_expiry(c: ServerConfig) -> str | None:
+    """A token's expiry is in whole seconds: one below 1 s issued tokens that expired when
+    they were issued ("0 s" too; "none": they never expire)."""
+    expiry = c.http.jwt.access_token_expiry
+    if expiry < units.US_PER_S:
+        return (f"http.jwt.access_token_expiry must be at least 1 s or none, not "
+                f"{expiry / units.US_PER_S:g} s (a token's expiry is in whole seconds)")
+    return None
+
+
 def _jwt_claims(c: ServerConfig) -> str | None:
     """The server checks its own tokens' issuer and audience against valid_issuers and
     valid_audiences (each empty: the one it issues): one left out refused every token it
@@ -453,7 +463,7 @@ def _named_values(section: msgspec.Struct, prefix: str) -> Iterator[tuple[str, s
 
 CROSS_CHECKS: tuple[Callable[[ServerConfig], str | None], ...] = (
     _heartbeats, _segment_size, _topic_max_size, _poll_reply, _periodic_jobs, _metrics_endpoint,
-    _argon2, _jwt_secrets, _jwt_claims, _cors, _nul_in_names)
+    _argon2, _jwt_secrets, _jwt_claims, _jwt_expiry, _cors, _nul_in_names)
 ARGON2_MAX_LANES = 0xFF_FFFF  # RFC 9106: parallelism is 1 to 2^24 - 1
 
 

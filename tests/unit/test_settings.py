@@ -129,6 +129,17 @@ def test_a_segment_size_above_1_gib_is_refused_in_one_line():
         load_config(environ={"LURCHER_SYSTEM_SEGMENT_SIZE": "1073741825"})
 
 
+@pytest.mark.parametrize("expiry, shown", [("500 ms", "0.5"), ("0 s", "0")])
+def test_a_token_expiry_below_a_second_is_refused_in_one_line(expiry, shown):
+    """A token's expiry is in whole seconds: such tokens were expired when issued."""
+    assert load_config(environ={"LURCHER_HTTP_JWT_ACCESS_TOKEN_EXPIRY": "1 s"}).typed
+    assert load_config(environ={"LURCHER_HTTP_JWT_ACCESS_TOKEN_EXPIRY": "none"}).typed
+    with pytest.raises(ConfigError, match="^http.jwt.access_token_expiry must be at least 1 s "
+                                          rf"or none, not {shown} s \(a token's expiry is in "
+                                          r"whole seconds\)$"):
+        load_config(environ={"LURCHER_HTTP_JWT_ACCESS_TOKEN_EXPIRY": expiry})
+
+
 @pytest.mark.parametrize("value, shown", [("unlimited", "unlimited"),
                                           ("1073741825", "1073741825")])
 def test_a_poll_reply_limit_above_1_gib_is_refused_in_one_line(value, shown):
