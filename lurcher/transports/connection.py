@@ -8,11 +8,13 @@ limits drive the core's back-pressure (``pause_writing``/``resume_writing``). Ev
 else (framing, order, errors, session, migration state) is the core's
 (``lurcher.core.connection.server``). A connection the core closes for a refused frame
 lingers (``_linger``, plain TCP and Unix sockets): its answer is sent and its writing side
-shut, then what the client still sends is read into one small scratch buffer and dropped,
-until the client closes, ``LINGER_S`` passes or ``LINGER_MAX_BYTES`` came. Closed at once
-instead, a client still writing the rest of a refused frame (Iggy's clients write a whole
-frame before they read) got a reset that discarded the answer: it saw "connection reset"
-instead of InvalidCommand. With TLS the transport cannot shut one side: closed as before. Given a ``ConnectionCap`` (``transports.admission``),
+shut (the client sees the end at once), then what the client still sends is read
+into one small scratch buffer and dropped, until the client closes, nothing came for
+``LINGER_QUIET_S``, ``LINGER_S`` passed or ``LINGER_MAX_BYTES`` came; then it is closed.
+Closed at once instead, a client still writing the rest of a refused frame (Iggy's clients
+write a whole frame before they read) got a reset that discarded the answer: it saw
+"connection reset" instead of InvalidCommand. TLS needs none of it: its close
+(close_notify, bounded by the SSL shutdown timeout) reads on until the client answers. Given a ``ConnectionCap`` (``transports.admission``),
 a connection counts in it from ``connection_made`` to ``connection_lost`` (a migration away
 ends with the latter too), and one beyond it is closed at once. Background tasks of the
 transports (``run_tracked``) are held until done and an unexpected error in one is logged.
@@ -38,6 +40,7 @@ SEND_BUFFER_BYTES = 4 * 1024 * 1024
 # A connection closed for a refused frame reads and drops what the client still sends for
 # at most this long, and at most this much (then it is closed as before).
 LINGER_S = 2.0
+LINGER_QUIET_S = 0.25  # ... and closes once nothing came for this long
 LINGER_MAX_BYTES = 256 * 1024 * 1024
 LINGER_SCRATCH_BYTES = 64 * 1024
 
@@ -108,6 +111,7 @@ class StreamConnection(asyncio.BufferedProtocol):
         self.sendfile_fd: int | None = None
         self.linger_timer: asyncio.TimerHandle | None = None
         self.lingered_bytes = 0
+        self.linger_ends = self.last_heard = 0.0  # loop times, while lingering
         # asyncio calls these straight into the core: no extra call per read
         self.get_buffer = lambda sizehint, take=self.core.reader.get_buffer: take()
         self.buffer_updated = self.core.buffer_updated
@@ -185,7 +189,7 @@ class StreamConnection(asyncio.BufferedProtocol):
 
     def close(self, reason: str) -> None:
         """Close after the transport's buffer is flushed (queued file ranges are dropped);
-        after a refused frame, linger first where the transport can (module doc)."""
+        after a refused frame, linger first (module doc)."""
         if self.transport is None:
             return
         self.outbox.clear()
@@ -196,22 +200,36 @@ class StreamConnection(asyncio.BufferedProtocol):
             self.transport.close()
 
     def _linger(self) -> None:
-        """Shut the writing side once the answer is sent; read and drop what comes until
-        the client closes (``eof_received``), ``LINGER_S`` passes or ``LINGER_MAX_BYTES``
-        came; then close."""
+        """Shut the writing side once the answer is sent; read and drop what comes until the
+        client closes (``eof_received``), is quiet for ``LINGER_QUIET_S``, ``LINGER_S``
+        passed or ``LINGER_MAX_BYTES`` came; then close."""
         scratch = memoryview(bytearray(LINGER_SCRATCH_BYTES))
         self.get_buffer = lambda sizehint: scratch
         self.buffer_updated = self._dropped
         self.transport.set_protocol(self)  # uvloop keeps the two methods it was given
         self.transport.write_eof()
         self.transport.resume_reading()  # the core may have paused it (back-pressure)
-        self.linger_timer = asyncio.get_running_loop().call_later(LINGER_S,
-                                                                  self.transport.close)
+        loop = asyncio.get_running_loop()
+        self.last_heard = loop.time()
+        self.linger_ends = self.last_heard + LINGER_S
+        self.linger_timer = loop.call_later(min(LINGER_QUIET_S, LINGER_S), self._linger_check)
 
     def _dropped(self, nbytes: int) -> None:
         self.lingered_bytes += nbytes
+        self.last_heard = asyncio.get_running_loop().time()
         if self.lingered_bytes > LINGER_MAX_BYTES:
             self.transport.close()
+
+    def _linger_check(self) -> None:
+        """Close once the client was quiet long enough or the lingering time is up; else
+        look again when the quiet time would be reached."""
+        now = asyncio.get_running_loop().time()
+        quiet_at = self.last_heard + LINGER_QUIET_S
+        if now >= quiet_at or now >= self.linger_ends:
+            self.transport.close()
+            return
+        self.linger_timer = asyncio.get_running_loop().call_at(
+            min(quiet_at, self.linger_ends), self._linger_check)
 
     def abort(self) -> None:
         self.transport.abort()

@@ -205,9 +205,9 @@ def test_a_whole_frame_above_max_send_payload_is_answered_before_the_close(
 
 def test_a_lingering_connection_is_closed_though_its_client_never_closes(
         server_factory: ServerFactory) -> None:
-    """After a refused frame the server reads and drops what still comes for a bounded
-    time only: a client that never closes its socket does not hold its connection (here
-    the only one ``binary_max_connections`` allows) for ever."""
+    """After a refused frame the server reads and drops what still comes only until the
+    client is quiet (0.25 s): a client that never closes its socket does not hold its
+    connection (here the only one ``binary_max_connections`` allows) for ever."""
     server = server_factory({"LURCHER_LIMITS_BINARY_MAX_CONNECTIONS": "1"})
     with _connected(server, "tcp") as sock:
         _log_in(sock)  # logged in: the login timeout does not close it either
@@ -223,6 +223,22 @@ def test_a_lingering_connection_is_closed_though_its_client_never_closes(
             except (raw.PeerClosed, ConnectionError):
                 assert time.monotonic() < deadline, "the lingering connection was kept"
                 time.sleep(0.2)
+
+
+def test_a_lingering_connection_ends_though_its_client_trickles_on(
+        server: LurcherServer) -> None:
+    """A client that keeps sending a byte every 0.1 s after a refused frame (never quiet
+    long enough) is closed all the same once the lingering time (2 s) is up: its writes
+    then fail."""
+    with _connected(server, "tcp") as sock:
+        _log_in(sock)
+        sock.sendall(frame(raw.SEND_MESSAGES, length=70 * MIB + 4) + bytes(64 * KIB))
+        assert status_of(_recv_exact(sock, 8)) == (INVALID_COMMAND, 0)
+        deadline = time.monotonic() + ANSWER_WITHIN_S
+        with pytest.raises(OSError):  # reset (or broken pipe) once the server closed
+            while time.monotonic() < deadline:
+                sock.sendall(b"x")
+                time.sleep(0.1)
 
 
 def test_a_lingering_connection_drops_a_bounded_amount(server: LurcherServer) -> None:
