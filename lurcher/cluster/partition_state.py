@@ -2,14 +2,14 @@
 
 A partition group takes a checkpoint every ``cluster.checkpoint_every_ops`` executed ops, so
 its replicas keep only the ops since (plus as many below) in memory and in their journal,
-and view changes carry a bounded log. The checkpoint's state is small (``GroupState``):
-the position count, how many messages each partition of the group has been handed (since
-its last purge), how many purges it has been through and the creation time of the
-partition those counts are of (a deleted partition's ids go to the next one), the ops
-still waiting for metadata, and the deduplication windows of the group's partitions, and each partition's stored consumer and
-group offsets (a replica adopting the checkpoint puts them in place, ``put_offsets``: it
-never executes the offset ops the checkpoint covers). The messages themselves stay in the
-partition logs, byte-identical on every replica.
+and view changes carry a bounded log. The checkpoint's state is small (``GroupState``): the
+position count, how many messages each partition of the group has been handed (since its
+last purge), how many purges it has been through and the creation time of the partition
+those counts are of (a deleted partition's ids go to the next one), the ops still waiting
+for metadata, the deduplication windows of the group's partitions, and each partition's
+stored consumer and group offsets (a replica adopting the checkpoint puts them in place,
+``put_offsets``: it never executes the offset ops the checkpoint covers). The messages
+themselves stay in the partition logs, byte-identical on every replica.
 
 A replica that adopts a checkpoint covering ops it never carried out (a lagging backup
 given another replica's checkpoint, or a node whose last writes before a crash were lost)

@@ -8,16 +8,17 @@ limits drive the core's back-pressure (``pause_writing``/``resume_writing``). Ev
 else (framing, order, errors, session, migration state) is the core's
 (``lurcher.core.connection.server``). A connection the core closes for a refused frame
 lingers (``_linger``, plain TCP and Unix sockets): its answer is sent and its writing side
-shut (the client sees the end at once), then what the client still sends is read
-into one small scratch buffer and dropped, until the client closes, nothing came for
+shut (the client sees the end at once), then what the client still sends is read into one
+small scratch buffer and dropped, until the client closes, nothing came for
 ``LINGER_QUIET_S``, ``LINGER_S`` passed or ``LINGER_MAX_BYTES`` came; then it is closed.
 Closed at once instead, a client still writing the rest of a refused frame (Iggy's clients
 write a whole frame before they read) got a reset that discarded the answer: it saw
-"connection reset" instead of InvalidCommand. TLS needs none of it: its close
-(close_notify, bounded by the SSL shutdown timeout) reads on until the client answers. Given a ``ConnectionCap`` (``transports.admission``),
-a connection counts in it from ``connection_made`` to ``connection_lost`` (a migration away
-ends with the latter too), and one beyond it is closed at once. Background tasks of the
-transports (``run_tracked``) are held until done and an unexpected error in one is logged.
+"connection reset" instead of InvalidCommand. TLS needs none of it: its close (close_notify,
+bounded by the SSL shutdown timeout) reads on until the client answers. Given a
+``ConnectionCap`` (``transports.admission``), a connection counts in it from
+``connection_made`` to ``connection_lost`` (a migration away ends with the latter too), and
+one beyond it is closed at once. Background tasks of the transports (``run_tracked``) are
+held until done and an unexpected error in one is logged.
 """
 
 from __future__ import annotations
