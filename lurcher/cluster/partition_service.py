@@ -311,10 +311,10 @@ class PartitionService:
             return
         self.created[key] = op.created_at
         if counted is not None:
-            for counts in (self.stored, self.purged, self.fill_to, self.broken,
-                           self.offsets_to):
+            for counts in (self.stored, self.purged, self.fill_to, self.broken):
                 counts.pop(key, None)
             self.unreached.discard(key)
+        self.offsets_to.pop(key, None)  # an adopted checkpoint's are of an earlier one
 
     def _short_of(self, op: Op) -> bool:
         """Whether ``op`` appends at an offset this replica's partition has not reached (if
@@ -382,13 +382,16 @@ class PartitionService:
 
     def _execute(self, op: Op) -> Any:
         partition = self._partition(op)
+        key = (op.stream_id, op.topic_id, op.partition_id)
+        if isinstance(op, (StoreOffset, DeleteOffset)) and \
+                purges_of(partition) > self.purged.get(key, 0):
+            return None  # the log executed again: the partition purged past it already
         if isinstance(op, StoreOffset):  # a future with enforce_fsync: ``_settle`` waits
             return partition.store_offset(op.kind, op.key, op.offset)
         if isinstance(op, DeleteOffset):
             if partition.get_offset(op.kind, op.key) is not None:
                 return partition.delete_offset(op.kind, op.key)
             return None
-        key = (op.stream_id, op.topic_id, op.partition_id)
         if isinstance(op, PurgePartition):
             return self._purge(key, partition)
         if isinstance(op, DeleteSegmentsBelow):
@@ -503,7 +506,9 @@ class PartitionService:
         if owed_purge and not self._purge_again(key):
             return
         start, partition = self.broken.pop(key), self.shard.partitions.get(key)
-        if partition is not None:
+        if partition is None:
+            self.offsets_to.pop(key, None)
+        else:
             if not owed_purge:
                 log.error("partition %s: a replicated write failed at offset %d on this "
                           "node; cutting back to it and copying the group's messages from "
@@ -535,10 +540,16 @@ class PartitionService:
     def _put_offsets(self, key: tuple[int, int, int], partition: Any) -> None:
         """Put an adopted checkpoint's stored offsets of ``key`` in place, unless the
         partition went through more purges than the checkpoint counts (it purged past them:
-        the log after the checkpoint, executed again, stores the offsets that count)."""
+        the log after the checkpoint, executed again, stores the offsets that count). Not
+        those of consumer groups this node's metadata no longer has: their deletion removed
+        them here, as a start does (``Shard._drop_deleted_groups_offsets``)."""
         wanted = self.offsets_to.pop(key, None)
         if wanted is not None and purges_of(partition) == self.purged.get(key, 0):
-            put_offsets(partition, wanted)
+            stream = self.shard.meta.state.streams.get(key[0])
+            topic = stream.topics.get(key[1]) if stream is not None else None
+            groups = topic.groups if topic is not None else {}
+            put_offsets(partition, [(kind, who, offset) for kind, who, offset in wanted
+                                    if kind != "groups" or who in groups])
 
     # ---- checkpoints (``partition_state``) ---------------------------------------------
 
@@ -546,10 +557,22 @@ class PartitionService:
         self._forget_deleted()
         queued = [(position, msgspec.msgpack.encode(op)) for position, op in self.queue]
         keys = {*self.stored, *self.purged, *self.created}
-        offsets = {key: stored_offsets(self.shard.partitions[key]) for key in keys
-                   if key in self.shard.partitions}
+        offsets = {key: got for key in keys if (got := self._offsets_now(key)) is not None}
         return encode_state(self.calls, self.stored, queued, self.shard.dedup, self.purged,
                             self.created, offsets)
+
+    def _offsets_now(self, key: tuple[int, int, int]) -> list[tuple[str, int, int]] | None:
+        """``key``'s stored offsets as the group's executed ops left them (None: unknown
+        here): an adopted checkpoint's while its partition is not reached yet or owes a
+        purge (what the partition holds then is not the group's), else the partition's,
+        if it is the generation the counts are of."""
+        if key in self.offsets_to:
+            return self.offsets_to[key]
+        partition = self.shard.partitions.get(key)
+        if partition is None or key in self.unreached or \
+                self.created.get(key) not in (None, self.generation(key)[0]):
+            return None
+        return [] if self._owes_purge(key) else stored_offsets(partition)
 
     def restore(self, state: bytes) -> None:
         """Adopt a checkpoint's state; copy the messages it counts that this replica's
@@ -581,7 +604,7 @@ class PartitionService:
             counted = self.created.get(key)
             current = self.generation(key)[0]
             if current == -1 or (counted is not None and counted != current):
-                for counts in (self.stored, self.purged, self.created):
+                for counts in (self.stored, self.purged, self.created, self.offsets_to):
                     counts.pop(key, None)
 
     def _reach_counts(self) -> None:

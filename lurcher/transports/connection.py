@@ -208,17 +208,29 @@ class StreamConnection(asyncio.BufferedProtocol):
         self.get_buffer = lambda sizehint: scratch
         self.buffer_updated = self._dropped
         self.transport.set_protocol(self)  # uvloop keeps the two methods it was given
-        self.transport.write_eof()
-        self.transport.resume_reading()  # the core may have paused it (back-pressure)
         loop = asyncio.get_running_loop()
         self.last_heard = loop.time()
         self.linger_ends = self.last_heard + LINGER_S
         self.linger_timer = loop.call_later(min(LINGER_QUIET_S, LINGER_S), self._linger_check)
+        try:
+            self.transport.write_eof()
+        except OSError:  # reset by the client meanwhile (ENOTCONN): nothing to linger for
+            self.transport.abort()
+            return
+        self.transport.resume_reading()  # the core may have paused it (back-pressure)
 
     def _dropped(self, nbytes: int) -> None:
         self.lingered_bytes += nbytes
         self.last_heard = asyncio.get_running_loop().time()
         if self.lingered_bytes > LINGER_MAX_BYTES:
+            self._end_linger()
+
+    def _end_linger(self) -> None:
+        """Close; drop the connection instead when its answer is still unsent (a client
+        that does not read would hold the close open)."""
+        if self.transport.get_write_buffer_size():
+            self.transport.abort()
+        else:
             self.transport.close()
 
     def _linger_check(self) -> None:
@@ -227,7 +239,7 @@ class StreamConnection(asyncio.BufferedProtocol):
         now = asyncio.get_running_loop().time()
         quiet_at = self.last_heard + LINGER_QUIET_S
         if now >= quiet_at or now >= self.linger_ends:
-            self.transport.close()
+            self._end_linger()
             return
         self.linger_timer = asyncio.get_running_loop().call_at(
             min(quiet_at, self.linger_ends), self._linger_check)

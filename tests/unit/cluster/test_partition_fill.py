@@ -581,15 +581,19 @@ async def test_a_checkpoint_carries_the_stored_offsets_and_an_adopting_replica_t
         tmp_path):
     """The offsets a checkpoint's ops stored (and deleted) are in its state; a replica that
     adopts it, never executing those ops, ends with exactly them (the old state had no
-    offsets: the adopting replica kept what it had, and lacked what it never executed)."""
+    offsets: the adopting replica kept what it had, and lacked what it never executed),
+    but for a consumer group its metadata deleted (that deletion removed its offsets here)."""
     source = Node(tmp_path / "source", batches_held=1)
     for consumer, offset in ((7, 3), (8, 2)):
         source.service.apply(msgspec.msgpack.encode(
             StoreOffset(0, *KEY, 0, "consumers", consumer, offset)))
-    source.service.apply(msgspec.msgpack.encode(StoreOffset(0, *KEY, 0, "groups", 1, 4)))
+    for group in (1, 2):
+        source.service.apply(msgspec.msgpack.encode(
+            StoreOffset(0, *KEY, 0, "groups", group, 4)))
     source.service.apply(msgspec.msgpack.encode(DeleteOffset(0, *KEY, 0, "consumers", 8)))
     adopting = Node(tmp_path / "adopting", batches_held=1)
     adopting.partition.offsets = {("consumers", 8): 2, ("consumers", 9): 1}
+    adopting.shard.meta.state.streams[0].topics[0].groups = {1: "g"}  # group 2 deleted here
     adopting.service.restore(source.service.snapshot())
     assert adopting.partition.offsets == {("consumers", 7): 3, ("groups", 1): 4}
 
@@ -605,3 +609,49 @@ async def test_a_replica_that_purged_past_an_adopted_checkpoint_keeps_its_offset
     purged.partition.offsets = {("consumers", 9): 0}
     purged.service.restore(source.service.snapshot())
     assert purged.partition.offsets == {("consumers", 9): 0}
+
+
+async def test_a_checkpoint_taken_while_a_purge_is_owed_carries_no_offsets(tmp_path,
+                                                                           monkeypatch):
+    """The group purged; this replica's files refused it, and its offsets are still
+    there: a checkpoint it takes meanwhile says what the group has (none), not what its
+    files hold, so nobody adopting it puts the purged offsets back."""
+    monkeypatch.setattr(partition_service, "PURGE_RETRY_S", 60)
+    node = Node(tmp_path, batches_held=3)
+    node.partition.offsets = {("consumers", 7): 5}
+    refusing_purges(node.partition, times=1)
+    node.service.apply(purge_op())
+    assert node.service.holds(KEY) and node.partition.offsets  # owed
+    state = partition_state.decode_state(node.service.snapshot(), node.shard.dedup)
+    assert [(tuple(k), v) for k, v in state.offsets] == [(KEY, [])]
+
+
+async def test_offset_ops_before_a_purge_the_partition_did_are_not_executed_again(tmp_path):
+    """After a restart the log is executed again; an offset op that came before a purge
+    the partition already went through is not stored again (the purge is not done again,
+    so the old code brought the purged offset back)."""
+    node = Node(tmp_path, batches_held=0)
+    partition_service.replace_whole(Path(node.partition.path) / PURGES_FILE, b"1")
+    node.service.apply(msgspec.msgpack.encode(StoreOffset(0, *KEY, 0, "consumers", 7, 3)))
+    assert node.partition.offsets == {}
+    node.service.apply(purge_op())  # the purge it went through: counted, not done again
+    node.service.apply(msgspec.msgpack.encode(StoreOffset(0, *KEY, 0, "consumers", 7, 4)))
+    assert node.partition.offsets == {("consumers", 7): 4}
+
+
+async def test_an_adopted_checkpoint_s_offsets_never_land_on_a_later_partition(
+        tmp_path, monkeypatch):
+    """A checkpoint adopted while the partition owes a purge keeps its offsets until the
+    purge is done. Its topic deleted meanwhile, they go with the counts at the next
+    checkpoint: a topic created again with the same ids, whose own purge is done later,
+    never gets them (the old code kept them, and put them on it)."""
+    monkeypatch.setattr(partition_service, "PURGE_RETRY_S", 60)
+    node = Node(tmp_path, batches_held=3)
+    refusing_purges(node.partition, times=1)
+    node.service.restore(encode_state(4, {KEY: 0}, [], node.shard.dedup, {KEY: 1}, {KEY: 0},
+                                      {KEY: [("consumers", 7, 0)]}))
+    assert node.service.offsets_to == {KEY: [("consumers", 7, 0)]}  # owed: not put yet
+    node.shard.partitions.pop(KEY)  # the topic is deleted
+    node.shard.meta.state.streams[0].topics.clear()
+    node.service.snapshot()
+    assert node.service.offsets_to == {}
