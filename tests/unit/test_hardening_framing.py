@@ -231,6 +231,9 @@ class FakeTransport:
 
     abort = close
 
+    def can_write_eof(self):  # as TLS: a refused frame's close is not a lingering one
+        return False          # (that: tests/integration/test_hardening_frames.py)
+
 
 def via_tcp_adapter(chunks: list[bytes], authenticated: bool) -> tuple[bytes, bool]:
     conn, transport = StreamConnection(EchoShard(authenticated), 1), FakeTransport()
