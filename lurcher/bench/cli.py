@@ -123,14 +123,16 @@ def _key_value(text: str) -> tuple[str, str]:
 def to_options(ns: argparse.Namespace, target: str) -> BenchOptions:
     """Raises BenchOptionsError for an unknown workload."""
     return BenchOptions(
-        workload=workload(ns.workload).name, target=target, producers=ns.producers, consumers=ns.consumers,
+        workload=workload(ns.workload).name, target=target, producers=ns.producers,
+        consumers=ns.consumers,
         streams=ns.streams, partitions=ns.partitions, message_size=ns.message_size,
         messages_per_batch=ns.messages_per_batch, message_batches=ns.message_batches,
         duration_s=ns.duration, warmup_s=ns.warmup, sampling_s=ns.sampling_time,
         transport=ns.transport, connection_options=dict(ns.connection_option),
         server_address=ns.server_address, server_pid=ns.server_pid,
         username=ns.username, password=ns.password, enforce_fsync=ns.enforce_fsync,
-        replication_factor=ns.replication_factor, output_dir=ns.output_dir, progress=not ns.no_progress, charts=not ns.no_charts)
+        replication_factor=ns.replication_factor, output_dir=ns.output_dir,
+        progress=not ns.no_progress, charts=not ns.no_charts)
 
 
 def _list() -> int:

@@ -131,7 +131,8 @@ class BenchOptions(msgspec.Struct, frozen=True, kw_only=True):
 
     def _check_server(self) -> None:
         if self.server_pid is not None and self.server_pid < 1:
-            raise BenchOptionsError(f"--server-pid must be a positive integer, got {self.server_pid}")
+            raise BenchOptionsError(
+                f"--server-pid must be a positive integer, got {self.server_pid}")
         for flag, value in (("username", self.username), ("password", self.password)):
             if len(value.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
                 raise BenchOptionsError(f"--{flag} must be at most {MAX_NAME_BYTES} bytes")

@@ -183,7 +183,8 @@ class ClusterNode:
                       max_batch_bytes=MAX_PREPARE_BYTES,
                       pipeline_bytes=PIPELINE_BYTES,
                       checkpoint_bytes=CHECKPOINT_BYTES if bounded else 0,
-                      keep_below_bytes=KEEP_BELOW_BYTES if bounded else 0, heartbeat_ticks=c.heartbeat_ticks,
+                      keep_below_bytes=KEEP_BELOW_BYTES if bounded else 0,
+                      heartbeat_ticks=c.heartbeat_ticks,
                       view_timeout_ticks=c.view_timeout_ticks,
                       view_change_timeout_ticks=c.view_change_timeout_ticks,
                       retransmit_ticks=c.retransmit_ticks, max_batch=64, pipeline=32)

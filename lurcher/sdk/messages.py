@@ -49,7 +49,8 @@ def header_value(value: Any) -> HeaderValue:
         return HeaderValue.of(kind, value)
     kind = _KIND_OF_TYPE.get(type(value))
     if kind is None:
-        raise IggyError(ErrorCode.INVALID_HEADER_VALUE, f"no header kind for {type(value).__name__}")
+        raise IggyError(ErrorCode.INVALID_HEADER_VALUE,
+                        f"no header kind for {type(value).__name__}")
     return HeaderValue.of(kind, value)
 
 

@@ -68,7 +68,8 @@ class _Pending:
         n0 = len(self.payloads)
         self.payloads.extend(payloads)
         if ids is not None or self.ids is not None:
-            self.ids = (self.ids or [0] * n0) + (list(ids) if ids is not None else [0] * len(payloads))
+            added = list(ids) if ids is not None else [0] * len(payloads)
+            self.ids = (self.ids or [0] * n0) + added
         if headers is not None or self.headers is not None:
             self.headers = (self.headers or [None] * n0) + (headers or [None] * len(payloads))
 
@@ -130,7 +131,8 @@ class Producer:
         if make_stream and await self.client.get_stream(self.stream) is None:
             await _tolerate_exists(self.client.create_stream(str(self.stream)))
         if make_topic and await self.client.get_topic(self.stream, self.topic) is None:
-            await _tolerate_exists(self.client.create_topic(self.stream, str(self.topic), partitions))
+            await _tolerate_exists(
+                self.client.create_topic(self.stream, str(self.topic), partitions))
         if self.send_mode == "background":
             self._sender = asyncio.get_running_loop().create_task(self._send_loop())
         self._initialised = True
@@ -301,5 +303,6 @@ async def _tolerate_exists(coro: Any) -> None:
     try:
         await coro
     except IggyError as e:
-        if e.code not in (ErrorCode.STREAM_NAME_ALREADY_EXISTS, ErrorCode.TOPIC_NAME_ALREADY_EXISTS):
+        if e.code not in (ErrorCode.STREAM_NAME_ALREADY_EXISTS,
+                          ErrorCode.TOPIC_NAME_ALREADY_EXISTS):
             raise

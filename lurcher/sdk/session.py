@@ -219,7 +219,8 @@ class ClientSession(ApiBase):
             except IggyError as e:
                 silent = conn is not None and e.code == ErrorCode.TASK_TIMEOUT
                 if silent or not is_connection_lost(e) or (
-                        cfg.reconnection_retries is not None and attempt >= cfg.reconnection_retries):
+                        cfg.reconnection_retries is not None
+                        and attempt >= cfg.reconnection_retries):
                     raise
                 log.debug("reconnect attempt %d to %s failed: %s", attempt, cfg.address, e)
 

@@ -177,8 +177,8 @@ class LurcherStreamReader(DataSourceStreamReader):
         if gone and self.options.fail_on_data_loss and self.options.partitions is None:
             raise LurcherSparkError(
                 f"lurcher read of stream {self.options.stream!r}, topic "
-                f"{self.options.topic!r}: partitions {[int(p) for p in gone]} of the checkpoint are "
-                "gone (deleted, or the topic created again with fewer), so messages not yet "
+                f"{self.options.topic!r}: partitions {[int(p) for p in gone]} of the checkpoint "
+                "are gone (deleted, or the topic created again with fewer), so messages not yet "
                 "read there may have been missed; set failOnDataLoss=false to continue "
                 "without them")
         return {p: offset for p, offset in positions.items() if p not in gone}

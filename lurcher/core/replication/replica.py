@@ -41,8 +41,9 @@ from lurcher.core.replication.journal import (
     decode_records, record_parts,
 )
 from lurcher.core.replication.messages import (
-    Checkpoint, ClientSlot, Commit, DoViewChange, Entry, GetState, Message, NewState, Prepare, PrepareOk, Recovery,
-    RecoveryResponse, Reply, Request, StartView, StartViewChange, entry_bytes,
+    Checkpoint, ClientSlot, Commit, DoViewChange, Entry, GetState, Message, NewState, Prepare,
+    PrepareOk, Recovery, RecoveryResponse, Reply, Request, StartView, StartViewChange,
+    entry_bytes,
 )
 
 
@@ -304,7 +305,8 @@ class Replica:
         start = max(after, self.base)
         incoming, ours = log[start - after:], self.log[start - self.base:]
         common, limit = 0, min(len(ours), len(incoming))
-        while common < limit and (ours[common] is incoming[common] or ours[common] == incoming[common]):
+        while common < limit and (ours[common] is incoming[common]
+                                  or ours[common] == incoming[common]):
             common += 1
         if common < len(ours):
             del self.log[start - self.base + common:]
@@ -515,7 +517,8 @@ class Replica:
         if entry.op == self.op + 1:
             self._append(entry)
         if entry.op <= self.op:
-            self._send_durable(self.primary_of(self.view), PrepareOk(self.view, self.op, self.index))
+            self._send_durable(self.primary_of(self.view),
+                               PrepareOk(self.view, self.op, self.index))
         else:
             self._request_state()
         self._learn_commit(m.commit)

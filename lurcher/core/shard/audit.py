@@ -159,9 +159,11 @@ def describe(event: ev.Event, state: Any) -> str:
         case ev.TopicDeleted():
             return f"topic {_topic(state, e.stream_id, e.id)} deleted"
         case ev.PartitionsCreated():
-            return f"{e.count} partition(s) created in topic {_topic(state, e.stream_id, e.topic_id)}"
+            topic = _topic(state, e.stream_id, e.topic_id)
+            return f"{e.count} partition(s) created in topic {topic}"
         case ev.PartitionsDeleted():
-            return f"{e.count} partition(s) deleted from topic {_topic(state, e.stream_id, e.topic_id)}"
+            topic = _topic(state, e.stream_id, e.topic_id)
+            return f"{e.count} partition(s) deleted from topic {topic}"
         case ev.ConsumerGroupCreated():
             return (f"consumer group {e.name!r} (id {e.id}) created in topic "
                     f"{_topic(state, e.stream_id, e.topic_id)}")

@@ -85,8 +85,10 @@ _PLACE = {
     "send_messages": _place_send,
     "poll_messages": lambda shard, session, req: _place_consumer(shard, session, req, True),
     "get_consumer_offset": _place_offset_read,
-    "store_consumer_offset": lambda shard, session, req: _place_consumer(shard, session, req, False),
-    "delete_consumer_offset": lambda shard, session, req: _place_consumer(shard, session, req, False),
+    "store_consumer_offset":
+        lambda shard, session, req: _place_consumer(shard, session, req, False),
+    "delete_consumer_offset":
+        lambda shard, session, req: _place_consumer(shard, session, req, False),
     "flush_unsaved_buffer": _place_explicit,
     "delete_segments": _place_explicit,
 }

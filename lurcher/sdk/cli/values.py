@@ -228,7 +228,8 @@ def global_permissions(text: str) -> GlobalPermissions:
 def _topic(part: str) -> tuple[int, TopicPermissions]:
     tid, _, perms = part.partition(":")
     fields = TopicPermissions.__struct_fields__
-    return whole_number(tid, 0, U32_MAX), TopicPermissions(**_flags(perms, _TOPIC_SHORT, fields, "topic"))
+    return whole_number(tid, 0, U32_MAX), TopicPermissions(
+        **_flags(perms, _TOPIC_SHORT, fields, "topic"))
 
 
 def stream_permissions(text: str) -> tuple[int, StreamPermissions]:
@@ -237,4 +238,5 @@ def stream_permissions(text: str) -> tuple[int, StreamPermissions]:
     sid, _, perms = head.partition(":")
     fields = tuple(f for f in StreamPermissions.__struct_fields__ if f != "topics")
     flags = _flags(perms, _STREAM_SHORT, fields, "stream")
-    return whole_number(sid, 0, U32_MAX), StreamPermissions(**flags, topics=dict(_topic(p) for p in topic_parts))
+    return whole_number(sid, 0, U32_MAX), StreamPermissions(
+        **flags, topics=dict(_topic(p) for p in topic_parts))

@@ -70,7 +70,8 @@ class TcpConnection(Connection):
                 cfg.connect_timeout_s)
         except asyncio.TimeoutError:
             raise IggyError(ErrorCode.TASK_TIMEOUT,
-                            f"connect to {cfg.address} timed out after {cfg.connect_timeout_s}s") from None
+                            f"connect to {cfg.address} timed out after "
+                            f"{cfg.connect_timeout_s}s") from None
         except (OSError, ssl.SSLError) as e:
             raise IggyError(ErrorCode.CANNOT_ESTABLISH_CONNECTION, f"{cfg.address}: {e}") from None
         sock = self._transport.get_extra_info("socket")

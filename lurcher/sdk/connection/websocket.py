@@ -74,7 +74,8 @@ class WebSocketConnection(Connection):
                 cfg.connect_timeout_s)
         except asyncio.TimeoutError:
             raise IggyError(ErrorCode.TASK_TIMEOUT,
-                            f"connect to {self.uri} timed out after {cfg.connect_timeout_s}s") from None
+                            f"connect to {self.uri} timed out after "
+                            f"{cfg.connect_timeout_s}s") from None
         except (OSError, ssl.SSLError, InvalidHandshake, InvalidURI) as e:
             raise IggyError(ErrorCode.CANNOT_ESTABLISH_CONNECTION, f"{self.uri}: {e}") from None
 

@@ -77,7 +77,8 @@ class Auditor:
         known = self.executions.setdefault(key, (op, result))
         if known != (op, result):
             raise SafetyViolation(
-                f"request {key} executed at op {op} on replica {replica}, at op {known[0]} elsewhere")
+                f"request {key} executed at op {op} on replica {replica}, "
+                f"at op {known[0]} elsewhere")
 
     def on_reply(self, reply: Reply) -> None:
         known = self.executions.get((reply.client, reply.request))

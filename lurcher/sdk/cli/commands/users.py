@@ -46,7 +46,8 @@ def permission_lines(p: Permissions | None) -> list[tuple[str, str]]:
     lines = [("global", _true_flags(p.global_))]
     for sid, s in sorted(p.streams.items()):
         lines.append((f"stream {sid}", _true_flags(s)))
-        lines += [(f"stream {sid} topic {tid}", _true_flags(t)) for tid, t in sorted(s.topics.items())]
+        lines += [(f"stream {sid} topic {tid}", _true_flags(t))
+                  for tid, t in sorted(s.topics.items())]
     return lines
 
 

@@ -8,7 +8,9 @@ from typing import ClassVar, Self
 from lurcher.core.wire.buffer import Reader, Writer
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.identifier import Identifier
-from lurcher.core.wire.requests.common import PASSWORD_BYTES, UserRequest, check_length, read_password
+from lurcher.core.wire.requests.common import (
+    PASSWORD_BYTES, UserRequest, check_length, read_password,
+)
 
 
 class ChangePassword(UserRequest, frozen=True):
