@@ -28,6 +28,7 @@ from lurcher.core.wire import units
 from lurcher.core.wire.buffer import U32_MAX
 from lurcher.core.wire.identifier import Identifier
 from lurcher.core.wire.json_shapes import COMPRESSION_CODES, USER_STATUS_CODES
+from lurcher.core.wire.requests.system.get_snapshot_file import COMPRESSIONS, SNAPSHOT_TYPES
 
 U8 = Annotated[int, msgspec.Meta(ge=0, le=0xFF)]
 U32 = Annotated[int, msgspec.Meta(ge=0, le=U32_MAX)]
@@ -178,11 +179,16 @@ class SendBody(Body, kw_only=True):
     messages: list[MessageBody]
 
 
-# Iggy 0.8's serde names of ``SnapshotCompression`` and ``SystemSnapshotType`` (variant names,
-# no renaming) -> their binary codes (wire §3.8)
-SNAPSHOT_COMPRESSIONS = {"Stored": 1, "Deflated": 2, "Bzip2": 3, "Zstd": 4, "Lzma": 5, "Xz": 6}
-SNAPSHOT_TYPE_CODES = {"FilesystemOverview": 1, "ProcessList": 2, "ResourceUsage": 3, "Test": 4,
-                       "ServerLogs": 5, "ServerConfig": 6, "All": 100}
+def _variant(name: str) -> str:
+    """serde's name of a Rust enum variant (no renaming) from its snake_case display name:
+    "filesystem_overview" -> "FilesystemOverview"."""
+    return "".join(word.capitalize() for word in name.split("_"))
+
+
+# Iggy 0.8's serde names of ``SnapshotCompression`` and ``SystemSnapshotType`` -> their
+# binary codes (wire §3.8), from the binary request's own tables
+SNAPSHOT_COMPRESSIONS = {_variant(name): code for code, name in COMPRESSIONS.items()}
+SNAPSHOT_TYPE_CODES = {_variant(name): code for code, name in SNAPSHOT_TYPES.items()}
 
 
 class SnapshotBody(Body, kw_only=True):
