@@ -29,6 +29,7 @@ from lurcher.auth.root import ensure_root
 from lurcher.auth.session import number_clients_for_shard
 from lurcher.core.allocator import return_large_buffers_to_the_kernel
 from lurcher.core.event_loop import loop_factory
+from lurcher.core.idle_poll import for_loop
 from lurcher.core.meta.store import MetaLogCorrupt, MetaReplica
 from lurcher.core.shard import background
 from lurcher.core.shard.cluster import Cluster
@@ -167,6 +168,8 @@ async def serve(config: Config, default_root: bool, shard_id: int = 0, shards_co
     if shard_id == 0 and clustering.enabled:  # before the listeners: changes are replicated
         from lurcher.cluster.metadata import start_node
         await start_node(clustering, shard)
+    shard.dispatcher.poll_between_requests(for_loop(asyncio.get_running_loop()),
+                                           config.typed.system.idle_poll / 1e6)
     listeners = await start_listeners(shard, config)
     jobs = background.start(shard)
     if heartbeat is not None:

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Callable, Iterator, get_args, get_origin, get
 import msgspec
 
 from lurcher.cluster.config import ClusterConfig, ClusterConfigError, decode_cluster
+from lurcher.core.idle_poll import MAX_IDLE_POLL_S
 from lurcher.core.log.config import GIB, MAX_SEGMENT_SIZE_BYTES
 from lurcher.core.quic import MAX_DATAGRAM_BYTES, SMALLEST_DATAGRAM_BYTES, STREAM_COUNT_MAX
 from lurcher.core.wire import units
@@ -99,10 +100,15 @@ class Logging(Section):
     backups: Annotated[int, msgspec.Meta(ge=0, le=MAX_BACKUPS)]
 
 
+# system.idle_poll at most (µs): see lurcher.core.idle_poll
+MAX_IDLE_POLL_US = round(MAX_IDLE_POLL_S * 1_000_000)
+
+
 class System(Section):
     path: str
     umask: str
     io: str
+    idle_poll: Micros
     sharding: Sharding
     segment: Segment
     partition: Partition
@@ -336,6 +342,16 @@ def _topic_max_size(c: ServerConfig) -> str | None:
 MAX_POLL_REPLY_BYTES = GIB
 
 
+def _idle_poll(c: ServerConfig) -> str | None:
+    """Polling longer buys no latency, only a busy core (``core.idle_poll``)."""
+    value = c.system.idle_poll
+    if value > MAX_IDLE_POLL_US:
+        shown = "none" if value == units.U64_MAX else f"{value} us"
+        return (f"system.idle_poll must be at most {MAX_IDLE_POLL_US // 1000} ms, not "
+                f"{shown}")
+    return None
+
+
 def _poll_reply(c: ServerConfig) -> str | None:
     """A poll's reply is built whole in memory: "unlimited" let one poll of a large partition
     take gigabytes, past the u32 length of a binary reply."""
@@ -462,8 +478,8 @@ def _named_values(section: msgspec.Struct, prefix: str) -> Iterator[tuple[str, s
 
 
 CROSS_CHECKS: tuple[Callable[[ServerConfig], str | None], ...] = (
-    _heartbeats, _segment_size, _topic_max_size, _poll_reply, _periodic_jobs, _metrics_endpoint,
-    _argon2, _jwt_secrets, _jwt_claims, _jwt_expiry, _cors, _nul_in_names)
+    _heartbeats, _segment_size, _topic_max_size, _idle_poll, _poll_reply, _periodic_jobs,
+    _metrics_endpoint, _argon2, _jwt_secrets, _jwt_claims, _jwt_expiry, _cors, _nul_in_names)
 ARGON2_MAX_LANES = 0xFF_FFFF  # RFC 9106: parallelism is 1 to 2^24 - 1
 
 

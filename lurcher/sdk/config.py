@@ -5,6 +5,9 @@ Built by hand (keyword arguments of ``Client``) or from a connection string
 means unlimited. ``request_timeout_s`` (default ``DEFAULT_REQUEST_TIMEOUT_S``; None: wait
 for ever) bounds every request, the heartbeat's pings and logins included, so a server
 that accepts but never answers, or a connection whose peer vanished, ends in TASK_TIMEOUT.
+``idle_poll_s`` (0 to ``core.idle_poll.MAX_IDLE_POLL_S``; 0: off) is how long the event
+loop may keep polling, instead of sleeping, while a request waits for its answer: it
+adapts, and polls only while answers come within that time (``core.idle_poll``).
 ``options`` keeps transport-specific settings that only a given connection class reads
 (e.g. WebSocket buffer sizes), as strings. A duration or count out of its range (a timeout
 or heartbeat of 0 or less, a negative interval or retry count) is refused when the config is
@@ -19,12 +22,15 @@ from typing import Any
 
 import msgspec
 
+from lurcher.core.idle_poll import MAX_IDLE_POLL_S
 from lurcher.core.wire.address import split_address
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.sdk.arguments import InvalidArgument
 
 DEFAULT_ADDRESS = "127.0.0.1:8090"
 DEFAULT_REQUEST_TIMEOUT_S = 60.0
+# How long a request may poll for its answer before the loop sleeps (``core.idle_poll``).
+DEFAULT_IDLE_POLL_S = 0.002
 TRANSPORTS = ("tcp", "quic", "http", "ws")
 
 
@@ -46,13 +52,19 @@ class ClientConfig(msgspec.Struct, frozen=True, kw_only=True):
     reestablish_after_s: float = 0.0
     connect_timeout_s: float = 10.0
     request_timeout_s: float | None = DEFAULT_REQUEST_TIMEOUT_S
+    idle_poll_s: float = DEFAULT_IDLE_POLL_S
     options: dict[str, str] = {}
 
     def __post_init__(self) -> None:
         for name in ("heartbeat_interval_s", "connect_timeout_s", "request_timeout_s"):
             _in_range(self, name, above_zero=True)
-        for name in ("reconnection_interval_s", "reestablish_after_s", "reconnection_retries"):
+        for name in ("reconnection_interval_s", "reestablish_after_s", "reconnection_retries",
+                     "idle_poll_s"):
             _in_range(self, name, above_zero=False)
+        if self.idle_poll_s > MAX_IDLE_POLL_S:
+            raise InvalidArgument(ErrorCode.INVALID_CONFIGURATION,
+                                  f"idle_poll_s: {self.idle_poll_s!r} (at most "
+                                  f"{MAX_IDLE_POLL_S})")
 
     @property
     def has_credentials(self) -> bool:

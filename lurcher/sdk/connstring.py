@@ -11,10 +11,11 @@ options are ``key=value`` pairs from the transport's table below, anything else 
 IPv6 host (``[::1]:8090``) is accepted. Durations are humantime strings; retries are a
 number or ``unlimited`` (HTTP's ``retries`` is the others' ``reconnection_retries``: the
 reconnect attempts after a lost connection, default unlimited); timeouts are more than 0
-(``request_timeout=none``: no request timeout). A transport's own options (sizes, QUIC
-settings, WebSocket buffers) are kept as text for its connection class and checked here by
-the rules that class applies (``TRANSPORT_OPTION_CHECKS``), so a value it would refuse at
-connect is refused at parse; a size of 0 (``response_buffer_size``, ``max_message_size``,
+(``request_timeout=none``: no request timeout). ``idle_poll`` (lurcher's own, every
+transport) is the client's ``idle_poll_s``: a duration from 0 to 10 ms. A transport's own
+options (sizes, QUIC settings, WebSocket buffers) are kept as text for its connection class
+and checked here by the rules that class applies (``TRANSPORT_OPTION_CHECKS``), so a value
+it would refuse at connect is refused at parse; a size of 0 (``response_buffer_size``, ``max_message_size``,
 ``max_frame_size``, ``max_write_buffer_size``) is refused, not taken as the default. Four
 options of Iggy's are accepted, so its connection strings work unchanged, and change
 nothing here: WebSocket's ``read_buffer_size``, ``write_buffer_size`` (each message is
@@ -30,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from lurcher.core.idle_poll import MAX_IDLE_POLL_S
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
 from lurcher.sdk.config import TRANSPORTS, ClientConfig
@@ -40,7 +42,7 @@ SCHEMES = ("iggy", "lurcher")
 _RECONNECT = ("reconnection_retries", "reconnection_interval", "reestablish_after",
               "heartbeat_interval")
 _TLS = ("tls", "tls_domain", "tls_ca_file")
-_TIMEOUTS = ("connect_timeout", "request_timeout")
+_TIMEOUTS = ("connect_timeout", "request_timeout", "idle_poll")
 ALLOWED_OPTIONS: dict[str, frozenset[str]] = {
     "tcp": frozenset((*_TLS, *_RECONNECT, *_TIMEOUTS, "nodelay", "response_buffer_size")),
     "quic": frozenset(("response_buffer_size", "max_concurrent_bidi_streams",
@@ -88,6 +90,14 @@ def _timeout(value: str) -> float:
 
 def _optional_timeout(value: str) -> float | None:
     return None if value.strip().lower() == "none" else _timeout(value)
+
+
+def _idle_poll(value: str) -> float:
+    seconds = parse_duration(value)
+    if not 0 <= seconds <= MAX_IDLE_POLL_S:
+        raise ValueError(f"expected a duration from 0 to {MAX_IDLE_POLL_S * 1000:g} ms, "
+                         f"got {value!r}")
+    return seconds
 
 
 def _count(value: str) -> int:
@@ -141,6 +151,7 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "reconnection_reestablish_after": ("reestablish_after_s", _seconds),
     "connect_timeout": ("connect_timeout_s", _timeout),
     "request_timeout": ("request_timeout_s", _optional_timeout),
+    "idle_poll": ("idle_poll_s", _idle_poll),
 }
 
 

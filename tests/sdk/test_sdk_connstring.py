@@ -40,11 +40,12 @@ def test_tcp_options() -> None:
     cfg = parse_connection_string(
         "iggy://u:p@example.com:8090?tls=true&tls_domain=example.com&tls_ca_file=/ca.pem"
         "&reconnection_retries=5&reconnection_interval=500ms&reestablish_after=1m"
-        "&heartbeat_interval=1m 30s&nodelay=false&request_timeout=2s")
+        "&heartbeat_interval=1m 30s&nodelay=false&request_timeout=2s&idle_poll=200us")
     assert cfg.tls and cfg.tls_domain == "example.com" and cfg.tls_ca_file == "/ca.pem"
     assert cfg.reconnection_retries == 5 and cfg.reconnection_interval_s == 0.5
     assert cfg.reestablish_after_s == 60 and cfg.heartbeat_interval_s == 90
     assert not cfg.nodelay and cfg.request_timeout_s == 2
+    assert cfg.idle_poll_s == pytest.approx(0.0002)
     assert parse_connection_string(
         "iggy://u:p@h:1?reconnection_retries=unlimited").reconnection_retries is None
 
@@ -85,6 +86,8 @@ def test_ipv6_in_brackets() -> None:
     ("iggy://u:p@h:1?heartbeat_interval=5 parsecs", "heartbeat_interval"),
     ("iggy://u:p@h:1?reconnection_retries=-1", "reconnection_retries"),
     ("iggy+http://u:p@h:1?tls=true", "tls"),
+    ("iggy://u:p@h:1?idle_poll=11ms", "idle_poll"),
+    ("iggy+quic://u:p@h:1?idle_poll=soon", "idle_poll"),
 ])
 def test_invalid_strings_name_the_problem(text: str, problem: str) -> None:
     with pytest.raises(IggyError) as err:

@@ -30,6 +30,7 @@ def test_packaged_defaults_decode_to_typed_sections():
     assert typed.auth.login_backoff_base == 100_000
     assert typed.tcp.address == "127.0.0.1:8090" and typed.tcp.tls.enabled is False
     assert typed.cluster.enabled is False
+    assert typed.system.idle_poll == 2000
     for value in (typed.system.segment.size, typed.heartbeat.interval):
         assert type(value) is int  # plain ints: msgspec encodes them anywhere
 
@@ -148,6 +149,17 @@ def test_a_poll_reply_limit_above_1_gib_is_refused_in_one_line(value, shown):
     with pytest.raises(ConfigError, match="^limits.max_poll_reply_bytes must be at most 1 GiB "
                                           rf"\(1073741824 bytes\), not {shown}$"):
         load_config(environ={"LURCHER_LIMITS_MAX_POLL_REPLY_BYTES": value})
+
+
+@pytest.mark.parametrize("value, shown", [("11 ms", "11000 us"), ("none", "none")])
+def test_an_idle_poll_above_10_ms_is_refused_in_one_line(value, shown):
+    """Polling that long buys no latency, only a busy core."""
+    assert load_config(environ={"LURCHER_SYSTEM_IDLE_POLL": "10 ms"}).typed.system.idle_poll \
+        == 10_000
+    assert load_config(environ={"LURCHER_SYSTEM_IDLE_POLL": "0"}).typed.system.idle_poll == 0
+    with pytest.raises(ConfigError, match=f"^system.idle_poll must be at most 10 ms, not "
+                                          f"{shown}$"):
+        load_config(environ={"LURCHER_SYSTEM_IDLE_POLL": value})
 
 
 @pytest.mark.parametrize("interval", ["0", "none"])

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from lurcher.auth.permissions import RULES, SELF_RULES, require_login
+from lurcher.core.idle_poll import LoopPoller, PollWindow
 from lurcher.core.log.io import is_no_space
 from lurcher.core.shard import audit
 from lurcher.core.shard.handlers import registry
@@ -82,6 +83,15 @@ class Dispatcher:
         self.table = build_table()
         self.cluster: Any = None  # set when the server runs several shards
         self.observers: list[CommandObserver] = []
+        # idle polling between requests (``poll_between_requests``); None: off
+        self.idle_poller: LoopPoller | None = None
+        self.idle_window = PollWindow(0)
+
+    def poll_between_requests(self, poller: LoopPoller, max_s: float) -> None:
+        """After each request, keep ``poller``'s loop polling for the next one, for at most
+        ``max_s`` (``core.idle_poll``); 0 turns it off."""
+        self.idle_poller = poller if max_s else None
+        self.idle_window = PollWindow(max_s)
 
     def add_observer(self, observer: CommandObserver) -> None:
         """Report every later request to ``observer`` (see ``core.shard.observers``)."""
@@ -110,6 +120,8 @@ class Dispatcher:
         """Decode and run one binary command, on the shard that must run it. Returns a
         reply or an awaitable of one; raises IggyError (WireError for undecodable payloads).
         ``connection`` (a stream connection) may be migrated to another shard."""
+        if self.idle_poller is not None:
+            self.idle_poller.next_event(self.idle_window)
         if self.observers:
             return observed(self.observers, code, self._dispatch, session, code, payload,
                             connection)

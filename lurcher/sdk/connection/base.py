@@ -23,6 +23,7 @@ import ssl
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from lurcher.core.idle_poll import PollWindow, for_loop
 from lurcher.core.wire.buffer import Buffer
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -116,6 +117,7 @@ class Connection(abc.ABC):
 
     def __init__(self) -> None:
         self._lock = asyncio.Lock()
+        self._idle_window: PollWindow | None = None  # made on the first request
 
     @property
     def connected(self) -> bool:
@@ -140,6 +142,8 @@ class Connection(abc.ABC):
             if not self._is_open() or self._stale():
                 await self._abort()
                 raise IggyError(ErrorCode.NOT_CONNECTED, "connection is not open")
+            poller, window = for_loop(asyncio.get_running_loop()), self._window()
+            poller.wait_started(window)
             try:
                 return await self._exchange(code, payload_parts(payload))
             except NotOverTransport:
@@ -147,6 +151,14 @@ class Connection(abc.ABC):
             except BaseException:
                 await self._abort()
                 raise
+            finally:
+                poller.wait_ended(window)
+
+    def _window(self) -> PollWindow:
+        """This connection's idle-poll window (``config.idle_poll_s`` at most)."""
+        if self._idle_window is None:
+            self._idle_window = PollWindow(self.config.idle_poll_s)
+        return self._idle_window
 
     async def close(self) -> None:
         """Close the transport; idempotent, never raises for an already-lost connection."""
@@ -176,7 +188,8 @@ class Connection(abc.ABC):
         try:
             if timeout is None:
                 return await self._roundtrip(code, parts)
-            return await asyncio.wait_for(self._roundtrip(code, parts), timeout)
+            async with asyncio.timeout(timeout):
+                return await self._roundtrip(code, parts)
         except asyncio.TimeoutError:
             raise IggyError(ErrorCode.TASK_TIMEOUT,
                             f"no response to command {code} within {timeout}s") from None
