@@ -11,6 +11,11 @@ Roles (``ActorSpec.role``):
 Producers and producing consumers stop after ``message_batches`` or ``duration_s``; every
 role stops when the coordinator raises the shared stop flag.
 
+After its warm-up an actor exempts what it has built so far from the garbage collector's
+full collections (``runtime.heap.freeze_startup_objects``, as each server shard does), for
+every target alike: a full collection of the client's modules would otherwise land in the
+measured tail.
+
 The result (``ActorResult``) carries per-batch arrays: completion time (CLOCK_MONOTONIC,
 comparable across processes on Linux), latency seconds and message count. All per-batch
 bookkeeping is appending three numbers; nothing here touches individual messages.
@@ -31,6 +36,7 @@ from lurcher.bench.options import BenchOptions
 from lurcher.bench.workloads import CONSUMER, PRODUCER, PRODUCING_CONSUMER, ActorSpec, workload
 from lurcher.core.allocator import return_large_buffers_to_the_kernel
 from lurcher.core.event_loop import loop_factory
+from lurcher.runtime.heap import freeze_startup_objects
 
 EMPTY_POLL_SLEEP_S = 0.0005
 BARRIER_TIMEOUT_S = 120.0
@@ -157,6 +163,7 @@ async def _run(target: str, address: str, spec: ActorSpec, options: BenchOptions
     try:
         loop = Loop(drv, spec, options, shared, index)
         await loop.warm_up()
+        freeze_startup_objects()  # as the server does: no full collection of them measured
         await asyncio.get_running_loop().run_in_executor(
             None, shared.barrier.wait, BARRIER_TIMEOUT_S)
         start, end = await loop.measure()
