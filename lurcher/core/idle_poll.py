@@ -128,8 +128,18 @@ _POLLERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopPoller] = (
 
 
 def for_loop(loop: asyncio.AbstractEventLoop) -> LoopPoller:
-    """The poller of ``loop`` (made on first use, kept while the loop lives)."""
+    """The poller of ``loop`` (made on first use, kept while the loop lives: it refers to
+    the loop weakly, so a loop that is done with is freed with its poller)."""
     poller = _POLLERS.get(loop)
     if poller is None:
-        poller = _POLLERS[loop] = LoopPoller(loop.call_soon)
+        poller = _POLLERS[loop] = LoopPoller(_call_soon_of(weakref.ref(loop)))
     return poller
+
+
+def _call_soon_of(loop_ref: weakref.ref) -> Callable[[Callable[[], None]], None]:
+    """``call_soon`` of the loop ``loop_ref`` refers to; nothing once it is gone or closed."""
+    def call_soon(callback: Callable[[], None]) -> None:
+        loop = loop_ref()
+        if loop is not None and not loop.is_closed():
+            loop.call_soon(callback)
+    return call_soon

@@ -6,6 +6,8 @@ last test runs a real event loop."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 
 import pytest
 
@@ -103,3 +105,21 @@ def test_a_real_loop_keeps_running_other_work_while_it_polls():
         await asyncio.sleep(0.01)  # a timer still fires
         return ticks
     assert asyncio.run(main()) > 10
+
+
+def test_a_loop_done_with_is_freed_with_its_poller():
+    """The poller refers to its loop weakly: a loop kept by its own poller was never freed
+    (every SyncClient makes a loop of its own)."""
+    loops = []
+
+    async def poll_a_while() -> None:
+        loop = asyncio.get_running_loop()
+        loops.append(weakref.ref(loop))
+        poller = for_loop(loop)
+        poller.poll_until(poller.clock() + 0.001)
+        await asyncio.sleep(0)
+
+    for _ in range(3):
+        asyncio.run(poll_a_while())  # ends while its poller may still be polling
+    gc.collect()
+    assert [ref() for ref in loops] == [None, None, None]

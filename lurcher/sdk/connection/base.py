@@ -183,7 +183,9 @@ class Connection(abc.ABC):
 
     async def _exchange(self, code: int, parts: list[Buffer]) -> tuple[int, memoryview]:
         """One round trip within ``request_timeout_s``; transport failures become IggyError
-        TASK_TIMEOUT or CONNECTION_CLOSED."""
+        TASK_TIMEOUT or CONNECTION_CLOSED. ``asyncio.timeout``, not ``wait_for`` (which made
+        a task per request on 3.11): an answer read in the same loop turn as the deadline
+        counts as late, as with ``wait_for`` on 3.12 on."""
         timeout = self.config.request_timeout_s
         try:
             if timeout is None:
