@@ -11,7 +11,7 @@ Roles (``ActorSpec.role``):
 Producers and producing consumers stop after ``message_batches`` or ``duration_s``; every
 role stops when the coordinator raises the shared stop flag.
 
-After its warm-up an actor exempts what it has built so far from the garbage collector's
+Before its warm-up an actor exempts what it has built so far from the garbage collector's
 full collections (``runtime.heap.freeze_startup_objects``, as each server shard does), for
 every target alike: a full collection of the client's modules would otherwise land in the
 measured tail.
@@ -162,8 +162,8 @@ async def _run(target: str, address: str, spec: ActorSpec, options: BenchOptions
     await drv.open()
     try:
         loop = Loop(drv, spec, options, shared, index)
-        await loop.warm_up()
         freeze_startup_objects()  # as the server does: no full collection of them measured
+        await loop.warm_up()  # after the freeze: its collection is a pause the warm-up absorbs
         await asyncio.get_running_loop().run_in_executor(
             None, shared.barrier.wait, BARRIER_TIMEOUT_S)
         start, end = await loop.measure()

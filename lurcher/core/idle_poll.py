@@ -10,8 +10,10 @@ for its answer (the ``idle_poll`` client option).
 
 Two pieces:
 - ``PollWindow`` (sans-IO: times in, a window out) decides how long to poll, adaptively as
-  KVM's halt polling does. Each wait is ``start``ed and ``end``ed. A wait that ended inside
-  the window kept it. One that ended after the window but within ``max_s`` grows it
+  KVM's halt polling does. Each wait is ``start``ed and ``end``ed. A new window is
+  ``max_s``, so the first waits are polled (KVM starts from 0; here the first requests of
+  a connection would pay the wake-ups while it grew). A wait that ended inside the window
+  kept it. One that ended after the window but within ``max_s`` grows it
   (doubles, from ``GROW_FROM_S``): polling longer would have caught it. One that took
   longer than ``max_s`` halves it, down to 0: polling cannot catch such waits, and on a
   busy machine (many clients on few cores) a polling process only takes CPU from the
@@ -48,7 +50,7 @@ class PollWindow:
 
     def __init__(self, max_s: float) -> None:
         self.max_s = max_s
-        self.window_s = 0.0
+        self.window_s = max_s  # the first waits poll: a connection's first requests are fast
         self.started: float | None = None
 
     def start(self, now: float) -> float:

@@ -28,23 +28,28 @@ def waits(window: PollWindow, *durations_us: float) -> float:
     return window.window_s
 
 
-def test_a_new_window_does_not_poll_until_a_wait_shows_polling_would_catch_it():
+def test_a_new_window_polls_for_the_maximum_and_keeps_it_while_waits_end_inside():
     window = PollWindow(500 * US)
-    assert window.start(0.0) == 0.0
+    assert window.start(0.0) == pytest.approx(500 * US)
+    window.end(60 * US)
+    assert waits(window, 100, 400, 30) == pytest.approx(500 * US)
+
+
+def test_once_shrunk_fast_waits_grow_the_window_by_doubling_up_to_the_maximum():
+    window = PollWindow(500 * US)
+    waits(window, *[5000] * 6)   # 250, 125, 62.5, 31.25, 15.6 -> 0
+    assert window.window_s == 0.0
+    window.start(0.0)
     window.end(60 * US)          # ended within max: polling would have caught it
     assert window.start(1.0) == GROW_FROM_S
-
-
-def test_fast_waits_grow_the_window_by_doubling_up_to_the_maximum():
-    window = PollWindow(500 * US)
-    assert waits(window, 100, 100, 100) == pytest.approx(80 * US)  # 20, 40, 80
+    window.end(1.0)
+    assert waits(window, 100, 100) == pytest.approx(80 * US)  # 40, 80
     assert waits(window, 400, 400, 400) == pytest.approx(500 * US)  # 160, 320, capped
     assert waits(window, 30) == pytest.approx(500 * US)  # inside the window: kept
 
 
 def test_waits_longer_than_the_maximum_halve_the_window_down_to_nothing():
     window = PollWindow(500 * US)
-    waits(window, *[400] * 6)
     assert window.window_s == pytest.approx(500 * US)
     assert waits(window, 5000) == pytest.approx(250 * US)
     assert waits(window, 5000, 5000, 5000) == pytest.approx(250 / 8 * US)
