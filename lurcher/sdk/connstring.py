@@ -15,8 +15,9 @@ reconnect attempts after a lost connection, default unlimited); timeouts are mor
 transport) is the client's ``idle_poll_s``: a duration from 0 to 10 ms. A transport's own
 options (sizes, QUIC settings, WebSocket buffers) are kept as text for its connection class
 and checked here by the rules that class applies (``TRANSPORT_OPTION_CHECKS``), so a value
-it would refuse at connect is refused at parse; a size of 0 (``response_buffer_size``, ``max_message_size``,
-``max_frame_size``, ``max_write_buffer_size``) is refused, not taken as the default. Four
+it would refuse at connect is refused at parse; a size of 0 (``response_buffer_size``,
+``max_message_size``, ``max_frame_size``, ``max_write_buffer_size``) is refused, not taken
+as the default. Four
 options of Iggy's are accepted, so its connection strings work unchanged, and change
 nothing here: WebSocket's ``read_buffer_size``, ``write_buffer_size`` (each message is
 written at once) and ``accept_unmasked_frames`` (a server's setting: frames from a server
