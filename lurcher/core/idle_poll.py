@@ -94,10 +94,7 @@ class LoopPoller:
 
     def wait_started(self, window: PollWindow) -> None:
         """``window``'s wait begins now: poll for as long as it says."""
-        now = self.clock()
-        poll_s = window.start(now)
-        if poll_s:
-            self.poll_until(now + poll_s)
+        self._start(window, self.clock())
 
     def wait_ended(self, window: PollWindow) -> None:
         """``window``'s wait is over now."""
@@ -108,6 +105,9 @@ class LoopPoller:
         wait and begins the wait for the next (one clock read)."""
         now = self.clock()
         window.end(now)
+        self._start(window, now)
+
+    def _start(self, window: PollWindow, now: float) -> None:
         poll_s = window.start(now)
         if poll_s:
             self.poll_until(now + poll_s)
