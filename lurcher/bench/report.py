@@ -1,6 +1,7 @@
 """The result document of one run (JSON) and its text tables.
 
-``result.json`` holds: ``params`` (every option), ``target``, ``workload``, ``server`` (pid,
+``result.json`` holds: ``params`` (every option), ``target``, ``workload``, ``host`` (machine,
+Python, system, ``free_page_reporting``: see ``machine``), ``server`` (pid,
 CPU percent avg/max, RSS max and after setup, samples), ``actors`` / ``groups`` / ``total``
 summaries (field names as iggy-bench: ``throughput_megabytes_per_second``,
 ``p99_latency_ms``, ...), and ``time_series``. NaN (an empty bucket) is written as null.
@@ -15,6 +16,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+from lurcher.bench.machine import REPORTING_NOTE, free_page_reporting
 from lurcher.bench.options import BenchOptions
 
 MIB = 1 << 20
@@ -41,7 +43,7 @@ def document(o: BenchOptions, summary: dict, server: dict) -> dict:
         "params": msgspec.structs.asdict(o), "target": o.target, "workload": o.workload,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "host": {"machine": platform.machine(), "python": platform.python_version(),
-                 "system": platform.platform()},
+                 "system": platform.platform(), "free_page_reporting": free_page_reporting()},
         "server": server, **{k: v for k, v in summary.items() if k != "t0"},
     }
 
@@ -104,6 +106,8 @@ def table(doc: dict) -> str:
     if len(doc["groups"]) > 1:
         lines.append(_row("total", _group_view(doc["total"])))
     lines.append(server_line(doc["server"]))
+    if doc.get("host", {}).get("free_page_reporting"):
+        lines.append(REPORTING_NOTE)
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ import msgspec
 
 GIB = 1024 * 1024 * 1024
 MAX_SEGMENT_SIZE_BYTES = GIB
+PAGE_CACHE_WINDOW = 256 * 1024 * 1024  # system.segment.page_cache_window's default
 INLINE_WRITE_MAX_BYTES = 64 * 1024
 RESERVE_AHEAD = 16 * 1024 * 1024
 
@@ -42,6 +43,6 @@ class LogConfig(msgspec.Struct, frozen=True):
     group_commit: bool = False
     max_inflight_batches: int = 8
     inline_write_max_bytes: int = INLINE_WRITE_MAX_BYTES
-    page_cache_window: int = GIB
+    page_cache_window: int = PAGE_CACHE_WINDOW
     reserve_ahead: int = RESERVE_AHEAD
     cap_stored_offsets: bool = True
