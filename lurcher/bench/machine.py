@@ -6,7 +6,8 @@ host which guest pages are free, and the host takes them back; the guest's next 
 a page faults in the host. Page-cache writes into freshly freed memory then cost several
 times the copy (README, Performance, drop-behind), so runs on such a machine vary with what
 ran before them. ``free_page_reporting`` reads the virtio devices' feature bits from sysfs:
-True or False, or None where the machine has no virtio bus (bare metal, another hypervisor).
+True or False (no balloon, or one without reporting: also a kernel with virtio built in on
+bare metal), or None where ``/sys/bus/virtio`` is missing (a kernel without virtio).
 Reading never raises.
 """
 
