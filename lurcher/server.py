@@ -30,6 +30,7 @@ from lurcher.auth.session import number_clients_for_shard
 from lurcher.core.allocator import return_large_buffers_to_the_kernel
 from lurcher.core.event_loop import loop_factory
 from lurcher.core.idle_poll import for_loop
+from lurcher.core.log.host_memory import window_line
 from lurcher.core.meta.store import MetaLogCorrupt, MetaReplica
 from lurcher.core.shard import background
 from lurcher.core.shard.cluster import Cluster
@@ -231,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     raise_open_files_limit()
     return_large_buffers_to_the_kernel()
     log.info("data directory %s (pid %d)", data_path, os.getpid())
+    log.info("%s", window_line(config.typed.system.segment.page_cache_window))
     shards = config.shards_count()
     try:
         if shards > 1:

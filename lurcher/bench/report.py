@@ -1,7 +1,7 @@
 """The result document of one run (JSON) and its text tables.
 
 ``result.json`` holds: ``params`` (every option), ``target``, ``workload``, ``host`` (machine,
-Python, system, ``free_page_reporting``: see ``machine``), ``server`` (pid,
+Python, system, ``free_page_reporting``: see ``core.log.host_memory``), ``server`` (pid,
 CPU percent avg/max, RSS max and after setup, samples), ``actors`` / ``groups`` / ``total``
 summaries (field names as iggy-bench: ``throughput_megabytes_per_second``,
 ``p99_latency_ms``, ...), and ``time_series``. NaN (an empty bucket) is written as null.
@@ -16,11 +16,14 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from lurcher.bench.machine import REPORTING_NOTE, free_page_reporting
 from lurcher.bench.options import BenchOptions
+from lurcher.core.log.host_memory import free_page_reporting
 
 MIB = 1 << 20
 RESULT_FILE = "result.json"
+REPORTING_NOTE = ("machine: a VM that reports free memory to its host (virtio balloon free "
+                  "page reporting); writes into freshly freed memory are slower and vary "
+                  "from run to run, see README, Performance, drop-behind")
 
 
 def server_section(pid: int | None, samples: list[tuple[float, float, int]], t0: float,

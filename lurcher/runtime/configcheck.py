@@ -128,6 +128,8 @@ def check_value(path: str, value: Any, default: Any, shown: str) -> None:
     if not _valid(kind, path, value):
         expected = (f"one of {', '.join(CHOICES[path])}" if kind == "choice"
                     else EXPECTED[kind])
+        if default == "auto":  # system.segment.page_cache_window: a size, or "auto"
+            expected += ', or "auto"'
         raise ConfigKeyError(f"{shown}: expected {expected}")
 
 
@@ -145,7 +147,7 @@ def _valid(kind: str, path: str, value: Any) -> bool:
     if kind == "address":
         return isinstance(value, str) and _parses(split_address, value)
     if kind in ("size", "duration"):
-        parse = _u64(units.parse_size if kind == "size" else units.parse_duration_us)
+        parse = _u64(settings.quantity_mark(path).parse)  # page_cache_window: "auto" too
         return (isinstance(value, (int, str)) and not isinstance(value, bool)
                 and _parses(parse, value))
     return isinstance(value, str)

@@ -11,7 +11,9 @@ a test proves its defaults equal the packaged ones. Unknown keys are refused
 (``forbid_unknown_fields``). A ``Bytes`` field accepts a byte count or "1 GiB" and holds
 bytes; a ``Micros`` field accepts µs or "30 s"/"none" and holds microseconds (``U64_MAX``
 for none); both are plain ints, parsed by ``core.wire.units`` before msgspec converts the
-tables (``_quantities``). A decode error is one line naming the key.
+tables (``_quantities``). ``system.segment.page_cache_window`` is a size or "auto", resolved
+there to bytes for this machine (``core.log.host_memory``). A decode error is one line
+naming the key.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import msgspec
 from lurcher.cluster.config import ClusterConfig, ClusterConfigError, decode_cluster
 from lurcher.core.idle_poll import MAX_IDLE_POLL_S
 from lurcher.core.log.config import GIB, MAX_SEGMENT_SIZE_BYTES
+from lurcher.core.log.host_memory import parse_page_cache_window
 from lurcher.core.quic import MAX_DATAGRAM_BYTES, SMALLEST_DATAGRAM_BYTES, STREAM_COUNT_MAX
 from lurcher.core.wire import units
 from lurcher.core.wire.buffer import U32_MAX
@@ -66,7 +69,7 @@ class Segment(Section):
     size: Annotated[Bytes, Positive]
     max_open_files: Annotated[int, msgspec.Meta(ge=2)]
     direct_io: bool
-    page_cache_window: Bytes
+    page_cache_window: Annotated[int, Quantity("size", parse_page_cache_window)]  # or "auto"
     reserve_ahead: Bytes
 
 
@@ -491,13 +494,19 @@ def _fields(cls: type) -> dict[str, Any]:
 def quantity_of(path: str) -> str | None:
     """"size" or "duration" when the dotted key ``path`` is written in such units (a
     ``Bytes``/``Micros`` field, or one marked the same way); else None."""
+    mark = quantity_mark(path)
+    return mark.what if mark is not None else None
+
+
+def quantity_mark(path: str) -> Quantity | None:
+    """The ``Quantity`` (kind and parser) of the dotted key ``path``; None if it has none."""
     cls: Any = ServerConfig
     *sections, key = path.split(".")
     for name in sections:
         cls = _fields(cls).get(name) if isinstance(cls, type) else None
     hint = _fields(cls).get(key) if isinstance(cls, type) else None
     marks = [m for m in get_args(hint)[1:] if isinstance(m, Quantity)]
-    return marks[0].what if marks and get_origin(hint) is Annotated else None
+    return marks[0] if marks and get_origin(hint) is Annotated else None
 
 
 def _quantities(table: Any, cls: type, prefix: str) -> Any:

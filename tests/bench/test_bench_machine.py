@@ -1,38 +1,9 @@
-"""``lurcher.bench.machine``: free page reporting read from a virtio sysfs tree, and the
-note the run's table carries when the machine has it."""
+"""The bench's run table notes a machine that reports free memory to its host
+(``host.free_page_reporting`` in ``result.json``, read by ``core.log.host_memory``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from lurcher.bench.machine import REPORTING_NOTE, free_page_reporting
-from lurcher.bench.report import table
-
-
-def _device(root: Path, name: str, device_id: str, features: str) -> None:
-    d = root / name
-    d.mkdir(parents=True)
-    (d / "device").write_text(device_id + "\n")
-    (d / "features").write_text(features + "\n")
-
-
-def test_a_balloon_with_bit_5_reports_free_pages(tmp_path: Path) -> None:
-    _device(tmp_path, "virtio1", "0x0002", "0" * 5 + "1" + "0" * 58)  # a block device
-    _device(tmp_path, "virtio0", "0x0005", "01100101" + "0" * 56)
-    assert free_page_reporting(tmp_path) is True
-
-
-def test_a_balloon_without_bit_5_or_no_balloon_does_not(tmp_path: Path) -> None:
-    _device(tmp_path, "virtio0", "0x0005", "01100001" + "0" * 56)
-    _device(tmp_path, "virtio1", "0x0002", "0" * 5 + "1" + "0" * 58)
-    assert free_page_reporting(tmp_path) is False
-    assert free_page_reporting(tmp_path / "virtio1" / "none") is None  # no virtio bus
-
-
-def test_unreadable_entries_are_skipped(tmp_path: Path) -> None:
-    (tmp_path / "virtio0").mkdir()  # no device file
-    _device(tmp_path, "virtio1", "junk", "1" * 64)
-    assert free_page_reporting(tmp_path) is False
+from lurcher.bench.report import REPORTING_NOTE, table
 
 
 def _doc(host: dict) -> dict:

@@ -1,7 +1,7 @@
 """``system.segment.page_cache_window`` on a real server: a partition that grows past its
 window has its older log bytes handed back to the kernel (not in the page cache), its newest
 window stays cached, and every message is still there, exact, after a read of the history
-and after a crash."""
+and after a crash; the start-up log names the window "auto" resolved to."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import mmap
 import time
 from pathlib import Path
 
+from lurcher.core.log.host_memory import auto_page_cache_window, free_page_reporting
 from tests.support import raw
 from tests.support.page_cache import require_disk_file_system, resident_pages
 from tests.support.server import ServerFactory
@@ -72,3 +73,18 @@ def test_a_growing_partition_keeps_only_its_window_cached(tmp_path,
     wait_until_evicted(path, 0.25)
     server.restart(crash=True)
     assert read_everything(server.tcp_address) == expected
+
+
+def test_the_start_up_log_says_which_window_auto_picked(server_factory: ServerFactory):
+    """The packaged default is "auto": the server's log names the window it resolved to on
+    this machine (256 MiB where the VM reports free pages, else 1 GiB), and a size set in
+    the environment is the one in force."""
+    expected = auto_page_cache_window() // (1024 * 1024)
+    server = server_factory()
+    assert f"keeps its newest {expected} MiB in the page cache" in server.output_path.read_text()
+    reporting = "this VM hands freed memory back to its host" in server.output_path.read_text()
+    assert reporting == bool(free_page_reporting())
+    server = server_factory({"LURCHER_SYSTEM_SEGMENT_PAGE_CACHE_WINDOW": "3 MiB"})
+    assert "keeps its newest 3 MiB in the page cache" in server.output_path.read_text()
+    server = server_factory({"LURCHER_SYSTEM_SEGMENT_PAGE_CACHE_WINDOW": "0"})
+    assert "drop-behind off" in server.output_path.read_text()

@@ -153,3 +153,21 @@ def test_the_mcp_server_s_variables_in_the_environment_do_not_stop_the_server():
 def test_environment_variable_naming_a_section_is_refused():
     with pytest.raises(ConfigError, match="LURCHER_TCP_TLS names no configuration key"):
         load_config(environ={"LURCHER_TCP_TLS": "true"})
+
+
+def test_page_cache_window_takes_auto_or_a_size_from_the_environment_and_files(tmp_path):
+    """"auto" (any case) is read from the environment and from a file as from the packaged
+    default; anything else is refused in one line that names "auto" among what it takes."""
+    from lurcher.core.log.host_memory import auto_page_cache_window
+
+    env = "LURCHER_SYSTEM_SEGMENT_PAGE_CACHE_WINDOW"
+    for value in ("auto", "Auto"):
+        loaded = load_config(environ={env: value}).typed.system.segment.page_cache_window
+        assert loaded == auto_page_cache_window()
+    assert load_config(environ={env: "2 MiB"}).typed.system.segment.page_cache_window == 2 << 20
+    with pytest.raises(ConfigError, match=r'expected a size such as .*, or "auto"$'):
+        load_config(environ={env: "fast"})
+    path = tmp_path / "server.toml"
+    path.write_text('[system.segment]\npage_cache_window = "fast"\n')
+    with pytest.raises(ConfigError, match=r'in .*server.toml: expected a size .*, or "auto"$'):
+        load_config(path, environ={})

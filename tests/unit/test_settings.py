@@ -10,6 +10,7 @@ import pytest
 from lurcher.cluster.config import ClusterConfig
 from lurcher.core.log.config import LogConfig
 from lurcher.core.log.files import DEFAULT_MAX_OPEN_FILES
+from lurcher.core.log.host_memory import auto_page_cache_window
 from lurcher.core.wire.units import U64_MAX
 from lurcher.runtime import settings
 from lurcher.runtime.config import ConfigError, default_config, load_config
@@ -109,6 +110,10 @@ def test_bad_size_or_duration_is_one_line_naming_the_key(tmp_path, section, key,
     ("heartbeat.interval", "soon", "heartbeat.interval: invalid duration 'soon'"),
     ("system.segment.max_open_files", 1, "system.segment.max_open_files: expected `int` >= 2"),
     ("tcp.enabled", "yes", "tcp.enabled: expected `bool`, got `str`"),
+    ("system.segment.page_cache_window", "fast",
+     "system.segment.page_cache_window: not a size: 'fast' (examples: "),
+    ("system.segment.page_cache_window", [1], "system.segment.page_cache_window: expected a "
+     "size, got [1]"),
 ])
 def test_decoder_errors_name_the_key_first(key, value, expected):
     tables = default_config()
@@ -120,6 +125,15 @@ def test_decoder_errors_name_the_key_first(key, value, expected):
     with pytest.raises(settings.SettingsError) as e:
         settings.decode(tables)
     assert str(e.value).startswith(expected)
+
+
+def test_page_cache_window_auto_is_this_machines_window_and_a_size_is_kept():
+    """The packaged default is "auto", decoded to the window ``host_memory`` picks here."""
+    assert default_config()["system"]["segment"]["page_cache_window"] == "auto"
+    tables = default_config()
+    assert settings.decode(tables).system.segment.page_cache_window == auto_page_cache_window()
+    tables["system"]["segment"]["page_cache_window"] = "48 MiB"
+    assert settings.decode(tables).system.segment.page_cache_window == 48 * 1024 * 1024
 
 
 def test_a_segment_size_above_1_gib_is_refused_in_one_line():

@@ -7,9 +7,10 @@ from collections.abc import Callable
 
 import msgspec
 
+from lurcher.core.log.host_memory import auto_page_cache_window
+
 GIB = 1024 * 1024 * 1024
 MAX_SEGMENT_SIZE_BYTES = GIB
-PAGE_CACHE_WINDOW = 256 * 1024 * 1024  # system.segment.page_cache_window's default
 INLINE_WRITE_MAX_BYTES = 64 * 1024
 RESERVE_AHEAD = 16 * 1024 * 1024
 
@@ -32,7 +33,8 @@ class LogConfig(msgspec.Struct, frozen=True):
     written on the event loop (a page-cache copy of a few KiB costs less than the hand-off,
     see ``inline``); 0 = never, every write is asynchronous. ``page_cache_window``: the newest
     log bytes of a partition kept in the page cache; older ones are written back and evicted
-    (``cache_window``); 0 = leave the cache to the kernel. ``reserve_ahead``: the largest
+    (``cache_window``); 0 = leave the cache to the kernel; by default what "auto" picks on
+    this machine (``host_memory``). ``reserve_ahead``: the largest
     step of disk blocks reserved past a log's end for partitions writing big batches
     (``segment``); 0 = never. ``cap_stored_offsets``: at open, lower consumer offsets stored
     past the log's end (``Partition._cap_stored_offsets``); False for a replicated partition,
@@ -43,6 +45,6 @@ class LogConfig(msgspec.Struct, frozen=True):
     group_commit: bool = False
     max_inflight_batches: int = 8
     inline_write_max_bytes: int = INLINE_WRITE_MAX_BYTES
-    page_cache_window: int = PAGE_CACHE_WINDOW
+    page_cache_window: int = msgspec.field(default_factory=auto_page_cache_window)
     reserve_ahead: int = RESERVE_AHEAD
     cap_stored_offsets: bool = True
