@@ -43,20 +43,25 @@ sealed segments wholly below it at the same point of the group's order, so every
 from the same first offset, also after a fail-over; it is answered once committed and done
 on the primary. Segment deletion by retention stays node-local (offsets are unaffected).
 
+Counters: GetStream(s), GetTopic(s) and GetStats first ask the primaries of the groups this
+node is not a member of for the counters of their partitions (``peer_stats``).
+
 Modules: ``partition_ops`` (the values), ``partition_service`` (execution on each replica),
-``partition_state`` (checkpoints, filling), ``forwarding`` (calls to the primary); this
-module installs the commands.
+``partition_state`` (checkpoints, filling), ``forwarding`` (calls to the primary),
+``peer_stats`` (counters held elsewhere); this module installs the commands.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
 from typing import Any
 
 import msgspec
 
+from lurcher.auth.permissions import recheck, require_login
 from lurcher.cluster.forwarding import Forwarder
 from lurcher.cluster.host import ClusterBusy
 from lurcher.cluster.partition_groups import GroupLayout
@@ -65,9 +70,11 @@ from lurcher.cluster.partition_ops import (
     StoreOffset, delete_oldest_decoder, op_decoder, poll_decoder, polled_decoder, with_ids)
 from lurcher.cluster.partition_service import PartitionService, purges_of
 from lurcher.cluster.partition_state import Filler, fetch_decoder
+from lurcher.cluster.peer_stats import PeerStats, stats_of_held
 from lurcher.core.shard.handlers.offsets import check_storable, offset_target, \
     read_offset_target
 from lurcher.core.shard.handlers.messages import POLL_PREFIX, empty_poll, within_reply_cap
+from lurcher.core.shard.peers import SHOWING_COUNTERS
 from lurcher.core.shard.placement import choose_partition, resolve
 from lurcher.core.shard.reply import Parts, payload_bytes
 from lurcher.core.wire.error_codes import ErrorCode
@@ -75,6 +82,19 @@ from lurcher.core.wire.errors import IggyError
 from lurcher.core.wire.responses.consumer_offsets import ConsumerOffsetInfo
 
 log = logging.getLogger(__name__)
+
+
+def _shown_topics(name: str, state: Any, req: Any) -> list[Any]:
+    """The topics whose partitions command ``name`` (one of ``SHOWING_COUNTERS``) shows;
+    none when what it names is not there (the command itself answers that)."""
+    if name in ("get_streams", "get_stats"):
+        return list(state.topics())
+    try:
+        if name == "get_topic":
+            return [state.topic(req.stream_id, req.topic_id)]
+        return list(state.stream(req.stream_id).topics.values())
+    except IggyError:
+        return []
 
 
 class ReplicatedPartitions:
@@ -93,8 +113,11 @@ class ReplicatedPartitions:
                                           "purge": self._submit,
                                           "delete_segments": self._delete_segments,
                                           "fetch": self._fetch,
-                                          "first_kept": self._first_kept},
+                                          "first_kept": self._first_kept,
+                                          "stats": self._stats},
                                    self._encode, timeout_s, anywhere={"fetch", "first_kept"})
+        self.peer_stats = shard.peer_stats = PeerStats(
+            shard, self.forwarder, self.group_of, lambda group: group in services)
         for group, service in services.items():
             service.filler = Filler(shard, self._fetch_from_members, group,
                                     self._first_kept_by_others)
@@ -111,6 +134,23 @@ class ReplicatedPartitions:
             if route.spec.name in handlers:
                 dispatcher.table[code] = dataclasses.replace(
                     route, handler=handlers[route.spec.name])
+            elif route.spec.name in SHOWING_COUNTERS:
+                dispatcher.table[code] = dataclasses.replace(route, handler=self._counting(
+                    route.spec.name, route.handler, route.permission))
+
+    def _counting(self, name: str, handler: Any, permission: str | None) -> Any:
+        """``handler`` (a command showing partition counters) run once the counters of the
+        partitions it shows that other nodes hold are refreshed (``peer_stats``); the
+        session's login and ``permission`` are checked again after that wait."""
+        async def run(shard: Any, session: Any, req: Any) -> Any:
+            await self.peer_stats.refresh(_shown_topics(name, shard.meta.state, req))
+            if permission:
+                recheck(shard.meta.state, session, permission, req)
+            else:
+                require_login(shard.meta.state, session)
+            result = handler(shard, session, req)
+            return await result if inspect.isawaitable(result) else result
+        return run
 
     def group_of(self, topic: Any, partition_id: int) -> int:
         return self.layout.group_of(topic.stream_id, topic.id, partition_id,
@@ -297,6 +337,10 @@ class ReplicatedPartitions:
                             f"deleted here (first kept {partition.first_offset})")
         return Parts([within_reply_cap(self.shard, partition,
                                        lambda: partition.read_offset(ask.offset, ask.count))])
+
+    async def _stats(self, group: int, body: bytes) -> bytes:
+        """Counters of the asked partitions of ``group`` (run on its primary)."""
+        return stats_of_held(self.shard, body)
 
     async def _first_kept(self, group: int, body: bytes) -> bytes:
         """The first offset this replica keeps of a fill's partition (the same generation

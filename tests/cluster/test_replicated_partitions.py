@@ -3,13 +3,15 @@
 Three nodes on loopback, our SDK connected to a chosen node (it stays there). Sends made
 through any node are stored alike, byte for byte, on every replica; the partitions of a
 topic have their primaries on different nodes; consumer offsets stored through one node
-(and deleted) are what every node answers; a factor of 1 still serves every node (forwarded to the one
-replica) and a factor above the node count is refused. Slow: with one node killed the
-cluster keeps acknowledging sends, every acknowledged message is readable through both
-survivors, and with two killed a send fails with TaskTimeout (12001) instead of hanging;
-a killed primary's groups move to another node, and once restarted and caught up the node
-takes them back. A purge through any node empties the partitions on every replica, and
-later sends start again at offset 0 everywhere.
+(and deleted) are what every node answers; a factor of 1 still serves every node
+(forwarded to the one replica) and a factor above the node count is refused; every node
+shows the counters of partitions it holds no replica of (the last seen once their node is
+lost). Slow: with one node killed the cluster keeps acknowledging sends, every
+acknowledged message is readable through both survivors, and with two killed a send fails
+with TaskTimeout (12001) instead of hanging; a killed primary's groups move to another
+node, and once restarted and caught up the node takes them back. A purge through any
+node empties the partitions on every replica, and later sends start again at offset 0
+everywhere.
 """
 
 from __future__ import annotations
@@ -178,6 +180,38 @@ async def test_a_factor_of_one_serves_every_node_and_above_the_node_count_is_ref
         await close_all(connected)
 
 
+async def test_every_node_shows_the_counters_of_partitions_it_holds_no_replica_of(
+        nodes) -> None:
+    """With a factor of 1 each partition lives on one node; GetTopic, GetStream, GetStreams
+    and GetStats through any node show the counters of all of them (asked of the nodes that
+    hold them), not zeros for the partitions held elsewhere."""
+    connected = await clients(nodes)
+    try:
+        await topic_everywhere(connected, "counted", "t", 3, factor=1)
+        for p in range(3):
+            await connected[0].send_messages("counted", "t",
+                                             [f"m-{p}-{k}" for k in range(p + 1)], p)
+        seen = []
+        for client in connected:
+            topic = await client.get_topic("counted", "t")
+            assert [x.messages_count for x in topic.partitions] == [1, 2, 3]
+            assert [x.current_offset for x in topic.partitions] == [0, 1, 2]
+            assert all(x.size_bytes > 0 and x.segments_count == 1 for x in topic.partitions)
+            stream = await client.get_stream("counted")
+            assert stream.header.messages_count == 6
+            streams = await client.get_streams()
+            stats = await client.get_stats()
+            assert stats.messages_count == sum(s.messages_count for s in streams)
+            details = [await client.get_stream(s.id) for s in streams]
+            assert stats.partitions_count == sum(t.partitions_count for d in details
+                                                 for t in d.topics)
+            seen.append(([(x.messages_count, x.size_bytes) for x in topic.partitions],
+                         stream.header.size_bytes))
+        assert seen[0] == seen[1] == seen[2]
+    finally:
+        await close_all(connected)
+
+
 async def stream_named(client: Client, name: str) -> str:
     await client.create_stream(name)
     return name
@@ -224,6 +258,35 @@ async def test_one_node_down_sends_go_on_and_two_down_they_are_refused(own_nodes
         assert refused.value.status == ErrorCode.TASK_TIMEOUT
     finally:
         await close_all(connected[2:])
+
+
+@pytest.mark.slow
+async def test_counters_of_a_lost_node_s_partitions_are_its_last_known_not_a_hang(
+        own_nodes) -> None:
+    """A factor of 1 and the node holding a partition killed: GetTopic through another node
+    is still answered (the bound below only catches a hang; the node waits at most
+    ``peer_stats.STATS_WAIT_S`` per group) with the lost partition's last known counters,
+    and the node logs that they are."""
+    connected = await clients(own_nodes)
+    try:
+        await topic_everywhere(connected, "lost", "t", 3, factor=1)
+        for p in range(3):
+            await connected[0].send_messages("lost", "t", [b"x"] * (p + 1), p)
+        topic = await connected[0].get_topic("lost", "t")
+        assert [x.messages_count for x in topic.partitions] == [1, 2, 3]
+        stream = await connected[0].get_stream("lost")
+        holder = {pid: LAYOUT.members()[LAYOUT.group_of(stream.header.id, topic.header.id,
+                                                        pid, 1)][0] for pid in range(3)}
+        lost = next(pid for pid in range(3) if holder[pid] != 0)
+        await connected[holder[lost]].close()
+        own_nodes[holder[lost]].kill()
+        again = await asyncio.wait_for(connected[0].get_topic("lost", "t"),
+                                       5 * COMMIT_TIMEOUT_MS / 1000)
+        assert [x.messages_count for x in again.partitions] == [1, 2, 3]
+        log = own_nodes[0].output_path.read_text()
+        assert "did not report its partitions' counters" in log
+    finally:
+        await close_all([c for i, c in enumerate(connected) if own_nodes[i].running])
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from lurcher.core.shard.bus import Bus, BusError, Link, PeerRefused, Reply
 from lurcher.core.shard.meta_sync import MetaSync
 from lurcher.core.shard.migration import Migration
 from lurcher.core.shard.peers import (
-    MESSAGE_TYPES, Forward, PartitionStats, Purge, SessionInfo, StatsQuery,
+    MESSAGE_TYPES, SHOWING_COUNTERS, Forward, PartitionStats, Purge, SessionInfo, StatsQuery,
 )
 from lurcher.core.shard.reply import payload_bytes
 from lurcher.core.wire.error_codes import ErrorCode
@@ -97,7 +97,7 @@ class Cluster:
         return forwarded()
 
     async def _gathered(self, route: Any, session: Any, request: Any) -> Any:
-        await self.gather()
+        await self.gather(peers=route.spec.name in SHOWING_COUNTERS)
         result = self.shard.dispatcher.run_here(route, session, request)
         return await result if inspect.isawaitable(result) else result
 
@@ -141,10 +141,14 @@ class Cluster:
         except IggyError as exc:
             return Reply(rid=msg.rid, status=exc.status)
 
-    def _on_stats(self, link: Link, msg: StatsQuery) -> Reply:
+    async def _on_stats(self, link: Link, msg: StatsQuery) -> Reply:
+        peers = self.shard.peer_stats
+        if msg.peers and peers is not None:  # a cluster node: partitions held elsewhere too
+            await peers.refresh(self.shard.meta.state.topics())
+        counters = self.shard.partition_counters() if msg.peers else self.shard.partitions
         parts = [PartitionStats(s, t, p.partition_id, p.created_at, p.segments_count,
                                 p.current_offset, p.size_bytes, p.messages_count)
-                 for (s, t, _), p in self.shard.partitions.items()]
+                 for (s, t, _), p in counters.items()]
         sessions = [SessionInfo(x.client_id, x.user_id, x.transport, x.address)
                     for x in self.shard.sessions.values()]
         return Reply(rid=msg.rid, data=[parts, sessions])
@@ -159,12 +163,14 @@ class Cluster:
         return Reply(rid=msg.rid)
 
     # -- asking peers ----------------------------------------------------------------------
-    async def gather(self) -> None:
-        """Refresh the other shards' partition counters and sessions."""
+    async def gather(self, peers: bool = False) -> None:
+        """Refresh the other shards' partition counters and sessions (``peers``: on a
+        cluster node, with the counters of partitions other nodes hold)."""
         partitions: dict[tuple[int, int, int], PartitionStats] = {}
         sessions: list[SessionInfo] = []
         replies = await asyncio.gather(
-            *(self.bus.request(p, lambda rid: StatsQuery(rid=rid)) for p in self.peers),
+            *(self.bus.request(p, lambda rid: StatsQuery(rid=rid, peers=peers))
+              for p in self.peers),
             return_exceptions=True)
         for reply in replies:
             if isinstance(reply, BaseException):

@@ -38,6 +38,7 @@ class ShardFace(Protocol):
     # an enabled [cluster] (shard 0 only): the ClusterNode and its typed section, else None
     cluster_node: Any
     cluster_config: Any
+    peer_stats: Any  # with cluster_node: counters of partitions other nodes hold, else None
     # the shards' bus and router when several shards run (``forward`` to another shard), else None
     cluster: Any
     # metadata (read ``meta.state``; change it with ``meta.record``) and group membership

@@ -2,7 +2,9 @@
 
 * ``Forward``: run a command for a client of another shard (the payload is the request's
   binary form; the session travels as ids) -> ``Reply(status, payload)``.
-* ``StatsQuery``: this shard's partition counters and sessions (for views and stats).
+* ``StatsQuery``: this shard's partition counters and sessions (for views and stats); with
+  ``peers``, on a cluster node's shard 0, also those of partitions other nodes hold
+  (``lurcher.cluster.peer_stats``).
 * ``Subscribe`` (to shard 0): every metadata event so far, then live ``MetaEvents``.
 * ``GroupsUpdate`` (from shard 0): membership of consumer groups after a change.
 * ``Barrier`` (from shard 0): answered after the events before it were applied, so a
@@ -32,7 +34,13 @@ class Forward(BusMessage, frozen=True):
 
 
 class StatsQuery(BusMessage, frozen=True):
-    pass
+    peers: bool = False
+
+
+# the commands that show partition counters: a cluster node refreshes those of partitions
+# other nodes hold before running them (``StatsQuery.peers``, ``lurcher.cluster.peer_stats``)
+SHOWING_COUNTERS = frozenset({"get_stream", "get_streams", "get_topic", "get_topics",
+                              "get_stats"})
 
 
 class PartitionStats(msgspec.Struct, array_like=True, frozen=True):

@@ -132,6 +132,9 @@ class Shard:
         # shard 0 of a node of an enabled [cluster]: its ClusterNode and typed section
         self.cluster_node: Any = None
         self.cluster_config: Any = None
+        # shard 0 of a cluster node: counters of partitions only other nodes hold (a
+        # ``cluster.peer_stats.PeerStats``, refreshed before the commands that show them)
+        self.peer_stats: Any = None
         # builds the protocol for a migrated connection: (session, pending bytes) -> protocol
         self.connection_factory: Callable[[Session, bytes], Any] | None = None
         # the binary listeners' ConnectionCap (transports.admission), set by the server;
@@ -228,11 +231,16 @@ class Shard:
 
     def partition_views(self, topic: TopicMeta) -> list[Any]:
         """Counters of every partition of ``topic``: live for owned ones, as last gathered
-        from the other shards otherwise (zeros for one never reported)."""
+        from the other shards otherwise (zeros for one never reported); on a cluster node,
+        of the partitions other nodes hold, as they reported them (``peer_stats``)."""
         views = []
         for pid in range(topic.partitions_count):
             key = (topic.stream_id, topic.id, pid)
-            found = self.partitions.get(key)
+            found = None
+            if self.peer_stats is not None:  # held by other nodes: this copy stays empty
+                found = self.peer_stats.get(key, topic.partition_created_at[pid])
+            if found is None:
+                found = self.partitions.get(key)
             if found is None and self.cluster is not None:
                 found = self.cluster.remote_partitions.get(key)
             views.append(found or PartitionStats(*key, topic.partition_created_at[pid], 0, 0, 0, 0))
@@ -240,7 +248,13 @@ class Shard:
 
     def all_partition_stats(self) -> list[Any]:
         remote = list(self.cluster.remote_partitions.values()) if self.cluster else []
-        return list(self.partitions.values()) + remote
+        return list(self.partition_counters().values()) + remote
+
+    def partition_counters(self) -> dict[Key, Any]:
+        """This shard's partitions, those other cluster nodes hold with their counters."""
+        if self.peer_stats is None:
+            return self.partitions
+        return {**self.partitions, **self.peer_stats.rows()}
 
     def all_sessions(self) -> list[Any]:
         remote = list(self.cluster.remote_sessions) if self.cluster else []
