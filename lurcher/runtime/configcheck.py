@@ -128,8 +128,9 @@ def check_value(path: str, value: Any, default: Any, shown: str) -> None:
     if not _valid(kind, path, value):
         expected = (f"one of {', '.join(CHOICES[path])}" if kind == "choice"
                     else EXPECTED[kind])
-        if default == "auto":  # system.segment.page_cache_window: a size, or "auto"
-            expected += ', or "auto"'
+        mark = settings.quantity_mark(path)
+        if mark is not None and mark.also:  # e.g. page_cache_window: a size, or "auto"
+            expected += f", or {mark.also}"
         raise ConfigKeyError(f"{shown}: expected {expected}")
 
 
@@ -147,7 +148,7 @@ def _valid(kind: str, path: str, value: Any) -> bool:
     if kind == "address":
         return isinstance(value, str) and _parses(split_address, value)
     if kind in ("size", "duration"):
-        parse = _u64(settings.quantity_mark(path).parse)  # page_cache_window: "auto" too
+        parse = _u64(settings.quantity_mark(path).parse)  # the decoder's own parser
         return (isinstance(value, (int, str)) and not isinstance(value, bool)
                 and _parses(parse, value))
     return isinstance(value, str)

@@ -35,10 +35,11 @@ from lurcher.logsetup import MAX_BACKUPS
 
 
 class Quantity:
-    """Marks an int field written in human units, with the parser that reads them."""
+    """Marks an int field written in human units, with the parser that reads them;
+    ``also``: a word the parser takes besides the units (shown in errors)."""
 
-    def __init__(self, what: str, parse: Callable[[int | str], int]) -> None:
-        self.what, self.parse = what, parse
+    def __init__(self, what: str, parse: Callable[[int | str], int], also: str = "") -> None:
+        self.what, self.parse, self.also = what, parse, also
 
 
 # A size in bytes, written as a count or as "64 MiB" ("unlimited": U64_MAX).
@@ -69,7 +70,7 @@ class Segment(Section):
     size: Annotated[Bytes, Positive]
     max_open_files: Annotated[int, msgspec.Meta(ge=2)]
     direct_io: bool
-    page_cache_window: Annotated[int, Quantity("size", parse_page_cache_window)]  # or "auto"
+    page_cache_window: Annotated[int, Quantity("size", parse_page_cache_window, '"auto"')]
     reserve_ahead: Bytes
 
 

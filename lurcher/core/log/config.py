@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from lurcher.core.log.host_memory import auto_page_cache_window
+from lurcher.core.log.host_memory import this_machines_window
 
 GIB = 1024 * 1024 * 1024
 MAX_SEGMENT_SIZE_BYTES = GIB
@@ -45,6 +45,6 @@ class LogConfig(msgspec.Struct, frozen=True):
     group_commit: bool = False
     max_inflight_batches: int = 8
     inline_write_max_bytes: int = INLINE_WRITE_MAX_BYTES
-    page_cache_window: int = msgspec.field(default_factory=auto_page_cache_window)
+    page_cache_window: int = msgspec.field(default_factory=this_machines_window)
     reserve_ahead: int = RESERVE_AHEAD
     cap_stored_offsets: bool = True

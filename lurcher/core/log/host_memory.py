@@ -16,6 +16,7 @@ of the same machine.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from lurcher.core.wire import units
@@ -51,6 +52,13 @@ def _reports_free_pages(device: Path) -> bool:
 def auto_page_cache_window(devices: Path = VIRTIO_DEVICES) -> int:
     """The window "auto" means on this machine (see the module doc)."""
     return WINDOW_REPORTING if free_page_reporting(devices) else WINDOW_ELSEWHERE
+
+
+@functools.cache
+def this_machines_window() -> int:
+    """``auto_page_cache_window`` of this machine, read once per process (``LogConfig``'s
+    default: a partition opened without a configuration does not read sysfs again)."""
+    return auto_page_cache_window()
 
 
 def parse_page_cache_window(value: int | str, devices: Path = VIRTIO_DEVICES) -> int:
