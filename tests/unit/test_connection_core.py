@@ -41,6 +41,7 @@ class FakeShard:
         self.closed: list[tuple[Any, bool]] = []
         self.resumed: list[Any] = []
         self.authenticated = authenticated
+        self.awaited: list[memoryview] = []  # payloads of SLOW requests, as a handler keeps them
 
     def open_session(self, address: str, kind: int, connection: Any,
                      accepted_us: int | None = None) -> Any:
@@ -62,6 +63,7 @@ class FakeShard:
         if code == BOOM:
             raise RuntimeError("bug")
         if code == SLOW:
+            self.awaited.append(payload)
             return Later()
         if code in (MOVE, SEND):  # a SEND starting with "s" is forwarded asynchronously
             slow = code == SEND and payload[:1] == b"s"
@@ -161,6 +163,39 @@ def test_an_awaited_reply_holds_back_later_requests():
     conn.reply_ready(b"slow")
     assert io.writes() == [ok(b"slow"), ok(b"after"), ok(b"more")]
     assert ("resume",) in io.intents
+
+
+def test_a_client_that_waits_for_each_answer_costs_no_pause_or_resume():
+    conn, io, _ = connection()
+    for n in range(3):
+        conn.receive_data(frame(SLOW, b"s%d" % n))
+        conn.reply_ready(b"r%d" % n)
+    assert [i for i in io.intents if i[0] != "write"] == [("wait",)] * 3
+    assert io.writes() == [ok(b"r0"), ok(b"r1"), ok(b"r2")]
+
+
+def read_in(conn: ServerConnection, data: bytes) -> None:
+    """``data`` arrives as the event loop reads it (``get_buffer``/``buffer_updated``)."""
+    view = memoryview(data)
+    while view:
+        target = conn.get_buffer()
+        n = min(len(target), len(view))
+        target[:n] = view[:n]
+        conn.buffer_updated(n)
+        view = view[n:]
+
+
+def test_input_behind_an_awaited_reply_pauses_reading_once_and_spares_its_payload():
+    conn, io, shard = connection()
+    read_in(conn, frame(SLOW, b"A" * 300))
+    assert io.intents == [("wait",)]
+    read_in(conn, frame(PING, b"B" * 300))  # lands where the held frame was read
+    read_in(conn, frame(PING, b"C"))
+    assert [i for i in io.intents if i[0] != "write"] == [("wait",), ("pause",)]
+    assert bytes(shard.awaited[0]) == b"A" * 300 and io.writes() == []
+    conn.reply_ready(b"done")
+    assert io.writes() == [ok(b"done"), ok(b"B" * 300), ok(b"C")]
+    assert [i for i in io.intents if i[0] != "write"] == [("wait",), ("pause",), ("resume",)]
 
 
 def test_a_failed_awaited_reply_is_an_error_frame_and_reading_goes_on():

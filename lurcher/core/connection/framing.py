@@ -27,6 +27,12 @@ puts in the small buffer must be copied into the big one (a full small buffer, 2
 about 5% of the server's time at pinned-producer); the rest of the batch is read into its own
 buffer.
 
+Held frames: a frame whose reply is awaited keeps its payload until then (``hold`` ...
+``release``). While a small one is held, the next ``get_buffer`` first moves the pending
+bytes to a fresh buffer of the same size and leaves the old one to the payload's view, so
+input read meanwhile never lands where that payload lies; a big frame's payload is its own
+buffer and needs nothing.
+
 Reuse: big-frame buffers come from ``BigBuffers``, the last few handed out in this thread
 (one event loop), and one that nothing references any more (CPython reference count: the
 batch, its views and the writes that held it are gone) is taken again for the next big frame
@@ -142,12 +148,16 @@ class FrameReader:
         self.big_filled = 0
         self.failed = False       # a fatal refusal was returned: nothing more is read
         self.after_big = False    # the last frame was big: peek at the next one first
+        self.lent = False         # the last frame returned is a view into ``buf``
+        self.held = False         # ... and it is held: ``buf`` must not be written
 
     # -- receiving --------------------------------------------------------------
     def get_buffer(self) -> memoryview:
         """Where the next received bytes go (never empty)."""
         if self.big is not None and self.big_filled < self.big_need:
             return self._big_room()
+        if self.held:
+            self._detach()
         self._make_room()
         if self.after_big and self.start == self.end:
             self.offered = min(len(self.buf) - self.end, PEEK_AFTER_BIG_BYTES)
@@ -173,6 +183,26 @@ class FrameReader:
             target[:n] = data[:n]
             self.buffer_updated(n)
             data = data[n:]
+
+    def has_pending(self) -> bool:
+        """Bytes were received that no returned frame holds (a frame begun counts)."""
+        return self.end > self.start or self.big is not None
+
+    def hold(self) -> None:
+        """The frame last returned stays in use until ``release`` (module doc)."""
+        self.held = self.lent
+
+    def release(self) -> None:
+        self.held = False
+
+    def _detach(self) -> None:
+        """Leave ``buf`` to the held frame's payload: pending bytes go to a fresh buffer."""
+        fresh = bytearray(len(self.buf))
+        pending = self.end - self.start
+        fresh[:pending] = self.view[self.start:self.end]
+        self.buf, self.view = fresh, memoryview(fresh)
+        self.start, self.end = 0, pending
+        self.held = False
 
     def _big_room(self) -> memoryview:
         """Free space of the big frame's buffer, grown (doubling) once it is full."""
@@ -240,6 +270,7 @@ class FrameReader:
             if self.start == self.end:
                 self.start = self.end = 0
             self.after_big = False
+            self.lent = True
             return Frame(code, payload)
         if HEADER_BYTES + payload_bytes > MAX_SMALL_BUFFER_BYTES // 2:
             self._start_big(code, payload_bytes)
@@ -253,6 +284,7 @@ class FrameReader:
         frame = Frame(self.big_code, memoryview(self.big))
         self.big = None
         self.after_big = True
+        self.lent = False
         return frame
 
     def _start_big(self, code: int, payload_bytes: int) -> None:

@@ -14,7 +14,13 @@ Invariants:
 - requests are handled strictly in order: while a reply is awaited (``busy``) no further
   frame is taken, so a later request never overtakes an earlier one;
 - back-pressure: while the adapter's output is paused no frame is taken either, and reading
-  is paused whenever the connection is busy or paused;
+  is paused; while a reply is awaited, reading is paused once input is pending (already
+  there when the reply began to be awaited, or received since): a client that waits for its
+  answers, as every Iggy client does, costs no pause and resume per awaited request (each
+  an ``epoll_ctl`` change, which libuv makes through an io_uring: a system call), and one that
+  pipelines has at most one read's worth taken in meanwhile, which the reader puts in a
+  buffer of its own (``FrameReader.hold``), so the awaited frame's payload stays intact;
+  ``pause_reading``/``resume_reading`` are asked only when that state changes;
 - an awaited reply always finishes its request (answered, failed or cancelled: a cancelled
   one is answered ``ErrorCode.ERROR``), so the connection never stays busy;
 - every failure becomes an error frame here (``failures.failure_status``) and nowhere else;
@@ -91,6 +97,15 @@ class FrameQueue:
     def append(self, frame: Frame) -> None:
         self.frames.append(frame)
 
+    def has_pending(self) -> bool:
+        return bool(self.frames)
+
+    def hold(self) -> None:
+        """Nothing to keep apart: each frame is its own bytes."""
+
+    def release(self) -> None:
+        """See ``hold``."""
+
     def next_frame(self) -> Frame | None:
         if not self.frames:
             return None
@@ -121,6 +136,7 @@ class ServerConnection:
         self.pending = pending
         self.busy = False          # a reply is awaited
         self.write_paused = False  # the adapter's output is above its high-water mark
+        self.reading_paused = False  # the last of pause_reading/resume_reading asked
         self.closing = False
         self.aborted = False       # dropped without a graceful close (it is going at once)
         self.migrated = False
@@ -172,16 +188,18 @@ class ServerConnection:
 
     def buffer_updated(self, nbytes: int) -> None:
         self.reader.buffer_updated(nbytes)
-        if not self.busy:
-            self.process()
+        self.frames_ready()
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         self.reader.feed(data)
         self.frames_ready()
 
     def frames_ready(self) -> None:
-        """New input is in the reader (or the ``FrameQueue``): handle it unless busy."""
-        if not self.busy:
+        """New input is in the reader (or the ``FrameQueue``): handle it, or, while a reply
+        is awaited, stop reading until it is done."""
+        if self.busy:
+            self.update_reading()
+        else:
             self.process()
 
     # -- back-pressure -------------------------------------------------------------------
@@ -197,10 +215,15 @@ class ServerConnection:
             self.process()
 
     def update_reading(self) -> None:
-        """Read requests only while nothing is awaited and the client keeps up."""
+        """Read requests while the client keeps up and no input waits behind an awaited
+        reply; the adapter is asked only when that changes."""
         if self.closing:
             return
-        if self.busy or self.write_paused:
+        pause = self.write_paused or (self.busy and self.reader.has_pending())
+        if pause == self.reading_paused:
+            return
+        self.reading_paused = pause
+        if pause:
             self.io.pause_reading()
         else:
             self.io.resume_reading()
@@ -232,6 +255,7 @@ class ServerConnection:
                 return False
         if is_awaitable(result):
             self.busy = True
+            self.reader.hold()
             self.update_reading()
             self.io.wait(result)
             return True
@@ -276,6 +300,7 @@ class ServerConnection:
 
     def finish(self) -> None:
         self.busy = False
+        self.reader.release()
         target, self.migrate_after = self.migrate_after, None
         if target is not None and not self.closing:
             self.hand_over(target, b"")  # stays (and will try again) when it cannot move
