@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from lurcher.core.connection.intents import MigrateTo
-from lurcher.core.connection.framing import Frame, FrameLimits
+from lurcher.core.connection.framing import INITIAL_BUFFER_BYTES, Frame, FrameLimits
 from lurcher.core.connection.server import (
     CLOSE_DISCONNECTED, CLOSE_REFUSED, FrameQueue, ServerConnection,
 )
@@ -187,14 +187,18 @@ def read_in(conn: ServerConnection, data: bytes) -> None:
 
 def test_input_behind_an_awaited_reply_pauses_reading_once_and_spares_its_payload():
     conn, io, shard = connection()
+    pings = [b"%04d" % n * 250 for n in range(10)]  # grow the buffer past its first size
+    read_in(conn, b"".join(frame(PING, p) for p in pings))
+    assert len(conn.reader.buf) > INITIAL_BUFFER_BYTES
     read_in(conn, frame(SLOW, b"A" * 300))
-    assert io.intents == [("wait",)]
+    assert [i for i in io.intents if i[0] != "write"] == [("wait",)]
     read_in(conn, frame(PING, b"B" * 300))  # lands where the held frame was read
     read_in(conn, frame(PING, b"C"))
+    assert bytes(shard.awaited[0]) == b"A" * 300 and io.writes() == [ok(p) for p in pings]
     assert [i for i in io.intents if i[0] != "write"] == [("wait",), ("pause",)]
-    assert bytes(shard.awaited[0]) == b"A" * 300 and io.writes() == []
+    assert len(conn.reader.buf) == INITIAL_BUFFER_BYTES  # what the second buffer costs
     conn.reply_ready(b"done")
-    assert io.writes() == [ok(b"done"), ok(b"B" * 300), ok(b"C")]
+    assert io.writes() == [ok(p) for p in pings] + [ok(b"done"), ok(b"B" * 300), ok(b"C")]
     assert [i for i in io.intents if i[0] != "write"] == [("wait",), ("pause",), ("resume",)]
 
 

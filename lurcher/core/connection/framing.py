@@ -29,9 +29,11 @@ buffer.
 
 Held frames: a frame whose reply is awaited keeps its payload until then (``hold`` ...
 ``release``). While a small one is held, the next ``get_buffer`` first moves the pending
-bytes to a fresh buffer of the same size and leaves the old one to the payload's view, so
-input read meanwhile never lands where that payload lies; a big frame's payload is its own
-buffer and needs nothing.
+bytes to a fresh buffer (``INITIAL_BUFFER_BYTES``, or what they need) and leaves the old one
+to the payload's view, so input read meanwhile never lands where that payload lies; a big
+frame's payload is its own buffer and needs nothing. (The connection stops reading after that
+read, so a client that pipelines behind an awaited reply holds at most that second buffer
+more, until the reply.)
 
 Reuse: big-frame buffers come from ``BigBuffers``, the last few handed out in this thread
 (one event loop), and one that nothing references any more (CPython reference count: the
@@ -197,8 +199,8 @@ class FrameReader:
 
     def _detach(self) -> None:
         """Leave ``buf`` to the held frame's payload: pending bytes go to a fresh buffer."""
-        fresh = bytearray(len(self.buf))
         pending = self.end - self.start
+        fresh = bytearray(max(INITIAL_BUFFER_BYTES, pending + MIN_ROOM_BYTES))
         fresh[:pending] = self.view[self.start:self.end]
         self.buf, self.view = fresh, memoryview(fresh)
         self.start, self.end = 0, pending
