@@ -59,10 +59,11 @@ async def close_all(connected: list[Client]) -> None:
 
 
 async def topic_everywhere(connected: list[Client], stream: str, topic: str,
-                           partitions: int, factor: int = 0) -> None:
+                           partitions: int, factor: int = 0, max_size: int = 0) -> None:
     """Create ``stream``/``topic`` through node 0 and wait until every node knows it."""
     await connected[0].create_stream(stream)
-    await connected[0].create_topic(stream, topic, partitions, replication_factor=factor)
+    await connected[0].create_topic(stream, topic, partitions, replication_factor=factor,
+                                    max_topic_size_bytes=max_size)
 
     async def known(client: Client) -> bool:
         try:

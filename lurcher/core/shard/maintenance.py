@@ -11,7 +11,11 @@ topic, as the 0.8 server does:
    partition's segments that would go one after another is deleted at once: a step costs
    the same with 20,000 segments as with 2). The topic's size is
    the whole topic's: with several shards each one trims its own partitions, by its share
-   of the excess (what the others hold is asked first, ``Cluster.gather``).
+   of the excess (what the others hold is asked first, ``Cluster.gather``); on a cluster
+   node the partitions it holds no replica of count too, as their groups' primaries report
+   them (``cluster.peer_stats``; a group that does not answer counts as last seen), so
+   with a ``replication_factor`` below the node count the nodes, each trimming the replicas
+   it holds by its share, take the excess once between them.
 
 The open segment of a partition is never deleted, nor a segment holding messages past the
 lowest offset a consumer or group stored on that partition (the 0.8 barrier: unconsumed
@@ -169,15 +173,29 @@ def cleaner_interval_us(shard: Any) -> int | None:
 @register("message_cleaner", cleaner_interval_us)
 def clean_messages(shard: Any, now_us: int) -> Any:
     """Run retention over every topic of the shard. Returns (segments, messages) deleted,
-    or, with several shards and a topic of limited size, a coroutine that returns them once
-    it has asked the other shards what their partitions hold (``Cluster.gather``)."""
-    if shard.cluster is None or all(never(max_topic_size(t)) for t in shard.meta.state.topics()):
+    or, with several shards or on a cluster node, and a topic of limited size, a coroutine
+    that returns them once it has asked what the partitions elsewhere hold (module doc)."""
+    limited = [t for t in shard.meta.state.topics() if not never(max_topic_size(t))]
+    if not limited or (shard.cluster is None and shard.peer_stats is None):
         return clean_all_topics(shard, now_us, {})
 
     async def with_sizes_elsewhere() -> tuple[int, int]:
-        await shard.cluster.gather()
-        return clean_all_topics(shard, now_us, sizes_by_topic(shard.cluster.remote_partitions))
+        return clean_all_topics(shard, now_us, await sizes_elsewhere(shard, limited))
     return with_sizes_elsewhere()
+
+
+async def sizes_elsewhere(shard: Any, topics: list[TopicMeta]) -> dict[tuple[int, int], int]:
+    """Bytes per (stream id, topic id) that ``shard`` does not hold: on the node's other
+    shards, and on a cluster node in the partitions of ``topics`` it holds no replica of."""
+    sizes: dict[tuple[int, int], int] = {}
+    if shard.cluster is not None:
+        await shard.cluster.gather()
+        sizes = sizes_by_topic(shard.cluster.remote_partitions)
+    if shard.peer_stats is not None:
+        await shard.peer_stats.refresh(topics)
+        for key, size in sizes_by_topic(shard.peer_stats.rows()).items():
+            sizes[key] = sizes.get(key, 0) + size
+    return sizes
 
 
 def sizes_by_topic(partitions: dict[tuple[int, int, int], Any]) -> dict[tuple[int, int], int]:
