@@ -45,7 +45,7 @@ async def test_a_topic_spread_over_nodes_is_trimmed_to_its_max_size_once(
                 return sizes if sum(sizes) < THRESHOLD else []
             sizes = await eventually(trimmed, "the topic trimmed below 90% of its maximum")
             assert sum(sizes) >= THRESHOLD - 3 * SEGMENT, sizes  # the excess taken once
-            for client in connected:  # every node shows the same trimmed topic
+            for client in connected:  # every node shows the topic trimmed
                 async def shown(c=client) -> bool:
                     topic = await c.get_topic("kept", "t")
                     return sum(p.size_bytes for p in topic.partitions) < THRESHOLD
