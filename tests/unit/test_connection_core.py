@@ -202,6 +202,29 @@ def test_input_behind_an_awaited_reply_pauses_reading_once_and_spares_its_payloa
     assert [i for i in io.intents if i[0] != "write"] == [("wait",), ("pause",), ("resume",)]
 
 
+def test_the_second_buffer_stays_small_after_a_read_that_filled_the_first():
+    conn, io, shard = connection()
+    pings = [b"p" * 1016] * 3
+    first_read = b"".join(frame(PING, p) for p in pings) + frame(SLOW, b"A" * 1016)
+    assert len(first_read) == len(conn.reader.buf) == INITIAL_BUFFER_BYTES  # filled whole
+    read_in(conn, first_read)
+    read_in(conn, frame(PING, b"B"))
+    assert bytes(shard.awaited[0]) == b"A" * 1016
+    assert len(conn.reader.buf) == INITIAL_BUFFER_BYTES
+    conn.reply_ready(b"done")
+    assert io.writes() == [ok(p) for p in pings] + [ok(b"done"), ok(b"B")]
+
+
+def test_a_pipelining_client_keeps_reading_paused_across_its_awaited_requests():
+    conn, io, _ = connection()
+    conn.receive_data(frame(SLOW, b"1") + frame(SLOW, b"2") + frame(PING, b"3"))
+    conn.reply_ready(b"r1")
+    assert [i for i in io.intents if i[0] != "write"] == [("pause",), ("wait",), ("wait",)]
+    conn.reply_ready(b"r2")
+    assert io.writes() == [ok(b"r1"), ok(b"r2"), ok(b"3")]
+    assert [i for i in io.intents if i[0] != "write"][3:] == [("resume",)]
+
+
 def test_a_failed_awaited_reply_is_an_error_frame_and_reading_goes_on():
     conn, io, _ = connection()
     conn.receive_data(frame(SLOW) + frame(PING))

@@ -20,7 +20,8 @@ A frame too large for it is read into a dedicated buffer that grows as its bytes
 costs at most ``BIG_FIRST_BYTES`` until the bytes are really sent. 4 MiB: a typical batch
 (1,000 x 1 KB is about 1.06 MB) gets its exact-size buffer at once; growing from 1 MiB
 copied each such batch once more and cost about 8% of pinned-producer throughput. Small frames
-are views into the shared buffer, valid until the next ``get_buffer``/``feed``; a big frame's
+are views into the shared buffer, valid until the next ``get_buffer``/``feed`` or
+``next_frame`` (which may compact the buffer), unless held (below); a big frame's
 payload is its own buffer. Right after a big frame, while nothing else is pending, the next read
 is offered only ``PEEK_AFTER_BIG_BYTES``: a producer's next batch is big too, and what a read
 puts in the small buffer must be copied into the big one (a full small buffer, 256 KiB, cost
@@ -204,7 +205,7 @@ class FrameReader:
         fresh[:pending] = self.view[self.start:self.end]
         self.buf, self.view = fresh, memoryview(fresh)
         self.start, self.end = 0, pending
-        self.held = False
+        self.held = self.filled_all = False  # a full last read grows the old buffer only
 
     def _big_room(self) -> memoryview:
         """Free space of the big frame's buffer, grown (doubling) once it is full."""
@@ -247,7 +248,8 @@ class FrameReader:
     def next_frame(self) -> Frame | BadFrame | None:
         """The next complete frame, a frame to refuse, or None if more bytes are needed.
 
-        A returned small frame's payload is a view valid until the next ``get_buffer``.
+        A returned small frame's payload is a view valid until the next ``get_buffer`` or
+        ``next_frame``, or, once held, until ``release``.
         """
         if self.failed:
             return None

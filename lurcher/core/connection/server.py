@@ -17,9 +17,10 @@ Invariants:
   is paused; while a reply is awaited, reading is paused once input is pending (already
   there when the reply began to be awaited, or received since): a client that waits for its
   answers, as every Iggy client does, costs no pause and resume per awaited request (each
-  an ``epoll_ctl`` change, which libuv makes through an io_uring: a system call), and one that
-  pipelines has at most one read's worth taken in meanwhile, which the reader puts in a
-  buffer of its own (``FrameReader.hold``), so the awaited frame's payload stays intact;
+  an ``epoll_ctl`` change, which libuv makes through an io_uring: a system call), and what
+  one that pipelines sends meanwhile is taken in only as far as the read under way (or, right
+  after a TLS handshake, the bytes that came with it), into a buffer of the reader's own
+  (``FrameReader.hold``), so the awaited frame's payload stays intact;
   ``pause_reading``/``resume_reading`` are asked only when that state changes;
 - an awaited reply always finishes its request (answered, failed or cancelled: a cancelled
   one is answered ``ErrorCode.ERROR``), so the connection never stays busy;
@@ -305,8 +306,8 @@ class ServerConnection:
         if target is not None and not self.closing:
             self.hand_over(target, b"")  # stays (and will try again) when it cannot move
         if not self.closing:
-            self.update_reading()
-            self.process()
+            self.process()  # frames already read first: a pipelining client's next
+            self.update_reading()  # awaited one keeps reading paused, with no flip
 
     def refuse(self, frame: BadFrame) -> None:
         log.info("refusing frame from %s: %s", self.session.address if self.session else "?",
