@@ -16,7 +16,9 @@ posix one (data is in the kernel when the call returns).
 second ring whose eventfd is registered with the event loop (``loop.add_reader``), so the
 call returns at once and ``done`` runs from the loop when both completions are in (with a
 ``reserve`` or ``writeback``, linked steps after them: the reservation, the start of both
-files' writeback; their outcomes are ignored). That ring
+files' writeback; their outcomes are ignored). With ``writeback`` a log write of at least
+512 KiB goes in two pieces with the first one's writeback started between them
+(``writeback_cut``), so the device works while the second is copied. That ring
 belongs to the event loop thread (it is never waited on); the first ring keeps the
 synchronous calls. A short or failed write is finished or reported there; finishing a short
 write (rare: the kernel writes whole buffers to regular files) uses a blocking ``pwrite``.
@@ -49,6 +51,7 @@ from lurcher.core.log.io import (
     Done,
     PosixIo,
     Reserve,
+    writeback_cut,
 )
 from lurcher.core.wire.buffer import Buffer
 
@@ -56,7 +59,8 @@ log = logging.getLogger(__name__)
 
 IOSQE_IO_DRAIN = 1 << 1  # kernel ABI: start only after every earlier SQE completed
 IOSQE_IO_LINK = 1 << 2  # kernel ABI: link this SQE to the next one
-STEP_BITS, STEP_MASK = 3, 7  # a completion's user_data: pair number << 3 | step (0-4)
+IOSQE_IO_HARDLINK = 1 << 3  # kernel ABI: link, and run the next one even if this one fails
+STEP_BITS, STEP_MASK = 3, 7  # a completion's user_data: pair number << 3 | step (0-6)
 RING_ENTRIES = 64
 ASYNC_RING_ENTRIES = 256
 SUBMIT_RETRY_S = 0.001
@@ -178,28 +182,27 @@ class UringIo(PosixIo):
 
 
 class _PairWrite:
-    """One submitted batch: its buffers (kept alive until every completion) and results:
-    log write, index write, then those of the steps after them (ignored)."""
+    """One submitted batch: its buffers (kept alive until every completion) and results,
+    one per step of its chain: the write pieces (``pieces``: fd, view, position, step, in
+    file order: the log's one or two, then the index) and the steps between and after them
+    (writeback starts, the reservation: outcomes ignored)."""
 
-    __slots__ = ("log_fd", "log_view", "log_position", "index_fd", "index_view",
-                 "index_position", "done", "results")
+    __slots__ = ("pieces", "done", "results")
 
-    def __init__(self, log_fd: int, log_view: Any, log_position: int, index_fd: int,
-                 index_view: Any, index_position: int, done: Done, steps: int) -> None:
-        self.log_fd, self.log_view, self.log_position = log_fd, log_view, log_position
-        self.index_fd, self.index_view, self.index_position = index_fd, index_view, index_position
+    def __init__(self, pieces: list[tuple[int, Any, int, int]], done: Done,
+                 steps: int) -> None:
+        self.pieces = pieces
         self.done = done
         self.results: list[int | None] = [None] * steps
 
     def finish(self) -> OSError | None:
         """The outcome once every result is in (the writes' count); finishes short writes
-        with ``pwrite``."""
-        log_result, index_result = self.results[:2]
+        with ``pwrite``, in order: a piece cancelled because a short one broke the link
+        before it (ECANCELED: it wrote nothing) is written whole."""
         try:
-            _finish(self.log_fd, self.log_view, self.log_position, log_result)
-            if index_result == -errno.ECANCELED:  # a short log write broke the link
-                index_result = 0
-            _finish(self.index_fd, self.index_view, self.index_position, index_result)
+            for fd, view, position, step in self.pieces:
+                result = self.results[step]
+                _finish(fd, view, position, 0 if result == -errno.ECANCELED else result)
         except OSError as exc:
             return exc
         return None
@@ -244,30 +247,48 @@ class CompletionRing:
                     entries: Buffer, index_position: int, done: Done,
                     reserve: Reserve = None, writeback: bool = False) -> None:
         lib = self._lib
-        after = []  # the linked steps after the two writes: (prepare, its arguments)
+        log_view, index_view = _byte_view(blob), _byte_view(entries)
+        cut = writeback_cut(log_position, len(log_view)) if writeback else 0
+        chain: list[tuple[Any, tuple]] = []  # (prepare, its arguments) per step, in order
+        pieces = []
+        for start, end in ((0, cut), (cut, len(log_view))) if cut else ((0, len(log_view)),):
+            if start:  # the first piece's writeback runs while the second is copied
+                chain.append((lib.io_uring_prep_sync_file_range,
+                              (log_fd, start, log_position, SYNC_FILE_RANGE_WRITE)))
+            piece = memoryview(log_view)[start:end] if cut else log_view
+            pieces.append((log_fd, piece, log_position + start, len(chain)))
+            chain.append((lib.io_uring_prep_write, (log_fd, piece, len(piece),
+                                                    log_position + start)))
+        pieces.append((index_fd, index_view, index_position, len(chain)))
+        chain.append((lib.io_uring_prep_write, (index_fd, index_view, len(index_view),
+                                                index_position)))
         if reserve is not None:
-            after.append((lib.io_uring_prep_fallocate,
+            chain.append((lib.io_uring_prep_fallocate,
                           (log_fd, reserve[1], reserve[0], FALLOC_FL_KEEP_SIZE)))
         if writeback:
-            after += [(lib.io_uring_prep_sync_file_range, (fd, 0, 0, SYNC_FILE_RANGE_WRITE))
+            chain += [(lib.io_uring_prep_sync_file_range, (fd, 0, 0, SYNC_FILE_RANGE_WRITE))
                       for fd in (log_fd, index_fd)]
-        self._make_room(2 + len(after))
-        write = _PairWrite(log_fd, _byte_view(blob), log_position, index_fd,
-                           _byte_view(entries), index_position, done, 2 + len(after))
+        self._make_room(len(chain))
         self._next_id += 1
-        self._pending[self._next_id] = write
-        token = self._next_id << STEP_BITS
-        drain = IOSQE_IO_DRAIN if self.ordered else 0
-        self._queue_write(log_fd, write.log_view, log_position, token, IOSQE_IO_LINK | drain)
-        self._queue_write(index_fd, write.index_view, index_position, token | 1,
-                          IOSQE_IO_LINK if after else 0)
-        for step, (prepare, arguments) in enumerate(after, 2):
+        self._pending[self._next_id] = _PairWrite(pieces, done, len(chain))
+        self._queue_chain(chain, self._next_id << STEP_BITS, {step for *_, step in pieces})
+        self._submit()
+
+    def _queue_chain(self, chain: list[tuple[Any, tuple]], token: int,
+                     writes: set[int]) -> None:
+        """Queue a pair's steps linked in order: a failed or short write cancels the rest
+        (``finish`` completes them); any other step's failure does not (hard link). With
+        ``ordered``, the chain starts after every earlier submission completed."""
+        lib = self._lib
+        for step, (prepare, arguments) in enumerate(chain):
             sqe = self._sqe()
             prepare(sqe, *arguments)
             lib.io_uring_sqe_set_data64(sqe, token | step)
-            if step < len(after) + 1:
-                lib.io_uring_sqe_set_flags(sqe, IOSQE_IO_LINK)
-        self._submit()
+            flags = IOSQE_IO_DRAIN if self.ordered and step == 0 else 0
+            if step < len(chain) - 1:
+                flags |= IOSQE_IO_LINK if step in writes else IOSQE_IO_HARDLINK
+            if flags:
+                lib.io_uring_sqe_set_flags(sqe, flags)
 
     def _make_room(self, entries: int) -> None:
         """Room for ``entries`` queued entries, or OSError (EBUSY) with nothing queued."""
@@ -307,13 +328,6 @@ class CompletionRing:
         if not sqe:  # the binding returns an entry wrapping NULL when the queue is full
             raise RuntimeError("io_uring submission queue full after _make_room")
         return sqe
-
-    def _queue_write(self, fd: int, view: Any, position: int, token: int, flags: int) -> None:
-        sqe = self._sqe()
-        self._lib.io_uring_prep_write(sqe, fd, view, len(view), position)
-        self._lib.io_uring_sqe_set_data64(sqe, token)
-        if flags:
-            self._lib.io_uring_sqe_set_flags(sqe, flags)
 
     def _reap(self) -> None:
         """Drain every completion; call ``done`` of each batch whose two writes finished."""

@@ -13,9 +13,9 @@ import pytest
 from log_helpers import HeldIo, ManualClock, RecordingIo
 
 from lurcher.core.log.config import LogConfig
-from lurcher.core.log.io import PosixIo
+from lurcher.core.log.io import PosixIo, writeback_cut
 from lurcher.core.log.partition import Partition
-from lurcher.core.log.uring import open_uring_io
+from lurcher.core.log.uring import _PairWrite, open_uring_io
 from lurcher.core.wire.batch import MessageBatch
 from lurcher.core.wire.error_codes import ErrorCode
 from lurcher.core.wire.errors import IggyError
@@ -179,18 +179,39 @@ async def test_real_backends_write_concurrent_batches_in_order(tmp_path, io):
 
 @pytest.mark.parametrize("io", [pytest.param(PosixIo(), id="posix"),
                                 pytest.param(open_uring_io(), id="uring")])
-async def test_submit_pair_reports_a_failed_write_through_done(tmp_path, io):
+@pytest.mark.parametrize("blob,writeback", [(b"data", False), (b"d" * (1 << 20), True)],
+                         ids=["small", "in-two-pieces"])
+async def test_submit_pair_reports_a_failed_write_through_done(tmp_path, io, blob, writeback):
     path = tmp_path / "ro.log"
     path.write_bytes(b"")
     read_only = os.open(path, os.O_RDONLY)
     index_fd = io.open(str(tmp_path / "ro.index"))
     outcome = asyncio.get_running_loop().create_future()
-    io.submit_pair(read_only, b"data", 0, index_fd, b"e" * 16, 0, outcome.set_result)
-    error = await outcome
+    io.submit_pair(read_only, blob, 0, index_fd, b"e" * 16, 0, outcome.set_result, None,
+                   writeback)
+    error = await asyncio.wait_for(outcome, 10)
     assert isinstance(error, OSError) and error.errno == errno.EBADF
     assert io.size(index_fd) == 0  # the index entries (the commit record) were not written
     os.close(read_only)
     io.close(index_fd)
+
+
+async def submit_and_wait(io, log_fd, blob, log_position, index_fd, entries, index_position,
+                          reserve, writeback) -> list:
+    """``submit_pair``, then every outcome its ``done`` reported (it must report once: a
+    second call would come within the grace period)."""
+    outcomes: list = []
+    finished = asyncio.get_running_loop().create_future()
+
+    def done(error):
+        outcomes.append(error)
+        finished.set_result(None)
+
+    io.submit_pair(log_fd, blob, log_position, index_fd, entries, index_position, done,
+                   reserve, writeback)
+    await asyncio.wait_for(finished, 10)
+    await asyncio.sleep(0.05)
+    return outcomes
 
 
 @pytest.mark.parametrize("io", [pytest.param(PosixIo(), id="posix"),
@@ -202,16 +223,8 @@ async def test_the_steps_after_a_pair_finish_before_done(tmp_path, io, reserve, 
     once, after all of them; when the write fails they are skipped and ``done`` still comes
     once, with the write's error."""
     log_fd, index_fd = io.open(str(tmp_path / "a.log")), io.open(str(tmp_path / "a.index"))
-    outcomes: list = []
-    finished = asyncio.get_running_loop().create_future()
-
-    def done(error):
-        outcomes.append(error)
-        finished.set_result(None)
-
-    io.submit_pair(log_fd, b"d" * 4096, 0, index_fd, b"e" * 16, 0, done, reserve, writeback)
-    await asyncio.wait_for(finished, 10)
-    await asyncio.sleep(0.05)  # a second call would come meanwhile
+    outcomes = await submit_and_wait(io, log_fd, b"d" * 4096, 0, index_fd, b"e" * 16, 0,
+                                     reserve, writeback)
     assert outcomes == [None]
     assert io.pread(log_fd, 8192, 0) == b"d" * 4096 and io.pread(index_fd, 64, 0) == b"e" * 16
     assert (os.fstat(log_fd).st_blocks * 512 >= (1 << 20)) == (reserve is not None)
@@ -224,6 +237,43 @@ async def test_the_steps_after_a_pair_finish_before_done(tmp_path, io, reserve, 
     for fd in (log_fd, index_fd):
         io.close(fd)
     os.close(read_only)
+
+
+@pytest.mark.parametrize("io", [pytest.param(PosixIo(), id="posix"),
+                                pytest.param(open_uring_io(), id="uring")])
+@pytest.mark.parametrize("position", [0, 100])
+async def test_a_big_log_write_with_writeback_lands_whole_from_its_two_pieces(
+        tmp_path, io, position):
+    """With ``writeback`` a log write long enough is cut in two at a page of the file
+    (``writeback_cut``); every byte still lands where it belongs, and ``done`` comes once."""
+    blob = os.urandom(1 << 20)
+    assert writeback_cut(position, len(blob)) % 4096 == (-position) % 4096
+    log_fd, index_fd = io.open(str(tmp_path / "a.log")), io.open(str(tmp_path / "a.index"))
+    outcomes = await submit_and_wait(io, log_fd, blob, position, index_fd, b"e" * 16, 0,
+                                     None, True)
+    assert outcomes == [None]
+    assert io.pread(log_fd, len(blob) + 8192, position) == blob
+    assert io.pread(index_fd, 64, 0) == b"e" * 16
+    for fd in (log_fd, index_fd):
+        io.close(fd)
+
+
+def test_a_short_piece_and_the_pieces_it_cancelled_are_finished_in_order(tmp_path):
+    """A short write breaks the chain: the kernel cancels every later step (ECANCELED, it
+    wrote nothing); ``finish`` writes the short piece's rest and then each cancelled piece
+    whole."""
+    first, second, entries = b"a" * 8192, b"b" * 8192, b"e" * 16
+    log_fd = os.open(tmp_path / "a.log", os.O_RDWR | os.O_CREAT)
+    index_fd = os.open(tmp_path / "a.index", os.O_RDWR | os.O_CREAT)
+    os.pwrite(log_fd, first[:1000], 0)  # what the short write wrote
+    pieces = [(log_fd, first, 0, 0), (log_fd, second, 8192, 2), (index_fd, entries, 0, 3)]
+    write = _PairWrite(pieces, lambda error: None, 6)
+    write.results = [1000] + [-errno.ECANCELED] * 5
+    assert write.finish() is None
+    assert os.pread(log_fd, 1 << 16, 0) == first + second
+    assert os.pread(index_fd, 64, 0) == entries
+    os.close(log_fd)
+    os.close(index_fd)
 
 
 async def test_with_enforce_fsync_a_submission_starts_the_writeback_of_both_files(
