@@ -73,7 +73,8 @@ from lurcher.cluster.partition_state import Filler, fetch_decoder
 from lurcher.cluster.peer_stats import PeerStats, stats_of_held
 from lurcher.core.shard.handlers.offsets import check_storable, offset_target, \
     read_offset_target
-from lurcher.core.shard.handlers.messages import POLL_PREFIX, empty_poll, within_reply_cap
+from lurcher.core.shard.handlers.messages import (POLL_PREFIX, empty_poll, read_ready,
+                                                 within_reply_cap)
 from lurcher.core.shard.peers import SHOWING_COUNTERS
 from lurcher.core.shard.placement import choose_partition, resolve
 from lurcher.core.shard.reply import Parts, payload_bytes
@@ -335,8 +336,10 @@ class ReplicatedPartitions:
                 partition.first_offset)
             raise IggyError(ErrorCode.INVALID_OFFSET, f"offsets from {ask.offset} were "
                             f"deleted here (first kept {partition.first_offset})")
-        return Parts([within_reply_cap(self.shard, partition,
-                                       lambda: partition.read_offset(ask.offset, ask.count))])
+        polled = within_reply_cap(self.shard, partition,
+                                  lambda: partition.read_offset(ask.offset, ask.count))
+        await read_ready(partition, polled)
+        return Parts([polled])
 
     async def _stats(self, group: int, body: bytes) -> bytes:
         """Counters of the asked partitions of ``group`` (run on its primary)."""
@@ -368,6 +371,7 @@ class ReplicatedPartitions:
             call.strategy, call.value, call.count, (call.kind, call.key)))
         if polled.count == 0:
             return -1, empty_poll(partition.partition_id, partition.current_offset)
+        await read_ready(partition, polled)
         if call.auto_commit:
             await self._submit(group, msgspec.msgpack.encode(StoreOffset(
                 call.meta_base, call.stream_id, call.topic_id, call.partition_id,

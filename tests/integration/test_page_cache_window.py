@@ -75,6 +75,38 @@ def test_a_growing_partition_keeps_only_its_window_cached(tmp_path,
     assert read_everything(server.tcp_address) == expected
 
 
+def test_a_poll_of_evicted_history_does_not_hold_up_other_connections(
+        tmp_path, server_factory: ServerFactory):
+    """A poll of history no longer in the page cache is read in on the reader thread (here
+    made slow: ``TEST_LURCHER_HISTORY_READ_DELAY_S``): another connection's requests are
+    answered meanwhile, the poll's answer comes after them, whole and exact, and a poll of
+    the newest bytes is not held up either."""
+    require_disk_file_system(str(tmp_path))
+    server = server_factory({"LURCHER_SYSTEM_SEGMENT_PAGE_CACHE_WINDOW": "1 MiB",
+                             "TEST_LURCHER_HISTORY_READ_DELAY_S": "3"})
+    raw.fill_partition(server.tcp_address, "cached", "t", ([payload(b * PER_BATCH + i)
+                                                            for i in range(PER_BATCH)]
+                                                           for b in range(BATCHES)))
+    assert server.data_dir is not None
+    wait_until_evicted(segment_log(server.data_dir), 0.05)
+    with raw.RawClient(server.tcp_address, timeout_s=30) as reader, \
+            raw.RawClient(server.tcp_address, timeout_s=30) as other:
+        reader.login()
+        other.login()
+        reader.send_frame(raw.POLL_MESSAGES, raw.poll_payload("cached", "t", 0,
+                                                              raw.STRATEGY_OFFSET, 0, 500))
+        time.sleep(0.3)  # the poll is in the server, its history being read in
+        other.ping()
+        newest = other.poll("cached", "t", 0, value=BATCHES * PER_BATCH - 10, count=10)
+        assert [m.payload for m in newest.messages] == \
+            [payload(i) for i in range(BATCHES * PER_BATCH - 10, BATCHES * PER_BATCH)]
+        assert not reader.closed_by_peer(0.1), "the reader's connection was closed"
+        response = reader.read_response(timeout_s=30)  # not sent before the others
+    assert response.status == 0
+    assert [m.payload for m in raw.parse_poll(response.payload).messages] == \
+        [payload(i) for i in range(500)]
+
+
 def test_the_start_up_log_says_which_window_auto_picked(server_factory: ServerFactory):
     """The packaged default is "auto": the server's log names the window it resolved to on
     this machine (256 MiB where the VM reports free pages, else 1 GiB), and a size set in

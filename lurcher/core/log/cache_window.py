@@ -169,11 +169,11 @@ class CacheWindow:
         self._read_marks = {start: mark for start, mark in self._read_marks.items()
                             if mark <= _live_size(segments, start)}
 
-    def read(self, segment: Any, position: int) -> None:
+    def read(self, segment: Any, position: int) -> bool:
         """A poll reads ``segment`` from ``position``: below the cursor (evicted history),
-        evict what its reader has left behind."""
+        evict what its reader has left behind. Whether it reads history."""
         if not self.window or not self._behind_cursor(segment, position):
-            return
+            return False
         key = segment.start_offset
         mark = self._read_marks.get(key, 0)
         end = position - self.read_step
@@ -184,6 +184,7 @@ class CacheWindow:
             self._read_marks[key] = max(end, 0)
         if len(self._read_marks) > 64:
             self._read_marks = {key: self._read_marks[key]}
+        return True
 
     def _behind_cursor(self, segment: Any, position: int) -> bool:
         if segment is self._segment:

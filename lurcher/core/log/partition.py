@@ -71,6 +71,7 @@ import numpy as np
 
 from lurcher.core.log.appends import AppendPipeline, PendingAppend
 from lurcher.core.log.cache_window import CacheWindow
+from lurcher.core.log.history_reads import HistoryReads
 from lurcher.core.log.config import Clock, LogConfig, wall_clock_us
 from lurcher.core.log.files import DescriptorCache, FileHandle
 from lurcher.core.log.inline import PROCESS_GATE
@@ -376,6 +377,7 @@ class Partition:
         self.pipeline = AppendPipeline(config.max_inflight_batches)
         self.inline_gate = PROCESS_GATE
         self.cache_window = CacheWindow(0, list)  # set by ``open`` once the segments are loaded
+        self.history_reads = HistoryReads()
 
     @classmethod
     def open(cls, path: str, partition_id: int, config: LogConfig | None = None,
@@ -931,7 +933,7 @@ class Partition:
     def _slice(self, first: int, last: int) -> PolledSlice:
         """Byte ranges of offsets first..last (both stored), one range per segment."""
         ranges: list[ByteRange] = []
-        got_first, got_last, n = -1, -1, 0
+        got_first, got_last, n, history = -1, -1, 0, False
         for segment in self.segments_from(first):
             if segment.start_offset > last:
                 break
@@ -940,14 +942,14 @@ class Partition:
                 continue
             position, length = segment.byte_range(a - segment.start_offset,
                                                   b - segment.start_offset)
-            self.cache_window.read(segment, position)
+            history = self.cache_window.read(segment, position) or history
             log = self._log_file(segment)
             ranges.append(ByteRange(segment.log_path, log.fd, position, length, log))
             got_first = a if got_first < 0 else got_first
             got_last, n = b, n + b - a + 1
         if not n:
             return EMPTY
-        return PolledSlice(got_first, n, got_last, tuple(ranges))
+        return PolledSlice(got_first, n, got_last, tuple(ranges), history)
 
     def _log_file(self, segment: Segment) -> FileHandle:
         """``segment``'s log handle for a poll. Raises OSError, IggyError PARTITION_NOT_FOUND

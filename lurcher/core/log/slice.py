@@ -39,6 +39,7 @@ class PolledSlice(msgspec.Struct, frozen=True):
     count: int = 0
     last_offset: int = 0
     ranges: tuple[ByteRange, ...] = ()
+    history: bool = False  # some range lies below the drop-behind cursor (``history_reads``)
 
     @property
     def total_bytes(self) -> int:

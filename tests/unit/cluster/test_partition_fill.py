@@ -19,6 +19,7 @@ from lurcher.core.replication.replica import Status
 from lurcher.cluster.partition_ops import Append, DeleteOffset, PurgePartition, StoreOffset
 from lurcher.cluster.partition_service import PURGES_FILE, PartitionService
 from lurcher.cluster.partitions import ReplicatedPartitions
+from lurcher.core.log.history_reads import HistoryReads
 from lurcher.core.shard.reply import payload_bytes
 from lurcher.cluster.partition_state import Filler, encode_state, fetch_decoder, stored_batches
 from lurcher.core.log.partition import Partition
@@ -65,6 +66,7 @@ class LogPartition:
         self.next_offset = batches * PER_BATCH
         self.first_offset = 0  # raised by retention
         self.offsets: dict[tuple[str, int], int] = {}  # (kind, id) -> stored offset
+        self.history_reads = HistoryReads()  # its reads are never history (``Read``)
 
     def read_offset(self, offset: int, count: int) -> "Read":
         first = max(offset, self.first_offset) // PER_BATCH  # from the first kept one
@@ -97,6 +99,8 @@ class LogPartition:
 
 class Read(bytes):
     """Stored messages as ``read_offset`` answers them (whole batches here)."""
+
+    history = False
 
     @property
     def total_bytes(self) -> int:

@@ -11,6 +11,7 @@ from log_helpers import OPEN_DIRECT, ManualClock
 
 from lurcher.core.log import IoBackend, LogConfig, Partition, PosixIo
 from lurcher.core.log.direct import DirectIo
+from tests.support.page_cache import require_disk_file_system
 
 
 def pytest_generate_tests(metafunc):
@@ -62,3 +63,10 @@ def open_partition(part_dir, clock):
     yield make
     for p in opened:
         p.close()
+
+
+@pytest.fixture
+def disk_dir(tmp_path):
+    """``tmp_path``, on a disk file system (page-cache eviction is observable there only)."""
+    require_disk_file_system(str(tmp_path))
+    return tmp_path

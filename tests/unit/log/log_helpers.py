@@ -3,8 +3,10 @@ I/O backends."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import struct
+import time
 
 import xxhash
 
@@ -118,3 +120,25 @@ def read_file(directory: str, name: str) -> bytes:
 def write_file(directory: str, name: str, data: bytes) -> None:
     with open(os.path.join(directory, name), "wb") as f:
         f.write(data)
+
+
+def wait_evictor_idle(evictor) -> None:
+    """Return once the drop-behind thread has handled every job queued so far (30 s at most)."""
+    evictor.submit([], writeback=False).wait(30)
+
+
+def fill_evicting(part, batches: int) -> None:
+    """Append as the server does (``append_async`` on an event loop), then give the eviction
+    jobs' follow-ups, which run on that loop, time to finish: no job in flight three looks
+    in a row (at most 30 s)."""
+    async def run() -> None:
+        for i in range(batches):
+            written = part.append_async(MessageBatch.build([bytes([i % 251]) * 1000] * 64)
+                                        .writable())
+            if written is not None:
+                await written
+        quiet, deadline = 0, time.monotonic() + 30
+        while quiet < 3 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+            quiet = 0 if part.cache_window.busy else quiet + 1
+    asyncio.run(run())

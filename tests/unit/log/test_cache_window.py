@@ -4,12 +4,10 @@ window and everything stored stay intact."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import mmap
 import os
 import threading
-import time
 
 import pytest
 
@@ -17,7 +15,9 @@ from lurcher.core.log.cache_window import CacheWindow, Evictor, write_back
 from lurcher.core.log.config import LogConfig
 from lurcher.core.log.partition import Partition
 from lurcher.core.wire.batch import MessageBatch
-from tests.support.page_cache import require_disk_file_system, resident_pages
+from log_helpers import fill_evicting, wait_evictor_idle
+
+from tests.support.page_cache import resident_pages
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -177,33 +177,6 @@ def test_write_back_reports_errors():
 
 # -- a real partition on disk ------------------------------------------------------------------
 
-def _wait_idle(evictor: Evictor) -> None:
-    evictor.submit([], writeback=False).wait(30)
-
-
-def _fill(part: Partition, batches: int) -> None:
-    """Append as the server does (``append_async`` on an event loop), then give the eviction
-    jobs' follow-ups, which run on that loop, time to finish: no job in flight three looks
-    in a row (at most 30 s)."""
-    async def run() -> None:
-        for i in range(batches):
-            written = part.append_async(MessageBatch.build([bytes([i % 251]) * 1000] * 64)
-                                        .writable())
-            if written is not None:
-                await written
-        quiet, deadline = 0, time.monotonic() + 30
-        while quiet < 3 and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-            quiet = 0 if part.cache_window.busy else quiet + 1
-    asyncio.run(run())
-
-
-@pytest.fixture
-def disk_dir(tmp_path):
-    require_disk_file_system(str(tmp_path))
-    return tmp_path
-
-
 def test_ranges_handed_over_one_after_another_leave_no_page_cached(disk_dir):
     """Eviction ranges end anywhere (committed positions, a reader's position), and the page
     cache holds large folios: a folio across one range's end must go with the next range."""
@@ -221,7 +194,7 @@ def test_ranges_handed_over_one_after_another_leave_no_page_cached(disk_dir):
     while handed + step <= size - 2 * MIB:
         evictor.submit([(path, handed, step)], writeback=True)
         handed += step
-    _wait_idle(evictor)
+    wait_evictor_idle(evictor)
     stuck = sum(resident_pages(path)[:handed // mmap.PAGESIZE])
     assert stuck == 0, f"{stuck} pages of the handed-over ranges still cached"
 
@@ -229,8 +202,8 @@ def test_ranges_handed_over_one_after_another_leave_no_page_cached(disk_dir):
 def test_a_partition_keeps_only_its_newest_window_cached(disk_dir, segment_writes):
     part = Partition.open(str(disk_dir / "p"), 1, LogConfig(page_cache_window=1 * MIB))
     evictor = part.cache_window.evictor
-    _fill(part, 128)  # 128 x 68,096 bytes, about 8.3 MiB
-    _wait_idle(evictor)
+    fill_evicting(part, 128)  # 128 x 68,096 bytes, about 8.3 MiB
+    wait_evictor_idle(evictor)
     path = part.segments[-1].log_path
     resident = resident_pages(path)
     size = os.path.getsize(path)
@@ -246,15 +219,15 @@ def test_a_partition_keeps_only_its_newest_window_cached(disk_dir, segment_write
 def test_reading_history_evicts_behind_the_reader(disk_dir):
     part = Partition.open(str(disk_dir / "p"), 1, LogConfig(page_cache_window=1 * MIB))
     evictor = part.cache_window.evictor
-    _fill(part, 128)
-    _wait_idle(evictor)
+    fill_evicting(part, 128)
+    wait_evictor_idle(evictor)
     path = part.segments[-1].log_path
     with open(path, "rb") as f:
         os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_WILLNEED)
         f.read()  # history back in the cache, as a reader would bring it
     for first in range(0, 64 * 96, 64):
         assert part.read_offset(first, 64).count == 64
-    _wait_idle(evictor)
+    wait_evictor_idle(evictor)
     resident = resident_pages(path)
     behind = resident[:(64 * 80 * 1064) // mmap.PAGESIZE]
     assert sum(behind) <= len(behind) // 20, f"{sum(behind)} of {len(behind)} read pages cached"

@@ -84,6 +84,14 @@ def within_reply_cap(shard: ShardFace, partition, read: Callable[[], Any]):
         raise read_failure(exc) from exc
 
 
+async def read_ready(partition, polled) -> None:
+    """Return once ``polled``'s bytes can be read without waiting for the device
+    (``history_reads``: at once unless it reads history not in the page cache)."""
+    warming = partition.history_reads.ready(polled)
+    if warming is not None:
+        await warming
+
+
 @handles("poll_messages")
 def poll_messages(shard: ShardFace, session: Session, req: PollMessages) -> Any:
     topic = shard.meta.state.topic(req.stream_id, req.topic_id)
@@ -97,6 +105,7 @@ def poll_messages(shard: ShardFace, session: Session, req: PollMessages) -> Any:
         return empty_poll(partition.partition_id, partition.current_offset)
     pending = (partition.store_offset(target.kind, target.key, polled.last_offset)
                if req.auto_commit else None)
+    warming = partition.history_reads.ready(polled)  # history off the device, off the loop
 
     def reply() -> Parts:
         if target.kind == "groups":
@@ -105,7 +114,7 @@ def poll_messages(shard: ShardFace, session: Session, req: PollMessages) -> Any:
         prefix = POLL_PREFIX.pack(partition.partition_id, partition.current_offset,
                                   polled.count)
         return Parts([prefix, polled], POLL_PREFIX.size + polled.total_bytes)
-    return after_stored(pending, reply)
+    return after_stored(pending, reply, warming)
 
 
 @handles("flush_unsaved_buffer")
