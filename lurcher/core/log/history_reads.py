@@ -21,11 +21,13 @@ What ``HistoryReads`` does, per partition, for a slice marked ``history``:
   1 MiB at a time).
 
 Invariants: the event loop makes no call that waits for the device (the probe does not
-block); the future never fails (a read error here is left to the reply's own read, which
-reports it as CANNOT_READ_FILE); the reader thread's queue holds at most one warm-up per
-connection awaiting its reply, plus ``MAX_AHEAD_JOBS`` read-aheads (more are dropped: they
-are advice); a job keeps its slice, so the ranges' descriptors stay open while it runs.
-The read-ahead marks of a partition are at most ``MAX_MARKS`` files.
+wait for a read; like any read it may update the file's access time); the future never
+fails (a read error here is left to the reply's own read, which reports it as
+CANNOT_READ_FILE); the reader thread's queue holds at most one warm-up per connection
+awaiting its reply (skipped once nobody waits for it), plus ``MAX_AHEAD_JOBS`` read-aheads,
+process-wide (more are dropped: they are advice); a job holds the poll's ranges, whose
+handles keep their descriptors open while it runs. The read-ahead marks of a partition are
+at most ``MAX_MARKS`` files.
 """
 
 from __future__ import annotations
@@ -86,11 +88,10 @@ def _read_through(fd: int, position: int, length: int) -> None:
 class HistoryReads:
     """The history reads of one partition (module docstring)."""
 
-    __slots__ = ("_marks", "_ahead_jobs")
+    __slots__ = ("_marks",)
 
     def __init__(self) -> None:
         self._marks: dict[str, int] = {}  # log path -> asked for up to this byte
-        self._ahead_jobs = 0
 
     def ready(self, polled: Any) -> asyncio.Future | None:
         """None when ``polled`` can be sent at once; else a future resolved (never failed)
@@ -99,47 +100,78 @@ class HistoryReads:
             return None
         ahead = self._ahead_of(polled.ranges)
         if cached(polled.ranges):
-            if ahead and self._ahead_jobs < MAX_AHEAD_JOBS:
-                self._ahead_jobs += 1
-                READER_THREAD.run(lambda: _ask_for(ahead), self._ahead_done)
+            if ahead and _AHEAD_JOBS.take():
+                self._mark(ahead)
+                READER_THREAD.run(lambda: _ask_for(ahead), _AHEAD_JOBS.give_back)
             return None
+        self._mark(ahead)
         warmed = asyncio.get_running_loop().create_future()
-        READER_THREAD.run(lambda: _warm(polled.ranges, ahead),
+        READER_THREAD.run(lambda: _warm(polled.ranges, ahead, warmed),
                           lambda error: _resolve(warmed, error))
         return warmed
 
-    def _ahead_of(self, ranges: Any) -> list[tuple[int, int, int]]:
-        """(fd, position, length) past each range still to ask for, marked as asked."""
+    def _ahead_of(self, ranges: Any) -> list[Ahead]:
+        """What to ask for after each range: from the end of what was asked before when the
+        reader is at most ``AHEAD`` behind that, else (another reader further back, a file
+        purged and written again) from the range's end; nothing while the reader is still
+        more than half of ``AHEAD`` behind it."""
         ahead = []
         for r in ranges:
             end = r.position + r.length
             mark = self._marks.get(r.path, 0)
-            if mark - end >= AHEAD // 2:
+            leading = mark - AHEAD <= end
+            if leading and end <= mark - AHEAD // 2:
                 continue
-            start = max(mark, end)
-            ahead.append((r.fd, start, end + AHEAD - start))
-            if len(self._marks) >= MAX_MARKS and r.path not in self._marks:
-                self._marks.clear()
-            self._marks[r.path] = end + AHEAD
+            start = max(mark, end) if leading else end
+            ahead.append((r, start, end + AHEAD - start))
         return ahead
 
-    def _ahead_done(self, error: OSError | None) -> None:
-        self._ahead_jobs -= 1
+    def _mark(self, ahead: list[Ahead]) -> None:
+        for r, start, length in ahead:
+            if len(self._marks) >= MAX_MARKS and r.path not in self._marks:
+                self._marks.clear()
+            self._marks[r.path] = start + length
+
+
+Ahead = tuple[Any, int, int]
+"""(the poll's ``ByteRange``, whose handle keeps its file open; position; length)."""
+
+
+class _JobSlots:
+    """The read-aheads that may wait for the reader thread at once, process-wide (taken and
+    given back on the event loop)."""
+
+    def __init__(self, slots: int) -> None:
+        self.free = slots
+
+    def take(self) -> bool:
+        if self.free <= 0:
+            return False
+        self.free -= 1
+        return True
+
+    def give_back(self, error: OSError | None) -> None:
+        self.free += 1
         if error is not None:
             log.debug("read-ahead of history failed: %s", error)
 
 
-def _ask_for(ahead: list[tuple[int, int, int]]) -> None:
-    for fd, position, length in ahead:
-        _advise(fd, position, length)
+_AHEAD_JOBS = _JobSlots(MAX_AHEAD_JOBS)
 
 
-def _warm(ranges: Any, ahead: list[tuple[int, int, int]]) -> None:
+def _ask_for(ahead: list[Ahead]) -> None:
+    for r, position, length in ahead:
+        _advise(r.fd, position, length)
+
+
+def _warm(ranges: Any, ahead: list[Ahead], warmed: asyncio.Future) -> None:
     """On the reader thread: ask for the ranges and what follows them, then read the
     ranges through (after ``TEST_LURCHER_HISTORY_READ_DELAY_S``: a slow device, for
-    tests)."""
+    tests). Nothing when nobody waits any more (the poll's connection went away)."""
     if _TEST_DELAY_S:
         time.sleep(_TEST_DELAY_S)
+    if warmed.done():
+        return
     for r in ranges:
         _advise(r.fd, r.position, r.length)
     _ask_for(ahead)

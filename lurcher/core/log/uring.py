@@ -12,7 +12,7 @@ written with ``pwrite``. Reads (``preadinto``/``pread``) and fsyncs are single s
 Every call waits for its completions before returning, so the durability contract is the
 posix one (data is in the kernel when the call returns).
 
-``submit_pair`` is the completion-based form (the send path): the two linked writes go to a
+``submit_pair`` is the completion-based form (the send path): the linked writes go to a
 second ring whose eventfd is registered with the event loop (``loop.add_reader``), so the
 call returns at once and ``done`` runs from the loop when both completions are in (with a
 ``reserve`` or ``writeback``, linked steps after them: the reservation, the start of both
@@ -330,7 +330,7 @@ class CompletionRing:
         return sqe
 
     def _reap(self) -> None:
-        """Drain every completion; call ``done`` of each batch whose two writes finished."""
+        """Drain every completion; call ``done`` of each batch whose steps all finished."""
         try:
             os.eventfd_read(self._eventfd)
         except BlockingIOError:

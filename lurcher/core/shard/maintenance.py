@@ -187,19 +187,18 @@ def clean_messages(shard: Any, now_us: int) -> Any:
 async def sizes_elsewhere(shard: Any, topics: list[TopicMeta]) -> dict[tuple[int, int], int]:
     """Bytes per (stream id, topic id) that ``shard`` does not hold: on the node's other
     shards, and on a cluster node in the partitions of ``topics`` it holds no replica of."""
-    sizes: dict[tuple[int, int], int] = {}
+    partitions: dict[tuple[int, int, int], Any] = {}
     if shard.cluster is not None:
         await shard.cluster.gather()
-        sizes = sizes_by_topic(shard.cluster.remote_partitions)
+        partitions.update(shard.cluster.remote_partitions)
     if shard.peer_stats is not None:
         await shard.peer_stats.refresh(topics)
-        for key, size in sizes_by_topic(shard.peer_stats.rows()).items():
-            sizes[key] = sizes.get(key, 0) + size
-    return sizes
+        partitions.update(shard.peer_stats.rows())  # a partition reported twice counts once
+    return sizes_by_topic(partitions)
 
 
 def sizes_by_topic(partitions: dict[tuple[int, int, int], Any]) -> dict[tuple[int, int], int]:
-    """Bytes held per (stream id, topic id) by the partitions reported by the other shards."""
+    """Bytes held per (stream id, topic id) by ``partitions`` (their counters, by key)."""
     sizes: dict[tuple[int, int], int] = {}
     for (stream_id, topic_id, _), stats in partitions.items():
         sizes[stream_id, topic_id] = sizes.get((stream_id, topic_id), 0) + stats.size_bytes

@@ -449,6 +449,52 @@ async def test_a_full_submission_queue_refuses_a_pair_with_nothing_queued(tmp_pa
     io.close(index_fd)
 
 
+class _RecordingRingLib:
+    """liburing that records each prepared step of a chain (name and its sizes), then
+    prepares it for real."""
+
+    def __init__(self, lib) -> None:
+        self._lib, self.steps = lib, []
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+    def io_uring_prep_write(self, sqe, fd, view, length, position):
+        self.steps.append(("write", fd, length, position))
+        return self._lib.io_uring_prep_write(sqe, fd, view, length, position)
+
+    def io_uring_prep_sync_file_range(self, sqe, fd, length, position, flags):
+        self.steps.append(("writeback", fd, length, position))
+        return self._lib.io_uring_prep_sync_file_range(sqe, fd, length, position, flags)
+
+
+@pytest.mark.page_cache_only
+@pytest.mark.parametrize("size,pieces", [(1 << 20, 2), ((1 << 19) - 1, 1)])
+async def test_a_long_write_with_writeback_is_queued_in_two_pieces(tmp_path, size, pieces):
+    """At 512 KiB or more, the log write is two write steps with the first piece's writeback
+    between them; below, one write; both followed by the index write and the writeback of
+    both files."""
+    import liburing
+    lib = _RecordingRingLib(liburing)
+    ring = _ring(lib)
+    io = PosixIo()
+    log_fd, index_fd = io.open(str(tmp_path / "a.log")), io.open(str(tmp_path / "a.index"))
+    blob = os.urandom(size)
+    outcome = asyncio.get_running_loop().create_future()
+    ring.submit_pair(log_fd, blob, 100, index_fd, b"e" * 16, 0, outcome.set_result, None, True)
+    assert await asyncio.wait_for(outcome, 5) is None
+    cut = writeback_cut(100, size)
+    log_steps = ([("write", log_fd, cut, 100), ("writeback", log_fd, cut, 100),
+                  ("write", log_fd, size - cut, 100 + cut)] if pieces == 2
+                 else [("write", log_fd, size, 100)])
+    assert lib.steps == log_steps + [("write", index_fd, 16, 0), ("writeback", log_fd, 0, 0),
+                                     ("writeback", index_fd, 0, 0)]
+    assert os.pread(log_fd, size + 100, 100) == blob
+    ring.close()
+    io.close(log_fd)
+    io.close(index_fd)
+
+
 class SecondDirSyncFailsIo(HeldIo):
     """``HeldIo`` whose second directory fsync (a purge's first after its renames, with
     ``enforce_fsync``) waits for ``release`` and then fails with EIO."""

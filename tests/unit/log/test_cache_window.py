@@ -10,13 +10,12 @@ import os
 import threading
 
 import pytest
+from log_helpers import fill_evicting, wait_evictor_idle
 
 from lurcher.core.log.cache_window import CacheWindow, Evictor, write_back
 from lurcher.core.log.config import LogConfig
 from lurcher.core.log.partition import Partition
 from lurcher.core.wire.batch import MessageBatch
-from log_helpers import fill_evicting, wait_evictor_idle
-
 from tests.support.page_cache import resident_pages
 
 KIB = 1024

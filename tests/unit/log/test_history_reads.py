@@ -99,28 +99,51 @@ async def test_a_read_that_fails_still_lets_the_reply_go(tmp_path):
         assert not cached(polled.ranges)  # EBADF: cannot tell, so read it off the loop
         warming = HistoryReads().ready(polled)
         assert await asyncio.wait_for(warming, 10) is None
+        with pytest.raises(OSError):  # what the reply's read reports (CANNOT_READ_FILE)
+            polled.pieces()
     finally:
         os.close(write_only)
 
 
-async def test_read_aheads_waiting_for_the_reader_thread_are_bounded(tmp_path, monkeypatch):
-    monkeypatch.setattr(history_reads, "MAX_AHEAD_JOBS", 2)
+async def test_read_aheads_waiting_for_the_reader_thread_are_bounded(disk_dir, monkeypatch):
+    """Process-wide: history polls of any partitions queue at most ``MAX_AHEAD_JOBS``
+    read-aheads behind a busy reader thread (more are dropped, they are advice)."""
+    slots = history_reads._JobSlots(2)
+    monkeypatch.setattr(history_reads, "_AHEAD_JOBS", slots)
     release = threading.Event()
     blocked = asyncio.get_running_loop().create_future()
     READER_THREAD.run(lambda: release.wait(10), blocked.set_result)
-    reads, fds = HistoryReads(), []
+    fds = []
     try:
-        for i in range(5):  # five cached history polls of five files, each asking ahead
-            path = tmp_path / f"{i:020d}.log"
+        for i in range(5):  # cached history polls of five partitions' files, each asking ahead
+            path = disk_dir / f"{i:020d}.log"
             path.write_bytes(b"y" * 4096)
             fds.append(os.open(path, os.O_RDONLY))
             polled = PolledSlice(0, 1, 0, (ByteRange(str(path), fds[-1], 0, 4096),), True)
-            assert reads.ready(polled) is None
-        assert reads._ahead_jobs == 2
+            assert HistoryReads().ready(polled) is None
+        assert slots.free == 0
     finally:
         release.set()
         await asyncio.wait_for(blocked, 10)
         await drained()
         for fd in fds:
             os.close(fd)
-    assert reads._ahead_jobs == 0
+    assert slots.free == 2
+
+
+def test_a_reader_far_behind_the_last_one_asks_for_its_own_next_bytes():
+    """One mark per file: a second reader further back (another consumer, a re-read) is
+    not taken as already served by the first one's read-ahead."""
+    reads, mib = HistoryReads(), 1024 * 1024
+    ahead = history_reads.AHEAD
+
+    def asked(position: int) -> list[tuple[int, int]]:
+        wanted = reads._ahead_of([ByteRange("a.log", -1, position, mib)])
+        reads._mark(wanted)
+        return [(start, length) for _, start, length in wanted]
+
+    assert asked(100 * mib) == [(101 * mib, ahead)]
+    assert asked(101 * mib) == []  # the first reader, still well inside what was asked
+    assert asked(10 * mib) == [(11 * mib, ahead)]  # far behind: its own bytes
+    far = 11 * mib + ahead
+    assert asked(far + 5 * mib) == [(far + 6 * mib, ahead)]  # the first again, past the mark

@@ -107,14 +107,36 @@ def poll_messages(shard: ShardFace, session: Session, req: PollMessages) -> Any:
                if req.auto_commit else None)
     warming = partition.history_reads.ready(polled)  # history off the device, off the loop
 
-    def reply() -> Parts:
+    def delivered() -> None:
         if target.kind == "groups":
             shard.groups.delivered(topic, target.key, target.partition_id, polled.last_offset,
                                    req.auto_commit)
+
+    def reply() -> Parts:
         prefix = POLL_PREFIX.pack(partition.partition_id, partition.current_offset,
                                   polled.count)
         return Parts([prefix, polled], POLL_PREFIX.size + polled.total_bytes)
-    return after_stored(pending, reply, warming)
+
+    def delivered_reply() -> Parts:
+        delivered()
+        return reply()
+    if warming is None:
+        return after_stored(pending, delivered_reply)
+    if pending is None:
+        delivered()  # when it would have been without the read: at once
+    return _read_in_then(pending, delivered, warming, reply)
+
+
+async def _read_in_then(pending: Awaitable | None, delivered: Callable[[], None],
+                        warming: Awaitable, reply: Callable[[], Parts]) -> Parts:
+    """A poll whose history is being read in: counted as delivered to its consumer group
+    once its offset is stored (``pending``; when None the caller counted it), and answered
+    once its bytes are in the page cache."""
+    if pending is not None:
+        await pending
+        delivered()
+    await warming
+    return reply()
 
 
 @handles("flush_unsaved_buffer")

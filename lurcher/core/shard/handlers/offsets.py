@@ -40,18 +40,14 @@ def offset_target(shard: ShardFace, session: Session, req: Any) -> tuple[Any, An
     return target, shard.partition(topic, target.partition_id)
 
 
-def after_stored(pending: Awaitable | None, then: Callable[[], Any],
-                 also: Awaitable | None = None) -> Any:
-    """``then()`` at once when the store is done (``pending`` is None) and there is nothing
-    ``also`` to wait for, else a coroutine that awaits them first (``pending``'s error is
-    the command's)."""
-    if pending is None and also is None:
+def after_stored(pending: Awaitable | None, then: Callable[[], Any]) -> Any:
+    """``then()`` at once when the store is done (``pending`` is None), else a coroutine
+    that awaits ``pending`` first (its error is the command's)."""
+    if pending is None:
         return then()
 
     async def when_stored() -> Any:
-        for awaited in (pending, also):
-            if awaited is not None:
-                await awaited
+        await pending
         return then()
     return when_stored()
 
